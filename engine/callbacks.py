@@ -1,0 +1,145 @@
+"""TrainerCallbacks that write the run directory: metrics.jsonl, status.json, a line per log in train.log,
+a graceful stop on SIGTERM / SIGINT, and a stop on a NaN or infinite loss.
+
+Only rank 0 writes files; every rank watches for the stop signal so they all stop at the same step.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from engine.rundir import append_metrics, update_status
+
+# Keys Trainer puts in every log that are bookkeeping, not metrics.
+_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
+
+
+class StopRequest:
+    """Set by SIGTERM / SIGINT; read by the callback at the end of the current step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        """Route SIGTERM and SIGINT here instead of killing the process mid-step."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.requested = True
+        self.signal_name = signal.Signals(signum).name
+
+
+def memory_mb() -> float:
+    """Memory in use by this process in MiB: CUDA memory on a GPU, resident memory otherwise."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    try:
+        with open("/proc/self/statm") as handle:
+            resident_pages = int(handle.read().split()[1])
+        import os
+
+        return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _is_bad_number(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+class RunDirCallback(TrainerCallback):
+    """Streams progress into the run directory and turns stop signals and NaN losses into clean stops."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        stop: StopRequest,
+        is_main: bool,
+        already_logged: set[tuple[str, int]] | None = None,
+        status_interval_s: float = 0.25,
+    ):
+        self.run_dir = run_dir
+        self.stop = stop
+        self.is_main = is_main
+        # (event, step) pairs a resumed run already has in metrics.jsonl: never written twice.
+        self.already_logged = already_logged or set()
+        self.status_interval_s = status_interval_s
+        self.bad_loss: str | None = None
+        self._last_status = 0.0
+        self._last_log_time = time.time()
+        self._last_tokens = 0
+
+    def _status(self, state: Any, force: bool = False, **changes: Any) -> None:
+        now = time.time()
+        if self.is_main and (force or now - self._last_status >= self.status_interval_s):
+            self._last_status = now
+            update_status(
+                self.run_dir, step=state.global_step, max_steps=state.max_steps, epoch=state.epoch, **changes
+            )
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._last_log_time = time.time()
+        self._last_tokens = state.num_input_tokens_seen
+        self._status(state, force=True, state="running")
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.stop.requested and not control.should_training_stop:
+            control.should_save = True
+            control.should_training_stop = True
+            print(
+                f"{self.stop.signal_name}: saving a checkpoint at step {state.global_step} and stopping",
+                flush=True,
+            )
+            self._status(state, force=True, state="stopping")
+        else:
+            self._status(state)
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        logs = dict(logs or {})
+        if "loss" in logs and _is_bad_number(logs["loss"]):
+            self.bad_loss = f"the loss became {logs['loss']} at step {state.global_step}; training stopped"
+            control.should_training_stop = True
+        if not self.is_main or any(key in logs for key in _SUMMARY_KEYS):
+            return
+        event = self._event(state, logs)
+        key = (event["event"], state.global_step)
+        if key in self.already_logged:
+            return
+        self.already_logged.add(key)
+        append_metrics(self.run_dir, [event])
+        print(_log_line(event, state.max_steps), flush=True)
+
+    def _event(self, state: Any, logs: dict[str, Any]) -> dict[str, Any]:
+        now = time.time()
+        kind = "eval" if any(key.startswith("eval_") for key in logs) else "train"
+        event: dict[str, Any] = {"event": kind, "step": state.global_step, "epoch": state.epoch, "time": now}
+        event.update({key: value for key, value in logs.items() if key != "epoch"})
+        if kind == "train":
+            tokens = state.num_input_tokens_seen
+            elapsed = max(now - self._last_log_time, 1e-9)
+            event["tokens_per_second"] = (tokens - self._last_tokens) / elapsed
+            event["memory_mb"] = memory_mb()
+            self._last_log_time, self._last_tokens = now, tokens
+        return event
+
+
+def _log_line(event: dict[str, Any], max_steps: int) -> str:
+    """One readable train.log line for a metrics event."""
+    shown = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second")
+    parts = [f"{event['event']} step {event['step']}/{max_steps}", f"epoch {event['epoch']:.2f}"]
+    parts += [f"{key} {event[key]:.4g}" for key in shown if isinstance(event.get(key), (int, float))]
+    return " | ".join(parts)

@@ -1,0 +1,118 @@
+"""The headless command line.
+
+    python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
+    python -m engine resume DIR [--checkpoint N]         continue a stopped or crashed run
+    python -m engine check CONFIG.yaml                   validate config and dataset without training
+
+``supervise`` and ``worker`` are the internal halves of a run (the studio starts ``supervise`` in the
+background; it starts ``worker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engine.config import ConfigError, load_config
+
+EXIT_BAD_INPUT = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine", description="Fine-tune language models headless."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train in the foreground from a YAML config")
+    train.add_argument("config", type=Path, help="the run's YAML config")
+    train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
+    train.add_argument(
+        "--workspace", type=Path, default=Path("workspace"), help="where new runs go by default"
+    )
+    resume = commands.add_parser("resume", help="continue a stopped or crashed run from a checkpoint")
+    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
+    check = commands.add_parser("check", help="validate a config and its dataset without training")
+    check.add_argument("config", type=Path)
+    for internal in ("supervise", "worker"):
+        command = commands.add_parser(internal, help=argparse.SUPPRESS)
+        command.add_argument("run_dir", type=Path)
+        command.add_argument("--checkpoint", type=int)
+    return parser
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _train(args: argparse.Namespace) -> int:
+    from engine.runs import RunError, create_run
+    from engine.supervisor import supervise
+
+    config = load_config(args.config)
+    try:
+        run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
+    except RunError as exc:
+        return _error(str(exc))
+    print(f"run directory: {run_dir}", flush=True)
+    return supervise(run_dir, echo=True)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from engine.rundir import checkpoint_steps
+    from engine.runs import RunError, status
+    from engine.supervisor import supervise
+
+    run_dir = args.run_dir.resolve()
+    current = status(run_dir)
+    if not current:
+        return _error(f"{run_dir} is not a run directory")
+    if current.get("state") in ("starting", "running", "stopping"):
+        return _error("the run is still running; stop it before resuming")
+    steps = checkpoint_steps(run_dir)
+    checkpoint = args.checkpoint if args.checkpoint is not None else (steps[-1] if steps else None)
+    if checkpoint is None:
+        return _error("the run has no checkpoint to resume from; start it again instead")
+    if checkpoint not in steps:
+        return _error(str(RunError(f"no checkpoint {checkpoint}; the run has {', '.join(map(str, steps))}")))
+    print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
+    return supervise(run_dir, checkpoint, echo=True)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from engine.check import check_run
+    from engine.data import DataError
+
+    config = load_config(args.config)
+    try:
+        report = check_run(config)
+    except (ConfigError, DataError) as exc:
+        return _error(str(exc))
+    except OSError as exc:
+        return _error(f"model.name_or_path: cannot load {config.model.name_or_path!r}: {exc}")
+    print("\n".join(report.lines()))
+    print("ok: the config and dataset are ready to train")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m engine``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "train":
+            return _train(args)
+        if args.command == "resume":
+            return _resume(args)
+        if args.command == "check":
+            return _check(args)
+        if args.command == "supervise":
+            from engine.supervisor import supervise
+
+            return supervise(args.run_dir.resolve(), args.checkpoint)
+        from engine.train import run
+
+        return run(args.run_dir.resolve(), args.checkpoint)
+    except ConfigError as exc:
+        return _error(str(exc))

@@ -1,0 +1,135 @@
+"""One typed RunConfig: the single source of truth for the studio's widgets, the YAML file and the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from engine.config.errors import ConfigError, Problem, problems_from_validation
+from engine.config.sections import (
+    AdapterSection,
+    DataSection,
+    LaunchSection,
+    ModelSection,
+    QuantizationSection,
+    Section,
+    TrainSection,
+)
+
+__all__ = [
+    "AdapterSection",
+    "ConfigError",
+    "DataSection",
+    "LaunchSection",
+    "ModelSection",
+    "Problem",
+    "QuantizationSection",
+    "RunConfig",
+    "TrainSection",
+    "load_config",
+    "parse_config",
+    "save_config",
+]
+
+
+class RunConfig(Section):
+    """Everything a fine-tuning run needs, validated before any process starts."""
+
+    name: str | None = Field(
+        None, max_length=120, description="A short name for the run (shown in the run list)."
+    )
+    model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
+    quantization: QuantizationSection = Field(
+        default_factory=QuantizationSection, description="Quantized loading of the base (QLoRA)."
+    )
+    adapter: AdapterSection = Field(default_factory=AdapterSection, description="What is trained.")
+    data: DataSection = Field(default_factory=DataSection, description="The dataset.")
+    train: TrainSection = Field(default_factory=TrainSection, description="The training loop.")
+    launch: LaunchSection = Field(default_factory=LaunchSection, description="Processes and devices.")
+
+    @model_validator(mode="after")
+    def _check_combinations(self) -> RunConfig:
+        """Cross-field rules; each message starts with the field to fix so the studio can place it."""
+        problems = _combination_problems(self)
+        if problems:
+            raise ValueError("\n".join(str(problem) for problem in problems))
+        return self
+
+    @property
+    def has_eval_data(self) -> bool:
+        """Whether the config names evaluation data (a separate file or a held-out share)."""
+        return bool(self.data.eval_path) or self.data.eval_size > 0
+
+    def to_yaml(self) -> str:
+        """The config as YAML, in field order, ready to save or show."""
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+
+
+def _combination_problems(config: RunConfig) -> list[Problem]:
+    """Rules that involve more than one field."""
+    problems: list[Problem] = []
+    quantized = config.quantization.mode != "none"
+    if quantized and config.adapter.method != "lora":
+        problems.append(
+            Problem(
+                "quantization.mode",
+                f"{config.quantization.mode} base weights cannot be trained; use adapter.method lora",
+            )
+        )
+    if quantized and config.adapter.init == "loftq":
+        problems.append(
+            Problem("adapter.init", "loftq quantizes the base itself; set quantization.mode to none")
+        )
+    if config.train.eval_strategy != "no" and not config.has_eval_data:
+        problems.append(
+            Problem("train.eval_strategy", "evaluation needs eval data: set data.eval_path or data.eval_size")
+        )
+    if config.train.eval_on_start and not config.has_eval_data:
+        problems.append(
+            Problem("train.eval_on_start", "needs eval data: set data.eval_path or data.eval_size")
+        )
+    if config.data.eval_size >= 1 and config.data.eval_size != int(config.data.eval_size):
+        problems.append(Problem("data.eval_size", "must be a fraction below 1 or a whole number of rows"))
+    if config.train.warmup >= 1 and config.train.warmup != int(config.train.warmup):
+        problems.append(Problem("train.warmup", "must be a fraction below 1 or a whole number of steps"))
+    if config.adapter.use_dora and config.adapter.init in ("pissa", "olora", "loftq"):
+        problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
+    return problems
+
+
+def parse_config(data: Any) -> RunConfig:
+    """Validate a mapping (from YAML, a form or a test) into a RunConfig, or raise ConfigError."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([Problem("", "the config must be a mapping of sections (model, data, train, ...)")])
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, RunConfig)) from None
+
+
+def load_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML config file, or raise ConfigError saying what is wrong with it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Problem("", f"config file not found: {path}")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem("", f"cannot read config file {path}: {exc}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem("", f"{path} is not valid YAML: {exc}")]) from None
+    return parse_config(data)
+
+
+def save_config(config: RunConfig, path: str | Path) -> None:
+    """Write the config as YAML atomically (a reader never sees half a file)."""
+    from engine.rundir import write_text_atomic
+
+    write_text_atomic(Path(path), config.to_yaml())

@@ -1,0 +1,97 @@
+"""Readable validation errors that name the field: ``train.learning_rate: must be > 0``."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a config: the dotted field path ('' for the whole config) and what is wrong."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; ``problems`` lists every field at fault."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+    def by_field(self) -> dict[str, str]:
+        """Problems keyed by field path, for showing each next to its widget."""
+        return {problem.field: problem.message for problem in self.problems}
+
+
+def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names valid at ``loc`` (the parent of an unknown key), for 'did you mean' hints."""
+    current: Any = model
+    for part in loc:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        current = field.annotation
+    return list(getattr(current, "model_fields", {}))
+
+
+def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
+    """Turn one pydantic error into a short sentence a user can act on."""
+    kind, ctx = error["type"], error.get("ctx", {})
+    simple = {
+        "greater_than": "must be > {gt}",
+        "greater_than_equal": "must be >= {ge}",
+        "less_than": "must be < {lt}",
+        "less_than_equal": "must be <= {le}",
+        "literal_error": "must be one of {expected}",
+        "missing": "is required",
+        "int_parsing": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "int_type": "must be a whole number",
+        "float_parsing": "must be a number",
+        "float_type": "must be a number",
+        "bool_parsing": "must be true or false",
+        "bool_type": "must be true or false",
+        "string_too_short": "must not be empty",
+        "string_type": "must be text",
+        "list_type": "must be a list",
+        "dict_type": "must be a mapping of keys to values",
+        "model_type": "must be a section of keys and values",
+        "finite_number": "must be a finite number",
+    }
+    if kind in simple:
+        return simple[kind].format(**ctx)
+    if kind == "extra_forbidden":
+        key = str(error["loc"][-1])
+        close = difflib.get_close_matches(key, _known_keys(model, tuple(error["loc"][:-1])), n=1)
+        return "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+    message = str(error.get("msg", kind))
+    return message.removeprefix("Value error, ")
+
+
+def problems_from_validation(exc: ValidationError, model: type[BaseModel]) -> list[Problem]:
+    """Convert a pydantic ValidationError into Problems, one per distinct field."""
+    problems: list[Problem] = []
+    seen: set[str] = set()
+    for error in exc.errors():
+        # Union fields report one error per member type; the dotted path without the type tags is the field.
+        loc = [str(part) for part in error["loc"] if not str(part).startswith(("list[", "str", "function-"))]
+        field = ".".join(loc)
+        for message in _describe(error, model).split("\n"):
+            if not field and ": " in message:
+                # Cross-field checks raise "section.field: message" lines so the studio can place each one.
+                problem = Problem(*message.split(": ", 1))
+            else:
+                problem = Problem(field, message)
+            if problem.field not in seen:
+                seen.add(problem.field)
+                problems.append(problem)
+    return problems

@@ -1,0 +1,317 @@
+"""The sections of a RunConfig: one pydantic model per concern, a description and bounds on every field.
+
+The studio builds its widgets from these fields, so every field carries a description (the help text) and,
+for numbers, bounds. Fields marked ``advanced`` are collapsed in the form.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+DEMO_MODEL = "assets/demo-model"
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+
+
+def advanced(**extra: Any) -> dict[str, Any]:
+    """Schema extra that marks a field as advanced (collapsed in the studio form)."""
+    return {"advanced": True, **extra}
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
+
+
+class ModelSection(Section):
+    """The base model to fine-tune."""
+
+    name_or_path: str = Field(
+        DEMO_MODEL,
+        min_length=1,
+        description="Hub id (org/name) or local directory of the base model.",
+    )
+    revision: str | None = Field(
+        None,
+        description="Hub branch, tag or commit to load; empty for the default.",
+        json_schema_extra=advanced(),
+    )
+    dtype: Dtype = Field(
+        "auto",
+        description="Dtype of the weights: auto = float32 on CPU, bfloat16 on GPUs that have it, else float16.",
+    )
+    trust_remote_code: bool = Field(
+        False,
+        description="Run Python code shipped with the model. Only for models whose code you trust.",
+        json_schema_extra=advanced(),
+    )
+    attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = Field(
+        "auto",
+        description="Attention kernel: auto lets transformers choose (sdpa where it can).",
+        json_schema_extra=advanced(),
+    )
+
+
+class QuantizationSection(Section):
+    """bitsandbytes quantization of the frozen base (QLoRA)."""
+
+    mode: Literal["none", "4bit", "8bit"] = Field(
+        "none", description="Load the base model quantized: 4-bit (QLoRA) or 8-bit. Needs a LoRA adapter."
+    )
+    quant_type: Literal["nf4", "fp4"] = Field(
+        "nf4", description="4-bit data type: NF4 (usual for QLoRA) or FP4."
+    )
+    double_quant: bool = Field(
+        True, description="Quantize the quantization constants too (saves ~0.4 bit/param)."
+    )
+    compute_dtype: Dtype = Field(
+        "auto", description="Dtype of the 4-bit matmuls: auto follows the training precision."
+    )
+
+
+class AdapterSection(Section):
+    """What is trained: a LoRA adapter, the full model, or the last layers only."""
+
+    method: Literal["lora", "full", "freeze"] = Field(
+        "lora",
+        description="lora: train a low-rank adapter; full: every weight; freeze: only the last N layers.",
+    )
+    r: int = Field(8, ge=1, le=1024, description="LoRA rank: the width of the low-rank update.")
+    alpha: float = Field(16, gt=0, le=4096, description="LoRA alpha: the update is scaled by alpha / r.")
+    dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA input.")
+    target_modules: str | list[str] = Field(
+        "auto",
+        description=(
+            "Modules that get LoRA: auto (peft's default for the model type), all-linear, "
+            "or a comma-separated list of module names."
+        ),
+    )
+    bias: Literal["none", "all", "lora_only"] = Field(
+        "none", description="Which biases to train with LoRA.", json_schema_extra=advanced()
+    )
+    use_rslora: bool = Field(
+        False, description="Rank-stabilised LoRA: scale by alpha / sqrt(r).", json_schema_extra=advanced()
+    )
+    use_dora: bool = Field(
+        False,
+        description="DoRA: weight-decomposed LoRA (slower, sometimes better).",
+        json_schema_extra=advanced(),
+    )
+    init: Literal["default", "gaussian", "pissa", "olora", "loftq"] = Field(
+        "default", description="How LoRA weights start.", json_schema_extra=advanced()
+    )
+    modules_to_save: list[str] = Field(
+        default_factory=list,
+        description="Modules trained in full and saved beside the adapter (e.g. lm_head, embed_tokens).",
+        json_schema_extra=advanced(),
+    )
+    freeze_trainable_layers: int = Field(
+        2, ge=1, le=1000, description="freeze method: how many of the last decoder layers are trained."
+    )
+
+    @field_validator("target_modules", mode="before")
+    @classmethod
+    def _split_module_list(cls, value: Any) -> Any:
+        """Accept "q_proj, v_proj" from a form or CLI as a list; keep the keywords auto / all-linear."""
+        if isinstance(value, str) and value.strip() not in ("auto", "all-linear"):
+            names = [name.strip() for name in value.split(",") if name.strip()]
+            if not names:
+                raise ValueError("give auto, all-linear or at least one module name")
+            return names
+        if isinstance(value, str):
+            return value.strip()
+        return value
+
+
+class ColumnMap(Section):
+    """Which dataset columns hold what; empty fields mean the usual name for the format."""
+
+    instruction: str | None = Field(None, description="alpaca: the instruction column (default instruction).")
+    input: str | None = Field(None, description="alpaca: the optional input column (default input).")
+    output: str | None = Field(None, description="alpaca: the answer column (default output).")
+    system: str | None = Field(None, description="Optional system prompt column (default system).")
+    messages: str | None = Field(
+        None, description="conversational: the list of turns (messages/conversations)."
+    )
+    prompt: str | None = Field(None, description="prompt-completion and preference: the prompt column.")
+    completion: str | None = Field(None, description="prompt-completion: the completion column.")
+    text: str | None = Field(None, description="text: the plain-text column (default text).")
+    chosen: str | None = Field(None, description="preference: the preferred answer column.")
+    rejected: str | None = Field(None, description="preference: the rejected answer column.")
+
+
+DatasetFormat = Literal["auto", "alpaca", "conversational", "prompt_completion", "text", "preference"]
+
+
+class DataSection(Section):
+    """Where the training data comes from and how it is shaped."""
+
+    path: str = Field(
+        "assets/datasets/demo_sft_train.jsonl",
+        min_length=1,
+        description="Local JSON / JSONL / CSV / Parquet / TXT file, or a hub dataset id.",
+    )
+    format: DatasetFormat = Field("auto", description="Dataset format; auto detects it from the columns.")
+    columns: ColumnMap = Field(
+        default_factory=ColumnMap, description="Column mapping when the names differ from the usual ones."
+    )
+    split: str = Field(
+        "train", min_length=1, description="Split to read from a hub dataset.", json_schema_extra=advanced()
+    )
+    eval_path: str | None = Field(
+        None, description="Separate evaluation file (or hub id); overrides eval_size."
+    )
+    eval_size: float = Field(
+        0.0,
+        ge=0,
+        description="Held-out evaluation rows taken from the training data: a fraction if < 1, a count if >= 1.",
+    )
+    max_samples: int | None = Field(
+        None, ge=1, description="Use at most this many training rows (empty: all)."
+    )
+    chat_template: str | None = Field(
+        None,
+        description="Jinja chat template that overrides the tokenizer's (empty: the tokenizer's own).",
+        json_schema_extra=advanced(),
+    )
+    completion_only_loss: bool = Field(
+        True, description="Compute the loss on the answers only, not on the prompts."
+    )
+    placeholders: dict[str, str] = Field(
+        default_factory=dict,
+        description="Values for {{name}} placeholders in the data (e.g. name, author in identity sets).",
+        json_schema_extra=advanced(),
+    )
+
+
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
+Scheduler = Literal[
+    "linear",
+    "cosine",
+    "cosine_with_restarts",
+    "cosine_with_min_lr",
+    "polynomial",
+    "constant",
+    "constant_with_warmup",
+    "inverse_sqrt",
+    "warmup_stable_decay",
+]
+Optimizer = Literal[
+    "adamw_torch",
+    "adamw_torch_fused",
+    "adafactor",
+    "sgd",
+    "adamw_bnb_8bit",
+    "paged_adamw_8bit",
+    "paged_adamw_32bit",
+    "lion_8bit",
+    "paged_lion_8bit",
+]
+Strategy = Literal["no", "steps", "epoch"]
+
+
+class TrainSection(Section):
+    """The training loop: the knobs of transformers' Trainer / TRL's SFTConfig."""
+
+    learning_rate: float = Field(2e-4, gt=0, le=1, description="Peak learning rate.")
+    num_epochs: float = Field(
+        1.0, gt=0, le=1000, description="Passes over the training data (if max_steps is -1)."
+    )
+    max_steps: int = Field(-1, ge=-1, description="Optimizer steps to run; -1 runs num_epochs instead.")
+    per_device_batch_size: int = Field(4, ge=1, le=4096, description="Examples per device per forward pass.")
+    eval_batch_size: int = Field(
+        8, ge=1, le=4096, description="Examples per device per evaluation pass.", json_schema_extra=advanced()
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, le=1024, description="Forward passes summed into one optimizer step."
+    )
+    lr_scheduler: Scheduler = Field("cosine", description="Learning-rate schedule after warm-up.")
+    warmup: float = Field(
+        0.0, ge=0, description="Warm-up: a fraction of the steps if < 1, a number of steps if >= 1."
+    )
+    weight_decay: float = Field(
+        0.0, ge=0, le=10, description="Decoupled weight decay.", json_schema_extra=advanced()
+    )
+    optimizer: Optimizer = Field(
+        "adamw_torch",
+        description="Optimizer; the bnb and paged ones save memory (paged ones matter on a GPU).",
+    )
+    max_grad_norm: float = Field(
+        1.0, ge=0, le=1e6, description="Clip gradients to this norm (0 turns clipping off)."
+    )
+    logging_steps: int = Field(
+        1, ge=1, le=100000, description="Log loss, learning rate and grad norm every N steps."
+    )
+    eval_strategy: Strategy = Field(
+        "no", description="When to evaluate: never, every eval_steps, or every epoch."
+    )
+    eval_steps: int = Field(50, ge=1, description="Evaluate every N steps (eval_strategy steps).")
+    eval_on_start: bool = Field(
+        False, description="Evaluate once before the first step (a baseline).", json_schema_extra=advanced()
+    )
+    save_strategy: Strategy = Field(
+        "steps", description="When to save a resumable checkpoint: never, every save_steps, or every epoch."
+    )
+    save_steps: int = Field(100, ge=1, description="Save a checkpoint every N steps (save_strategy steps).")
+    save_total_limit: int | None = Field(
+        3,
+        ge=1,
+        description="Keep at most this many checkpoints (empty: keep all).",
+        json_schema_extra=advanced(),
+    )
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="Random seed for data order, dropout and init.")
+    full_determinism: bool = Field(
+        False, description="Deterministic kernels everywhere (slower).", json_schema_extra=advanced()
+    )
+    precision: Precision = Field(
+        "auto", description="Training precision: auto = fp32 on CPU, bf16 on GPUs that have it, else fp16."
+    )
+    gradient_checkpointing: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Recompute activations to save memory: auto = on for quantized GPU runs, off on CPU.",
+    )
+    neftune_noise_alpha: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="NEFTune: noise on the embeddings (e.g. 5); empty for none.",
+        json_schema_extra=advanced(),
+    )
+    label_smoothing: float = Field(
+        0.0, ge=0, lt=1, description="Label smoothing factor.", json_schema_extra=advanced()
+    )
+    auto_find_batch_size: bool = Field(
+        False, description="Halve the batch size on out-of-memory and retry.", json_schema_extra=advanced()
+    )
+    report_to: Literal["none", "tensorboard", "wandb"] = Field(
+        "none",
+        description="Also log to TensorBoard or Weights & Biases (token from WANDB_API_KEY).",
+        json_schema_extra=advanced(),
+    )
+    max_length: int = Field(
+        1024, ge=8, le=1_048_576, description="Longest sequence in tokens; longer rows are cut."
+    )
+    packing: bool = Field(
+        False, description="Pack several short examples into one sequence.", json_schema_extra=advanced()
+    )
+
+
+class LaunchSection(Section):
+    """How the training process is started."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="Where to train: auto picks a GPU when present."
+    )
+    num_processes: int = Field(
+        1, ge=1, le=1024, description="Training processes (data parallel); more than one uses torchrun."
+    )
+    threads_per_process: int | None = Field(
+        None,
+        ge=1,
+        le=1024,
+        description="CPU threads per process (OMP_NUM_THREADS); empty: cores / processes.",
+        json_schema_extra=advanced(),
+    )

@@ -1,0 +1,262 @@
+"""The API the studio (or any program) uses to create, start, watch, stop, abort and resume runs.
+
+Everything goes through the run directory and signals, so a run outlives the program that started it: the
+supervisor is started in its own process session, and any later reader can reconcile the status against the
+live processes. Only the standard library and the config are imported (no torch).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import RunConfig, save_config
+from engine.rundir import (
+    ACTIVE_STATES,
+    CONFIG_FILE,
+    FINAL_STATES,
+    checkpoint_steps,
+    iter_metrics,
+    log_tail,
+    read_status,
+    update_status,
+)
+from engine.rundir import read_metrics as _read_metrics
+
+RUNS_DIR = "runs"
+
+
+class RunError(RuntimeError):
+    """An action that does not fit the run's state (resume a running run, start a missing one, ...)."""
+
+
+def runs_root(workspace: Path) -> Path:
+    """The directory holding a workspace's runs."""
+    return Path(workspace) / RUNS_DIR
+
+
+def new_run_id(name: str | None) -> str:
+    """A sortable, readable, unique id: time stamp plus a slug of the name."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (name or "run").lower()).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}-{slug}"
+
+
+def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path | None = None) -> Path:
+    """Make a run directory holding the config and a ``queued`` status; returns its path."""
+    if run_dir is None:
+        if workspace is None:
+            raise ValueError("give a workspace or a run directory")
+        run_dir = runs_root(workspace) / new_run_id(config.name)
+    run_dir = Path(run_dir).resolve()
+    if (run_dir / CONFIG_FILE).exists():
+        raise RunError(f"{run_dir} already holds a run; resume it or choose another directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / CONFIG_FILE)
+    update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time())
+    return run_dir
+
+
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _reap_in_background(process: subprocess.Popen[bytes]) -> None:
+    """Wait for a supervisor we started so it never lingers as a zombie that looks alive."""
+    _children[process.pid] = process
+    threading.Thread(target=process.wait, daemon=True, name=f"reap-{process.pid}").start()
+
+
+def start(run_dir: Path, checkpoint: int | None = None) -> int:
+    """Start the run's supervisor in its own session (it survives its starter); returns its pid."""
+    run_dir = Path(run_dir).resolve()
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
+    if is_active(status(run_dir)):
+        raise RunError("the run is already running")
+    command = [sys.executable, "-m", "engine", "supervise", str(run_dir)]
+    if checkpoint is not None:
+        command += ["--checkpoint", str(checkpoint)]
+    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None)
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=str(run_dir),
+        env=dict(os.environ, PYTHONPATH=_engine_pythonpath()),
+    )
+    update_status(run_dir, supervisor_pid=process.pid)
+    _reap_in_background(process)
+    return process.pid
+
+
+def _engine_pythonpath() -> str:
+    """PYTHONPATH that lets ``python -m engine`` import this very engine from any working directory."""
+    root = str(Path(__file__).resolve().parent.parent)
+    return os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+
+
+def resume(run_dir: Path, checkpoint: int | None = None) -> int:
+    """Continue a stopped or failed run from its newest (or the given) checkpoint; returns the supervisor pid."""
+    current = status(run_dir)
+    if is_active(current):
+        raise RunError("the run is still running; stop it before resuming")
+    if current.get("state") == "completed":
+        raise RunError("the run has completed; there is nothing to resume")
+    steps = checkpoint_steps(Path(run_dir))
+    if not steps:
+        raise RunError("the run has no checkpoint to resume from; start it again instead")
+    if checkpoint is None:
+        checkpoint = steps[-1]
+    elif checkpoint not in steps:
+        raise RunError(f"no checkpoint {checkpoint}; the run has {', '.join(map(str, steps))}")
+    return start(run_dir, checkpoint)
+
+
+def is_alive(pid: int | None) -> bool:
+    """Whether ``pid`` is a live (not zombie) process and, where /proc tells, an engine process."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    proc = Path(f"/proc/{pid}")
+    if not proc.exists():
+        return True
+    try:
+        if proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        # A recycled pid belongs to some other program: an engine process names the engine.
+        cmdline = proc.joinpath("cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return "engine" in cmdline
+
+
+def is_active(run_status: dict[str, Any]) -> bool:
+    """Whether a (reconciled) status belongs to a run that is still going."""
+    return run_status.get("state") in ACTIVE_STATES and run_status.get("state") != "queued"
+
+
+def status(run_dir: Path) -> dict[str, Any]:
+    """The run's status, reconciled against its processes.
+
+    A status that says starting / running / stopping while neither the supervisor nor the worker lives is a
+    crashed run: it is recorded as failed. Failed runs carry the tail of train.log.
+    """
+    run_dir = Path(run_dir)
+    current = read_status(run_dir)
+    state = current.get("state")
+    if state in ACTIVE_STATES and state != "queued":
+        alive = is_alive(current.get("supervisor_pid")) or is_alive(current.get("pid"))
+        if not alive and not _just_started(current):
+            code = current.get("exit_code")
+            why = f"exit code {code}" if code is not None else "exit code unknown"
+            current = update_status(
+                run_dir, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
+            )
+    if current.get("state") == "failed":
+        current["log_tail"] = log_tail(run_dir)
+    current["checkpoints"] = checkpoint_steps(run_dir)
+    current["run_dir"] = str(run_dir)
+    return current
+
+
+def _just_started(current: dict[str, Any]) -> bool:
+    """A status written a moment ago may not have its pid yet; give the supervisor a grace period."""
+    return current.get("supervisor_pid") is None and time.time() - current.get("updated_at", 0) < 5
+
+
+def _signal_group(run_dir: Path, sig: signal.Signals) -> bool:
+    current = read_status(run_dir)
+    pid = current.get("supervisor_pid")
+    if not is_alive(pid):
+        return False
+    if sig == signal.SIGKILL:
+        os.killpg(os.getpgid(pid), sig)
+    else:
+        os.kill(pid, sig)
+    return True
+
+
+def stop(run_dir: Path) -> bool:
+    """Ask the run to stop after its current step, saving a checkpoint. False if it was not running."""
+    return _signal_group(Path(run_dir), signal.SIGTERM)
+
+
+def abort(run_dir: Path) -> bool:
+    """Kill the run and every process it started, at once; no checkpoint is saved. False if not running."""
+    run_dir = Path(run_dir)
+    if not _signal_group(run_dir, signal.SIGKILL):
+        return False
+    update_status(run_dir, state="failed", ended_at=time.time(), error="aborted by the user")
+    return True
+
+
+def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
+    """Block until the run reaches a final state (or the timeout passes); returns the status."""
+    deadline = time.time() + timeout
+    while True:
+        current = status(run_dir)
+        if current.get("state") in FINAL_STATES or time.time() > deadline:
+            return current
+        time.sleep(poll)
+
+
+def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Metric events written since byte ``offset``, and the next offset (see engine.rundir.read_metrics)."""
+    return _read_metrics(Path(run_dir), offset)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of the run list."""
+
+    run_id: str
+    run_dir: Path
+    name: str
+    state: str
+    step: int
+    max_steps: int
+    last_loss: float | None
+    best_loss: float | None
+    created_at: float | None
+    started_at: float | None
+    ended_at: float | None
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    """The run list's view of one run (reads its whole metrics file; fine for a list refresh)."""
+    current = status(run_dir)
+    losses = [e["loss"] for e in iter_metrics(run_dir) if e.get("event") == "train" and "loss" in e]
+    return RunSummary(
+        run_id=run_dir.name,
+        run_dir=run_dir,
+        name=current.get("name") or run_dir.name,
+        state=current.get("state", "unknown"),
+        step=current.get("step") or 0,
+        max_steps=current.get("max_steps") or 0,
+        last_loss=losses[-1] if losses else None,
+        best_loss=min(losses) if losses else None,
+        created_at=current.get("created_at"),
+        started_at=current.get("started_at"),
+        ended_at=current.get("ended_at"),
+    )
+
+
+def list_runs(workspace: Path) -> list[RunSummary]:
+    """Every run of a workspace, newest first."""
+    root = runs_root(workspace)
+    dirs = [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
+    return sorted((summarize(child) for child in dirs), key=lambda run: run.created_at or 0, reverse=True)

@@ -1,0 +1,1 @@
+"""The Gradio studio (built on the engine)."""
