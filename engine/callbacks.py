@@ -85,9 +85,7 @@ class RunDirCallback(TrainerCallback):
         now = time.time()
         if self.is_main and (force or now - self._last_status >= self.status_interval_s):
             self._last_status = now
-            update_status(
-                self.run_dir, step=state.global_step, max_steps=state.max_steps, epoch=state.epoch, **changes
-            )
+            update_status(self.run_dir, step=state.global_step, max_steps=state.max_steps, epoch=state.epoch, **changes)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._last_log_time = time.time()
@@ -106,9 +104,7 @@ class RunDirCallback(TrainerCallback):
         else:
             self._status(state)
 
-    def on_log(
-        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
-    ) -> None:
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         logs = dict(logs or {})
         if "loss" in logs and _is_bad_number(logs["loss"]):
             self.bad_loss = f"the loss became {logs['loss']} at step {state.global_step}; training stopped"

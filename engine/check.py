@@ -29,9 +29,7 @@ class CheckReport:
     def lines(self) -> list[str]:
         """The short human summary printed by the CLI."""
         data = self.data
-        tokens = (
-            f"{data.num_tokens:,} tokens ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
-        )
+        tokens = f"{data.num_tokens:,} tokens ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
         return [
             f"data: {data.source}",
             f"format: {data.format}",
@@ -66,13 +64,9 @@ def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCoun
         trust_remote_code=config.model.trust_remote_code,
     )
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(
-            model_config, trust_remote_code=config.model.trust_remote_code
-        )
+        model = AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
     # Quantization changes how weights are stored, not what is trainable: count the unquantized layout.
-    unquantized = config.model_copy(
-        update={"quantization": config.quantization.model_copy(update={"mode": "none"})}
-    )
+    unquantized = config.model_copy(update={"quantization": config.quantization.model_copy(update={"mode": "none"})})
     cpu_view = Hardware(gpu_count=0, bf16_supported=False) if not hardware.has_gpu else hardware
     return count_parameters(make_trainable(model, unquantized, cpu_view))
 

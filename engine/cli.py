@@ -20,16 +20,12 @@ EXIT_BAD_INPUT = 2
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m engine", description="Fine-tune language models headless."
-    )
+    parser = argparse.ArgumentParser(prog="python -m engine", description="Fine-tune language models headless.")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train in the foreground from a YAML config")
     train.add_argument("config", type=Path, help="the run's YAML config")
     train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
-    train.add_argument(
-        "--workspace", type=Path, default=Path("workspace"), help="where new runs go by default"
-    )
+    train.add_argument("--workspace", type=Path, default=Path("workspace"), help="where new runs go by default")
     resume = commands.add_parser("resume", help="continue a stopped or crashed run from a checkpoint")
     resume.add_argument("run_dir", type=Path)
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")

@@ -84,13 +84,9 @@ def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
     precision = config.train.precision
     if precision == "bf16" and not (device == "cuda" and hardware.bf16_supported):
         where = "this GPU" if device == "cuda" else "the CPU"
-        problems.append(
-            Problem("train.precision", f"bf16 needs hardware that has it; {where} does not (use auto)")
-        )
+        problems.append(Problem("train.precision", f"bf16 needs hardware that has it; {where} does not (use auto)"))
     if precision == "fp16" and device == "cpu":
-        problems.append(
-            Problem("train.precision", "fp16 training needs a GPU; use fp32 (or auto) on the CPU")
-        )
+        problems.append(Problem("train.precision", "fp16 training needs a GPU; use fp32 (or auto) on the CPU"))
     if device == "cuda" and config.launch.num_processes > hardware.gpu_count:
         problems.append(
             Problem(

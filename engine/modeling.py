@@ -87,11 +87,7 @@ def _freeze_all_but_last_layers(model: Any, count: int) -> None:
     layers = decoder_layers(model)
     if count > len(layers):
         raise ConfigError(
-            [
-                Problem(
-                    "adapter.freeze_trainable_layers", f"the model has only {len(layers)} layers, not {count}"
-                )
-            ]
+            [Problem("adapter.freeze_trainable_layers", f"the model has only {len(layers)} layers, not {count}")]
         )
     model.requires_grad_(False)
     for layer in layers[len(layers) - count :]:

@@ -89,9 +89,7 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
     num_processes, threads = _launch_settings(run_dir)
     update_status(run_dir, supervisor_pid=os.getpid())
     with open(run_dir / LOG_FILE, "ab") as log:
-        log.write(
-            f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode()
-        )
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
         log.flush()
         worker = subprocess.Popen(
             worker_command(run_dir, checkpoint, num_processes),

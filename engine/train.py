@@ -112,16 +112,10 @@ def run(run_dir: Path, checkpoint_step: int | None = None) -> int:
     stop = StopRequest()
     stop.install()
     if rank.is_main:
-        update_status(
-            run_dir, state="starting", pid=os.getpid(), started_at=time.time(), error=None, exit_code=None
-        )
+        update_status(run_dir, state="starting", pid=os.getpid(), started_at=time.time(), error=None, exit_code=None)
     try:
         config = load_config(run_dir / CONFIG_FILE)
-        logged = (
-            _resume_marker(run_dir, checkpoint_step)
-            if checkpoint_step is not None and rank.is_main
-            else set()
-        )
+        logged = _resume_marker(run_dir, checkpoint_step) if checkpoint_step is not None and rank.is_main else set()
         callback = RunDirCallback(run_dir, stop, rank.is_main, already_logged=logged)
         trainer = _build_trainer(config, run_dir, callback)
         resume_from = str(checkpoint_path(run_dir, checkpoint_step)) if checkpoint_step is not None else None
@@ -148,15 +142,11 @@ def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank:
     if callback.stop.requested:
         if rank.is_main:
             update_status(run_dir, state="stopped", step=state.global_step, ended_at=time.time())
-        print(
-            f"stopped at step {state.global_step}; resume with: python -m engine resume {run_dir}", flush=True
-        )
+        print(f"stopped at step {state.global_step}; resume with: python -m engine resume {run_dir}", flush=True)
         return EXIT_OK
     target = _save_result(trainer, run_dir, config) if rank.is_main else None
     if rank.is_main:
-        update_status(
-            run_dir, state="completed", step=state.global_step, ended_at=time.time(), result=str(target)
-        )
+        update_status(run_dir, state="completed", step=state.global_step, ended_at=time.time(), result=str(target))
         print(f"completed: {state.global_step} steps; saved to {target}", flush=True)
     return EXIT_OK
 

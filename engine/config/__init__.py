@@ -38,9 +38,7 @@ __all__ = [
 class RunConfig(Section):
     """Everything a fine-tuning run needs, validated before any process starts."""
 
-    name: str | None = Field(
-        None, max_length=120, description="A short name for the run (shown in the run list)."
-    )
+    name: str | None = Field(None, max_length=120, description="A short name for the run (shown in the run list).")
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
     quantization: QuantizationSection = Field(
         default_factory=QuantizationSection, description="Quantized loading of the base (QLoRA)."
@@ -80,17 +78,13 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
             )
         )
     if quantized and config.adapter.init == "loftq":
-        problems.append(
-            Problem("adapter.init", "loftq quantizes the base itself; set quantization.mode to none")
-        )
+        problems.append(Problem("adapter.init", "loftq quantizes the base itself; set quantization.mode to none"))
     if config.train.eval_strategy != "no" and not config.has_eval_data:
         problems.append(
             Problem("train.eval_strategy", "evaluation needs eval data: set data.eval_path or data.eval_size")
         )
     if config.train.eval_on_start and not config.has_eval_data:
-        problems.append(
-            Problem("train.eval_on_start", "needs eval data: set data.eval_path or data.eval_size")
-        )
+        problems.append(Problem("train.eval_on_start", "needs eval data: set data.eval_path or data.eval_size"))
     if config.data.eval_size >= 1 and config.data.eval_size != int(config.data.eval_size):
         problems.append(Problem("data.eval_size", "must be a fraction below 1 or a whole number of rows"))
     if config.train.warmup >= 1 and config.train.warmup != int(config.train.warmup):

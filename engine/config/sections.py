@@ -61,15 +61,9 @@ class QuantizationSection(Section):
     mode: Literal["none", "4bit", "8bit"] = Field(
         "none", description="Load the base model quantized: 4-bit (QLoRA) or 8-bit. Needs a LoRA adapter."
     )
-    quant_type: Literal["nf4", "fp4"] = Field(
-        "nf4", description="4-bit data type: NF4 (usual for QLoRA) or FP4."
-    )
-    double_quant: bool = Field(
-        True, description="Quantize the quantization constants too (saves ~0.4 bit/param)."
-    )
-    compute_dtype: Dtype = Field(
-        "auto", description="Dtype of the 4-bit matmuls: auto follows the training precision."
-    )
+    quant_type: Literal["nf4", "fp4"] = Field("nf4", description="4-bit data type: NF4 (usual for QLoRA) or FP4.")
+    double_quant: bool = Field(True, description="Quantize the quantization constants too (saves ~0.4 bit/param).")
+    compute_dtype: Dtype = Field("auto", description="Dtype of the 4-bit matmuls: auto follows the training precision.")
 
 
 class AdapterSection(Section):
@@ -133,9 +127,7 @@ class ColumnMap(Section):
     input: str | None = Field(None, description="alpaca: the optional input column (default input).")
     output: str | None = Field(None, description="alpaca: the answer column (default output).")
     system: str | None = Field(None, description="Optional system prompt column (default system).")
-    messages: str | None = Field(
-        None, description="conversational: the list of turns (messages/conversations)."
-    )
+    messages: str | None = Field(None, description="conversational: the list of turns (messages/conversations).")
     prompt: str | None = Field(None, description="prompt-completion and preference: the prompt column.")
     completion: str | None = Field(None, description="prompt-completion: the completion column.")
     text: str | None = Field(None, description="text: the plain-text column (default text).")
@@ -161,25 +153,19 @@ class DataSection(Section):
     split: str = Field(
         "train", min_length=1, description="Split to read from a hub dataset.", json_schema_extra=advanced()
     )
-    eval_path: str | None = Field(
-        None, description="Separate evaluation file (or hub id); overrides eval_size."
-    )
+    eval_path: str | None = Field(None, description="Separate evaluation file (or hub id); overrides eval_size.")
     eval_size: float = Field(
         0.0,
         ge=0,
         description="Held-out evaluation rows taken from the training data: a fraction if < 1, a count if >= 1.",
     )
-    max_samples: int | None = Field(
-        None, ge=1, description="Use at most this many training rows (empty: all)."
-    )
+    max_samples: int | None = Field(None, ge=1, description="Use at most this many training rows (empty: all).")
     chat_template: str | None = Field(
         None,
         description="Jinja chat template that overrides the tokenizer's (empty: the tokenizer's own).",
         json_schema_extra=advanced(),
     )
-    completion_only_loss: bool = Field(
-        True, description="Compute the loss on the answers only, not on the prompts."
-    )
+    completion_only_loss: bool = Field(True, description="Compute the loss on the answers only, not on the prompts.")
     placeholders: dict[str, str] = Field(
         default_factory=dict,
         description="Values for {{name}} placeholders in the data (e.g. name, author in identity sets).",
@@ -217,9 +203,7 @@ class TrainSection(Section):
     """The training loop: the knobs of transformers' Trainer / TRL's SFTConfig."""
 
     learning_rate: float = Field(2e-4, gt=0, le=1, description="Peak learning rate.")
-    num_epochs: float = Field(
-        1.0, gt=0, le=1000, description="Passes over the training data (if max_steps is -1)."
-    )
+    num_epochs: float = Field(1.0, gt=0, le=1000, description="Passes over the training data (if max_steps is -1).")
     max_steps: int = Field(-1, ge=-1, description="Optimizer steps to run; -1 runs num_epochs instead.")
     per_device_batch_size: int = Field(4, ge=1, le=4096, description="Examples per device per forward pass.")
     eval_batch_size: int = Field(
@@ -229,25 +213,15 @@ class TrainSection(Section):
         1, ge=1, le=1024, description="Forward passes summed into one optimizer step."
     )
     lr_scheduler: Scheduler = Field("cosine", description="Learning-rate schedule after warm-up.")
-    warmup: float = Field(
-        0.0, ge=0, description="Warm-up: a fraction of the steps if < 1, a number of steps if >= 1."
-    )
-    weight_decay: float = Field(
-        0.0, ge=0, le=10, description="Decoupled weight decay.", json_schema_extra=advanced()
-    )
+    warmup: float = Field(0.0, ge=0, description="Warm-up: a fraction of the steps if < 1, a number of steps if >= 1.")
+    weight_decay: float = Field(0.0, ge=0, le=10, description="Decoupled weight decay.", json_schema_extra=advanced())
     optimizer: Optimizer = Field(
         "adamw_torch",
         description="Optimizer; the bnb and paged ones save memory (paged ones matter on a GPU).",
     )
-    max_grad_norm: float = Field(
-        1.0, ge=0, le=1e6, description="Clip gradients to this norm (0 turns clipping off)."
-    )
-    logging_steps: int = Field(
-        1, ge=1, le=100000, description="Log loss, learning rate and grad norm every N steps."
-    )
-    eval_strategy: Strategy = Field(
-        "no", description="When to evaluate: never, every eval_steps, or every epoch."
-    )
+    max_grad_norm: float = Field(1.0, ge=0, le=1e6, description="Clip gradients to this norm (0 turns clipping off).")
+    logging_steps: int = Field(1, ge=1, le=100000, description="Log loss, learning rate and grad norm every N steps.")
+    eval_strategy: Strategy = Field("no", description="When to evaluate: never, every eval_steps, or every epoch.")
     eval_steps: int = Field(50, ge=1, description="Evaluate every N steps (eval_strategy steps).")
     eval_on_start: bool = Field(
         False, description="Evaluate once before the first step (a baseline).", json_schema_extra=advanced()
@@ -280,9 +254,7 @@ class TrainSection(Section):
         description="NEFTune: noise on the embeddings (e.g. 5); empty for none.",
         json_schema_extra=advanced(),
     )
-    label_smoothing: float = Field(
-        0.0, ge=0, lt=1, description="Label smoothing factor.", json_schema_extra=advanced()
-    )
+    label_smoothing: float = Field(0.0, ge=0, lt=1, description="Label smoothing factor.", json_schema_extra=advanced())
     auto_find_batch_size: bool = Field(
         False, description="Halve the batch size on out-of-memory and retry.", json_schema_extra=advanced()
     )
@@ -291,9 +263,7 @@ class TrainSection(Section):
         description="Also log to TensorBoard or Weights & Biases (token from WANDB_API_KEY).",
         json_schema_extra=advanced(),
     )
-    max_length: int = Field(
-        1024, ge=8, le=1_048_576, description="Longest sequence in tokens; longer rows are cut."
-    )
+    max_length: int = Field(1024, ge=8, le=1_048_576, description="Longest sequence in tokens; longer rows are cut.")
     packing: bool = Field(
         False, description="Pack several short examples into one sequence.", json_schema_extra=advanced()
     )
@@ -302,9 +272,7 @@ class TrainSection(Section):
 class LaunchSection(Section):
     """How the training process is started."""
 
-    device: Literal["auto", "cpu", "cuda"] = Field(
-        "auto", description="Where to train: auto picks a GPU when present."
-    )
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="Where to train: auto picks a GPU when present.")
     num_processes: int = Field(
         1, ge=1, le=1024, description="Training processes (data parallel); more than one uses torchrun."
     )
