@@ -16,9 +16,6 @@ from transformers import TrainerCallback
 
 from engine.rundir import append_metrics, update_status
 
-# Keys Trainer puts in every log that are bookkeeping, not metrics.
-_SUMMARY_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second", "train_loss")
-
 
 class StopRequest:
     """Set by SIGTERM / SIGINT; read by the callback at the end of the current step."""
@@ -81,11 +78,13 @@ class RunDirCallback(TrainerCallback):
         self._last_log_time = time.time()
         self._last_tokens = 0
 
-    def _status(self, state: Any, force: bool = False, **changes: Any) -> None:
+    def _status(self, progress: Any, force: bool = False, **changes: Any) -> None:
+        """Write step, max_steps and epoch from the trainer state (throttled unless forced)."""
         now = time.time()
         if self.is_main and (force or now - self._last_status >= self.status_interval_s):
             self._last_status = now
-            update_status(self.run_dir, step=state.global_step, max_steps=state.max_steps, epoch=state.epoch, **changes)
+            step, max_steps, epoch = progress.global_step, progress.max_steps, progress.epoch
+            update_status(self.run_dir, step=step, max_steps=max_steps, epoch=epoch, **changes)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._last_log_time = time.time()
@@ -109,7 +108,7 @@ class RunDirCallback(TrainerCallback):
         if "loss" in logs and _is_bad_number(logs["loss"]):
             self.bad_loss = f"the loss became {logs['loss']} at step {state.global_step}; training stopped"
             control.should_training_stop = True
-        if not self.is_main or any(key in logs for key in _SUMMARY_KEYS):
+        if not self.is_main:
             return
         event = self._event(state, logs)
         key = (event["event"], state.global_step)
@@ -121,7 +120,12 @@ class RunDirCallback(TrainerCallback):
 
     def _event(self, state: Any, logs: dict[str, Any]) -> dict[str, Any]:
         now = time.time()
-        kind = "eval" if any(key.startswith("eval_") for key in logs) else "train"
+        if "train_loss" in logs:
+            kind = "summary"  # Trainer's closing log: mean loss and runtime of this process's training
+        elif any(key.startswith("eval_") for key in logs):
+            kind = "eval"
+        else:
+            kind = "train"
         event: dict[str, Any] = {"event": kind, "step": state.global_step, "epoch": state.epoch, "time": now}
         event.update({key: value for key, value in logs.items() if key != "epoch"})
         if kind == "train":

@@ -80,7 +80,7 @@ def check_run(config: RunConfig) -> CheckReport:
     if problems:
         raise ConfigError(problems)
     tokenizer = load_tokenizer(config)
-    data = inspect_dataset(config, tokenizer)
+    data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
     return CheckReport(
         data=data,
         parameters=meta_parameter_count(config, hardware),

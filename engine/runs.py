@@ -78,12 +78,14 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     run_dir = Path(run_dir).resolve()
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
-    if is_active(status(run_dir)):
+    current = status(run_dir)
+    if is_active(current):
         raise RunError("the run is already running")
+    _wait_for_exit(current.get("supervisor_pid"))
     command = [sys.executable, "-m", "engine", "supervise", str(run_dir)]
     if checkpoint is not None:
         command += ["--checkpoint", str(checkpoint)]
-    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None)
+    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None, supervisor_pid=None)
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -96,6 +98,13 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     update_status(run_dir, supervisor_pid=process.pid)
     _reap_in_background(process)
     return process.pid
+
+
+def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:
+    """Let the previous supervisor finish recording its exit before a new one takes over the run."""
+    deadline = time.time() + timeout
+    while is_alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
 
 
 def _engine_pythonpath() -> str:

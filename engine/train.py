@@ -17,6 +17,7 @@ from typing import Any
 from engine.config import ConfigError, RunConfig, load_config
 from engine.rundir import (
     ADAPTER_DIR,
+    CHECKPOINTS_DIR,
     CONFIG_FILE,
     MODEL_DIR,
     append_metrics,
@@ -61,10 +62,11 @@ def _resume_marker(run_dir: Path, step: int) -> set[tuple[str, int]]:
 
 def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     """Load tokenizer, data and model, and wire them into TRL's SFTTrainer."""
+    from transformers import PrinterCallback
     from trl import SFTTrainer
 
     from engine.builders import to_training_args
-    from engine.data import prepare_datasets
+    from engine.data import prepare_datasets, resolve_chat_template
     from engine.hardware import detect_hardware, hardware_problems
     from engine.modeling import count_parameters, load_model, load_tokenizer, make_trainable
 
@@ -73,9 +75,13 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     if problems:
         raise ConfigError(problems)
     tokenizer = load_tokenizer(config)
+    # The template used for training is saved with the result, so chatting with it formats prompts the same way.
+    tokenizer.chat_template = resolve_chat_template(tokenizer, config.data.chat_template)
     data = prepare_datasets(config, tokenizer)
     for warning in data.report.warnings:
         print(f"data warning: {warning}", flush=True)
+    # Seed before the adapter is created: LoRA's initial weights come from the global generator.
+    seed_everything(config)
     model = make_trainable(load_model(config, hardware), config, hardware)
     params = count_parameters(model)
     print(f"model: {params}", flush=True)
@@ -86,14 +92,27 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
             total_params=params.total,
             train_rows=data.report.num_rows,
         )
-    return SFTTrainer(
+    trainer = SFTTrainer(
         model=model,
-        args=to_training_args(config, run_dir / "checkpoints", hardware),
+        args=to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware),
         train_dataset=data.train,
         eval_dataset=data.eval,
         processing_class=tokenizer,
         callbacks=[callback],
     )
+    # The callback prints one readable line per log; the stock printer would print each log dict again.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def seed_everything(config: RunConfig) -> None:
+    """Seed Python, NumPy and torch (and make kernels deterministic when asked) so runs repeat exactly."""
+    from transformers import enable_full_determinism, set_seed
+
+    if config.train.full_determinism:
+        enable_full_determinism(config.train.seed)
+    else:
+        set_seed(config.train.seed)
 
 
 def _save_result(trainer: Any, run_dir: Path, config: RunConfig) -> Path:
@@ -108,6 +127,7 @@ def run(run_dir: Path, checkpoint_step: int | None = None) -> int:
     """Train the run in ``run_dir`` (from a checkpoint when given); returns the process exit code."""
     from engine.callbacks import RunDirCallback, StopRequest
 
+    _quiet_libraries()
     rank = current_rank()
     stop = StopRequest()
     stop.install()
@@ -126,6 +146,16 @@ def run(run_dir: Path, checkpoint_step: int | None = None) -> int:
         traceback.print_exc()
         return _fail(run_dir, rank, f"{type(exc).__name__}: {exc}", EXIT_FAILED)
     return _finish(trainer, run_dir, config, callback, rank)
+
+
+def _quiet_libraries() -> None:
+    """Keep train.log readable: no progress bars from datasets, no deprecation notices from the libraries."""
+    import warnings
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    warnings.filterwarnings("ignore", category=FutureWarning)
 
 
 def _is_input_error(exc: Exception) -> bool:

@@ -1,0 +1,187 @@
+"""Read a dataset into plain Python rows: local JSON / JSONL / CSV / Parquet / TXT files, or a hub dataset.
+
+The demo and user files are small, so everything is read into a list of dicts; that keeps row numbers,
+error messages and the later steps simple. Every failure is a DataError with a one-line message.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from engine.data.errors import DataError, kind_of
+
+# engine/data/loading.py -> the repository root, so "assets/datasets/x.jsonl" works from any directory.
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+SUPPORTED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
+
+# A hub id is "name" or "org/name"; anything with a data-file suffix or a deeper path is meant as a file.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+def resolve_path(path: str) -> Path | None:
+    """The local file or directory ``path`` names: as given, relative to the cwd, then to the project root."""
+    candidate = Path(path).expanduser()
+    if candidate.is_absolute():
+        return candidate if candidate.exists() else None
+    for base in (Path.cwd(), PROJECT_ROOT):
+        if (base / candidate).exists():
+            return (base / candidate).resolve()
+    return None
+
+
+def looks_like_hub_id(path: str) -> bool:
+    """Whether a path that is not on disk could be a hub dataset id (``org/name``)."""
+    return bool(_HUB_ID.match(path)) and Path(path).suffix.lower() not in SUPPORTED_SUFFIXES
+
+
+def read_rows(path: str, split: str = "train") -> tuple[list[dict[str, Any]], str]:
+    """Read every row of a local file or hub dataset.
+
+    Returns the rows (dicts of plain Python values) and the source: the resolved file path, or the hub id.
+    Raises DataError for a missing, empty, binary, non-UTF-8 or malformed file.
+    """
+    local = resolve_path(path)
+    if local is None:
+        if looks_like_hub_id(path):
+            return _load_hub(path, split), path
+        raise DataError(f"data file not found: {path} (looked in {Path.cwd()} and {PROJECT_ROOT})")
+    if local.is_dir():
+        raise DataError(f"{local} is a directory; give a data file ({', '.join(SUPPORTED_SUFFIXES)})")
+    return read_file(local), str(local)
+
+
+def read_file(path: Path) -> list[dict[str, Any]]:
+    """Parse one local data file by its extension."""
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        kind = f"unsupported file type '{suffix}'" if suffix else "no file extension to tell the type"
+        raise DataError(f"{path}: {kind}; use {', '.join(SUPPORTED_SUFFIXES)}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise DataError(f"{path} is empty")
+    if suffix == ".parquet":
+        rows = _parse_parquet(path, data)
+    else:
+        text = _decode(path, data)
+        if suffix == ".json":
+            rows = _parse_json(path, text)
+        elif suffix in (".jsonl", ".ndjson"):
+            rows = _parse_json_lines(path, text)
+        elif suffix == ".csv":
+            rows = _parse_csv(path, text)
+        else:
+            rows = [{"text": line} for line in text.splitlines() if line.strip()]
+    if not rows:
+        raise DataError(f"{path} contains no rows")
+    return rows
+
+
+def _decode(path: Path, data: bytes) -> str:
+    """UTF-8 text (a BOM is accepted); UTF-16, binary and other encodings get a message that says which."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DataError(f"{path} is UTF-16 text; save it as UTF-8")
+    if b"\x00" in data[:8192]:
+        raise DataError(f"{path} looks like a binary file, not {path.suffix.lower()} text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(
+            f"{path} is not UTF-8 text: byte 0x{data[exc.start]:02x} at byte offset {exc.start} "
+            f"(line {line}) is invalid; save the file as UTF-8"
+        ) from None
+
+
+def _parse_json(path: Path, text: str) -> list[dict[str, Any]]:
+    """A JSON list of objects; a .json file that holds JSON lines is accepted too (it is common)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # "Extra data" after a first complete object is the signature of JSON lines saved as .json.
+        if exc.msg == "Extra data" and text.lstrip().startswith("{"):
+            return _parse_json_lines(path, text)
+        raise DataError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if isinstance(value, dict):
+        raise DataError(f"{path}: the top level is a JSON object; expected a list of objects, one per example")
+    if not isinstance(value, list):
+        raise DataError(f"{path}: the top level is {kind_of(value)}; expected a list of objects, one per example")
+    for number, item in enumerate(value, start=1):
+        if not isinstance(item, dict):
+            raise DataError(f"{path}: item {number} of the list is {kind_of(item)}; expected an object per example")
+    return value
+
+
+def _parse_json_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    """One JSON object per non-empty line; errors name the line."""
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(value, dict):
+            raise DataError(f"{path} line {number} is {kind_of(value)}; expected a JSON object")
+        rows.append(value)
+    return rows
+
+
+def _parse_csv(path: Path, text: str) -> list[dict[str, Any]]:
+    """A header line, then one example per record; every value stays a string (empty cells are "")."""
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        if not reader.fieldnames:
+            raise DataError(f"{path} has no header line")
+        rows = []
+        for row in reader:
+            if None in row:  # DictReader files extra cells under the key None
+                raise DataError(f"{path} line {reader.line_num} has more cells than the header")
+            # Missing trailing cells come back as None; treat them as empty like any other empty cell.
+            rows.append({key: "" if value is None else value for key, value in row.items()})
+    except csv.Error as exc:
+        raise DataError(f"{path} is not valid CSV: {exc} (line {reader.line_num})") from None
+    return rows
+
+
+def _parse_parquet(path: Path, data: bytes) -> list[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not data.startswith(b"PAR1"):
+        raise DataError(f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)")
+    try:
+        return pq.read_table(io.BytesIO(data)).to_pylist()
+    except (pa.ArrowException, OSError) as exc:
+        raise DataError(f"{path} is not a valid Parquet file: {_first_line(exc)}") from None
+
+
+def _load_hub(dataset_id: str, split: str) -> list[dict[str, Any]]:
+    """A hub dataset through ``datasets.load_dataset``; offline or unknown ids become a DataError."""
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(dataset_id, split=split)
+    except Exception as exc:  # datasets raises many types (hub, network, config); all mean "cannot load"
+        raise DataError(
+            f"{dataset_id} is not a local file, and loading it as a hub dataset (split {split}) failed: "
+            f"{_first_line(exc)}"
+        ) from None
+    rows = dataset.to_list()
+    if not rows:
+        raise DataError(f"hub dataset {dataset_id} (split {split}) has no rows")
+    return rows
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

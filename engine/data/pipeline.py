@@ -1,0 +1,195 @@
+"""From a DataSection to trainer-ready datasets: load, detect, validate, normalise, split, tokenize.
+
+Every step is deterministic (the eval split is a seeded shuffle), so the studio's dataset check, the
+preview and the training process all see the same rows.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.config.sections import DataSection
+from engine.data.errors import DataError
+from engine.data.formats import detect_format, fill_placeholders, normalise_row
+from engine.data.loading import read_rows
+from engine.data.tokenize import TokenizedRow, closes_assistant_turns, resolve_chat_template, tokenize_row
+from engine.data.validation import validate_rows
+
+
+@dataclass
+class LoadedRows:
+    """A validated dataset in canonical form; ``rows[i]`` is row ``i + 1`` of the file."""
+
+    rows: list[dict[str, Any]]
+    format: str
+    source: str
+    columns: list[str]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class DataReport:
+    """What the dataset check found; shown before launch and logged by the trainer."""
+
+    format: str  # the detected (or overridden) format: alpaca, conversational, prompt_completion, text
+    source: str  # the resolved file path or the hub id
+    num_rows: int  # training rows used: after the eval split, max_samples and dropping rows without loss
+    num_eval_rows: int
+    columns: list[str]  # the columns of the file, in order of first appearance
+    num_source_rows: int = 0  # rows in the file
+    eval_source: str | None = None  # the eval file when data.eval_path is set
+    num_tokens: int | None = None  # tokens of the training rows after truncation (None without a tokenizer)
+    num_loss_tokens: int | None = None  # of which carry loss
+    num_too_long: int = 0  # training rows longer than max_length (truncated)
+    num_dropped: int = 0  # training rows dropped because no loss token was left after truncation
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TokenizedSet:
+    """Tokenized rows that train (at least one loss token), their 1-based row numbers, and what was cut."""
+
+    rows: list[TokenizedRow]
+    numbers: list[int]
+    num_too_long: int
+    num_dropped: int
+    warnings: list[str]
+
+
+def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
+    """Load, detect, validate and normalise ``path`` (default ``data.path``); raise DataError if unusable."""
+    raw, source = read_rows(path or data.path, data.split)
+    columns = list(dict.fromkeys(key for row in raw for key in row))
+    fmt = detect_format(raw, data, source)
+    validate_rows(raw, fmt, data.columns, source)
+    rows = [normalise_row(row, fmt, data.columns) for row in raw]
+    warnings = fill_placeholders(rows, data.placeholders)
+    return LoadedRows(rows, fmt, source, columns, warnings)
+
+
+def split_indices(num_rows: int, eval_size: float, seed: int) -> tuple[list[int], list[int]]:
+    """Train and eval row indices: ``eval_size`` (a fraction if < 1, else a count) held out, seeded.
+
+    Both lists keep file order; the same (num_rows, eval_size, seed) always gives the same split.
+    """
+    if eval_size <= 0:
+        return list(range(num_rows)), []
+    count = int(eval_size) if eval_size >= 1 else max(1, round(num_rows * eval_size))
+    if count >= num_rows:
+        raise DataError(
+            f"data.eval_size {eval_size:g} holds out {count} of {num_rows} rows and leaves none to train on; "
+            "make it smaller"
+        )
+    order = list(range(num_rows))
+    random.Random(seed).shuffle(order)
+    return sorted(order[count:]), sorted(order[:count])
+
+
+def select_rows(data: DataSection, seed: int) -> tuple[LoadedRows, list[int], LoadedRows | None, list[int]]:
+    """The loaded training file with its training indices, and the eval rows (separate file or held out)."""
+    loaded = load_rows(data)
+    if data.eval_path:
+        train_idx = list(range(len(loaded.rows)))
+        eval_loaded: LoadedRows | None = load_rows(data, data.eval_path)
+        eval_idx = list(range(len(eval_loaded.rows)))
+    else:
+        train_idx, eval_idx = split_indices(len(loaded.rows), data.eval_size, seed)
+        eval_loaded = loaded if eval_idx else None
+    if data.max_samples is not None:
+        train_idx = train_idx[: data.max_samples]
+    return loaded, train_idx, eval_loaded, eval_idx
+
+
+def tokenize_rows(
+    loaded: LoadedRows,
+    indices: list[int],
+    tokenizer: Any,
+    data: DataSection,
+    max_length: int,
+    label: str = "",
+) -> TokenizedSet:
+    """Tokenize the chosen rows; count truncated rows and drop (with a warning) rows left without loss."""
+    template = resolve_chat_template(tokenizer, data.chat_template)
+    kept: list[TokenizedRow] = []
+    numbers: list[int] = []
+    too_long = dropped = 0
+    for index in indices:
+        try:
+            tokenized = tokenize_row(tokenizer, loaded.rows[index], template, max_length, data.completion_only_loss)
+        except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
+            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(
+                f"{loaded.source} row {index + 1}: cannot render it with the chat template: {message}"
+            ) from None
+        too_long += tokenized.truncated
+        if tokenized.num_loss_tokens == 0:
+            dropped += 1
+            continue
+        kept.append(tokenized)
+        numbers.append(index + 1)
+    warnings = []
+    chats = any("messages" in loaded.rows[index] for index in indices)
+    if chats and data.completion_only_loss and not closes_assistant_turns(tokenizer, template):
+        warnings.append(
+            "the chat template adds nothing after an assistant's answer (no end-of-turn or eos token), "
+            "so the model cannot learn where to stop; set data.chat_template to one that closes each turn"
+        )
+    if too_long:
+        warnings.append(
+            f"{too_long} of {len(indices)} {label}rows are longer than max_length {max_length} tokens "
+            "and will be truncated"
+        )
+    if dropped:
+        warnings.append(
+            f"{dropped} of {len(indices)} {label}rows have no tokens to learn from after truncation to "
+            f"max_length {max_length} (the prompt fills it) and are dropped"
+        )
+    return TokenizedSet(kept, numbers, too_long, dropped, warnings)
+
+
+def inspect_dataset(data: DataSection, tokenizer: Any = None, max_length: int = 1024, seed: int = 42) -> DataReport:
+    """Check a dataset without training: load, detect, validate, split; count tokens if a tokenizer is given.
+
+    Raises DataError with every problem found. ``seed`` picks the held-out rows (use config.train.seed).
+    """
+    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, seed)
+    report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
+    if tokenizer is not None:
+        tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
+        add_token_counts(report, tokenized)
+    return report
+
+
+def start_report(
+    data: DataSection,
+    loaded: LoadedRows,
+    train_idx: list[int],
+    eval_loaded: LoadedRows | None,
+    eval_idx: list[int],
+) -> DataReport:
+    """The report as far as rows go (token counts come with a tokenizer), with the loading warnings."""
+    report = DataReport(
+        format=loaded.format,
+        source=loaded.source,
+        num_rows=len(train_idx),
+        num_eval_rows=len(eval_idx),
+        columns=loaded.columns,
+        num_source_rows=len(loaded.rows),
+        eval_source=eval_loaded.source if data.eval_path and eval_loaded else None,
+        warnings=list(loaded.warnings),
+    )
+    if eval_loaded is not None and eval_loaded is not loaded:
+        report.warnings += [f"eval file: {warning}" for warning in eval_loaded.warnings]
+    return report
+
+
+def add_token_counts(report: DataReport, tokenized: TokenizedSet) -> None:
+    """Fill the report's token counts from the tokenized training rows."""
+    report.num_rows = len(tokenized.rows)
+    report.num_tokens = sum(len(row.input_ids) for row in tokenized.rows)
+    report.num_loss_tokens = sum(row.num_loss_tokens for row in tokenized.rows)
+    report.num_too_long = tokenized.num_too_long
+    report.num_dropped = tokenized.num_dropped
+    report.warnings += tokenized.warnings

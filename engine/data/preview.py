@@ -1,0 +1,58 @@
+"""The first training rows exactly as the model sees them, with the loss-bearing parts marked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from engine.data.pipeline import select_rows, tokenize_rows
+from engine.data.tokenize import TokenizedRow
+
+if TYPE_CHECKING:
+    from engine.config import RunConfig
+
+
+@dataclass
+class PreviewExample:
+    """One training row after templating, tokenization and truncation."""
+
+    row: int  # 1-based row number in the training file
+    segments: list[tuple[str, bool]]  # decoded text pieces; True where the tokens carry loss
+    num_tokens: int
+    num_loss_tokens: int
+    truncated: bool
+
+
+def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[PreviewExample]:
+    """The first ``n`` rows that train (after the eval split and max_samples), decoded token by token.
+
+    Each segment is decoded from its own token ids, so the text is what the model sees, special tokens
+    included.
+    """
+    loaded, train_idx, _, _ = select_rows(config.data, config.train.seed)
+    examples: list[PreviewExample] = []
+    # Tokenize a few rows at a time: rows without loss are skipped (they do not train), so n may need more.
+    position = 0
+    while len(examples) < n and position < len(train_idx):
+        batch = train_idx[position : position + n]
+        position += n
+        tokenized = tokenize_rows(loaded, batch, tokenizer, config.data, config.train.max_length)
+        for number, row in zip(tokenized.numbers, tokenized.rows, strict=True):
+            examples.append(_example(tokenizer, number, row))
+    return examples[:n]
+
+
+def _example(tokenizer: Any, number: int, row: TokenizedRow) -> PreviewExample:
+    segments: list[tuple[str, bool]] = []
+    start = 0
+    for end in range(1, len(row.input_ids) + 1):
+        if end == len(row.input_ids) or row.completion_mask[end] != row.completion_mask[start]:
+            text = tokenizer.decode(row.input_ids[start:end], skip_special_tokens=False)
+            segments.append((text, bool(row.completion_mask[start])))
+            start = end
+    return PreviewExample(number, segments, len(row.input_ids), row.num_loss_tokens, row.truncated)
+
+
+def to_text(example: PreviewExample, marker: str = "[[", end: str = "]]") -> str:
+    """The example as one string with the loss-bearing parts wrapped in ``marker`` ... ``end``."""
+    return "".join(f"{marker}{text}{end}" if loss else text for text, loss in example.segments)

@@ -1,0 +1,211 @@
+"""Turn canonical rows into ``input_ids`` and a ``completion_mask`` (1 = the token carries loss).
+
+The loss mask has to work for any chat template, not only ones with ``{% generation %}`` markers, so it
+is computed from text, not from template internals: render the whole conversation, find the characters
+of each assistant turn by rendering prefixes of the conversation, then tokenize the whole text once with
+character offsets and mark the tokens that fall inside those characters. Each assistant span runs to the
+end of the turn as the template renders it, so the end-of-turn / eos token that closes the answer carries
+loss and the model learns to stop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from engine.data.errors import DataError
+
+# Used when the tokenizer has no chat template and data.chat_template is empty. Zephyr-style turns:
+# "<|role|>\n{content}\n", the assistant's content closed by eos (inside generation markers, so TRL's
+# assistant_only_loss would agree with our mask). BOS starts the text when the tokenizer has one.
+DEFAULT_CHAT_TEMPLATE = (
+    "{% if bos_token %}{{ bos_token }}{% endif %}"
+    "{% for message in messages %}"
+    "{{ '<|' + message['role'] + '|>\\n' }}"
+    "{% if message['role'] == 'assistant' %}"
+    "{% generation %}{{ message['content'] + (eos_token or '') }}{% endgeneration %}"
+    "{% else %}{{ message['content'] }}{% endif %}"
+    "{{ '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
+)
+
+
+@dataclass
+class TokenizedRow:
+    """One example as the model sees it, cut to max_length."""
+
+    input_ids: list[int]
+    completion_mask: list[int]
+    length: int  # tokens before truncation
+
+    @property
+    def truncated(self) -> bool:
+        return self.length > len(self.input_ids)
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return sum(self.completion_mask)
+
+
+def resolve_chat_template(tokenizer: Any, override: str | None) -> str:
+    """The chat template used for training: the override, the tokenizer's own, else DEFAULT_CHAT_TEMPLATE.
+
+    The trainer should store the same template on the tokenizer it saves, so chat after training formats
+    prompts exactly as training did.
+    """
+    if override:
+        return override
+    own = getattr(tokenizer, "chat_template", None)
+    if isinstance(own, dict):  # several named templates: "default" is the one apply_chat_template picks
+        own = own.get("default")
+    return own or DEFAULT_CHAT_TEMPLATE
+
+
+def render(tokenizer: Any, messages: list[dict[str, str]], template: str, add_generation_prompt: bool) -> str:
+    """The conversation as text, exactly as the template renders it."""
+    return tokenizer.apply_chat_template(
+        messages, chat_template=template, tokenize=False, add_generation_prompt=add_generation_prompt
+    )
+
+
+def assistant_spans(
+    tokenizer: Any, messages: list[dict[str, str]], template: str, prompt_turns: int = 0
+) -> tuple[str, list[tuple[int, int]]]:
+    """The rendered conversation and the character spans [start, end) of the assistant turns that carry loss.
+
+    A span starts where the generation prompt for that turn ends and runs to the end of the rendered turn
+    (trailing whitespace such as the newline between turns excluded: generation stops before it). Assistant
+    turns among the first ``prompt_turns`` messages are context and get no span.
+    """
+    full = render(tokenizer, messages, template, add_generation_prompt=False)
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for index, message in enumerate(messages):
+        if message["role"] != "assistant" or index < prompt_turns:
+            continue
+        span = _span_by_prefix(tokenizer, messages, template, index, full)
+        if span is None or span[0] < cursor:
+            span = _span_by_search(tokenizer, message["content"], full, cursor)
+        spans.append(span)
+        cursor = span[1]
+    return full, spans
+
+
+def closes_assistant_turns(tokenizer: Any, template: str) -> bool:
+    """Whether the template puts something (an end-of-turn or eos token) after an assistant's answer.
+
+    Without it the loss never covers a stop signal, and the trained model does not know when to stop.
+    """
+    probe = "Probe answer 7"
+    messages = [{"role": "user", "content": "Probe question"}, {"role": "assistant", "content": probe}]
+    try:
+        full, spans = assistant_spans(tokenizer, messages, template)
+    except Exception:  # a template this unusual fails on real rows too, with a message naming the row
+        return True
+    return bool(spans) and full[spans[-1][0] : spans[-1][1]].strip() != probe
+
+
+def _span_by_prefix(
+    tokenizer: Any, messages: list[dict[str, str]], template: str, index: int, full: str
+) -> tuple[int, int] | None:
+    """The span of turn ``index`` from render(before + generation prompt) and render(up to this turn)."""
+    try:
+        prefix = render(tokenizer, messages[:index], template, add_generation_prompt=True)
+        upto = full if index == len(messages) - 1 else render(tokenizer, messages[: index + 1], template, False)
+    except Exception:  # some templates refuse a prefix (e.g. one that must start with a user turn)
+        return None
+    # Templates that render earlier turns differently (e.g. dropping reasoning) break the prefix property.
+    if not (full.startswith(upto) and upto.startswith(prefix)):
+        return None
+    start, end = len(prefix), len(upto.rstrip())
+    return (start, end) if end > start else (start, len(upto))
+
+
+def _span_by_search(tokenizer: Any, content: str, full: str, cursor: int) -> tuple[int, int]:
+    """Fallback: find the answer's text after the previous span; take a directly following eos along."""
+    start = full.find(content, cursor)
+    if start < 0:
+        raise DataError("the chat template does not render an assistant answer verbatim, so its tokens cannot be found")
+    end = start + len(content)
+    eos = getattr(tokenizer, "eos_token", None)
+    if eos and full.startswith(eos, end):
+        end += len(eos)
+    return start, end
+
+
+def tokenize_messages(
+    tokenizer: Any,
+    messages: list[dict[str, str]],
+    template: str,
+    max_length: int,
+    completion_only_loss: bool = True,
+    prompt_turns: int = 0,
+) -> TokenizedRow:
+    """Render and tokenize a conversation; with ``completion_only_loss`` only assistant answers carry loss."""
+    if completion_only_loss:
+        full, spans = assistant_spans(tokenizer, messages, template, prompt_turns)
+    else:
+        full = render(tokenizer, messages, template, add_generation_prompt=False)
+        spans = [(0, len(full))]
+    if getattr(tokenizer, "is_fast", False):
+        encoded = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+        ids = list(encoded["input_ids"])
+        # Only the kept tokens need a mask; long documents would otherwise dominate the time spent here.
+        mask = _span_mask(encoded["offset_mapping"][:max_length], spans)
+    else:
+        ids, mask = _tokenize_pieces(tokenizer, full, spans)
+    return TokenizedRow(ids[:max_length], mask[:max_length], len(ids))
+
+
+def _span_mask(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
+    """1 for each token whose characters overlap a span; offsets and spans both run left to right."""
+    mask = []
+    current = 0
+    for start, end in offsets:
+        end = max(end, start + 1)  # a zero-width token counts where it stands
+        while current < len(spans) and spans[current][1] <= start:
+            current += 1
+        mask.append(int(current < len(spans) and spans[current][0] < end))
+    return mask
+
+
+def _in_spans(start: int, end: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether a token's characters overlap a span (a zero-width token counts where it stands)."""
+    end = max(end, start + 1)
+    return any(start < span_end and end > span_start for span_start, span_end in spans)
+
+
+def _tokenize_pieces(tokenizer: Any, full: str, spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """For slow tokenizers without offsets: tokenize the text between span boundaries piece by piece.
+
+    Merges across a boundary are lost, which shifts a token here and there, but the mask stays exact.
+    """
+    cuts = sorted({0, len(full), *(point for span in spans for point in span)})
+    ids: list[int] = []
+    mask: list[int] = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        piece = tokenizer(full[start:end], add_special_tokens=False)["input_ids"]
+        ids += piece
+        mask += [int(_in_spans(start, end, spans))] * len(piece)
+    return ids, mask
+
+
+def tokenize_text(tokenizer: Any, text: str, max_length: int) -> TokenizedRow:
+    """Plain text for language modelling: every token carries loss, and eos closes the document."""
+    ids = list(tokenizer(text)["input_ids"])  # the tokenizer's own special tokens (BOS for LLaMA), as TRL does
+    eos = getattr(tokenizer, "eos_token_id", None)
+    if eos is not None and (not ids or ids[-1] != eos):
+        ids.append(eos)
+    return TokenizedRow(ids[:max_length], [1] * min(len(ids), max_length), len(ids))
+
+
+def tokenize_row(
+    tokenizer: Any, row: dict[str, Any], template: str, max_length: int, completion_only_loss: bool = True
+) -> TokenizedRow:
+    """One canonical row (``{"messages": ...}`` or ``{"text": ...}``) as input_ids and completion_mask."""
+    if "text" in row:
+        return tokenize_text(tokenizer, row["text"], max_length)
+    return tokenize_messages(
+        tokenizer, row["messages"], template, max_length, completion_only_loss, row.get("prompt_turns", 0)
+    )

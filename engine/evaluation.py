@@ -1,0 +1,118 @@
+"""Exact-match evaluation of a chat model on conversational rows.
+
+Each row is ``{"messages": [..., {"role": "assistant", "content": reference}]}``. The messages before
+the final assistant turn are the prompt; the model answers by greedy decoding through the tokenizer's
+chat template, and the answer counts when its stripped text equals the stripped reference.
+
+Generation is batched with left padding (so every prompt ends where generation starts) and stops at the
+tokenizer's eos token. This module imports torch and transformers only; never gradio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+Message = dict[str, str]
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One evaluated row: the prompt messages, the reference answer, the model's answer."""
+
+    prompt: list[Message]
+    reference: str
+    prediction: str
+
+    @property
+    def correct(self) -> bool:
+        """Whether the prediction matches the reference exactly (after stripping whitespace)."""
+        return self.prediction.strip() == self.reference.strip()
+
+
+def split_row(row: Row) -> tuple[list[Message], str]:
+    """Split a conversational row into its prompt messages and the final assistant reference."""
+    messages = row["messages"]
+    if not messages or messages[-1]["role"] != "assistant":
+        raise ValueError("each row must end with an assistant message (the reference answer)")
+    return messages[:-1], messages[-1]["content"]
+
+
+@torch.inference_mode()
+def _generate_batch(model: Any, tokenizer: Any, prompts: list[list[Message]], max_new_tokens: int) -> list[str]:
+    """Greedy answers for one batch of prompts, decoded without special tokens and stripped."""
+    encoded = tokenizer.apply_chat_template(
+        prompts,
+        add_generation_prompt=True,
+        padding=True,
+        return_tensors="pt",
+        return_dict=True,
+    ).to(model.device)
+    output = model.generate(
+        **encoded,
+        max_new_tokens=max_new_tokens,
+        do_sample=False,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    new_tokens = output[:, encoded["input_ids"].shape[1] :]
+    return [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+
+
+def generate_predictions(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[Row],
+    max_new_tokens: int = 32,
+    batch_size: int = 64,
+) -> list[Prediction]:
+    """Answer every row's prompt greedily and pair each answer with its reference.
+
+    Args:
+        model: a causal LM (transformers or peft); it is put in eval mode and left there.
+        tokenizer: its tokenizer, with a chat template, an eos token and a pad token.
+        rows: conversational rows, each ending with the reference assistant message.
+        max_new_tokens: the longest answer to generate; longer answers are cut (and so wrong).
+        batch_size: prompts per generate call.
+
+    Returns:
+        One Prediction per row, in order.
+    """
+    prompts, references = zip(*(split_row(row) for row in rows), strict=True) if rows else ((), ())
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # generation continues from the last position of each row
+    was_training = model.training
+    model.eval()
+    try:
+        answers: list[str] = []
+        for start in range(0, len(prompts), batch_size):
+            batch = list(prompts[start : start + batch_size])
+            answers += _generate_batch(model, tokenizer, batch, max_new_tokens)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return [
+        Prediction(prompt=list(p), reference=r, prediction=a)
+        for p, r, a in zip(prompts, references, answers, strict=True)
+    ]
+
+
+def exact_match_accuracy(
+    model: Any,
+    tokenizer: Any,
+    rows: Sequence[Row],
+    max_new_tokens: int = 32,
+    batch_size: int = 64,
+) -> float:
+    """The fraction of rows (0.0 to 1.0) whose greedy answer equals the reference exactly.
+
+    See ``generate_predictions`` for the arguments. An empty ``rows`` scores 0.0.
+    """
+    predictions = generate_predictions(model, tokenizer, rows, max_new_tokens, batch_size)
+    if not predictions:
+        return 0.0
+    return sum(p.correct for p in predictions) / len(predictions)

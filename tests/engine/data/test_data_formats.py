@@ -1,0 +1,199 @@
+"""Format detection, overrides, column mapping, normalisation to messages / text, refusals, placeholders."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from engine.config import DataSection
+from engine.data import DataError, inspect_dataset, load_rows
+
+
+def section(path: Path, **fields) -> DataSection:
+    return DataSection(path=str(path), **fields)
+
+
+def refusal(path: Path, **fields) -> str:
+    with pytest.raises(DataError) as caught:
+        load_rows(section(path, **fields))
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "rows"),
+    [
+        ("alpaca_en_demo.json", "alpaca", 999),
+        ("alpaca_zh_demo.json", "alpaca", 1000),
+        ("identity.json", "alpaca", 91),
+    ],
+)
+def test_real_alpaca_files(shared_datasets: Path, name: str, fmt: str, rows: int):
+    loaded = load_rows(section(shared_datasets / name))
+    assert (loaded.format, len(loaded.rows), loaded.columns) == (
+        fmt,
+        rows,
+        ["instruction", "input", "output"],
+    )
+    first = loaded.rows[0]["messages"]
+    assert [message["role"] for message in first] == ["user", "assistant"]
+
+
+def test_real_text_file(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "c4_demo.jsonl"))
+    assert (loaded.format, len(loaded.rows)) == ("text", 300)
+    assert loaded.rows[0]["text"].startswith("Don\u2019t think you need all the bells and whistles?")
+
+
+def test_real_preference_file_is_refused(shared_datasets: Path):
+    message = refusal(shared_datasets / "dpo_en_demo.json")
+    assert "dpo_en_demo.json is a preference dataset (ShareGPT conversations + chosen/rejected)" in message
+    assert "for DPO-style training" in message
+    assert "SFT needs one answer per prompt; preference training is not supported yet" in message
+
+
+def test_real_tool_calling_file_is_refused(shared_datasets: Path):
+    message = refusal(shared_datasets / "glaive_toolcall_en_demo.json")
+    assert "glaive_toolcall_en_demo.json is a tool-calling dataset" in message
+    assert "function_call / observation" in message and "tool-calling training is not supported yet" in message
+
+
+def test_real_kto_file_is_refused_even_with_an_override(shared_datasets: Path):
+    message = refusal(shared_datasets / "kto_en_demo.json", format="conversational")
+    assert "kto_en_demo.json is a KTO dataset (messages with a boolean label" in message
+    assert "KTO training is not supported yet" in message
+
+
+def test_trl_style_preference_and_preference_override_are_refused(write_jsonl: Callable[..., Path]):
+    prompt = [{"role": "user", "content": "q"}]
+    path = write_jsonl([{"prompt": prompt, "chosen": [{"role": "assistant", "content": "a"}], "rejected": []}])
+    assert "is a preference dataset (prompt/chosen/rejected)" in refusal(path)
+    text_file = write_jsonl([{"text": "hello"}], name="text.jsonl")
+    assert "preference training is not supported yet" in refusal(text_file, format="preference")
+
+
+def test_alpaca_normalisation(write_jsonl: Callable[..., Path]):
+    path = write_jsonl(
+        [
+            {"instruction": "Add the numbers.", "input": "1 + 1", "output": "2", "system": "Be brief."},
+            {"instruction": "Say hi", "input": "", "output": "Hi!", "history": [["Who are you?", "A bot."]]},
+        ]
+    )
+    loaded = load_rows(section(path))
+    assert loaded.format == "alpaca"
+    assert loaded.rows[0] == {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Add the numbers.\n\n1 + 1"},
+            {"role": "assistant", "content": "2"},
+        ]
+    }
+    assert [m["content"] for m in loaded.rows[1]["messages"]] == ["Who are you?", "A bot.", "Say hi", "Hi!"]
+
+
+def test_messages_and_sharegpt_conversations(write_jsonl: Callable[..., Path]):
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert load_rows(section(write_jsonl([{"messages": messages}]))).rows == [{"messages": messages}]
+    sharegpt = [
+        {"from": "system", "value": "sys"},
+        {"from": "human", "value": "hi"},
+        {"from": "gpt", "value": "hello"},
+    ]
+    loaded = load_rows(section(write_jsonl([{"conversations": sharegpt}], name="sharegpt.jsonl")))
+    assert loaded.format == "conversational"
+    assert loaded.rows[0]["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello"},
+    ]
+
+
+def test_system_column_is_prepended_to_conversations(write_jsonl: Callable[..., Path]):
+    turns = [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "hello"}]
+    loaded = load_rows(section(write_jsonl([{"conversations": turns, "system": "Be kind."}])))
+    assert loaded.rows[0]["messages"][0] == {"role": "system", "content": "Be kind."}
+
+
+def test_prompt_completion_strings_and_message_lists(write_jsonl: Callable[..., Path]):
+    rows = [
+        {"prompt": "The sky is", "completion": " blue."},
+        {
+            "prompt": [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": "b"},
+                {"role": "user", "content": "c"},
+            ],
+            "completion": [{"role": "assistant", "content": "d"}],
+        },
+    ]
+    loaded = load_rows(section(write_jsonl(rows)))
+    assert loaded.format == "prompt_completion"
+    assert loaded.rows[0] == {
+        "messages": [{"role": "user", "content": "The sky is"}, {"role": "assistant", "content": " blue."}]
+    }
+    # The assistant turn inside the prompt is context: prompt_turns marks where the answer starts.
+    assert loaded.rows[1]["prompt_turns"] == 3
+    assert [m["content"] for m in loaded.rows[1]["messages"]] == ["a", "b", "c", "d"]
+
+
+def test_txt_file_is_text(tmp_path: Path):
+    path = tmp_path / "corpus.txt"
+    path.write_text("one\ntwo\n", encoding="utf-8")
+    loaded = load_rows(section(path))
+    assert (loaded.format, loaded.rows) == ("text", [{"text": "one"}, {"text": "two"}])
+
+
+def test_column_mapping(write_jsonl: Callable[..., Path]):
+    path = write_jsonl([{"question": "2+2?", "answer": "4", "context": ""}])
+    loaded = load_rows(section(path, columns={"instruction": "question", "output": "answer", "input": "context"}))
+    assert loaded.format == "alpaca"
+    assert loaded.rows[0]["messages"][1] == {"role": "assistant", "content": "4"}
+    chats = write_jsonl(
+        [{"dialog": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}], "c.jsonl"
+    )
+    assert load_rows(section(chats, columns={"messages": "dialog"})).format == "conversational"
+    body = write_jsonl([{"body": "some text"}], name="body.jsonl")
+    assert load_rows(section(body, columns={"text": "body"})).rows == [{"text": "some text"}]
+
+
+def test_format_override_wins_over_detection(write_jsonl: Callable[..., Path]):
+    path = write_jsonl([{"text": "plain", "instruction": "i", "output": "o"}])
+    assert load_rows(section(path)).format == "alpaca"
+    assert load_rows(section(path, format="text")).rows == [{"text": "plain"}]
+
+
+def test_override_with_missing_columns_says_which(write_jsonl: Callable[..., Path]):
+    path = write_jsonl([{"text": "plain"}])
+    message = refusal(path, format="alpaca")
+    assert message == (
+        f"{path}: data.format is alpaca, but no row has the column(s) instruction, output "
+        "(the columns are text); set data.columns to map them, or data.format to auto"
+    )
+
+
+def test_undetectable_columns(write_jsonl: Callable[..., Path]):
+    path = write_jsonl([{"question": "q", "reply": "r"}])
+    message = refusal(path)
+    assert message.startswith(f"{path}: cannot tell the format from the columns question, reply; expected")
+    assert "set data.columns to map yours" in message
+
+
+def test_placeholders_are_filled(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "identity.json", placeholders={"name": "Ada", "author": "Lab X"}))
+    assert loaded.warnings == []
+    assert loaded.rows[0]["messages"][1]["content"] == (
+        "Hello! I am Ada, an AI assistant developed by Lab X. How can I assist you today?"
+    )
+    assert not any("{{" in m["content"] for row in loaded.rows for m in row["messages"])
+
+
+def test_unfilled_placeholders_warn_and_stay(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "identity.json", placeholders={"name": "Ada"}))
+    assert loaded.warnings == [
+        "60 rows contain placeholders with no value ({{author}}); they are trained as written. "
+        "Set data.placeholders (author: ...) to fill them in"
+    ]
+    assert "developed by {{author}}" in loaded.rows[0]["messages"][1]["content"]
+    report = inspect_dataset(section(shared_datasets / "identity.json"))
+    assert report.warnings[0].startswith("85 rows contain placeholders with no value ({{author}}, {{name}})")
