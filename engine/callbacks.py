@@ -105,9 +105,11 @@ class RunDirCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         logs = dict(logs or {})
-        if "loss" in logs and _is_bad_number(logs["loss"]):
-            self.bad_loss = f"the loss became {logs['loss']} at step {state.global_step}; training stopped"
-            control.should_training_stop = True
+        for key, label in (("loss", "the loss"), ("grad_norm", "the gradient norm")):
+            # A NaN can hide in the gradient norm while the reported loss still looks like a number.
+            if _is_bad_number(logs.get(key)) and not self.bad_loss:
+                self.bad_loss = f"{label} became {logs[key]} at step {state.global_step}; training stopped"
+                control.should_training_stop = True
         if not self.is_main:
             return
         event = self._event(state, logs)
