@@ -29,7 +29,7 @@ class CheckReport:
     def lines(self) -> list[str]:
         """The short human summary printed by the CLI."""
         data = self.data
-        tokens = f"{data.num_tokens:,} tokens ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
+        tokens = f"{data.num_tokens:,} ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
         return [
             f"data: {data.source}",
             f"format: {data.format}",

@@ -78,6 +78,9 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
     from engine.check import check_run
     from engine.data import DataError
 

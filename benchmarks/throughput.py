@@ -1,0 +1,229 @@
+"""Training throughput: the engine against a bare transformers Trainer + peft script, and TRL's defaults.
+
+All arms train the same model on the same data with the same batch, LoRA settings and number of steps (taken
+from a preset, the demo one by default). They run as separate processes, alternated round by round in one
+invocation, because these machines are noisy. Steady-state tokens/s counts the non-padding tokens of steps
+2..N over their wall time, so process start and model loading are left out of every arm alike.
+
+    python benchmarks/throughput.py                       # demo preset, 40 steps, 2 rounds
+    python benchmarks/throughput.py --steps 60 --rounds 3
+
+Arms:
+- engine:       python -m engine train PRESET (the product)
+- bare:         transformers Trainer + peft LoRA, fp32, hand-written tokenization
+- trl-defaults: TRL SFTTrainer with SFTConfig's defaults (bf16 and gradient checkpointing where they apply)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine.config import RunConfig, load_config  # noqa: E402
+from engine.paths import find_local_path  # noqa: E402
+
+
+def steady_tokens_per_second(points: list[tuple[float, int]]) -> float:
+    """Tokens/s between the first and the last (time, cumulative tokens) point."""
+    (t0, n0), (t1, n1) = points[0], points[-1]
+    return (n1 - n0) / (t1 - t0)
+
+
+def _read_rows(config: RunConfig) -> list[dict[str, Any]]:
+    path = find_local_path(config.data.path)
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _tokenize(tokenizer: Any, rows: list[dict], max_length: int) -> list[dict[str, list[int]]]:
+    """Chat template with the assistant mask as labels: what a careful user writes by hand."""
+    examples = []
+    for row in rows:
+        encoded = tokenizer.apply_chat_template(
+            row["messages"],
+            return_assistant_tokens_mask=True,
+            return_dict=True,
+            truncation=True,
+            max_length=max_length,
+        )
+        labels = [
+            tok if keep else -100 for tok, keep in zip(encoded["input_ids"], encoded["assistant_masks"], strict=True)
+        ]
+        examples.append({"input_ids": encoded["input_ids"], "labels": labels})
+    return examples
+
+
+class _TokenClock:
+    """A TrainerCallback (built lazily) that records (time, tokens seen) at every step end."""
+
+    @staticmethod
+    def make(points: list[tuple[float, int]]) -> Any:
+        from transformers import TrainerCallback
+
+        class Clock(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+                points.append((time.time(), state.num_input_tokens_seen))
+
+        return Clock()
+
+
+def run_bare(config: RunConfig, steps: int) -> float:
+    """The baseline: transformers Trainer + peft, configured by hand the way its docs show."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer, TrainingArguments
+
+    torch.manual_seed(config.train.seed)
+    source = str(find_local_path(config.model.name_or_path))
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    adapter = config.adapter
+    model = get_peft_model(
+        model,
+        LoraConfig(
+            task_type="CAUSAL_LM",
+            r=adapter.r,
+            lora_alpha=adapter.alpha,
+            lora_dropout=adapter.dropout,
+            target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
+        ),
+    )
+    points: list[tuple[float, int]] = []
+    with tempfile.TemporaryDirectory() as output:
+        trainer = Trainer(
+            model=model,
+            args=TrainingArguments(
+                output_dir=output,
+                max_steps=steps,
+                per_device_train_batch_size=config.train.per_device_batch_size,
+                learning_rate=config.train.learning_rate,
+                lr_scheduler_type=config.train.lr_scheduler,
+                use_cpu=True,
+                save_strategy="no",
+                report_to=[],
+                logging_steps=config.train.logging_steps,
+                include_num_input_tokens_seen="non_padding",
+                disable_tqdm=True,
+                seed=config.train.seed,
+            ),
+            train_dataset=_tokenize(tokenizer, _read_rows(config), config.train.max_length),
+            data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True),
+            callbacks=[_TokenClock.make(points)],
+        )
+        trainer.train()
+    return steady_tokens_per_second(points)
+
+
+def run_trl_defaults(config: RunConfig, steps: int) -> float:
+    """TRL's SFTTrainer with SFTConfig's defaults: only steps, batch, learning rate and LoRA are set."""
+    from datasets import Dataset
+    from peft import LoraConfig
+    from trl import SFTConfig, SFTTrainer
+
+    source = str(find_local_path(config.model.name_or_path))
+    adapter = config.adapter
+    points: list[tuple[float, int]] = []
+    with tempfile.TemporaryDirectory() as output:
+        args = SFTConfig(
+            output_dir=output,
+            max_steps=steps,
+            per_device_train_batch_size=config.train.per_device_batch_size,
+            learning_rate=config.train.learning_rate,
+            save_strategy="no",
+            report_to=[],
+            include_num_input_tokens_seen="non_padding",
+            disable_tqdm=True,
+        )
+        trainer = SFTTrainer(
+            model=source,
+            args=args,
+            train_dataset=Dataset.from_list(_read_rows(config)),
+            peft_config=LoraConfig(
+                task_type="CAUSAL_LM",
+                r=adapter.r,
+                lora_alpha=adapter.alpha,
+                lora_dropout=adapter.dropout,
+                target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
+            ),
+            callbacks=[_TokenClock.make(points)],
+        )
+        trainer.train()
+    return steady_tokens_per_second(points)
+
+
+def run_engine(preset: Path, config: RunConfig, steps: int) -> float:
+    """The product: ``python -m engine train``, measured from its own metrics.jsonl."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = config.model_dump(mode="json")
+        data["train"].update(max_steps=steps, save_strategy="no", eval_strategy="no", logging_steps=1)
+        config_path = Path(tmp) / "config.yaml"
+        config_path.write_text(RunConfig.model_validate(data).to_yaml())
+        subprocess.run(
+            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", f"{tmp}/run"],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+        lines = Path(tmp, "run", "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines]
+    train = [event for event in events if event["event"] == "train"]
+    return steady_tokens_per_second([(event["time"], event["num_input_tokens_seen"]) for event in train])
+
+
+def _child(arm: str, preset: Path, steps: int) -> float:
+    """Run one in-process arm in a fresh interpreter, so no arm inherits another's warm caches."""
+    output = subprocess.run(
+        [sys.executable, __file__, "--arm", arm, "--preset", str(preset), "--steps", str(steps)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    return float(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", type=Path, default=ROOT / "assets" / "presets" / "demo.yaml")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--arm", choices=["bare", "trl-defaults"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = load_config(args.preset)
+    if args.arm:  # a child process: print its figure and leave
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        run = run_bare if args.arm == "bare" else run_trl_defaults
+        print(run(config, args.steps))
+        return
+    results: dict[str, list[float]] = {"engine": [], "bare": [], "trl-defaults": []}
+    for round_number in range(1, args.rounds + 1):
+        for arm in results:
+            value = (
+                run_engine(args.preset, config, args.steps) if arm == "engine" else _child(arm, args.preset, args.steps)
+            )
+            results[arm].append(value)
+            print(f"round {round_number} {arm:>12}: {value:8.0f} tokens/s", flush=True)
+    medians = {arm: statistics.median(values) for arm, values in results.items()}
+    print(f"\npreset {args.preset.name}, {args.steps} steps, {args.rounds} rounds, medians:")
+    for arm, value in medians.items():
+        print(f"  {arm:>12}: {value:8.0f} tokens/s")
+    print(f"engine / bare Trainer+peft: {medians['engine'] / medians['bare']:.2f}  (goal >= 1.0)")
+    print(f"engine / TRL SFTConfig defaults: {medians['engine'] / medians['trl-defaults']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
