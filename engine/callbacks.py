@@ -7,6 +7,7 @@ Only rank 0 writes files; every rank watches for the stop signal so they all sto
 from __future__ import annotations
 
 import math
+import os
 import signal
 import time
 from pathlib import Path
@@ -43,10 +44,8 @@ def memory_mb() -> float:
     try:
         with open("/proc/self/statm") as handle:
             resident_pages = int(handle.read().split()[1])
-        import os
-
         return resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # no /proc (macOS): the peak resident size is the best there is
         import resource
 
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
