@@ -34,6 +34,21 @@ class StopRequest:
         self.requested = True
         self.signal_name = signal.Signals(signum).name
 
+    def agreed(self) -> bool:
+        """Whether any process was asked to stop. Every rank must stop at the same step or DDP hangs, and a
+        signal can reach the ranks a step apart, so several processes agree through one tiny all-reduce."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return self.requested
+        import torch
+
+        flag = torch.tensor([1 if self.requested else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and not self.requested:
+            self.requested, self.signal_name = True, "stop on another rank"
+        return bool(flag.item())
+
 
 def memory_mb() -> float:
     """Memory in use by this process in MiB: CUDA memory on a GPU, resident memory otherwise."""
@@ -91,7 +106,7 @@ class RunDirCallback(TrainerCallback):
         self._status(state, force=True, state="running")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.stop.requested and not control.should_training_stop:
+        if self.stop.agreed() and not control.should_training_stop:
             control.should_save = True
             control.should_training_stop = True
             print(

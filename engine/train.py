@@ -171,12 +171,19 @@ def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank:
         return _fail(run_dir, rank, callback.bad_loss, EXIT_FAILED)
     if callback.stop.requested:
         if rank.is_main:
-            update_status(run_dir, state="stopped", step=state.global_step, ended_at=time.time())
+            update_status(run_dir, state="stopped", step=state.global_step, epoch=state.epoch, ended_at=time.time())
         print(f"stopped at step {state.global_step}; resume with: python -m engine resume {run_dir}", flush=True)
         return EXIT_OK
     target = _save_result(trainer, run_dir, config) if rank.is_main else None
     if rank.is_main:
-        update_status(run_dir, state="completed", step=state.global_step, ended_at=time.time(), result=str(target))
+        update_status(
+            run_dir,
+            state="completed",
+            step=state.global_step,
+            epoch=state.epoch,
+            ended_at=time.time(),
+            result=str(target),
+        )
         print(f"completed: {state.global_step} steps; saved to {target}", flush=True)
     return EXIT_OK
 

@@ -219,3 +219,21 @@ def test_full_fine_tune_saves_a_transformers_model(tmp_path: Path):
         if not torch.equal(a, b)
     ]
     assert len(changed) > 10
+
+
+def test_two_processes_stop_together_and_resume(tmp_path: Path):
+    """torchrun with 2 CPU processes (DDP over gloo): a stop reaches both ranks at the same step."""
+    config = small_config(launch={"num_processes": 2}, train={"max_steps": 8})
+    run_dir = runs.create_run(config, run_dir=tmp_path / "run")
+    runs.start(run_dir)
+    wait_for_step(run_dir, 2)
+    runs.stop(run_dir)
+    stopped = runs.wait(run_dir, timeout=120)
+    assert stopped["state"] == "stopped", stopped
+    assert stopped["checkpoints"][-1] == stopped["step"]
+    runs.resume(run_dir)
+    finished = runs.wait(run_dir, timeout=180)
+    assert finished["state"] == "completed", finished
+    assert sorted(train_losses(run_dir)) == list(range(1, 9))
+    log = (run_dir / "train.log").read_text()
+    assert log.count("model: ") == 4  # two ranks, twice (start and resume)
