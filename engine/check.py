@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config import ConfigError, RunConfig
+from engine.config import ConfigError, Problem, RunConfig
 from engine.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
 from engine.modeling import ParameterCount, count_parameters, load_tokenizer
 from engine.paths import resolve_model_source
@@ -79,7 +79,12 @@ def check_run(config: RunConfig) -> CheckReport:
     problems = hardware_problems(config, hardware)
     if problems:
         raise ConfigError(problems)
-    tokenizer = load_tokenizer(config)
+    try:
+        tokenizer = load_tokenizer(config)
+    except OSError as exc:  # a missing directory, or a hub id that cannot be reached
+        raise ConfigError(
+            [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
+        ) from None
     data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
     return CheckReport(
         data=data,

@@ -89,8 +89,6 @@ def _check(args: argparse.Namespace) -> int:
         report = check_run(config)
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
-    except OSError as exc:
-        return _error(f"model.name_or_path: cannot load {config.model.name_or_path!r}: {exc}")
     print("\n".join(report.lines()))
     print("ok: the config and dataset are ready to train")
     return 0

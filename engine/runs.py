@@ -264,8 +264,19 @@ def summarize(run_dir: Path) -> RunSummary:
     )
 
 
+def run_dirs(workspace: Path) -> list[Path]:
+    """The run directories of a workspace (any order)."""
+    root = runs_root(workspace)
+    return [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
+
+
+def active_runs(workspace: Path) -> list[Path]:
+    """Runs of the workspace that are still going; reads only their statuses, so it is cheap to ask often."""
+    return [run_dir for run_dir in run_dirs(workspace) if is_active(status(run_dir))]
+
+
 def list_runs(workspace: Path) -> list[RunSummary]:
     """Every run of a workspace, newest first."""
-    root = runs_root(workspace)
-    dirs = [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
-    return sorted((summarize(child) for child in dirs), key=lambda run: run.created_at or 0, reverse=True)
+    return sorted(
+        (summarize(child) for child in run_dirs(workspace)), key=lambda run: run.created_at or 0, reverse=True
+    )
