@@ -1,0 +1,102 @@
+"""Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
+
+Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
+STUDIO_AUTH_FILE, STUDIO_SHARE); a flag wins over its variable. It is also the Hugging Face Space entry
+point (``app_file: launch.py``): with SPACE_ID set it binds 0.0.0.0:7860 as a Space must.
+The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
+network unless asked (and then, please, with --auth).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+if str(ROOT) not in sys.path:  # run from any directory, installed or not
+    sys.path.insert(0, str(ROOT))
+
+
+def parse_auth(value: str) -> tuple[str, str]:
+    """USER:PASS -> (user, pass); the password may itself contain colons."""
+    user, sep, password = value.strip().partition(":")
+    if not sep or not user or not password:
+        raise argparse.ArgumentTypeError(f"expected USER:PASS, got {value!r}")
+    return user, password
+
+
+def read_auth_file(path: Path) -> list[tuple[str, str]]:
+    """One USER:PASS per line; blank lines and # comments are ignored."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [parse_auth(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line; defaults come from the STUDIO_* environment variables."""
+    env = os.environ.get
+    on_space = bool(env("SPACE_ID"))
+    p = argparse.ArgumentParser(prog="python launch.py", description="Start the Tuning Studio web UI.")
+    p.add_argument(
+        "--host",
+        default=env("STUDIO_HOST") or ("0.0.0.0" if on_space else "127.0.0.1"),
+        help="interface to bind (default 127.0.0.1, this machine only; 0.0.0.0 on a Hugging Face Space)",
+    )
+    p.add_argument("--port", type=int, default=int(env("STUDIO_PORT") or 7860), help="port (default 7860, a Space's)")
+    p.add_argument(
+        "--workspace",
+        type=Path,
+        default=Path(env("STUDIO_WORKSPACE") or "workspace"),
+        help="directory that holds the runs (default ./workspace)",
+    )
+    p.add_argument(
+        "--share", action="store_true", default=env("STUDIO_SHARE", "") == "1", help="also open a gradio.live link"
+    )
+    p.add_argument(
+        "--auth",
+        type=parse_auth,
+        action="append",
+        metavar="USER:PASS",
+        help="require this login (repeatable; env STUDIO_AUTH, comma-separated)",
+    )
+    p.add_argument(
+        "--auth-file",
+        type=Path,
+        default=Path(env("STUDIO_AUTH_FILE")) if env("STUDIO_AUTH_FILE") else None,
+        help="file with one USER:PASS per line",
+    )
+    return p
+
+
+def logins(args: argparse.Namespace) -> list[tuple[str, str]] | None:
+    """Every login from --auth, STUDIO_AUTH and --auth-file; None means no login required."""
+    found = list(args.auth or [])
+    if not found and os.environ.get("STUDIO_AUTH"):
+        found = [parse_auth(item) for item in os.environ["STUDIO_AUTH"].split(",") if item.strip()]
+    if args.auth_file:
+        found += read_auth_file(args.auth_file)
+    return found or None
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the flags, build the studio and serve it until interrupted."""
+    args = parser().parse_args(argv)
+    auth = logins(args)
+    from studio.app import build_app, launch_options  # after parsing: --help stays instant
+
+    args.workspace.mkdir(parents=True, exist_ok=True)
+    demo = build_app(args.workspace)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not auth and not os.environ.get("SPACE_ID"):
+        print(f"warning: serving on {args.host} without --auth; anyone who can reach it can start and stop runs")
+    demo.queue().launch(
+        server_name=args.host,
+        server_port=args.port,
+        share=args.share,
+        auth=auth,
+        **launch_options(),
+    )
+
+
+if __name__ == "__main__":
+    main()

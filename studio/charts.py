@@ -1,0 +1,261 @@
+"""Chart data and figures for the Monitor and the run comparison: pure functions, no I/O.
+
+A long run must not make each chart update slower, so a series is kept decimated as it grows
+(``DecimatedSeries``: fixed-width step buckets holding their min and max point, merged pairwise when there are
+too many) and a figure never carries more than ``MAX_POINTS`` points per series. Min/max buckets keep the
+shape that matters on a loss curve: spikes and the envelope survive, only the density inside a bucket goes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Point = tuple[float, float]  # (step, value)
+# A plotly figure as plain JSON data ({"data": [...], "layout": {...}}): plotly.js draws it as is. Building the
+# dict directly skips plotly.py's validation and template, which cost more than the rest of a poll together.
+Figure = dict[str, Any]
+
+MAX_POINTS = 2000
+
+# One palette for every chart, readable on white and for the common colour-vision deficiencies.
+COLORS = ("#4f46e5", "#f97316", "#0891b2", "#16a34a", "#db2777", "#ca8a04", "#7c3aed", "#64748b")
+TRAIN_COLOR, EVAL_COLOR = COLORS[0], COLORS[1]
+
+
+def minmax_decimate(points: Sequence[Point], max_points: int = MAX_POINTS) -> list[Point]:
+    """At most ``max_points`` points that keep the first, the last and each bucket's min and max, in order."""
+    if max_points < 4:
+        raise ValueError("max_points must be at least 4 (first, last and one min/max pair)")
+    if len(points) <= max_points:
+        return list(points)
+    inner = points[1:-1]
+    buckets = (max_points - 2) // 2
+    size = math.ceil(len(inner) / buckets)
+    kept = [points[0]]
+    for start in range(0, len(inner), size):
+        chunk = inner[start : start + size]
+        low = min(range(len(chunk)), key=lambda i: chunk[i][1])
+        high = max(range(len(chunk)), key=lambda i: chunk[i][1])
+        kept.extend(chunk[i] for i in sorted({low, high}))
+    kept.append(points[-1])
+    return kept
+
+
+@dataclass
+class _Bucket:
+    low: Point
+    high: Point
+
+    def add(self, point: Point) -> None:
+        if point[1] < self.low[1]:
+            self.low = point
+        if point[1] > self.high[1]:
+            self.high = point
+
+    def merge(self, other: _Bucket) -> None:
+        self.add(other.low)
+        self.add(other.high)
+
+
+@dataclass
+class DecimatedSeries:
+    """A series that grows one point at a time but never holds more than about ``max_points`` of them.
+
+    Points fall into buckets ``width`` steps wide; a bucket keeps its lowest and highest point. When there are
+    more buckets than fit, neighbours merge and the width doubles, which equals re-bucketing the raw data at
+    the new width, so the result does not drift however long the run. Adding a point is amortised O(1).
+    """
+
+    max_points: int = MAX_POINTS
+    width: int = 1
+    first: Point | None = None
+    last: Point | None = None
+    version: int = 0  # bumped on every change, so a chart knows when to redraw
+    _buckets: dict[int, _Bucket] = field(default_factory=dict)
+
+    def add(self, step: float, value: float | None) -> None:
+        """Append one (step, value); None and non-finite values are skipped (a NaN cannot be drawn)."""
+        if value is None or not math.isfinite(value):
+            return
+        point = (step, float(value))
+        if self.first is None or step < self.first[0]:
+            self.first = point
+        if self.last is None or step >= self.last[0]:
+            self.last = point
+        index = int(step) // self.width
+        bucket = self._buckets.get(index)
+        if bucket is None:
+            self._buckets[index] = _Bucket(point, point)
+        else:
+            bucket.add(point)
+        while len(self._buckets) > (self.max_points - 2) // 2:
+            self._halve()
+        self.version += 1
+
+    def _halve(self) -> None:
+        merged: dict[int, _Bucket] = {}
+        for index in sorted(self._buckets):
+            bucket = self._buckets[index]
+            target = merged.get(index // 2)
+            if target is None:
+                merged[index // 2] = _Bucket(bucket.low, bucket.high)
+            else:
+                target.merge(bucket)
+        self._buckets = merged
+        self.width *= 2
+
+    def points(self) -> list[Point]:
+        """The kept points in step order: the first, each bucket's min and max, and the last."""
+        kept: dict[float, Point] = {}
+        for index in sorted(self._buckets):
+            bucket = self._buckets[index]
+            for point in sorted({bucket.low, bucket.high}):
+                kept[point[0]] = point
+        for point in (self.first, self.last):
+            if point is not None:
+                kept[point[0]] = point
+        return [kept[step] for step in sorted(kept)]
+
+    def __len__(self) -> int:
+        return len(self.points())
+
+
+def ema(values: Sequence[float], weight: float) -> list[float]:
+    """Exponential moving average with TensorBoard's debiasing, so the start is not pulled towards zero."""
+    if not 0 <= weight < 1:
+        raise ValueError("the smoothing weight must be in [0, 1)")
+    smoothed, running = [], 0.0
+    for i, value in enumerate(values, start=1):
+        running = running * weight + (1 - weight) * value
+        smoothed.append(running / (1 - weight**i))
+    return smoothed
+
+
+def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[str, Any]:
+    """The common look: compact margins, light grid, legend on top, zoom kept across live updates."""
+    axis = {
+        "gridcolor": "#eef0f4",
+        "zeroline": False,
+        "linecolor": "#d4d7de",
+        "ticks": "outside",
+        "tickcolor": "#d4d7de",
+    }
+    return {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "y": 0.97, "font": {"size": 14}},
+        "height": height,
+        "margin": {"l": 56, "r": 16, "t": 36, "b": 40},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "font": {"family": "Inter, ui-sans-serif, system-ui, sans-serif", "size": 12, "color": "#374151"},
+        "xaxis": {**axis, "title": {"text": "step"}},
+        "yaxis": {**axis, "title": {"text": y_title}, "type": "log" if log_y else "linear"},
+        "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
+        "hovermode": "x unified",
+        # Keeps the user's zoom and hidden traces across updates where plotly.js reuses the plot.
+        "uirevision": title,
+        "showlegend": True,
+    }
+
+
+def _trace(points: Sequence[Point], name: str, color: str, **style: Any) -> dict[str, Any]:
+    return {
+        "type": "scatter",
+        "mode": style.pop("mode", "lines"),
+        "name": name,
+        "x": [p[0] for p in points],
+        "y": [p[1] for p in points],
+        "line": {"color": color, "width": style.pop("width", 2)},
+        **style,
+    }
+
+
+def _figure(traces: list[dict[str, Any]], layout: dict[str, Any], empty_text: str) -> Figure:
+    steps = [x for trace in traces for x in trace.get("x", [])]
+    if not steps:
+        layout["annotations"] = [*layout.get("annotations", []), _note(empty_text)]
+        layout["xaxis"]["showticklabels"] = layout["yaxis"]["showticklabels"] = False
+    elif max(steps) - min(steps) < 10:
+        layout["xaxis"]["dtick"] = 1  # steps are whole numbers: no "step 1.5" ticks on a short run
+    return {"data": traces, "layout": layout, "config": {"displaylogo": False}}
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {
+        "text": text,
+        "showarrow": False,
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0.5,
+        "y": 0.5,
+        "font": {"size": 13, "color": "#9ca3af"},
+    }
+
+
+_RESUME_LINE = {"dash": "dot", "color": "#9ca3af", "width": 1.5}
+_RESUME_FONT = {"size": 11, "color": "#6b7280"}
+
+
+def loss_figure(
+    train: Sequence[Point],
+    evals: Sequence[Point] = (),
+    smoothing: float = 0.0,
+    log_y: bool = False,
+    resumes: Iterable[float] = (),
+    height: int = 300,
+) -> Figure:
+    """Train loss (raw, faint when smoothed, plus its EMA) and eval loss on one chart; resumes as dotted lines."""
+    traces = []
+    if smoothing > 0 and train:
+        traces.append(_trace(train, "train (raw)", TRAIN_COLOR, width=1, opacity=0.3, showlegend=False))
+        smoothed = list(zip([p[0] for p in train], ema([p[1] for p in train], smoothing), strict=True))
+        traces.append(_trace(smoothed, "train loss", TRAIN_COLOR))
+    else:
+        traces.append(_trace(train, "train loss", TRAIN_COLOR))
+    if evals:
+        traces.append(_trace(evals, "eval loss", EVAL_COLOR, mode="lines+markers", marker={"size": 7}))
+    layout = _layout("Loss", "loss", height, log_y)
+    # A dotted line and a label where the run was resumed from a checkpoint.
+    layout["shapes"] = [
+        {"type": "line", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1, "line": _RESUME_LINE} for x in resumes
+    ]
+    layout["annotations"] = [
+        {
+            "x": x,
+            "y": 1,
+            "yref": "paper",
+            "text": "resumed",
+            "showarrow": False,
+            "xanchor": "left",
+            "font": _RESUME_FONT,
+        }
+        for x in resumes
+    ]
+    return _figure(traces, layout, "waiting for the first logged step…")
+
+
+def line_figure(points: Sequence[Point], title: str, y_title: str, color: str, height: int = 200) -> Figure:
+    """One metric over the steps (learning rate, gradient norm, throughput)."""
+    layout = _layout(title, y_title, height)
+    layout["showlegend"] = False
+    layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
+    fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
+    return _figure([_trace(points, title, color, **fill)], layout, "no data yet")
+
+
+def _tint(color: str, alpha: float = 0.08) -> str:
+    red, green, blue = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def compare_figure(curves: dict[str, Sequence[Point]], smoothing: float = 0.0, log_y: bool = False) -> Figure:
+    """Several runs' train loss overlaid, one colour each (decimated to at most MAX_POINTS per run)."""
+    traces = []
+    for i, (name, points) in enumerate(curves.items()):
+        points = minmax_decimate(points)
+        if smoothing > 0 and points:
+            points = list(zip([p[0] for p in points], ema([p[1] for p in points], smoothing), strict=True))
+        traces.append(_trace(points, name, COLORS[i % len(COLORS)]))
+    return _figure(traces, _layout("Train loss", "loss", 360, log_y), "pick two or more runs to compare")

@@ -1,0 +1,159 @@
+"""The Monitor's per-browser-session logic: which outputs changed since the last update, and their new values.
+
+One ``MonitorSession`` lives in a ``gr.State`` per browser tab. Each timer tick asks it for an update; it reads
+the run's status and only the new metrics lines, and returns None for every output that has not changed, so
+the page redraws a chart only when that chart has new points (the Gradio layer turns None into gr.skip()).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.rundir import CONFIG_FILE, LOG_FILE, log_tail
+from studio import charts
+from studio.metrics_feed import MetricsFeed
+from studio.monitor_view import (
+    EMPTY_HTML,
+    Controls,
+    controls_for,
+    error_html,
+    header_html,
+    progress_html,
+    stats_html,
+)
+
+LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
+NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
+
+
+@dataclass
+class MonitorUpdate:
+    """New values for the Monitor's outputs; None means unchanged (send nothing)."""
+
+    loss: Any = None
+    learning_rate: Any = None
+    grad_norm: Any = None
+    throughput: Any = None
+    header: str | None = None
+    progress: str | None = None
+    stats: str | None = None
+    error: str | None = None
+    log: str | None = None
+    config: str | None = None
+    controls: Controls | None = None
+
+    def changed(self) -> list[str]:
+        """Names of the outputs that carry a new value."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+
+class MonitorSession:
+    """What one browser tab has shown: the run, its metrics feed, and a key per output of what was sent."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # a timer tick and a button's refresh may run at the same time
+        self.run_dir: str | None = None
+        self.feed: MetricsFeed | None = None
+        self.status: dict[str, Any] = {}
+        self._sent: dict[str, Any] = {}
+
+    def update(
+        self, run_dir: str | None, smoothing: float = 0.0, log_y: bool = False, now: float | None = None
+    ) -> MonitorUpdate:
+        """Poll the run and return what changed since the previous call (everything, after a run switch)."""
+        with self.lock:
+            if run_dir != self.run_dir:
+                self.run_dir, self._sent = run_dir, {}
+                self.feed = MetricsFeed(Path(run_dir)) if run_dir else None
+            update = MonitorUpdate()
+            if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
+                self.status = {}
+                self._empty(update)
+                return update
+            self.status = runs.status(Path(run_dir))
+            self.feed.poll()
+            self._charts(update, smoothing, log_y)
+            self._panels(update, now)
+            return update
+
+    def forget_sent(self) -> None:
+        """Make the next update send every output, as if to a fresh page."""
+        with self.lock:
+            self._sent = {}
+
+    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> None:
+        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value)."""
+        if self._sent.get(name, object()) != key:
+            self._sent[name] = key
+            setattr(update, name, make())
+
+    def _empty(self, update: MonitorUpdate) -> None:
+        self._put(update, "loss", "empty", lambda: charts.loss_figure([]))
+        for name, (title, unit, color) in _SMALL_CHARTS.items():
+            self._put(update, name, "empty", lambda t=title, u=unit, c=color: charts.line_figure([], t, u, c))
+        self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
+        for name in ("progress", "stats", "error", "log", "config"):
+            self._put(update, name, "", lambda: "")
+        self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
+
+    def _charts(self, update: MonitorUpdate, smoothing: float, log_y: bool) -> None:
+        feed = self.feed
+        loss, evals = feed.series["loss"], feed.series["eval_loss"]
+        self._put(
+            update,
+            "loss",
+            (loss.version, evals.version, len(feed.resumes), smoothing, log_y),
+            lambda: charts.loss_figure(loss.points(), evals.points(), smoothing, log_y, feed.resumes),
+        )
+        for name, (title, unit, color) in _SMALL_CHARTS.items():
+            series = feed.series[_SERIES_OF[name]]
+            self._put(
+                update,
+                name,
+                series.version,
+                lambda s=series, t=title, u=unit, c=color: charts.line_figure(s.points(), t, u, c),
+            )
+
+    def _panels(self, update: MonitorUpdate, now: float | None) -> None:
+        status, run_dir = self.status, Path(self.run_dir)
+        header = header_html(status, run_dir.name)
+        self._put(update, "header", header, lambda: header)
+        progress = progress_html(status, self.feed, now or time.time())
+        self._put(update, "progress", progress, lambda: progress)
+        stats = stats_html(self.feed)
+        self._put(update, "stats", stats, lambda: stats)
+        error = error_html(status)
+        self._put(update, "error", error, lambda: error)
+        controls = controls_for(status)
+        self._put(update, "controls", controls, lambda: controls)
+        self._put(update, "log", _file_key(run_dir / LOG_FILE), lambda: log_tail(run_dir, LOG_BYTES))
+        self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
+
+
+_SMALL_CHARTS = {
+    "learning_rate": ("Learning rate", "lr", charts.COLORS[2]),
+    "grad_norm": ("Gradient norm", "norm", charts.COLORS[4]),
+    "throughput": ("Throughput", "tokens/s", charts.COLORS[3]),
+}
+_SERIES_OF = {"learning_rate": "learning_rate", "grad_norm": "grad_norm", "throughput": "tokens_per_second"}
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    """Size and mtime: a cheap test of whether a file changed since it was last sent."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_size, info.st_mtime_ns
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""

@@ -1,0 +1,177 @@
+"""The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
+
+A ``gr.Timer`` polls twice a second. Each browser tab keeps a ``MonitorSession`` in a ``gr.State`` (run, byte
+offset into metrics.jsonl, decimated series), so a tick reads only what the trainer appended and sends only
+the outputs that changed; everything else is ``gr.skip()``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+from gradio.components.plot import PlotData
+
+from engine import runs
+from studio.charts import Figure
+from studio.context import StudioContext
+from studio.monitor_session import MonitorSession, MonitorUpdate
+
+POLL_SECONDS = 0.5
+
+
+def as_plot(figure: Figure) -> PlotData:
+    """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
+    return PlotData(type="plotly", plot=json.dumps(figure))
+
+
+def _outputs_of(update: MonitorUpdate) -> list[Any]:
+    """Gradio values for the outputs, in the order of ``MonitorTab.outputs``; gr.skip() where nothing changed."""
+    skip = gr.skip()
+    figures = [update.loss, update.learning_rate, update.grad_norm, update.throughput]
+    values = [
+        *(None if figure is None else as_plot(figure) for figure in figures),
+        update.header,
+        update.progress,
+        update.stats,
+        None if update.error is None else gr.HTML(value=update.error, visible=bool(update.error)),
+        update.log,
+        None if update.config is None else gr.Code(value=update.config),
+    ]
+    values = [skip if value is None else value for value in values]
+    controls = update.controls
+    if controls is None:
+        values += [skip, skip, skip]
+    else:
+        values += [
+            gr.Button(interactive=controls.stop),
+            gr.Button(interactive=controls.resume),
+            gr.Button(interactive=controls.abort),
+        ]
+    return values
+
+
+def refresh(run_dir: str | None, session: MonitorSession | None, smoothing: float, log_y: bool) -> list[Any]:
+    """The timer's handler: the session (created on first use) and the changed outputs."""
+    session = session or MonitorSession()
+    return [session, *_outputs_of(session.update(run_dir, smoothing, log_y))]
+
+
+def redraw(run_dir: str | None, session: MonitorSession | None, smoothing: float, log_y: bool) -> list[Any]:
+    """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
+    if session is not None:
+        session.forget_sent()
+    return refresh(run_dir, session, smoothing, log_y)
+
+
+def stop_clicked(run_dir: str | None) -> None:
+    """Ask the run to stop after its current step; it saves a checkpoint and reads ``stopped``."""
+    if run_dir and runs.stop(Path(run_dir)):
+        gr.Info("Stopping: the run saves a checkpoint after the current step.")
+    else:
+        gr.Warning("The run is not running.")
+
+
+def resume_clicked(run_dir: str | None) -> None:
+    """Continue the run from its newest checkpoint, in a new process."""
+    if not run_dir:
+        return
+    try:
+        runs.resume(Path(run_dir))
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+    else:
+        gr.Info("Resuming from the newest checkpoint.")
+
+
+def abort_confirmed(run_dir: str | None) -> Any:
+    """Kill the run at once (no checkpoint); hides the confirmation again."""
+    if run_dir and runs.abort(Path(run_dir)):
+        gr.Warning("The run was aborted.")
+    return gr.Row(visible=False)
+
+
+class MonitorTab:
+    """The Monitor's components, kept so the app can wire page-load and cross-tab events to them."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        self.session = gr.State(None)
+        with gr.Row(elem_classes="ts-monitor-head", equal_height=False):
+            with gr.Column(scale=3, elem_classes="ts-tight"):
+                self.header = gr.HTML(elem_classes="ts-html")
+                self.progress = gr.HTML(elem_classes="ts-html")
+            with gr.Column(scale=1, min_width=330), gr.Row(elem_classes="ts-actions"):
+                self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
+                self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
+                self.abort = gr.Button("Abort", variant="stop", interactive=False, elem_id="ts-abort")
+        with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
+            gr.HTML("<b>Abort the run?</b> It is killed at once; work since the last checkpoint is lost.", scale=4)
+            self.confirm = gr.Button("Yes, abort", variant="stop", elem_id="ts-abort-confirm", scale=0, min_width=140)
+            self.cancel = gr.Button("Cancel", elem_id="ts-abort-cancel", scale=0, min_width=120)
+        self.error = gr.HTML(visible=False, elem_classes="ts-html")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=420):
+                self.loss = gr.Plot(show_label=False, elem_id="ts-loss-chart", elem_classes="ts-chart")
+            with gr.Column(scale=1, min_width=240, elem_classes="ts-side"):
+                self.stats = gr.HTML(elem_classes="ts-html")
+                self.smoothing = gr.Slider(0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)")
+                self.log_y = gr.Checkbox(False, label="Log scale")
+        with gr.Row():
+            self.learning_rate = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
+            self.grad_norm = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
+            self.throughput = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
+        with gr.Accordion("train.log", open=False):
+            self.log = gr.Textbox(
+                show_label=False, lines=14, max_lines=14, autoscroll=True, elem_classes="ts-log", interactive=False
+            )
+        with gr.Accordion("config.yaml", open=False):
+            self.config = gr.Code(language="yaml", show_label=False, interactive=False)
+        self.timer = gr.Timer(POLL_SECONDS)
+        self._wire()
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The components ``refresh`` returns values for (after the session state)."""
+        return [
+            self.session,
+            self.loss,
+            self.learning_rate,
+            self.grad_norm,
+            self.throughput,
+            self.header,
+            self.progress,
+            self.stats,
+            self.error,
+            self.log,
+            self.config,
+            self.stop,
+            self.resume,
+            self.abort,
+        ]
+
+    def _wire(self) -> None:
+        inputs = [self.ctx.current_run, self.session, self.smoothing, self.log_y]
+        # UI plumbing stays out of the API page; studio.runs_api offers the same actions by run id.
+        private: dict[str, Any] = {"api_visibility": "private"}
+        poll = {"fn": refresh, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
+        # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
+        self.timer.tick(**poll, concurrency_limit=None)
+        self.ctx.current_run.change(**poll)
+        self.smoothing.release(**poll)
+        self.log_y.change(**poll)
+        if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
+            self.ctx.tabs.change(**{**poll, "fn": redraw})
+        run = [self.ctx.current_run]
+        self.stop.click(stop_clicked, run, None, **private).then(**poll)
+        self.resume.click(resume_clicked, run, None, **private).then(**poll)
+        self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)
+        self.cancel.click(lambda: gr.Row(visible=False), None, self.confirm_row, **private)
+        self.confirm.click(abort_confirmed, run, self.confirm_row, **private).then(**poll)
+
+
+def build_monitor_tab(ctx: StudioContext) -> MonitorTab:
+    """Build the Monitor inside the current ``gr.Tab``."""
+    return MonitorTab(ctx)

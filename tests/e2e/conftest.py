@@ -1,0 +1,83 @@
+"""A real studio process, a real training run and a real Chromium, for the end-to-end tests.
+
+Needs Debian's Chromium (``apt-get install -y chromium``) and ``pip install playwright``; never
+``playwright install`` (it downloads browsers). Without them the e2e tests are skipped, not failed.
+Screenshots go to ``test-artifacts/e2e/`` (gitignored).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Studio, demo_config, free_port
+
+from engine import runs
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: drives a real browser against a real studio and training run")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip cleanly (with the reason) where the browser or playwright is missing."""
+    reason = None
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} not found (apt-get install -y chromium)"
+    else:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            reason = "playwright is not installed (pip install playwright; no 'playwright install')"
+    if reason:
+        for item in items:
+            if "e2e" in item.keywords:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("e2e-workspace")
+    yield path
+    for run in runs.list_runs(path):  # never leave a training process behind
+        runs.abort(run.run_dir)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def studio(workspace: Path, artifacts: Path) -> Iterator[Studio]:
+    server = Studio(workspace, free_port())
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def start_run(workspace: Path) -> Callable[..., Path]:
+    """Create and start a demo run through engine.runs, as the Train tab does."""
+
+    def start(name: str, max_steps: int, batch_size: int = 4) -> Path:
+        run_dir = runs.create_run(demo_config(name, max_steps, batch_size), workspace=workspace)
+        runs.start(run_dir)
+        return run_dir
+
+    return start
