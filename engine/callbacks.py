@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -16,38 +15,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from engine.rundir import append_metrics, update_status
-
-
-class StopRequest:
-    """Set by SIGTERM / SIGINT; read by the callback at the end of the current step."""
-
-    def __init__(self) -> None:
-        self.requested = False
-        self.signal_name: str | None = None
-
-    def install(self) -> None:
-        """Route SIGTERM and SIGINT here instead of killing the process mid-step."""
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        self.requested = True
-        self.signal_name = signal.Signals(signum).name
-
-    def agreed(self) -> bool:
-        """Whether any process was asked to stop. Every rank must stop at the same step or DDP hangs, and a
-        signal can reach the ranks a step apart, so several processes agree through one tiny all-reduce."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-            return self.requested
-        import torch
-
-        flag = torch.tensor([1 if self.requested else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item() and not self.requested:
-            self.requested, self.signal_name = True, "stop on another rank"
-        return bool(flag.item())
+from engine.stopping import StopRequest
 
 
 def memory_mb() -> float:
@@ -116,6 +84,17 @@ class RunDirCallback(TrainerCallback):
             self._status(state, force=True, state="stopping")
         else:
             self._status(state)
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._restart_throughput_clock(state)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._restart_throughput_clock(state)
+
+    def _restart_throughput_clock(self, state: Any) -> None:
+        """Evaluation and saving are not training: tokens/s of the next log counts from here."""
+        self._last_log_time = time.time()
+        self._last_tokens = state.num_input_tokens_seen
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         logs = dict(logs or {})

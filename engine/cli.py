@@ -108,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             from engine.supervisor import supervise
 
             return supervise(args.run_dir.resolve(), args.checkpoint)
+        from engine.stopping import StopRequest
+
+        stop = StopRequest()
+        stop.install()  # before the slow imports, so a Stop while starting is a clean stop
         from engine.train import run
 
-        return run(args.run_dir.resolve(), args.checkpoint)
+        return run(args.run_dir.resolve(), args.checkpoint, stop)
     except ConfigError as exc:
         return _error(str(exc))

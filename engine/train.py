@@ -25,6 +25,7 @@ from engine.rundir import (
     iter_metrics,
     update_status,
 )
+from engine.stopping import StopRequest
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -123,14 +124,18 @@ def _save_result(trainer: Any, run_dir: Path, config: RunConfig) -> Path:
     return target
 
 
-def run(run_dir: Path, checkpoint_step: int | None = None) -> int:
-    """Train the run in ``run_dir`` (from a checkpoint when given); returns the process exit code."""
-    from engine.callbacks import RunDirCallback, StopRequest
+def run(run_dir: Path, checkpoint_step: int | None = None, stop: StopRequest | None = None) -> int:
+    """Train the run in ``run_dir`` (from a checkpoint when given); returns the process exit code.
 
+    ``stop`` is the already installed signal handler when the caller installed it before importing this module.
+    """
+    from engine.callbacks import RunDirCallback
+
+    if stop is None:
+        stop = StopRequest()
+        stop.install()
     _quiet_libraries()
     rank = current_rank()
-    stop = StopRequest()
-    stop.install()
     if rank.is_main:
         update_status(run_dir, state="starting", pid=os.getpid(), started_at=time.time(), error=None, exit_code=None)
     try:
@@ -139,6 +144,8 @@ def run(run_dir: Path, checkpoint_step: int | None = None) -> int:
         callback = RunDirCallback(run_dir, stop, rank.is_main, already_logged=logged)
         trainer = _build_trainer(config, run_dir, callback)
         resume_from = str(checkpoint_path(run_dir, checkpoint_step)) if checkpoint_step is not None else None
+        if stop.requested:  # stopped while loading: nothing trained, nothing to save
+            return _stopped_before_training(run_dir, rank)
         trainer.train(resume_from_checkpoint=resume_from)
     except Exception as exc:  # noqa: BLE001 - any crash must end as a failed status with its reason
         if _is_input_error(exc):
@@ -185,6 +192,13 @@ def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank:
             result=str(target),
         )
         print(f"completed: {state.global_step} steps; saved to {target}", flush=True)
+    return EXIT_OK
+
+
+def _stopped_before_training(run_dir: Path, rank: Rank) -> int:
+    print("stopped before the first step; nothing was trained", flush=True)
+    if rank.is_main:
+        update_status(run_dir, state="stopped", ended_at=time.time())
     return EXIT_OK
 
 

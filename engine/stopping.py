@@ -1,0 +1,42 @@
+"""A graceful stop: SIGTERM / SIGINT set a flag that the trainer reads at the end of the current step.
+
+Standard library only, so the worker installs it before its slow imports: a Stop pressed while the run is
+still starting is caught too, instead of killing the process.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+
+class StopRequest:
+    """Set by SIGTERM / SIGINT; read by the callback at the end of the current step."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        """Route SIGTERM and SIGINT here instead of killing the process mid-step."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        self.requested = True
+        self.signal_name = signal.Signals(signum).name
+
+    def agreed(self) -> bool:
+        """Whether any process was asked to stop. Every rank must stop at the same step or DDP hangs, and a
+        signal can reach the ranks a step apart, so several processes agree through one tiny all-reduce."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+            return self.requested
+        import torch
+
+        flag = torch.tensor([1 if self.requested else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and not self.requested:
+            self.requested, self.signal_name = True, "stop on another rank"
+        return bool(flag.item())
