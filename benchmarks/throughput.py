@@ -109,6 +109,7 @@ def run_bare(config: RunConfig, steps: int) -> float:
                 per_device_train_batch_size=config.train.per_device_batch_size,
                 learning_rate=config.train.learning_rate,
                 lr_scheduler_type=config.train.lr_scheduler,
+                optim=os.environ.get("BARE_OPTIM", config.train.optimizer),  # the same optimizer as the engine
                 use_cpu=True,
                 save_strategy="no",
                 report_to=[],
@@ -144,6 +145,7 @@ def run_trl_defaults(config: RunConfig, steps: int) -> float:
             report_to=[],
             include_num_input_tokens_seen="non_padding",
             disable_tqdm=True,
+            use_cpu=True,  # without it SFTConfig refuses a machine without a GPU; bf16 and checkpointing stay default
         )
         trainer = SFTTrainer(
             model=source,
