@@ -7,13 +7,17 @@ live processes. Only the standard library and the config are imported (no torch)
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +36,7 @@ from engine.rundir import (
 from engine.rundir import read_metrics as _read_metrics
 
 RUNS_DIR = "runs"
+START_LOCK_FILE = ".start.lock"
 
 
 class RunError(RuntimeError):
@@ -280,3 +285,32 @@ def list_runs(workspace: Path) -> list[RunSummary]:
     return sorted(
         (summarize(child) for child in run_dirs(workspace)), key=lambda run: run.created_at or 0, reverse=True
     )
+
+
+@contextlib.contextmanager
+def start_lock(workspace: Path) -> Iterator[None]:
+    """Hold the workspace's start lock: one starter at a time across threads and processes.
+
+    Two studios on one workspace (or two browser tabs of one) check "is another run active?" and then start
+    a run; without the lock both could pass the check before either run is visible. ``flock`` on a file in
+    the runs directory serialises them, and the kernel drops it if the holder dies.
+    """
+    root = runs_root(workspace)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / START_LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def delete(run_dir: Path) -> None:
+    """Remove a run directory with its checkpoints; refuses (RunError) while the run is going."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunError(f"{run_dir.name} is not a run")
+    current = status(run_dir)
+    if is_active(current):
+        raise RunError(f"{current.get('name') or run_dir.name} is {current['state']}; stop it before deleting it")
+    shutil.rmtree(run_dir)

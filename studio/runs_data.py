@@ -7,7 +7,6 @@ metrics lines written since the previous refresh (``engine.runs.list_runs`` re-r
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from dataclasses import dataclass
@@ -137,11 +136,7 @@ def pick_initial_run(workspace: Path) -> str | None:
 
 def delete_run(workspace: Path, run_id: str) -> None:
     """Remove a run directory with its checkpoints; refuses (RunError) while the run is going."""
-    run_dir = resolve_run(workspace, run_id)
-    current = runs.status(run_dir)
-    if runs.is_active(current):
-        raise runs.RunError(f"{current.get('name') or run_id} is {current['state']}; stop it before deleting it")
-    shutil.rmtree(run_dir)
+    runs.delete(resolve_run(workspace, run_id))
 
 
 def loss_curve(run_dir: Path) -> list[Point]:

@@ -32,7 +32,8 @@ CONFIGS_DIR = "configs"
 RECENT_MODELS_FILE = Path("studio") / "recent_models.json"
 MAX_RECENT = 10
 
-# One Start at a time in this process: with the active-run check inside it, a double click starts one run.
+# One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
+# with the active-run check inside both, a double click starts one run.
 _start_lock = threading.Lock()
 
 
@@ -189,7 +190,7 @@ def start_run(
         inspect_dataset(config.data, cached_tokenizer(config), config.train.max_length, config.train.seed)
     except DataError as exc:
         return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
-    with _start_lock:
+    with _start_lock, runs.start_lock(Path(workspace)):
         busy = busy_runs(workspace)
         if busy:
             names = ", ".join(f"{run.name} ({run.state})" for run in busy)
