@@ -293,11 +293,10 @@ def start_lock(workspace: Path) -> Iterator[None]:
 
     Two studios on one workspace (or two browser tabs of one) check "is another run active?" and then start
     a run; without the lock both could pass the check before either run is visible. ``flock`` on a file in
-    the runs directory serialises them, and the kernel drops it if the holder dies.
+    the workspace (beside, not in, the runs directory) serialises them; the kernel drops it if the holder dies.
     """
-    root = runs_root(workspace)
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / START_LOCK_FILE, "a") as handle:
+    Path(workspace).mkdir(parents=True, exist_ok=True)
+    with open(Path(workspace) / START_LOCK_FILE, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -160,10 +160,15 @@ def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[
     }
 
 
+# Up to this many points a line also shows its markers: one or two points drawn as a bare line are invisible.
+MARKERS_UP_TO = 20
+
+
 def _trace(points: Sequence[Point], name: str, color: str, **style: Any) -> dict[str, Any]:
+    default_mode = "lines+markers" if len(points) <= MARKERS_UP_TO else "lines"
     return {
         "type": "scatter",
-        "mode": style.pop("mode", "lines"),
+        "mode": style.pop("mode", default_mode),
         "name": name,
         "x": [p[0] for p in points],
         "y": [p[1] for p in points],

@@ -25,9 +25,10 @@ from engine.config.sections import DEMO_MODEL
 from engine.paths import PROJECT_ROOT
 from engine.rundir import write_text_atomic
 from studio.dataset_panel import cached_tokenizer, text_block
-from studio.form import config_to_values, values_to_config
+from studio.form import config_to_values, default_values, values_to_config
 
 PRESETS_DIR = PROJECT_ROOT / "assets" / "presets"
+DEMO_PRESET = "demo.yaml"
 CONFIGS_DIR = "configs"
 RECENT_MODELS_FILE = Path("studio") / "recent_models.json"
 MAX_RECENT = 10
@@ -59,6 +60,12 @@ def remember_model(workspace: Path, name: str) -> list[str]:
 def model_choices(workspace: Path) -> list[str]:
     """The model picker's list: the bundled demo model, then recent ones."""
     return list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
+
+
+def starting_values() -> dict[str, Any]:
+    """What the form shows on a fresh page: the demo preset, so that Start trains something at once."""
+    values, _ = load_config_values(PRESETS_DIR / DEMO_PRESET)
+    return values if values is not None else default_values()
 
 
 # --- preview ------------------------------------------------------------------------------------------------

@@ -72,7 +72,13 @@ def make_widget(spec: FieldSpec, value: Any) -> gr.components.Component:
 class ConfigForm:
     """The schema's widgets, rendered section by section wherever the layout calls ``render_section``."""
 
-    def __init__(self, model: type[BaseModel] = RunConfig, overrides: Mapping[str, WidgetFactory] | None = None):
+    def __init__(
+        self,
+        model: type[BaseModel] = RunConfig,
+        overrides: Mapping[str, WidgetFactory] | None = None,
+        initial: Mapping[str, Any] | None = None,
+    ):
+        """``initial`` holds the widget values to show first (default: the model's defaults)."""
         self.model = model
         self.tree = schema_tree(model)
         self.specs = self.tree.leaves()
@@ -81,7 +87,7 @@ class ConfigForm:
         self.components: dict[str, gr.components.Component] = {}
         self.error_slots: dict[str, gr.Markdown] = {}
         self.advanced_paths: set[str] = set()  # the fields rendered inside an "Advanced" accordion
-        self._defaults = default_values(model)
+        self._defaults = dict(initial) if initial is not None else default_values(model)
 
     # --- rendering ----------------------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import gradio as gr
 from studio import dataset_panel as dp
 from studio import train_actions as actions
 from studio.context import StudioContext
-from studio.form import FieldSpec, default_values
+from studio.form import FieldSpec
 from studio.train_form_view import ConfigForm, make_widget
 
 START_LABEL = "Start training"
@@ -69,7 +69,8 @@ class Sidebar:
 def build_train_tab(ctx: StudioContext) -> ConfigForm:
     """Build the Train tab's components and events inside the current ``gr.Tab``; returns the form."""
     overrides = {"model.name_or_path": _model_picker(ctx), "data.path": _relabel("Dataset file or hub id")}
-    form = ConfigForm(overrides=overrides)
+    first = actions.starting_values()
+    form = ConfigForm(overrides=overrides, initial=first)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=520):
             form.render_section("model", columns=2)
@@ -80,15 +81,15 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             form.render_section("launch", columns=3)
             form.render_rest(columns=3, skip=["name"])
         with gr.Column(scale=2, min_width=360):
-            side = _build_sidebar(ctx, form)
+            side = _build_sidebar(ctx, form, first)
     _wire_form(ctx, form, panel, side)
     _wire_files(ctx, form, panel, side)
     _wire_start(ctx, form, panel, side)
     return form
 
 
-def _build_sidebar(ctx: StudioContext, form: ConfigForm) -> Sidebar:
-    first = actions.preview(default_values(), ctx.workspace)
+def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
+    first = actions.preview(values, ctx.workspace)
     with gr.Group():
         form.render_fields(["name"])
         start = gr.Button(START_LABEL, variant="primary", size="lg", elem_id="train-start")

@@ -107,3 +107,11 @@ def test_empty_figures_say_so_and_compare_overlays_runs():
     assert [trace["name"] for trace in figure["data"]] == ["a", "b"]
     assert len(figure["data"][0]["x"]) <= charts.MAX_POINTS
     assert figure["data"][0]["line"]["color"] != figure["data"][1]["line"]["color"]
+
+
+def test_short_series_show_markers_and_long_ones_plain_lines():
+    """A run's first point or two must be visible: drawn as a bare line, one point shows nothing."""
+    short = charts.line_figure([(5, 0.1)], "Learning rate", "lr", "#000")["data"][0]
+    long = charts.line_figure([(s, 0.1) for s in range(charts.MARKERS_UP_TO + 1)], "Learning rate", "lr", "#000")
+    assert short["mode"] == "lines+markers"
+    assert long["data"][0]["mode"] == "lines"

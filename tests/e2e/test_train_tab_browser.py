@@ -1,0 +1,61 @@
+"""The Train tab in a real Chromium: a bad field is refused next to it, a double click on Start starts one
+run, and the page switches to that run's Monitor. Screenshots at 1366x768 go to test-artifacts/e2e/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_harness import VIEWPORT, wait_until
+
+from engine import runs
+
+pytestmark = pytest.mark.e2e
+
+
+def set_number(page: Any, path: str, value: str) -> None:
+    """Type into a form field the way a person does, then leave it (which fires its change event)."""
+    box = page.locator(f"#cfg-{path.replace('.', '-')} input").first
+    box.fill(value)
+    box.press("Tab")
+
+
+def field_error(page: Any, path: str) -> str:
+    slot = page.locator(f"#cfg-{path.replace('.', '-')}-error")
+    return slot.inner_text() if slot.count() and slot.is_visible() else ""
+
+
+def test_start_from_the_form(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(studio.url)
+    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    # The form opens on the demo preset, so Start trains something at once.
+    assert page.locator("#cfg-model-name_or_path input").input_value() == "assets/demo-model"
+    page.screenshot(path=str(artifacts / "20-train-tab.png"))
+
+    set_number(page, "train.learning_rate", "0")
+    page.locator("#train-start").click()
+    wait_until(lambda: "must be > 0" in field_error(page, "train.learning_rate"), 20, what="the field's error")
+    message = page.locator("#train-start-message")
+    wait_until(lambda: "Not started" in message.inner_text(), 20, what="Start to refuse")
+    assert not runs.run_dirs(workspace), "a run started from an invalid form"
+    page.screenshot(path=str(artifacts / "21-train-tab-field-error.png"))
+
+    set_number(page, "train.learning_rate", "0.003")
+    set_number(page, "train.max_steps", "8")
+    page.locator("#train-start").dblclick()
+    wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 30)
+    wait_until(lambda: runs.run_dirs(workspace), 10, what="the run directory")
+    started = runs.run_dirs(workspace)
+    assert len(started) == 1, f"a double click started {len(started)} runs"
+    run_dir = started[0]
+    assert runs.status(run_dir)["state"] in {"starting", "running", "completed"}
+    final = runs.wait(run_dir, timeout=240)
+    assert final["state"] == "completed", final
+    assert final["step"] == 8
+    # The run trained what the form said: its config holds the typed values.
+    config_text = (run_dir / "config.yaml").read_text()
+    assert "max_steps: 8" in config_text and "learning_rate: 0.003" in config_text
+    page.screenshot(path=str(artifacts / "22-train-started-monitor.png"))
+    page.close()
