@@ -3,9 +3,11 @@
     python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
     python -m engine resume DIR [--checkpoint N]         continue a stopped or crashed run
     python -m engine check CONFIG.yaml                   validate config and dataset without training
+    python -m engine evaluate DIR [--data eval|train|PATH]  score base and fine-tuned model (engine.job_commands)
+    python -m engine export DIR --kind adapter|merged    save the adapter or a merged model (engine.job_commands)
 
 ``supervise`` and ``worker`` are the internal halves of a run (the studio starts ``supervise`` in the
-background; it starts ``worker``).
+background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.ChatClient.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 from engine.config import ConfigError, load_config
+from engine.job_commands import add_commands, run_command
 
 EXIT_BAD_INPUT = 2
 
@@ -31,10 +34,16 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
     check = commands.add_parser("check", help="validate a config and its dataset without training")
     check.add_argument("config", type=Path)
+    add_commands(commands)
     for internal in ("supervise", "worker"):
         command = commands.add_parser(internal, help=argparse.SUPPRESS)
         command.add_argument("run_dir", type=Path)
         command.add_argument("--checkpoint", type=int)
+    chat = commands.add_parser("chat-worker", help=argparse.SUPPRESS)
+    chat.add_argument("--base", help="base model (hub id or local directory) when no run is given")
+    chat.add_argument("--run-dir", type=Path, help="run whose final adapter / model (or checkpoint) to load")
+    chat.add_argument("--checkpoint", type=int, help="checkpoint step of the run")
+    chat.add_argument("--workspace", type=Path, help="workspace whose active runs the worker makes room for")
     return parser
 
 
@@ -104,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             return _resume(args)
         if args.command == "check":
             return _check(args)
+        if args.command in ("evaluate", "export"):
+            return run_command(args)
+        if args.command == "chat-worker":
+            from engine.chat import ModelSpec
+            from engine.chat_worker import serve
+
+            return serve(ModelSpec(args.base, args.run_dir, args.checkpoint), args.workspace)
         if args.command == "supervise":
             from engine.supervisor import supervise
 

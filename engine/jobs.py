@@ -1,0 +1,289 @@
+"""Background jobs of the engine (evaluate, export): start, watch, cancel and reconcile them.
+
+A job is ``python -m engine <command> ... --job-dir DIR`` started in its own process session, so it outlives
+the studio page (or the studio) that started it. It talks back only through files in its directory:
+
+- ``job.json``      written once by the starter: kind, labels (run id, ...), command line, pid, start time.
+- ``progress.json`` replaced atomically: state, phase, done / total, error, result. The starter writes the
+  first ``starting`` state before the process exists; after that only the job writes it.
+- ``job.log``       everything the process printed.
+
+Secrets (a hub token) travel in the child's environment, never in its command line or these files. Cancel is
+SIGTERM to the process group; the job turns it into ``Cancelled``, removes what it had half written and
+records ``cancelled``. A job whose process is gone without a final state is reconciled into ``failed`` (and
+its half-written output removed) by whoever reads its status next. Only the standard library is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine.rundir import write_text_atomic
+from engine.runs import is_alive
+
+JOBS_DIR = "jobs"
+JOB_FILE = "job.json"
+PROGRESS_FILE = "progress.json"
+LOG_FILE = "job.log"
+FINAL_STATES = ("completed", "failed", "cancelled")
+PARTIAL_MARK = ".partial-"  # in the name of every half-written output a job registers for clean-up
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+class JobError(RuntimeError):
+    """A job that cannot start or go on, with a message meant for the person who asked for it."""
+
+
+class Cancelled(BaseException):
+    """Raised in a job's main thread by SIGTERM / SIGINT (a BaseException, so no ``except Exception`` eats it)."""
+
+
+def jobs_root(workspace: Path) -> Path:
+    """The directory holding a workspace's jobs."""
+    return Path(workspace) / JOBS_DIR
+
+
+def _engine_env(extra: dict[str, str] | None) -> dict[str, str]:
+    """The child's environment: this engine importable from anywhere, unbuffered output, the caller's extras."""
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    env.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    env.update(extra or {})
+    return env
+
+
+_children: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def start(
+    workspace: Path,
+    kind: str,
+    args: list[str],
+    labels: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> Path:
+    """Start ``python -m engine *args --job-dir DIR`` in the background; returns the job directory.
+
+    ``labels`` are stored for finding the job again (e.g. ``{"run_id": ...}``); ``env`` is added to the child's
+    environment only (the place for secrets).
+    """
+    job_dir = jobs_root(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
+    job_dir.mkdir(parents=True)
+    command = [sys.executable, "-m", "engine", *args, "--job-dir", str(job_dir)]
+    _write_json(job_dir / PROGRESS_FILE, {"state": "starting", "phase": "starting", "updated_at": time.time()})
+    with open(job_dir / LOG_FILE, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=_engine_env(env),
+        )
+    record = {"kind": kind, "labels": labels or {}, "command": command, "pid": process.pid, "created_at": time.time()}
+    _write_json(job_dir / JOB_FILE, record)
+    _children[process.pid] = process
+    # Reap it so a finished job never lingers as a zombie that looks alive.
+    threading.Thread(target=process.wait, daemon=True, name=f"reap-job-{process.pid}").start()
+    return job_dir
+
+
+def _write_json(path: Path, value: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(value, indent=1, sort_keys=True, default=str))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def log_tail(job_dir: Path, max_bytes: int = 3000) -> str:
+    """The end of the job's log, decoded leniently."""
+    path = Path(job_dir) / LOG_FILE
+    try:
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - max_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def status(job_dir: Path) -> dict[str, Any]:
+    """The job's progress merged with its record, reconciled against its process.
+
+    A job that is not final while its process is gone crashed (or was killed): it is recorded as failed, with
+    the exit code when this process started it, and its registered half-written output is removed.
+    """
+    job_dir = Path(job_dir)
+    record = _read_json(job_dir / JOB_FILE)
+    progress = _read_json(job_dir / PROGRESS_FILE)
+    if progress.get("state") not in FINAL_STATES and record and not is_alive(record.get("pid")):
+        child = _children.get(record.get("pid", -1))
+        code = child.poll() if child is not None else None
+        why = f"exit code {code}" if code is not None else "it was killed or crashed"
+        _remove_partials(progress.get("partials", []))
+        progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
+        progress["updated_at"] = time.time()
+        _write_json(job_dir / PROGRESS_FILE, progress)
+    merged = {**record, **progress, "job_dir": str(job_dir), "job_id": job_dir.name}
+    if merged.get("state") == "failed":
+        merged["log_tail"] = log_tail(job_dir)
+    return merged
+
+
+def is_running(job_status: dict[str, Any]) -> bool:
+    """Whether a (reconciled) job status belongs to a job still going."""
+    return bool(job_status) and job_status.get("state") not in FINAL_STATES
+
+
+def cancel(job_dir: Path) -> bool:
+    """Ask the job to stop (SIGTERM to its process group); False when it is not running."""
+    pid = _read_json(Path(job_dir) / JOB_FILE).get("pid")
+    if not is_alive(pid):
+        return False
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
+    """Block until the job is final (or the timeout passes); returns its status."""
+    deadline = time.time() + timeout
+    while True:
+        current = status(job_dir)
+        if not is_running(current) or time.time() > deadline:
+            return current
+        time.sleep(poll)
+
+
+def list_jobs(workspace: Path, kind: str | None = None, **labels: Any) -> list[Path]:
+    """Job directories of a workspace, newest first, filtered by kind and labels."""
+    root = jobs_root(workspace)
+    found = []
+    for job_dir in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
+        record = _read_json(job_dir / JOB_FILE)
+        if not record or (kind and record.get("kind") != kind):
+            continue
+        if all(record.get("labels", {}).get(key) == value for key, value in labels.items()):
+            found.append(job_dir)
+    return found
+
+
+def active_job(workspace: Path, kind: str | None = None, **labels: Any) -> Path | None:
+    """The newest job of that kind (and labels) that is still running, if any."""
+    return next((job for job in list_jobs(workspace, kind, **labels) if is_running(status(job))), None)
+
+
+def _remove_partials(paths: list[str]) -> None:
+    """Remove half-written outputs; only paths carrying PARTIAL_MARK, so a bad record cannot delete real data."""
+    for path in map(Path, paths):
+        if PARTIAL_MARK not in path.name:
+            continue
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+class Progress:
+    """What a running job reports: progress.json (when it has a job directory) and a line on stdout."""
+
+    def __init__(self, job_dir: Path | None):
+        self.job_dir = Path(job_dir) if job_dir else None
+        self.state: dict[str, Any] = {"state": "running", "pid": os.getpid(), "started_at": time.time(), "partials": []}
+        self._last_line = ""
+
+    def update(self, phase: str | None = None, done: int | None = None, total: int | None = None, **extra: Any) -> None:
+        """Record the current phase and how far it is (``done`` of ``total`` units)."""
+        if phase is not None:
+            self.state.update(phase=phase, done=None, total=None)
+        if done is not None:
+            self.state["done"] = done
+        if total is not None:
+            self.state["total"] = total
+        self.state.update(extra)
+        self._write()
+        line = self.state.get("phase", "")
+        if self.state.get("total"):
+            line += f" ({self.state.get('done') or 0}/{self.state['total']})"
+        if line != self._last_line:
+            print(line, flush=True)
+            self._last_line = line
+
+    def add_partial(self, path: Path) -> None:
+        """Register a half-written output to remove if the job fails, is cancelled or dies."""
+        if PARTIAL_MARK not in Path(path).name:
+            raise ValueError(f"a partial output's name must contain {PARTIAL_MARK!r}: {path}")
+        self.state["partials"].append(str(path))
+        self._write()
+
+    def drop_partial(self, path: Path) -> None:
+        """The output is complete (renamed into place): nothing to clean up any more."""
+        self.state["partials"] = [p for p in self.state["partials"] if p != str(path)]
+        self._write()
+
+    def finish(self, state: str, error: str | None = None, result: dict[str, Any] | None = None) -> None:
+        """Record the final state (completed, failed, cancelled), removing half-written outputs first."""
+        _remove_partials(self.state["partials"])
+        self.state.update(state=state, error=error, partials=[], ended_at=time.time())
+        if result is not None:
+            self.state["result"] = result
+        self._write()
+
+    def _write(self) -> None:
+        if self.job_dir is not None:
+            self.state["updated_at"] = time.time()
+            _write_json(self.job_dir / PROGRESS_FILE, self.state)
+
+
+def _raise_cancelled(signum: int, _frame: object) -> None:
+    # Ignore further signals: the clean-up that follows must not be interrupted in turn.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise Cancelled(signal.Signals(signum).name)
+
+
+def run_job(job_dir: Path | None, work: Callable[[Progress], dict[str, Any]], input_errors: tuple[type, ...]) -> int:
+    """Run ``work`` as a job's body: progress, cancel on SIGTERM / SIGINT, and a final state that says why.
+
+    ``work`` returns the result (stored in progress.json). An exception of ``input_errors`` (or JobError) is a
+    clear refusal (exit 2, message only); any other exception is a crash (exit 1, traceback in the log).
+    Returns the exit code.
+    """
+    progress = Progress(job_dir)
+    signal.signal(signal.SIGTERM, _raise_cancelled)
+    signal.signal(signal.SIGINT, _raise_cancelled)
+    try:
+        progress.update("starting")
+        result = work(progress)
+    except Cancelled:
+        progress.finish("cancelled", error="cancelled by the user")
+        print("cancelled", flush=True)
+        return EXIT_CANCELLED
+    except (JobError, *input_errors) as exc:
+        progress.finish("failed", error=str(exc), result=getattr(exc, "result", None))
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_BAD_INPUT
+    except Exception as exc:  # noqa: BLE001 - any crash must end as a failed state that says what happened
+        traceback.print_exc()
+        progress.finish("failed", error=f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    progress.finish("completed", result=result)
+    return EXIT_OK
