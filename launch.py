@@ -1,8 +1,8 @@
 """Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
 
 Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
-STUDIO_AUTH_FILE, STUDIO_SHARE); a flag wins over its variable. It is also the Hugging Face Space entry
-point (``app_file: launch.py``): with SPACE_ID set it binds 0.0.0.0:7860 as a Space must.
+STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS); a flag wins over its variable. It is also the Hugging Face
+Space entry point (``app_file: launch.py``): with SPACE_ID set it binds 0.0.0.0:7860 as a Space must.
 The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
 network unless asked (and then, please, with --auth).
 """
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"  # read by studio.path_guard
 if str(ROOT) not in sys.path:  # run from any directory, installed or not
     sys.path.insert(0, str(ROOT))
 
@@ -66,7 +67,31 @@ def parser() -> argparse.ArgumentParser:
         default=Path(env("STUDIO_AUTH_FILE")) if env("STUDIO_AUTH_FILE") else None,
         help="file with one USER:PASS per line",
     )
+    p.add_argument(
+        "--no-standby",
+        action="store_true",
+        default=env("STUDIO_NO_STANDBY", "") == "1",
+        help="do not keep a warm training process ready (saves ~0.5 GB of memory; each Start then takes "
+        "several seconds longer)",
+    )
+    p.add_argument(
+        "--allow-path",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also let the page use datasets, models and configs in DIR (repeatable; env STUDIO_ALLOWED_PATHS, "
+        "separated by ':'); by default only the workspace, assets/ and uploads",
+    )
     return p
+
+
+def allow_paths(folders: list[Path]) -> None:
+    """Add the --allow-path folders to STUDIO_ALLOWED_PATHS, where the studio's path checks read them."""
+    listed = [item for item in os.environ.get(ALLOWED_PATHS_ENV, "").split(os.pathsep) if item]
+    listed += [str(folder.expanduser().resolve()) for folder in folders]
+    if listed:
+        os.environ[ALLOWED_PATHS_ENV] = os.pathsep.join(listed)
 
 
 def logins(args: argparse.Namespace) -> list[tuple[str, str]] | None:
@@ -86,7 +111,12 @@ def main(argv: list[str] | None = None) -> None:
     from studio.app import build_app, launch_options  # after parsing: --help stays instant
 
     args.workspace.mkdir(parents=True, exist_ok=True)
+    allow_paths(args.allow_path)
     demo = build_app(args.workspace)
+    if not args.no_standby:
+        from engine.runs import keep_standby
+
+        keep_standby(args.workspace)  # imports the training libraries now, so that Start does not wait for them
     if args.host not in ("127.0.0.1", "localhost", "::1") and not auth and not os.environ.get("SPACE_ID"):
         print(f"warning: serving on {args.host} without --auth; anyone who can reach it can start and stop runs")
     demo.queue().launch(

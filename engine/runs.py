@@ -87,10 +87,14 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     if is_active(current):
         raise RunError("the run is already running")
     _wait_for_exit(current.get("supervisor_pid"))
+    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None, supervisor_pid=None)
+    warm = _claim_standby(run_dir, checkpoint)
+    if warm:  # the standby records itself as the supervisor before its worker touches the status
+        keep_standby(workspace_of(run_dir))  # the next one warms up once this run is over
+        return warm
     command = [sys.executable, "-m", "engine", "supervise", str(run_dir)]
     if checkpoint is not None:
         command += ["--checkpoint", str(checkpoint)]
-    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None, supervisor_pid=None)
     process = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
@@ -103,6 +107,31 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     update_status(run_dir, supervisor_pid=process.pid)
     _reap_in_background(process)
     return process.pid
+
+
+def workspace_of(run_dir: Path) -> Path:
+    """The workspace a run directory belongs to (WORKSPACE/runs/<id>)."""
+    return Path(run_dir).resolve().parent.parent
+
+
+def _claim_standby(run_dir: Path, checkpoint: int | None) -> int | None:
+    """Hand the run to a warm standby of its workspace when one is ready (single-process runs only)."""
+    from engine import standby
+    from engine.supervisor import launch_settings
+
+    num_processes, threads = launch_settings(run_dir)
+    if num_processes != 1 or not standby.standby_dir(workspace_of(run_dir)).is_dir():
+        return None
+    return standby.claim(workspace_of(run_dir), run_dir, checkpoint, threads or (os.cpu_count() or 1))
+
+
+def keep_standby(workspace: Path) -> None:
+    """Make sure the workspace has a warm standby for its next run (see engine.standby)."""
+    from engine import standby
+
+    process = standby.start_standby(workspace)
+    if process:
+        _reap_in_background(process)
 
 
 def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:

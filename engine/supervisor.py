@@ -19,7 +19,7 @@ from typing import IO
 from engine.rundir import ACTIVE_STATES, LOG_FILE, read_status, update_status
 
 
-def _launch_settings(run_dir: Path) -> tuple[int, int | None]:
+def launch_settings(run_dir: Path) -> tuple[int, int | None]:
     """Processes and threads per process from the run's config."""
     from engine.config import load_config
     from engine.rundir import CONFIG_FILE
@@ -69,7 +69,7 @@ def _copy_output(source: IO[bytes], log: IO[bytes]) -> None:
         sys.stdout.buffer.flush()
 
 
-def _record_exit(run_dir: Path, code: int) -> None:
+def record_exit(run_dir: Path, code: int) -> None:
     """Store the exit code; a worker that died without a final state becomes a failed run that says why."""
     status = read_status(run_dir)
     if status.get("supervisor_pid") != os.getpid():
@@ -88,7 +88,7 @@ def _record_exit(run_dir: Path, code: int) -> None:
 
 def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) -> int:
     """Run the worker to its end and return its exit code."""
-    num_processes, threads = _launch_settings(run_dir)
+    num_processes, threads = launch_settings(run_dir)
     update_status(run_dir, supervisor_pid=os.getpid())
     with open(run_dir / LOG_FILE, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
@@ -109,5 +109,5 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
         if echo:
             _copy_output(worker.stdout, log)
         code = worker.wait()
-    _record_exit(run_dir, code)
+    record_exit(run_dir, code)
     return code
