@@ -18,7 +18,7 @@ Point = tuple[float, float]  # (step, value)
 # dict directly skips plotly.py's validation and template, which cost more than the rest of a poll together.
 Figure = dict[str, Any]
 
-MAX_POINTS = 2000
+MAX_POINTS = 1000  # about one point per pixel of a laptop-wide chart
 
 # One palette for every chart, readable on white and for the common colour-vision deficiencies.
 COLORS = ("#4f46e5", "#f97316", "#0891b2", "#16a34a", "#db2777", "#ca8a04", "#7c3aed", "#64748b")
@@ -61,6 +61,16 @@ class _Bucket:
 
 
 @dataclass
+class _Settled:
+    """The columns of a series' buckets other than the newest, and EMA states over them per weight."""
+
+    key: tuple[Any, ...]
+    xs: list[float]
+    ys: list[float]
+    ema: dict[float, tuple[list[float], tuple[float, float]]] = field(default_factory=dict)
+
+
+@dataclass
 class DecimatedSeries:
     """A series that grows one point at a time but never holds more than about ``max_points`` of them.
 
@@ -75,6 +85,9 @@ class DecimatedSeries:
     last: Point | None = None
     version: int = 0  # bumped on every change, so a chart knows when to redraw
     _buckets: dict[int, _Bucket] = field(default_factory=dict)
+    _settled: _Settled | None = None
+    _settled_changes: int = 0  # bumped when a bucket other than the newest changes
+    _newest: int = -1  # index of the newest bucket
 
     def add(self, step: float, value: float | None) -> None:
         """Append one (step, value); None and non-finite values are skipped (a NaN cannot be drawn)."""
@@ -86,6 +99,9 @@ class DecimatedSeries:
         if self.last is None or step >= self.last[0]:
             self.last = point
         index = int(step) // self.width
+        if index < self._newest:
+            self._settled_changes += 1  # out of order (e.g. a resume's first point): rebuild the settled part
+        self._newest = max(self._newest, index)
         bucket = self._buckets.get(index)
         if bucket is None:
             self._buckets[index] = _Bucket(point, point)
@@ -106,18 +122,54 @@ class DecimatedSeries:
                 target.merge(bucket)
         self._buckets = merged
         self.width *= 2
+        self._newest = max(merged)
 
     def points(self) -> list[Point]:
         """The kept points in step order: the first, each bucket's min and max, and the last."""
-        kept: dict[float, Point] = {}
-        for index in sorted(self._buckets):
-            bucket = self._buckets[index]
-            for point in sorted({bucket.low, bucket.high}):
-                kept[point[0]] = point
-        for point in (self.first, self.last):
-            if point is not None:
-                kept[point[0]] = point
-        return [kept[step] for step in sorted(kept)]
+        xs, ys = self.columns()
+        return list(zip(xs, ys, strict=True))
+
+    def columns(self) -> tuple[list[float], list[float]]:
+        """The kept points as (steps, values) lists, ready for a chart.
+
+        Steps arrive in order, so between two calls only the newest bucket changes: the columns of the others
+        (the settled part) are kept and rebuilt only after a merge or a point landing in an older bucket. A
+        call then costs a list copy, not a pass in Python over every point.
+        """
+        settled = self._settled_part()
+        tail = self._tail()
+        return settled.xs + [p[0] for p in tail], settled.ys + [p[1] for p in tail]
+
+    def smoothed(self, weight: float) -> list[float]:
+        """``ema`` of the kept values, continuing from the settled part's cached state."""
+        settled = self._settled_part()
+        if weight not in settled.ema:
+            settled.ema[weight] = _ema_from(settled.ys, weight, (0.0, 1.0))
+        smoothed, state = settled.ema[weight]
+        return smoothed + _ema_from([p[1] for p in self._tail()], weight, state)[0]
+
+    def _settled_part(self) -> _Settled:
+        """Columns of every bucket but the newest, led by the first point when no bucket kept it."""
+        key = (self.width, self._newest, self._settled_changes, self.first)
+        if self._settled is None or self._settled.key != key:
+            points = [p for i in sorted(self._buckets) if i != self._newest for p in self._bucket_points(i)]
+            if points and self.first is not None and self.first[0] < points[0][0]:
+                points.insert(0, self.first)
+            self._settled = _Settled(key, [p[0] for p in points], [p[1] for p in points])
+        return self._settled
+
+    def _tail(self) -> list[Point]:
+        """The newest bucket's points, with the last point (and the first, when nothing is settled yet)."""
+        tail = self._bucket_points(self._newest) if self._buckets else []
+        if not self._settled_part().xs and self.first is not None and (not tail or self.first[0] < tail[0][0]):
+            tail.insert(0, self.first)
+        if self.last is not None and (not tail or self.last[0] > tail[-1][0]):
+            tail.append(self.last)
+        return tail
+
+    def _bucket_points(self, index: int) -> list[Point]:
+        bucket = self._buckets[index]
+        return sorted({bucket.low, bucket.high})
 
     def __len__(self) -> int:
         return len(self.points())
@@ -127,11 +179,20 @@ def ema(values: Sequence[float], weight: float) -> list[float]:
     """Exponential moving average with TensorBoard's debiasing, so the start is not pulled towards zero."""
     if not 0 <= weight < 1:
         raise ValueError("the smoothing weight must be in [0, 1)")
-    smoothed, running = [], 0.0
-    for i, value in enumerate(values, start=1):
+    return _ema_from(values, weight, (0.0, 1.0))[0]
+
+
+def _ema_from(
+    values: Sequence[float], weight: float, state: tuple[float, float]
+) -> tuple[list[float], tuple[float, float]]:
+    """EMA of ``values`` continuing from ``state`` (running average, weight ** points so far); new state."""
+    running, decay = state
+    smoothed = []
+    for value in values:
         running = running * weight + (1 - weight) * value
-        smoothed.append(running / (1 - weight**i))
-    return smoothed
+        decay *= weight  # weight ** i, without a power per point
+        smoothed.append(running / (1 - decay))
+    return smoothed, (running, decay)
 
 
 def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[str, Any]:
@@ -164,25 +225,40 @@ def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[
 MARKERS_UP_TO = 20
 
 
-def _trace(points: Sequence[Point], name: str, color: str, **style: Any) -> dict[str, Any]:
-    default_mode = "lines+markers" if len(points) <= MARKERS_UP_TO else "lines"
+Series = Sequence[Point] | DecimatedSeries  # what a figure function takes for one line
+
+
+def _columns(series: Series) -> tuple[list[float], list[float]]:
+    if isinstance(series, DecimatedSeries):
+        return series.columns()
+    return [p[0] for p in series], [p[1] for p in series]
+
+
+def _trace(series: Series, name: str, color: str, **style: Any) -> dict[str, Any]:
+    xs, ys = _columns(series)
+    return _trace_xy(xs, ys, name, color, **style)
+
+
+def _trace_xy(xs: list[float], ys: list[float], name: str, color: str, **style: Any) -> dict[str, Any]:
+    default_mode = "lines+markers" if len(xs) <= MARKERS_UP_TO else "lines"
     return {
         "type": "scatter",
         "mode": style.pop("mode", default_mode),
         "name": name,
-        "x": [p[0] for p in points],
-        "y": [p[1] for p in points],
+        "x": xs,
+        "y": ys,
         "line": {"color": color, "width": style.pop("width", 2)},
         **style,
     }
 
 
 def _figure(traces: list[dict[str, Any]], layout: dict[str, Any], empty_text: str) -> Figure:
-    steps = [x for trace in traces for x in trace.get("x", [])]
-    if not steps:
+    # Each trace's steps are in order: its ends give the range without a pass over every point.
+    ends = [x for trace in traces if trace.get("x") for x in (trace["x"][0], trace["x"][-1])]
+    if not ends:
         layout["annotations"] = [*layout.get("annotations", []), _note(empty_text)]
         layout["xaxis"]["showticklabels"] = layout["yaxis"]["showticklabels"] = False
-    elif max(steps) - min(steps) < 10:
+    elif max(ends) - min(ends) < 10:
         layout["xaxis"]["dtick"] = 1  # steps are whole numbers: no "step 1.5" ticks on a short run
     return {"data": traces, "layout": layout, "config": {"displaylogo": False}}
 
@@ -204,8 +280,8 @@ _RESUME_FONT = {"size": 11, "color": "#6b7280"}
 
 
 def loss_figure(
-    train: Sequence[Point],
-    evals: Sequence[Point] = (),
+    train: Series,
+    evals: Series = (),
     smoothing: float = 0.0,
     log_y: bool = False,
     resumes: Iterable[float] = (),
@@ -213,13 +289,14 @@ def loss_figure(
 ) -> Figure:
     """Train loss (raw, faint when smoothed, plus its EMA) and eval loss on one chart; resumes as dotted lines."""
     traces = []
-    if smoothing > 0 and train:
-        traces.append(_trace(train, "train (raw)", TRAIN_COLOR, width=1, opacity=0.3, showlegend=False))
-        smoothed = list(zip([p[0] for p in train], ema([p[1] for p in train], smoothing), strict=True))
-        traces.append(_trace(smoothed, "train loss", TRAIN_COLOR))
+    xs, ys = _columns(train)
+    if smoothing > 0 and xs:
+        traces.append(_trace_xy(xs, ys, "train (raw)", TRAIN_COLOR, width=1, opacity=0.3, showlegend=False))
+        smoothed = train.smoothed(smoothing) if isinstance(train, DecimatedSeries) else ema(ys, smoothing)
+        traces.append(_trace_xy(xs, smoothed, "train loss", TRAIN_COLOR))
     else:
-        traces.append(_trace(train, "train loss", TRAIN_COLOR))
-    if evals:
+        traces.append(_trace_xy(xs, ys, "train loss", TRAIN_COLOR))
+    if len(evals):
         traces.append(_trace(evals, "eval loss", EVAL_COLOR, mode="lines+markers", marker={"size": 7}))
     layout = _layout("Loss", "loss", height, log_y)
     # A dotted line and a label where the run was resumed from a checkpoint.
@@ -241,7 +318,7 @@ def loss_figure(
     return _figure(traces, layout, "waiting for the first logged step…")
 
 
-def line_figure(points: Sequence[Point], title: str, y_title: str, color: str, height: int = 200) -> Figure:
+def line_figure(points: Series, title: str, y_title: str, color: str, height: int = 200) -> Figure:
     """One metric over the steps (learning rate, gradient norm, throughput)."""
     layout = _layout(title, y_title, height)
     layout["showlegend"] = False

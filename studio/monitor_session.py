@@ -108,7 +108,7 @@ class MonitorSession:
             update,
             "loss",
             (loss.version, evals.version, len(feed.resumes), smoothing, log_y),
-            lambda: charts.loss_figure(loss.points(), evals.points(), smoothing, log_y, feed.resumes),
+            lambda: charts.loss_figure(loss, evals, smoothing, log_y, feed.resumes),
         )
         for name, (title, unit, color) in _SMALL_CHARTS.items():
             series = feed.series[_SERIES_OF[name]]
@@ -116,7 +116,7 @@ class MonitorSession:
                 update,
                 name,
                 series.version,
-                lambda s=series, t=title, u=unit, c=color: charts.line_figure(s.points(), t, u, c),
+                lambda s=series, t=title, u=unit, c=color: charts.line_figure(s, t, u, c),
             )
 
     def _panels(self, update: MonitorUpdate, now: float | None) -> None:

@@ -111,7 +111,25 @@ def test_empty_figures_say_so_and_compare_overlays_runs():
 
 def test_short_series_show_markers_and_long_ones_plain_lines():
     """A run's first point or two must be visible: drawn as a bare line, one point shows nothing."""
-    short = charts.line_figure([(5, 0.1)], "Learning rate", "lr", "#000")["data"][0]
-    long = charts.line_figure([(s, 0.1) for s in range(charts.MARKERS_UP_TO + 1)], "Learning rate", "lr", "#000")
+    short = charts.line_figure([(5, 0.1)], "Learning rate", "lr", charts.COLORS[2])["data"][0]
+    long = charts.line_figure(
+        [(s, 0.1) for s in range(charts.MARKERS_UP_TO + 1)], "Learning rate", "lr", charts.COLORS[2]
+    )
     assert short["mode"] == "lines+markers"
     assert long["data"][0]["mode"] == "lines"
+
+
+def test_cached_columns_match_a_fresh_series_at_every_step():
+    """The settled-part cache never shows stale points: after each add, columns and EMA equal a rebuild."""
+    points = noisy_curve(3_000, seed=5)
+    live = DecimatedSeries(max_points=60)
+    for count, (step, value) in enumerate(points, start=1):
+        live.add(step, value)
+        if count % 97 and count != len(points):
+            continue
+        fresh = DecimatedSeries(max_points=60)
+        for old_step, old_value in points[:count]:
+            fresh.add(old_step, old_value)
+        fresh_points = fresh.points()  # built without any cache
+        assert live.points() == fresh_points
+        assert live.smoothed(0.6) == pytest.approx(ema([p[1] for p in fresh_points], 0.6))
