@@ -75,6 +75,8 @@ def check_run(config: RunConfig) -> CheckReport:
     """Validate everything a run needs before it starts; raises ConfigError or DataError with a clear message."""
     from engine.data import inspect_dataset
 
+    # Rows first: a broken file is reported in a moment, before torch and transformers are imported.
+    inspect_dataset(config.data, None, config.train.max_length, config.train.seed)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)
     if problems:

@@ -12,11 +12,15 @@ def find_local_path(name: str) -> Path | None:
 
     The project fallback lets the bundled ``assets/...`` paths of presets work from any directory.
     """
-    candidate = Path(name).expanduser()
-    if candidate.exists():
-        return candidate.resolve()
-    if not candidate.is_absolute() and (PROJECT_ROOT / candidate).exists():
-        return (PROJECT_ROOT / candidate).resolve()
+    try:
+        candidate = Path(name).expanduser()
+        if candidate.exists():
+            return candidate.resolve()
+        if not candidate.is_absolute() and (PROJECT_ROOT / candidate).exists():
+            return (PROJECT_ROOT / candidate).resolve()
+    except (OSError, RuntimeError, ValueError):
+        # A name too long for the file system, a NUL byte, "~user" of an unknown user: no such local path.
+        return None
     return None
 
 

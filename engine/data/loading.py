@@ -20,18 +20,27 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 SUPPORTED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 
+# Cells as large as a document can be (the C long of every platform holds it).
+_MAX_CSV_CELL = 2**31 - 1
+
 # A hub id is "name" or "org/name"; anything with a data-file suffix or a deeper path is meant as a file.
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def resolve_path(path: str) -> Path | None:
-    """The local file or directory ``path`` names: as given, relative to the cwd, then to the project root."""
-    candidate = Path(path).expanduser()
-    if candidate.is_absolute():
-        return candidate if candidate.exists() else None
-    for base in (Path.cwd(), PROJECT_ROOT):
-        if (base / candidate).exists():
-            return (base / candidate).resolve()
+    """The local file or directory ``path`` names: as given, relative to the cwd, then to the project root.
+
+    None when there is none, also for names no file system accepts (too long, a NUL byte, an unknown ~user).
+    """
+    try:
+        candidate = Path(path).expanduser()
+        if candidate.is_absolute():
+            return candidate if candidate.exists() else None
+        for base in (Path.cwd(), PROJECT_ROOT):
+            if (base / candidate).exists():
+                return (base / candidate).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
     return None
 
 
@@ -50,10 +59,17 @@ def read_rows(path: str, split: str = "train") -> tuple[list[dict[str, Any]], st
     if local is None:
         if looks_like_hub_id(path):
             return _load_hub(path, split), path
-        raise DataError(f"data file not found: {path} (looked in {Path.cwd()} and {PROJECT_ROOT})")
+        raise DataError(f"data file not found: {path}{_where_looked(path)}")
     if local.is_dir():
         raise DataError(f"{local} is a directory; give a data file ({', '.join(SUPPORTED_SUFFIXES)})")
     return read_file(local), str(local)
+
+
+def _where_looked(path: str) -> str:
+    """' (looked in CWD and PROJECT)' for a relative path; nothing for an absolute one."""
+    if path.startswith(("/", "~")):
+        return ""
+    return f" (looked in {' and '.join(dict.fromkeys(str(base) for base in (Path.cwd(), PROJECT_ROOT)))})"
 
 
 def read_file(path: Path) -> list[dict[str, Any]]:
@@ -87,8 +103,12 @@ def read_file(path: Path) -> list[dict[str, Any]]:
 
 def _decode(path: Path, data: bytes) -> str:
     """UTF-8 text (a BOM is accepted); UTF-16, binary and other encodings get a message that says which."""
+    if data.startswith((b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff")):
+        raise DataError(f"{path} is UTF-32 text; save it as UTF-8")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise DataError(f"{path} is UTF-16 text; save it as UTF-8")
+    if _looks_like_utf16(data[:8192]):
+        raise DataError(f"{path} is UTF-16 text (without a byte-order mark); save it as UTF-8")
     if b"\x00" in data[:8192]:
         raise DataError(f"{path} looks like a binary file, not {path.suffix.lower()} text")
     try:
@@ -101,10 +121,32 @@ def _decode(path: Path, data: bytes) -> str:
         ) from None
 
 
+def _looks_like_utf16(sample: bytes) -> bool:
+    """Mostly-ASCII UTF-16 without a BOM: every other byte is NUL (odd ones for little-endian, even for big)."""
+    if len(sample) < 4:
+        return False
+    even, odd = sample[0::2], sample[1::2]
+    return (odd.count(0) > 0.9 * len(odd) and even.count(0) == 0) or (
+        even.count(0) > 0.9 * len(even) and odd.count(0) == 0
+    )
+
+
+def _loads(text: str) -> Any:
+    """``json.loads`` whose other failures (too deep, a number with thousands of digits) read as JSON errors."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("values nested too deeply", text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # Python refuses integers of more than 4300 digits (a denial-of-service guard)
+        raise json.JSONDecodeError("a number has too many digits", text, 0) from None
+
+
 def _parse_json(path: Path, text: str) -> list[dict[str, Any]]:
     """A JSON list of objects; a .json file that holds JSON lines is accepted too (it is common)."""
     try:
-        value = json.loads(text)
+        value = _loads(text)
     except json.JSONDecodeError as exc:
         # "Extra data" after a first complete object is the signature of JSON lines saved as .json.
         if exc.msg == "Extra data" and text.lstrip().startswith("{"):
@@ -127,7 +169,7 @@ def _parse_json_lines(path: Path, text: str) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = _loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
         if not isinstance(value, dict):
@@ -138,6 +180,8 @@ def _parse_json_lines(path: Path, text: str) -> list[dict[str, Any]]:
 
 def _parse_csv(path: Path, text: str) -> list[dict[str, Any]]:
     """A header line, then one example per record; every value stays a string (empty cells are "")."""
+    # The default limit (128 KiB per cell) would refuse a long document that JSON lines accept.
+    csv.field_size_limit(_MAX_CSV_CELL)
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         if not reader.fieldnames:

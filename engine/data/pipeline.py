@@ -92,7 +92,10 @@ def select_rows(data: DataSection, seed: int) -> tuple[LoadedRows, list[int], Lo
     loaded = load_rows(data)
     if data.eval_path:
         train_idx = list(range(len(loaded.rows)))
-        eval_loaded: LoadedRows | None = load_rows(data, data.eval_path)
+        try:
+            eval_loaded: LoadedRows | None = load_rows(data, data.eval_path)
+        except DataError as exc:  # say which field: the two files often look alike
+            raise DataError(f"data.eval_path: {exc}") from None
         eval_idx = list(range(len(eval_loaded.rows)))
     else:
         train_idx, eval_idx = split_indices(len(loaded.rows), data.eval_size, seed)

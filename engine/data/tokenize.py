@@ -30,6 +30,12 @@ DEFAULT_CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}"
 )
 
+# A multi-megabyte row would take seconds to tokenize only to be cut to max_length. Tokens span a few characters
+# (rarely more than a dozen), so the first (max_length + margin) * 32 characters nearly always hold more than
+# max_length tokens: tokenize those, and the whole text only when they fall short.
+_CHARS_PER_TOKEN = 32
+_MARGIN_TOKENS = 16
+
 
 @dataclass
 class TokenizedRow:
@@ -149,13 +155,27 @@ def tokenize_messages(
         full = render(tokenizer, messages, template, add_generation_prompt=False)
         spans = [(0, len(full))]
     if getattr(tokenizer, "is_fast", False):
-        encoded = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
+        encoded = encode_head(tokenizer, full, max_length, add_special_tokens=False, return_offsets_mapping=True)
         ids = list(encoded["input_ids"])
         # Only the kept tokens need a mask; long documents would otherwise dominate the time spent here.
         mask = _span_mask(encoded["offset_mapping"][:max_length], spans)
     else:
         ids, mask = _tokenize_pieces(tokenizer, full, spans)
     return TokenizedRow(ids[:max_length], mask[:max_length], len(ids))
+
+
+def encode_head(tokenizer: Any, text: str, max_length: int, **kwargs: Any) -> Any:
+    """``tokenizer(text, **kwargs)``, or of a long text's head when that already holds more than max_length tokens.
+
+    The tokens kept (the first max_length) are those of the whole text: the margin keeps the cut far from them.
+    A row cut this way still counts as truncated, since its head alone is longer than max_length.
+    """
+    budget = (max_length + _MARGIN_TOKENS) * _CHARS_PER_TOKEN
+    if len(text) > budget:
+        head = tokenizer(text[:budget], **kwargs)
+        if len(head["input_ids"]) >= max_length + _MARGIN_TOKENS:
+            return head
+    return tokenizer(text, **kwargs)
 
 
 def _span_mask(offsets: list[tuple[int, int]], spans: list[tuple[int, int]]) -> list[int]:
@@ -193,7 +213,7 @@ def _tokenize_pieces(tokenizer: Any, full: str, spans: list[tuple[int, int]]) ->
 
 def tokenize_text(tokenizer: Any, text: str, max_length: int) -> TokenizedRow:
     """Plain text for language modelling: every token carries loss, and eos closes the document."""
-    ids = list(tokenizer(text)["input_ids"])  # the tokenizer's own special tokens (BOS for LLaMA), as TRL does
+    ids = list(encode_head(tokenizer, text, max_length)["input_ids"])  # with BOS for LLaMA, as TRL does
     eos = getattr(tokenizer, "eos_token_id", None)
     if eos is not None and (not ids or ids[-1] != eos):
         ids.append(eos)

@@ -30,8 +30,8 @@ def validate_rows(rows: list[dict[str, Any]], fmt: str, columns: ColumnMap, sour
         return
     listed = "\n".join(f"  {problem}" for problem in problems[:MAX_LISTED])
     more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
-    noun = "row has" if bad_rows == 1 else "rows have"
-    raise DataError(f"{source}: {bad_rows} of {len(rows)} {noun} problems ({fmt} format):\n{listed}{more}")
+    verb = "has" if bad_rows == 1 else "have"
+    raise DataError(f"{source}: {bad_rows} of {len(rows)} rows {verb} problems ({fmt} format):\n{listed}{more}")
 
 
 def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]:

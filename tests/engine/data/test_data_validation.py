@@ -30,7 +30,7 @@ def test_empty_output_is_named_by_row_number(write_jsonl: Callable[..., Path]):
     path = write_jsonl(rows)
     with pytest.raises(DataError) as caught:
         load_rows(DataSection(path=str(path)))
-    assert str(caught.value) == f"{path}: 1 of 20 row has problems (alpaca format):\n  row 17: output is empty"
+    assert str(caught.value) == f"{path}: 1 of 20 rows has problems (alpaca format):\n  row 17: output is empty"
 
 
 def test_alpaca_missing_column_and_wrong_types(write_jsonl: Callable[..., Path]):
