@@ -7,6 +7,7 @@ the studio page (or the studio) that started it. It talks back only through file
 - ``progress.json`` replaced atomically: state, phase, done / total, error, result. The starter writes the
   first ``starting`` state before the process exists; after that only the job writes it.
 - ``job.log``       everything the process printed.
+- ``cancel.requested`` exists once someone asked the job to stop.
 
 Secrets (a hub token) travel in the child's environment, never in its command line or these files. Cancel is
 SIGTERM to the process group; the job turns it into ``Cancelled``, removes what it had half written and
@@ -36,6 +37,7 @@ JOBS_DIR = "jobs"
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.json"
 LOG_FILE = "job.log"
+CANCEL_FILE = "cancel.requested"
 FINAL_STATES = ("completed", "failed", "cancelled")
 PARTIAL_MARK = ".partial-"  # in the name of every half-written output a job registers for clean-up
 
@@ -133,11 +135,14 @@ def status(job_dir: Path) -> dict[str, Any]:
     record = _read_json(job_dir / JOB_FILE)
     progress = _read_json(job_dir / PROGRESS_FILE)
     if progress.get("state") not in FINAL_STATES and record and not is_alive(record.get("pid")):
-        child = _children.get(record.get("pid", -1))
-        code = child.poll() if child is not None else None
-        why = f"exit code {code}" if code is not None else "it was killed or crashed"
         _remove_partials(progress.get("partials", []))
-        progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
+        if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself
+            progress.update(state="cancelled", error="cancelled by the user", partials=[])
+        else:
+            child = _children.get(record.get("pid", -1))
+            code = child.poll() if child is not None else None
+            why = f"exit code {code}" if code is not None else "it was killed or crashed"
+            progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
         progress["updated_at"] = time.time()
         _write_json(job_dir / PROGRESS_FILE, progress)
     merged = {**record, **progress, "job_dir": str(job_dir), "job_id": job_dir.name}
@@ -156,6 +161,7 @@ def cancel(job_dir: Path) -> bool:
     pid = _read_json(Path(job_dir) / JOB_FILE).get("pid")
     if not is_alive(pid):
         return False
+    (Path(job_dir) / CANCEL_FILE).touch()  # so a job killed by the signal before it handled it reads as cancelled
     try:
         os.killpg(os.getpgid(pid), signal.SIGTERM)
     except ProcessLookupError:

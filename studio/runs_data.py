@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from engine import runs
+from engine import evaluations, runs
 from engine.rundir import ACTIVE_STATES, CONFIG_FILE
 from studio.charts import Point
 from studio.monitor_view import format_duration
 
-COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Run id"]
+COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
 
 
 @dataclass
@@ -37,6 +37,7 @@ class RunRow:
     created_at: float | None
     started_at: float | None
     ended_at: float | None
+    evaluation: str = ""  # the newest evaluation: exact match and eval loss, base → tuned
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
@@ -52,6 +53,7 @@ class RunRow:
             _round(self.best_loss),
             time.strftime("%b %d %H:%M", time.localtime(started)) if started else "—",
             format_duration(duration),
+            self.evaluation,
             self.run_id,
         ]
 
@@ -65,6 +67,8 @@ class _Tail:
     offset: int = 0
     last_loss: float | None = None
     best_loss: float | None = None
+    evaluations_mtime: int | None = None  # of the run's evaluations/ directory when its summary was read
+    evaluation: str = ""
 
 
 class RunIndex:
@@ -93,6 +97,7 @@ class RunIndex:
             if event.get("event") == "train" and isinstance(loss, (int, float)):
                 tail.last_loss = loss
                 tail.best_loss = loss if tail.best_loss is None else min(tail.best_loss, loss)
+        _refresh_evaluation(run_dir, tail)
         return RunRow(
             run_id=run_dir.name,
             name=status.get("name") or run_dir.name,
@@ -104,7 +109,19 @@ class RunIndex:
             created_at=status.get("created_at"),
             started_at=status.get("started_at"),
             ended_at=status.get("ended_at"),
+            evaluation=tail.evaluation,
         )
+
+
+def _refresh_evaluation(run_dir: Path, tail: _Tail) -> None:
+    """Re-read the newest evaluation only when the evaluations directory changed (a result is renamed into it)."""
+    try:
+        mtime = evaluations.evaluations_dir(run_dir).stat().st_mtime_ns
+    except FileNotFoundError:
+        mtime = None
+    if mtime != tail.evaluations_mtime:
+        tail.evaluations_mtime = mtime
+        tail.evaluation = evaluations.summary_text(evaluations.latest_evaluation(run_dir)) if mtime else ""
 
 
 def resolve_run(workspace: Path, run_id: str) -> Path:

@@ -157,11 +157,11 @@ class RunsTab:
             self.refresh = gr.Button("↻ Refresh", size="sm", scale=0, min_width=110, elem_id="ts-runs-refresh")
         self.table = gr.Dataframe(
             value=pd.DataFrame(columns=COLUMNS),
-            datatype=["str", "html", "str", "number", "number", "str", "str", "str"],
+            datatype=["str", "html", "str", "number", "number", "str", "str", "str", "str"],
             interactive=False,
             max_height=300,
             show_label=False,
-            column_widths=["20%", "11%", "10%", "9%", "9%", "12%", "8%", "21%"],
+            column_widths=["16%", "10%", "8%", "8%", "8%", "10%", "7%", "15%", "18%"],
             elem_id="ts-runs-table",
         )
         with gr.Row(equal_height=False, elem_classes="ts-pick-row"):

@@ -1,0 +1,200 @@
+"""The Evaluate tab: score a run's base and fine-tuned model on a dataset, with progress, cancel and results.
+
+The work runs in a background ``python -m engine evaluate`` job (engine.evaluations / engine.jobs); this tab
+starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
+result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references.
+The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from engine import evaluations, jobs, runs
+from engine.artifacts import ArtifactError
+from engine.config import ConfigError, load_config
+from engine.rundir import CONFIG_FILE
+from studio import evaluate_view as view
+from studio.context import StudioContext
+from studio.job_view import (
+    checkpoint_of,
+    finished_runs,
+    job_status,
+    message_html,
+    pick_run,
+    progress_html,
+    running_job,
+    weight_choices,
+)
+from studio.runs_data import resolve_run
+
+POLL_SECONDS = 1.0
+DATA_CHOICES = [("Eval set", evaluations.DATA_EVAL), ("Training set", evaluations.DATA_TRAIN), ("A file", "file")]
+DEFAULT_MAX_ROWS = 100
+
+
+def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0]) -> list[Any]:
+    """Metric cards, the predictions table (with its label) and the result kept for filtering."""
+    frame = view.predictions_frame(result, which)
+    table = gr.Dataframe(value=frame, label=view.predictions_label(result, len(frame)))
+    return [view.metrics_html(result), table, result]
+
+
+def run_changed(workspace: Path, run_id: str | None) -> list[Any]:
+    """A run was picked: its weights, a sensible data choice, and its newest evaluation."""
+    choices = weight_choices(workspace, run_id)
+    data = gr.skip()
+    result = None
+    if run_id:
+        try:
+            run_dir = resolve_run(workspace, run_id)
+            has_eval = load_config(run_dir / CONFIG_FILE).has_eval_data
+            data = gr.Radio(value=evaluations.DATA_EVAL if has_eval else evaluations.DATA_TRAIN)
+            result = evaluations.latest_evaluation(run_dir)
+        except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
+            gr.Warning(str(exc))
+    weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+    return [weights, data, *result_view(result)]
+
+
+def _buttons(running: bool) -> list[Any]:
+    return [gr.Button(interactive=not running), gr.Button(interactive=running)]
+
+
+def start_clicked(
+    workspace: Path, run_id: str | None, weights: str | None, data: str, path: str, max_rows: float | None
+) -> list[Any]:
+    """Check and start an evaluation; returns the job, the timer, the progress line and the buttons."""
+    if not run_id:
+        return [None, gr.Timer(active=False), message_html("Pick a run first.", "warn"), *_buttons(False)]
+    choice = (path or "").strip() if data == "file" else data
+    if not choice:
+        return [None, gr.Timer(active=False), message_html("Give the path of a data file.", "warn"), *_buttons(False)]
+    try:
+        job_dir = evaluations.start_evaluation(
+            resolve_run(workspace, run_id),
+            choice,
+            checkpoint_of(weights),
+            int(max_rows) if max_rows else None,
+            workspace,
+        )
+    except (ArtifactError, jobs.JobError, runs.RunError) as exc:
+        return [None, gr.Timer(active=False), message_html(str(exc), "error"), *_buttons(False)]
+    status = jobs.status(job_dir)
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *_buttons(True)]
+
+
+def poll(job_dir: str | None, which: str) -> list[Any]:
+    """The timer's handler: progress while the job runs; its result (and the timer off) once it is over."""
+    status = job_status(job_dir)
+    if status is None:
+        return [None, gr.Timer(active=False), gr.skip(), *_buttons(False), gr.skip(), gr.skip(), gr.skip()]
+    if jobs.is_running(status):
+        return [
+            job_dir,
+            gr.skip(),
+            progress_html(status, "evaluation"),
+            *_buttons(True),
+            gr.skip(),
+            gr.skip(),
+            gr.skip(),
+        ]
+    result_path = (status.get("result") or {}).get("path")
+    result = evaluations.read_evaluation(Path(result_path)) if result_path else None
+    shown = result_view(result, which) if result else [gr.skip()] * 3
+    return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *_buttons(False), *shown]
+
+
+def cancel_clicked(job_dir: str | None) -> str:
+    """Ask the running evaluation to stop; the timer reports when it has."""
+    if job_dir and jobs.cancel(Path(job_dir)):
+        return message_html("Cancelling the evaluation…", "warn")
+    return message_html("No evaluation is running.", "warn")
+
+
+def tab_opened(workspace: Path, current_run: str | None, run_id: str | None, job_dir: str | None) -> list[Any]:
+    """Offer the current finished runs, and pick up an evaluation that is running (after a page reload)."""
+    choices = finished_runs(workspace)
+    picked = pick_run(choices, run_id, current_run)
+    job_dir = job_dir or running_job(workspace, evaluations.JOB_KIND)
+    timer = gr.Timer(active=True) if job_dir else gr.skip()
+    return [gr.Dropdown(choices=choices, value=picked), job_dir, timer]
+
+
+class EvaluateTab:
+    """The Evaluate tab's components and events."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        choices = finished_runs(ctx.workspace)
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+            self.run = gr.Dropdown(choices=choices, value=None, label="Run", scale=3, elem_id="ts-eval-run")
+            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-eval-weights")
+            self.data = gr.Radio(
+                DATA_CHOICES, value=evaluations.DATA_EVAL, label="Data", scale=3, elem_id="ts-eval-data"
+            )
+            self.max_rows = gr.Number(
+                DEFAULT_MAX_ROWS, label="Max rows", minimum=1, precision=0, scale=1, min_width=100
+            )
+        self.path = gr.Textbox(
+            label="Data file", placeholder="path to a JSON / JSONL / CSV / Parquet file", visible=False
+        )
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-eval-progress", scale=5)
+            self.start = gr.Button("Evaluate", variant="primary", scale=0, min_width=130, elem_id="ts-eval-start")
+            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel")
+        self.metrics = gr.HTML(view.metrics_html(None), elem_classes="ts-html", elem_id="ts-eval-metrics")
+        self.filter = gr.Radio(list(view.FILTERS), value=view.FILTERS[0], show_label=False, elem_id="ts-eval-filter")
+        self.table = gr.Dataframe(
+            value=view.predictions_frame(None),
+            datatype=["number", "str", "str", "html", "html"],
+            column_widths=["5%", "30%", "20%", "22.5%", "22.5%"],
+            interactive=False,
+            max_height=330,
+            wrap=True,
+            label=view.predictions_label(None, 0),
+            elem_id="ts-eval-table",
+        )
+        self.job = gr.State(None)
+        self.result = gr.State(None)
+        self.timer = gr.Timer(POLL_SECONDS, active=False)
+        self._wire(ctx.workspace)
+
+    def _wire(self, workspace: Path) -> None:
+        private: dict[str, Any] = {"api_visibility": "private"}
+        shown = [self.metrics, self.table, self.result]
+        buttons = [self.start, self.cancel]
+        self.run.change(
+            lambda run_id: run_changed(workspace, run_id), [self.run], [self.weights, self.data, *shown], **private
+        )
+        self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
+        self.start.click(
+            lambda *values: start_clicked(workspace, *values),
+            [self.run, self.weights, self.data, self.path, self.max_rows],
+            [self.job, self.timer, self.progress, *buttons],
+            **private,
+        )
+        self.timer.tick(
+            poll,
+            [self.job, self.filter],
+            [self.job, self.timer, self.progress, *buttons, *shown],
+            show_progress="hidden",
+            **private,
+        )
+        self.cancel.click(cancel_clicked, [self.job], [self.progress], **private)
+        self.filter.change(lambda r, w: result_view(r, w), [self.result, self.filter], shown, **private)
+        if self.ctx.tabs is not None:
+            self.ctx.tabs.select(
+                lambda current, run_id, job: tab_opened(workspace, current, run_id, job),
+                [self.ctx.current_run, self.run, self.job],
+                [self.run, self.job, self.timer],
+                **private,
+            )
+
+
+def build_evaluate_tab(ctx: StudioContext) -> EvaluateTab:
+    """Build the Evaluate tab inside the current ``gr.Tab``."""
+    return EvaluateTab(ctx)

@@ -1,0 +1,223 @@
+"""The Export tab: save a run's adapter or a merged model with a model card, download it as a zip, push it.
+
+The work runs in a background ``python -m engine export --zip`` job (engine.export / engine.jobs); this tab
+checks the request first (a refused export says why at once), follows the job's progress with a ``gr.Timer``
+active only while it runs, and offers the zip through a ``gr.DownloadButton`` when it is done. A hub token
+typed here goes to the job's environment only: never to disk, the command line or a log.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from engine import export, jobs, runs
+from engine.artifacts import ArtifactError
+from studio.context import StudioContext
+from studio.job_view import (
+    checkpoint_of,
+    finished_runs,
+    job_status,
+    message_html,
+    pick_run,
+    progress_html,
+    running_job,
+    weight_choices,
+)
+from studio.runs_data import resolve_run
+
+POLL_SECONDS = 0.5
+KIND_CHOICES = [("Adapter (LoRA files)", "adapter"), ("Merged model (base + adapter)", "merged")]
+
+
+def default_name(run_id: str | None, kind: str, dtype: str) -> str:
+    """The export name used when the name field is left empty."""
+    return export.default_name(Path(run_id), kind, dtype) if run_id else ""
+
+
+def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
+    """dtype matters only for a merge; the name field's placeholder shows the default name."""
+    return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=default_name(run_id, kind, dtype))]
+
+
+def run_changed(workspace: Path, run_id: str | None, kind: str, dtype: str) -> list[Any]:
+    """A run was picked: its weights and the default export name."""
+    choices = weight_choices(workspace, run_id)
+    return [
+        gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+        gr.Textbox(placeholder=default_name(run_id, kind, dtype)),
+    ]
+
+
+def _buttons(running: bool) -> list[Any]:
+    return [gr.Button(interactive=not running), gr.Button(interactive=running)]
+
+
+def _refused(text: str) -> list[Any]:
+    return [
+        None,
+        gr.Timer(active=False),
+        message_html(text, "error"),
+        *_buttons(False),
+        "",
+        gr.DownloadButton(visible=False),
+    ]
+
+
+def start_clicked(
+    workspace: Path,
+    run_id: str | None,
+    weights: str | None,
+    kind: str,
+    dtype: str,
+    name: str,
+    repo_id: str,
+    token: str,
+    private: bool,
+) -> list[Any]:
+    """Check the export and start it; a refusal says why and starts nothing."""
+    if not run_id:
+        return _refused("Pick a run first.")
+    try:
+        plan = export.plan_export(
+            resolve_run(workspace, run_id), kind, dtype, (name or "").strip() or None, checkpoint_of(weights), workspace
+        )
+        repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
+        job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
+    except (ArtifactError, jobs.JobError, runs.RunError) as exc:
+        return _refused(str(exc))
+    status = jobs.status(job_dir)
+    hidden = gr.DownloadButton(visible=False)
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *_buttons(True), "", hidden]
+
+
+def result_html(status: dict[str, Any]) -> str:
+    """Where the export went, what it holds, and the hub repo it was pushed to."""
+    result = status.get("result") or {}
+    if not result.get("path"):
+        return ""
+    files = ", ".join(result.get("files") or [])
+    parts = [f"Saved to <code>{html.escape(result['path'])}</code>: {html.escape(files)}."]
+    if result.get("repo_url"):
+        url = html.escape(result["repo_url"])
+        parts.append(f'Pushed to <a href="{url}" target="_blank">{url}</a>.')
+    return f'<div class="ts-export-result">{" ".join(parts)}</div>'
+
+
+def poll(job_dir: str | None) -> list[Any]:
+    """The timer's handler: progress while the job runs; the result and the download once it is over."""
+    status = job_status(job_dir)
+    if status is None:
+        return [None, gr.Timer(active=False), gr.skip(), *_buttons(False), gr.skip(), gr.skip()]
+    if jobs.is_running(status):
+        return [job_dir, gr.skip(), progress_html(status, "export"), *_buttons(True), gr.skip(), gr.skip()]
+    archive = (status.get("result") or {}).get("zip")
+    ready = bool(archive) and Path(archive).is_file()
+    download = gr.DownloadButton(
+        f"Download {Path(archive).name}" if ready else "Download", value=archive if ready else None, visible=ready
+    )
+    return [
+        None,
+        gr.Timer(active=False),
+        progress_html(status, "export"),
+        *_buttons(False),
+        result_html(status),
+        download,
+    ]
+
+
+def cancel_clicked(job_dir: str | None) -> str:
+    """Ask the running export to stop; it removes what it had half written."""
+    if job_dir and jobs.cancel(Path(job_dir)):
+        return message_html("Cancelling the export…", "warn")
+    return message_html("No export is running.", "warn")
+
+
+def tab_opened(workspace: Path, current_run: str | None, run_id: str | None, job_dir: str | None) -> list[Any]:
+    """Offer the current finished runs, and pick up an export that is running (after a page reload)."""
+    choices = finished_runs(workspace)
+    job_dir = job_dir or running_job(workspace, export.JOB_KIND)
+    timer = gr.Timer(active=True) if job_dir else gr.skip()
+    return [gr.Dropdown(choices=choices, value=pick_run(choices, run_id, current_run)), job_dir, timer]
+
+
+def token_hint() -> str:
+    """Say whether the studio already has a token (never what it is)."""
+    if os.environ.get("HF_TOKEN"):
+        return "Optional: HF_TOKEN from the studio's environment is used when empty."
+    return "Needed only to push. Passed to the export process only; never saved."
+
+
+class ExportTab:
+    """The Export tab's components and events."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        # Exports are served straight from disk (no copy into Gradio's cache: a merged model can be large).
+        gr.set_static_paths([export.exports_root(ctx.workspace)])
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+            self.run = gr.Dropdown(
+                choices=finished_runs(ctx.workspace), value=None, label="Run", scale=3, elem_id="ts-export-run"
+            )
+            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-export-weights")
+            self.kind = gr.Radio(KIND_CHOICES, value="adapter", label="Export", scale=3, elem_id="ts-export-kind")
+            self.dtype = gr.Dropdown(
+                list(export.DTYPES), value="float32", label="Merged dtype", interactive=False, scale=1, min_width=130
+            )
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+            self.name = gr.Textbox(label="Export name (in workspace/exports)", scale=3, elem_id="ts-export-name")
+            self.repo = gr.Textbox(
+                label="Push to hub repo (optional)", placeholder="owner/name", scale=2, elem_id="ts-export-repo"
+            )
+            self.token = gr.Textbox(
+                label="Hub token", type="password", placeholder=token_hint(), scale=2, elem_id="ts-export-token"
+            )
+            self.private = gr.Checkbox(label="Private repo", value=True, scale=1, min_width=120)
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-export-progress", scale=5)
+            self.start = gr.Button("Export", variant="primary", scale=0, min_width=130, elem_id="ts-export-start")
+            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-export-cancel")
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.result = gr.HTML(elem_classes="ts-html", elem_id="ts-export-result", scale=5)
+            self.download = gr.DownloadButton(
+                "Download", visible=False, variant="primary", scale=0, min_width=200, elem_id="ts-export-download"
+            )
+        self.job = gr.State(None)
+        self.timer = gr.Timer(POLL_SECONDS, active=False)
+        self._wire(ctx.workspace)
+
+    def _wire(self, workspace: Path) -> None:
+        private: dict[str, Any] = {"api_visibility": "private"}
+        self.run.change(
+            lambda run_id, kind, dtype: run_changed(workspace, run_id, kind, dtype),
+            [self.run, self.kind, self.dtype],
+            [self.weights, self.name],
+            **private,
+        )
+        for control in (self.kind, self.dtype):
+            control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
+        outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
+        self.start.click(
+            lambda *values: start_clicked(workspace, *values),
+            [self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
+            outputs,
+            **private,
+        )
+        self.timer.tick(poll, [self.job], outputs, show_progress="hidden", **private)
+        self.cancel.click(cancel_clicked, [self.job], [self.progress], **private)
+        if self.ctx.tabs is not None:
+            self.ctx.tabs.select(
+                lambda current, run_id, job: tab_opened(workspace, current, run_id, job),
+                [self.ctx.current_run, self.run, self.job],
+                [self.run, self.job, self.timer],
+                **private,
+            )
+
+
+def build_export_tab(ctx: StudioContext) -> ExportTab:
+    """Build the Export tab inside the current ``gr.Tab``."""
+    return ExportTab(ctx)
