@@ -17,12 +17,15 @@ import gradio as gr
 from engine import runs
 from engine.paths import PROJECT_ROOT
 from studio.context import StudioContext
+from studio.evaluate_tab import build_evaluate_tab
+from studio.export_tab import build_export_tab
 from studio.monitor_tab import build_monitor_tab
 from studio.runs_api import register_api
 from studio.runs_data import pick_initial_run
 from studio.runs_tab import build_runs_tab
 
 CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
+TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
 TITLE = "Tuning Studio"
 
 
@@ -79,6 +82,10 @@ def build_app(workspace: Path) -> gr.Blocks:
                 build_monitor_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):
                 build_runs_tab(ctx)
+            with gr.Tab("Evaluate", id="evaluate", elem_id="ts-tab-evaluate"):
+                build_evaluate_tab(ctx)
+            with gr.Tab("Export", id="export", elem_id="ts-tab-export"):
+                build_export_tab(ctx)
         demo.load(
             lambda current: initial_view(workspace, current),
             [current_run],
@@ -102,4 +109,4 @@ def theme() -> gr.themes.Base:
 
 def launch_options() -> dict[str, Any]:
     """What Gradio 6 takes at launch() rather than in Blocks(): theme and CSS."""
-    return {"theme": theme(), "css_paths": [CSS_PATH]}
+    return {"theme": theme(), "css_paths": [CSS_PATH, TOOLS_CSS_PATH]}
