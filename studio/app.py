@@ -16,6 +16,7 @@ import gradio as gr
 
 from engine import runs
 from engine.paths import PROJECT_ROOT
+from studio.chat_tab import build_chat_tab
 from studio.context import StudioContext
 from studio.evaluate_tab import build_evaluate_tab
 from studio.export_tab import build_export_tab
@@ -82,6 +83,8 @@ def build_app(workspace: Path) -> gr.Blocks:
                 build_monitor_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):
                 build_runs_tab(ctx)
+            with gr.Tab("Chat", id="chat", elem_id="ts-tab-chat"):
+                build_chat_tab(ctx)
             with gr.Tab("Evaluate", id="evaluate", elem_id="ts-tab-evaluate"):
                 build_evaluate_tab(ctx)
             with gr.Tab("Export", id="export", elem_id="ts-tab-export"):
