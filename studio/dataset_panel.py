@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.paths import PROJECT_ROOT
 from studio.form import leaf_specs, values_to_data
+from studio.path_guard import confine_file, guard_config
 
 if TYPE_CHECKING:
     from studio.train_form_view import ConfigForm
@@ -42,11 +43,12 @@ def copy_upload(source: str | Path, workspace: Path) -> Path:
     """Copy an uploaded file into ``WORKSPACE/datasets/`` (Gradio's temp copy does not outlive the session).
 
     A file of the same name and content is reused; a different one gets a numbered name. Raises ValueError
-    for a file type the engine cannot read.
+    for a file type the engine cannot read, or a source outside the folders the studio may read.
     """
     source = Path(source)
     if source.suffix.lower() not in UPLOAD_SUFFIXES:
         raise ValueError(f"{source.name}: unsupported file type; upload one of {', '.join(UPLOAD_SUFFIXES)}")
+    source = confine_file(source, workspace, "upload")
     folder = Path(workspace) / DATASETS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     target, number = folder / source.name, 1
@@ -74,16 +76,17 @@ def cached_tokenizer(config: RunConfig) -> Any | None:
     return _tokenizers.get((config.model.name_or_path, config.model.revision, config.model.trust_remote_code))
 
 
-def check_config(values: Mapping[str, Any]) -> RunConfig:
+def check_config(values: Mapping[str, Any], workspace: Path | None = None) -> RunConfig:
     """A config holding just what the dataset check needs, so a bad learning rate does not block it.
 
-    Raises ConfigError when a model or data field (or max_length / seed) is invalid.
+    Raises ConfigError when a model or data field (or max_length / seed) is invalid, or names a path outside
+    the folders the studio may read (the workspace when given; see studio.path_guard).
     """
     specs = [spec for spec in leaf_specs() if spec.path.startswith(CHECK_PATHS)]
     data, problems = values_to_data(values, specs)
     if problems:
         raise ConfigError(problems)
-    return parse_config(data)
+    return guard_config(parse_config(data), workspace)
 
 
 @dataclass
@@ -96,12 +99,17 @@ class DatasetCheck:
     format: str | None = None
 
 
-def check_dataset(values: Mapping[str, Any], with_tokens: bool = True, num_examples: int = 3) -> DatasetCheck:
-    """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts and examples."""
+def check_dataset(
+    values: Mapping[str, Any], with_tokens: bool = True, num_examples: int = 3, workspace: Path | None = None
+) -> DatasetCheck:
+    """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts and examples.
+
+    Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
+    """
     from engine.data import DataError, inspect_dataset, preview_examples
 
     try:
-        config = check_config(values)
+        config = check_config(values, workspace)
     except ConfigError as exc:
         return DatasetCheck("", "", error_markdown("Fix these fields first:\n" + str(exc)))
     try:

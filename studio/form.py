@@ -252,6 +252,8 @@ def _mapping(text: str) -> dict[str, str]:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"not valid JSON: {exc.msg}") from None
+        except (RecursionError, ValueError):  # nested past the recursion limit, a number of 5000 digits
+            raise ValueError("not a usable JSON object") from None
         if not isinstance(loaded, dict):
             raise ValueError("write key=value lines or a JSON object")
         return {str(key): str(value) for key, value in loaded.items()}
@@ -266,12 +268,27 @@ def _mapping(text: str) -> dict[str, str]:
     return result
 
 
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
+
+
+def _boolean(raw: Any) -> bool:
+    """A checkbox's value. A request may send text: "false" must not read as true (as ``bool`` would have it),
+    since a checkbox such as trust_remote_code decides whether code runs."""
+    if raw is None or isinstance(raw, bool):
+        return bool(raw)
+    if isinstance(raw, int) and raw in (0, 1):
+        return bool(raw)
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE + _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ValueError("must be true or false")
+
+
 def from_widget(spec: FieldSpec, raw: Any) -> Any:
     """The config value of a widget value; raises ValueError with a short message if it cannot be read."""
     if spec.kind in ("int", "float"):
         return _number(spec, raw)
     if spec.kind == "bool":
-        return bool(raw)
+        return _boolean(raw)
     if spec.kind == "choice":
         return None if spec.optional and raw in ("", None) else raw
     text = "" if raw is None else str(raw)
@@ -284,7 +301,7 @@ def from_widget(spec: FieldSpec, raw: Any) -> Any:
     if spec.kind == "yaml":
         try:
             return yaml.safe_load(text)
-        except yaml.YAMLError:
+        except (yaml.YAMLError, RecursionError):
             raise ValueError("not a valid YAML value") from None
     return text.strip() if spec.kind == "modules" else text
 

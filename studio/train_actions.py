@@ -26,6 +26,7 @@ from engine.paths import PROJECT_ROOT
 from engine.rundir import write_text_atomic
 from studio.dataset_panel import cached_tokenizer, text_block
 from studio.form import config_to_values, default_values, values_to_config
+from studio.path_guard import confine_file, form_config
 
 PRESETS_DIR = PROJECT_ROOT / "assets" / "presets"
 DEMO_PRESET = "demo.yaml"
@@ -90,7 +91,7 @@ def run_dir_hint(config: RunConfig, workspace: Path) -> str:
 def preview(values: Mapping[str, Any], workspace: Path) -> Preview:
     """The config as YAML and the equivalent command line; on invalid input the per-field problems."""
     try:
-        config = values_to_config(values)
+        config = form_config(values, workspace)
     except ConfigError as exc:
         listing = "\n".join(f"# {problem}" for problem in exc.problems)
         return Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
@@ -133,6 +134,8 @@ def read_config(path: str | Path) -> RunConfig:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem("", f"cannot read {path.name}: {exc}")]) from None
+    except RecursionError:  # PyYAML composes nested lists and mappings recursively
+        raise ConfigError([Problem("", f"{path.name} is not a usable config: values nested too deeply")]) from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
@@ -141,13 +144,16 @@ def read_config(path: str | Path) -> RunConfig:
     return parse_config(data)
 
 
-def load_config_values(path: str | Path | None) -> tuple[dict[str, Any] | None, str]:
-    """Widget values for a config file, or None and a message saying what is wrong with it."""
+def load_config_values(path: str | Path | None, workspace: Path | None = None) -> tuple[dict[str, Any] | None, str]:
+    """Widget values for a config file, or None and a message saying what is wrong with it.
+
+    The file must lie in the folders the studio may read (studio.path_guard; the workspace when given).
+    """
     if not path:
         return None, ""
     try:
-        config = read_config(path)
-    except ConfigError as exc:
+        config = read_config(confine_file(path, workspace, "config file"))
+    except ValueError as exc:  # ConfigError or PathNotAllowed
         return None, f"❌ Cannot load `{Path(path).name}`:\n\n{text_block(str(exc))}"
     return config_to_values(config), f"✅ Loaded `{Path(path).name}`"
 
@@ -189,7 +195,7 @@ def start_run(
     from engine.data import DataError, inspect_dataset
 
     try:
-        config = values_to_config(values)
+        config = form_config(values, workspace)
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     try:

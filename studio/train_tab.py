@@ -10,6 +10,7 @@ number reaches pydantic and comes back as a message next to its field instead of
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -140,14 +141,14 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     )
 
 
-def _then_check(event: Any, form: ConfigForm, panel: dp.DatasetPanel) -> None:
+def _then_check(event: Any, form: ConfigForm, panel: dp.DatasetPanel, workspace: Path) -> None:
     """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer)."""
 
     def quick(*args: Any) -> list[Any]:
-        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=False))
+        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=False, workspace=workspace))
 
     def full(*args: Any) -> list[Any]:
-        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=True))
+        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=True, workspace=workspace))
 
     event.then(quick, form.inputs, panel.outputs, **RAW).then(full, form.inputs, panel.outputs, **RAW)
 
@@ -172,7 +173,9 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, sid
     # Text fields trigger on blur / Enter, not on every keystroke; the format dropdown on a user's pick.
     columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
     triggers = [panel.path.submit, panel.path.blur, form.components["data.format"].input, panel.check_button.click]
-    _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), form, panel)
+    _then_check(
+        gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), form, panel, ctx.workspace
+    )
 
     def on_estimate(*args: Any) -> list[Any]:
         from studio.train_estimate import estimate_run
@@ -199,17 +202,23 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, si
         except (ValueError, OSError) as exc:
             return [gr.skip(), dp.error_markdown(str(exc))]
 
-    _then_check(panel.upload.upload(on_upload, panel.upload, [panel.path, panel.error], **PRIVATE), form, panel)
+    _then_check(
+        panel.upload.upload(on_upload, panel.upload, [panel.path, panel.error], **PRIVATE), form, panel, ctx.workspace
+    )
     pick = panel.bundled.input(lambda choice: choice or gr.skip(), panel.bundled, panel.path, **PRIVATE)
-    _then_check(pick, form, panel)
+    _then_check(pick, form, panel, ctx.workspace)
 
     def on_load(path: str | None) -> list[Any]:
-        values, message = actions.load_config_values(path)
+        values, message = actions.load_config_values(path, ctx.workspace)
         return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
 
     load_outputs = [side.config_message, *form.inputs]
-    _then_check(side.config_choice.input(on_load, side.config_choice, load_outputs, **PRIVATE), form, panel)
-    _then_check(side.config_upload.upload(on_load, side.config_upload, load_outputs, **PRIVATE), form, panel)
+    _then_check(
+        side.config_choice.input(on_load, side.config_choice, load_outputs, **PRIVATE), form, panel, ctx.workspace
+    )
+    _then_check(
+        side.config_upload.upload(on_load, side.config_upload, load_outputs, **PRIVATE), form, panel, ctx.workspace
+    )
 
     def on_save(name: str, *args: Any) -> list[Any]:
         _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace)

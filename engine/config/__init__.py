@@ -85,9 +85,9 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
         )
     if config.train.eval_on_start and not config.has_eval_data:
         problems.append(Problem("train.eval_on_start", "needs eval data: set data.eval_path or data.eval_size"))
-    if config.data.eval_size >= 1 and config.data.eval_size != int(config.data.eval_size):
+    if config.data.eval_size >= 1 and not config.data.eval_size.is_integer():
         problems.append(Problem("data.eval_size", "must be a fraction below 1 or a whole number of rows"))
-    if config.train.warmup >= 1 and config.train.warmup != int(config.train.warmup):
+    if config.train.warmup >= 1 and not config.train.warmup.is_integer():
         problems.append(Problem("train.warmup", "must be a fraction below 1 or a whole number of steps"))
     if config.adapter.use_dora and config.adapter.init in ("pissa", "olora", "loftq"):
         problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
@@ -119,6 +119,8 @@ def load_config(path: str | Path) -> RunConfig:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([Problem("", f"{path} is not valid YAML: {exc}")]) from None
+    except RecursionError:  # PyYAML composes nested lists and mappings recursively
+        raise ConfigError([Problem("", f"{path} is not a usable config: values nested too deeply")]) from None
     return parse_config(data)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+import json
+import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -62,6 +64,7 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         "bool_type": "must be true or false",
         "string_too_short": "must not be empty",
         "string_type": "must be text",
+        "string_unicode": "must be valid Unicode text",
         "list_type": "must be a list",
         "dict_type": "must be a mapping of keys to values",
         "model_type": "must be a section of keys and values",
@@ -77,15 +80,53 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     return message.removeprefix("Value error, ")
 
 
+def _is_union(annotation: Any) -> bool:
+    """Whether pydantic tags this field's errors by member type (a union of two or more non-None types)."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return False
+    return len([arg for arg in get_args(annotation) if arg is not type(None)]) > 1
+
+
+def _path_part(part: Any) -> str:
+    """One step of a dotted path; a key that would read ambiguously (empty, with a dot) is quoted as JSON."""
+    text = str(part)
+    return json.dumps(text, ensure_ascii=False) if not text or "." in text or text.startswith('"') else text
+
+
+def _field_path(loc: tuple[Any, ...], model: type[BaseModel]) -> tuple[str, bool]:
+    """The dotted field path of an error's ``loc`` without pydantic's tags, and whether a mapping's key is at fault.
+
+    A union field's errors carry the member type after the field name ("str", "list[str]"); a mapping's bad
+    key is followed by "[key]". Only those positions are dropped, so a user's key named "strategy" or "[key]"
+    stays in the path.
+    """
+    path: list[str] = []
+    current: Any = model
+    expect = ""  # "member" after a union field, "key" after a mapping field, "tag" after that key
+    about_key = False
+    for part in loc:
+        if (expect == "member" and isinstance(part, str)) or (expect == "tag" and part == "[key]"):
+            about_key = expect == "tag"
+            expect = ""
+            continue
+        path.append(_path_part(part))
+        if expect == "key":
+            current, expect = None, "tag"
+            continue
+        field = getattr(current, "model_fields", {}).get(part) if isinstance(part, str) else None
+        annotation = field.annotation if field is not None else None
+        expect = "member" if _is_union(annotation) else "key" if get_origin(annotation) is dict else ""
+        current = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    return ".".join(path), about_key
+
+
 def problems_from_validation(exc: ValidationError, model: type[BaseModel]) -> list[Problem]:
     """Convert a pydantic ValidationError into Problems, one per distinct field."""
     problems: list[Problem] = []
     seen: set[str] = set()
     for error in exc.errors():
-        # Union fields report one error per member type; the dotted path without the type tags is the field.
-        loc = [str(part) for part in error["loc"] if not str(part).startswith(("list[", "str", "function-"))]
-        field = ".".join(loc)
-        for message in _describe(error, model).split("\n"):
+        field, about_key = _field_path(tuple(error["loc"]), model)
+        for message in (("the key " if about_key else "") + _describe(error, model)).split("\n"):
             if not field and ": " in message:
                 # Cross-field checks raise "section.field: message" lines so the studio can place each one.
                 problem = Problem(*message.split(": ", 1))

@@ -10,7 +10,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from engine.config.secrets import refuse_secrets
+
 DEMO_MODEL = "assets/demo-model"
+# Upper bound of counts (steps, rows): what the C integers of torch and the Trainer hold.
+MAX_COUNT = 2**31 - 1
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -21,9 +25,17 @@ def advanced(**extra: Any) -> dict[str, Any]:
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, assignments are validated."""
+    """Base of every config section: unknown keys are errors, assignments are validated, numbers are finite,
+    and no text holds an access token (the config is saved and shown)."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=False)
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, use_attribute_docstrings=False, allow_inf_nan=False
+    )
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _no_secrets(cls, value: Any) -> Any:
+        return refuse_secrets(value)
 
 
 class ModelSection(Section):
@@ -157,9 +169,12 @@ class DataSection(Section):
     eval_size: float = Field(
         0.0,
         ge=0,
+        le=MAX_COUNT,
         description="Held-out evaluation rows taken from the training data: a fraction if < 1, a count if >= 1.",
     )
-    max_samples: int | None = Field(None, ge=1, description="Use at most this many training rows (empty: all).")
+    max_samples: int | None = Field(
+        None, ge=1, le=MAX_COUNT, description="Use at most this many training rows (empty: all)."
+    )
     chat_template: str | None = Field(
         None,
         description="Jinja chat template that overrides the tokenizer's (empty: the tokenizer's own).",
@@ -204,7 +219,7 @@ class TrainSection(Section):
 
     learning_rate: float = Field(2e-4, gt=0, le=1, description="Peak learning rate.")
     num_epochs: float = Field(1.0, gt=0, le=1000, description="Passes over the training data (if max_steps is -1).")
-    max_steps: int = Field(-1, ge=-1, description="Optimizer steps to run; -1 runs num_epochs instead.")
+    max_steps: int = Field(-1, ge=-1, le=MAX_COUNT, description="Optimizer steps to run; -1 runs num_epochs instead.")
     per_device_batch_size: int = Field(4, ge=1, le=4096, description="Examples per device per forward pass.")
     eval_batch_size: int = Field(
         8, ge=1, le=4096, description="Examples per device per evaluation pass.", json_schema_extra=advanced()
@@ -213,7 +228,9 @@ class TrainSection(Section):
         1, ge=1, le=1024, description="Forward passes summed into one optimizer step."
     )
     lr_scheduler: Scheduler = Field("cosine", description="Learning-rate schedule after warm-up.")
-    warmup: float = Field(0.0, ge=0, description="Warm-up: a fraction of the steps if < 1, a number of steps if >= 1.")
+    warmup: float = Field(
+        0.0, ge=0, le=MAX_COUNT, description="Warm-up: a fraction of the steps if < 1, a number of steps if >= 1."
+    )
     weight_decay: float = Field(0.0, ge=0, le=10, description="Decoupled weight decay.", json_schema_extra=advanced())
     optimizer: Optimizer = Field(
         "adamw_torch",
@@ -222,17 +239,20 @@ class TrainSection(Section):
     max_grad_norm: float = Field(1.0, ge=0, le=1e6, description="Clip gradients to this norm (0 turns clipping off).")
     logging_steps: int = Field(1, ge=1, le=100000, description="Log loss, learning rate and grad norm every N steps.")
     eval_strategy: Strategy = Field("no", description="When to evaluate: never, every eval_steps, or every epoch.")
-    eval_steps: int = Field(50, ge=1, description="Evaluate every N steps (eval_strategy steps).")
+    eval_steps: int = Field(50, ge=1, le=MAX_COUNT, description="Evaluate every N steps (eval_strategy steps).")
     eval_on_start: bool = Field(
         False, description="Evaluate once before the first step (a baseline).", json_schema_extra=advanced()
     )
     save_strategy: Strategy = Field(
         "steps", description="When to save a resumable checkpoint: never, every save_steps, or every epoch."
     )
-    save_steps: int = Field(100, ge=1, description="Save a checkpoint every N steps (save_strategy steps).")
+    save_steps: int = Field(
+        100, ge=1, le=MAX_COUNT, description="Save a checkpoint every N steps (save_strategy steps)."
+    )
     save_total_limit: int | None = Field(
         3,
         ge=1,
+        le=MAX_COUNT,
         description="Keep at most this many checkpoints (empty: keep all).",
         json_schema_extra=advanced(),
     )

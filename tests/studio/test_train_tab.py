@@ -190,9 +190,9 @@ def test_dataset_check_names_the_bad_row(tmp_path: Path) -> None:
     rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}] * 3
     rows.append({"messages": [{"role": "user", "content": "hi"}]})
     data.write_text("\n".join(json.dumps(row) for row in rows))
-    check = dp.check_dataset(values(data__path=str(data)), with_tokens=False)
+    check = dp.check_dataset(values(data__path=str(data)), with_tokens=False, workspace=tmp_path)
     assert "row 4" in check.error and check.summary == ""
-    missing = dp.check_dataset(values(data__path=str(tmp_path / "nope.jsonl")), with_tokens=False)
+    missing = dp.check_dataset(values(data__path=str(tmp_path / "nope.jsonl")), with_tokens=False, workspace=tmp_path)
     assert "not found" in missing.error
 
 
@@ -202,8 +202,8 @@ def test_dataset_check_ignores_fields_it_does_not_need_but_reports_its_own() -> 
 
 
 def test_upload_is_copied_into_the_workspace(tmp_path: Path) -> None:
-    upload = tmp_path / "upload" / "mine.jsonl"
-    upload.parent.mkdir()
+    upload = tmp_path / "ws" / "upload" / "mine.jsonl"  # uploads are read from the allowed folders only
+    upload.parent.mkdir(parents=True)
     upload.write_text('{"text": "hello"}\n')
     first = dp.copy_upload(upload, tmp_path / "ws")
     assert first == (tmp_path / "ws" / "datasets" / "mine.jsonl").resolve() and first.read_text() == upload.read_text()
@@ -223,7 +223,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     saved, download, message = actions.save_config_as(form, "my config", tmp_path)
     assert saved == tmp_path / "configs" / "my-config.yaml" and "Saved" in message
     assert download is not None and download.read_text() == saved.read_text()
-    loaded, message = actions.load_config_values(saved)
+    loaded, message = actions.load_config_values(saved, tmp_path)
     assert loaded == config_to_values(actions.values_to_config(form)) and "Loaded" in message
     assert ("saved: my-config", str(saved)) in actions.config_files(tmp_path)
     assert any(label == "preset: demo" for label, _ in actions.config_files(tmp_path))
@@ -233,11 +233,11 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
 def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("train: {learning_rate: [1, 2\n")
-    loaded, message = actions.load_config_values(broken)
+    loaded, message = actions.load_config_values(broken, tmp_path)
     assert loaded is None and "not valid YAML (line" in message
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("train:\n  learning_rate: -1\n  lerning: 2\n")
-    loaded, message = actions.load_config_values(wrong)
+    loaded, message = actions.load_config_values(wrong, tmp_path)
     assert loaded is None and "train.learning_rate: must be &gt; 0.0" in message and "did you mean" in message
 
 

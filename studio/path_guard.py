@@ -1,0 +1,76 @@
+"""Which paths the studio's handlers accept: those in the workspace, the bundled assets, Gradio's uploads, and
+folders the person who started the studio allowed (``--allow-path`` / STUDIO_ALLOWED_PATHS).
+
+Whoever can reach the page chooses these paths, so ``../`` tricks, absolute paths elsewhere and symlinks that
+leave the allowed folders are refused, each with a message next to its field. Hub ids (org/name) stay allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from engine.config import ConfigError, Problem, RunConfig
+from engine.paths import PROJECT_ROOT, find_local_path
+from engine.safe_paths import PathNotAllowed, confine, env_roots, is_hub_id
+from studio.form import values_to_config
+
+ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
+ASSETS_DIR = PROJECT_ROOT / "assets"
+# The config fields that name something on disk (or a hub id).
+PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path")
+
+
+def gradio_upload_dir() -> Path:
+    """Where Gradio keeps uploaded files (its own rule, read here without importing Gradio)."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
+
+
+def allowed_roots(workspace: Path | None) -> list[Path]:
+    """The folders a browser may name: the workspace, assets/, Gradio's uploads, STUDIO_ALLOWED_PATHS."""
+    roots = [ASSETS_DIR, gradio_upload_dir(), *env_roots(ALLOWED_PATHS_ENV)]
+    return [Path(workspace), *roots] if workspace is not None else roots
+
+
+def path_problem(value: str, roots: list[Path]) -> str | None:
+    """Why the studio must not use ``value`` (a path or hub id), or None when it may."""
+    local = find_local_path(value)
+    if local is None and is_hub_id(value):
+        return None
+    try:
+        # Not on disk: check where it would point all the same, so a refusal never tells whether a file exists.
+        confine(local if local is not None else value, roots)
+    except PathNotAllowed as exc:
+        return str(exc)
+    return None
+
+
+def guard_config(config: RunConfig, workspace: Path | None) -> RunConfig:
+    """``config`` unchanged when every path field is allowed, else ConfigError naming each field at fault."""
+    roots = allowed_roots(workspace)
+    problems = []
+    for field in PATH_FIELDS:
+        section, name = field.split(".")
+        value = getattr(getattr(config, section), name)
+        problem = path_problem(value, roots) if value else None
+        if problem:
+            problems.append(Problem(field, problem))
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def form_config(values: Mapping[str, Any], workspace: Path | None) -> RunConfig:
+    """The form's config (studio.form.values_to_config) with its paths confined; raises ConfigError."""
+    return guard_config(cast(RunConfig, values_to_config(values)), workspace)
+
+
+def confine_file(path: str | Path, workspace: Path | None, what: str) -> Path:
+    """The resolved ``path`` of a file the browser chose (``what``: 'upload', 'config file'), or ValueError."""
+    try:
+        return confine(path, allowed_roots(workspace))
+    except PathNotAllowed as exc:
+        raise PathNotAllowed(f"{what}: {exc}") from None

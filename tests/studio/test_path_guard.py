@@ -1,0 +1,141 @@
+"""Every path a browser can choose is confined: dataset, eval file, model, config to load, upload.
+
+Allowed: the workspace, assets/, Gradio's upload folder, STUDIO_ALLOWED_PATHS; hub ids stay allowed. A refusal
+names the field, never shows the file's content, starts nothing and writes nothing.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.config import ConfigError, RunConfig, parse_config
+from engine.paths import PROJECT_ROOT
+from studio import dataset_panel as dp
+from studio import train_actions as actions
+from studio.form import default_values
+from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config
+from studio.runs_data import resolve_run
+from tests.side_effects import tree
+
+
+@pytest.fixture
+def places(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """A workspace with a dataset, a folder outside it with a 'secret' dataset, and Gradio's upload folder."""
+    workspace, outside, uploads = tmp_path / "ws", tmp_path / "outside", tmp_path / "gradio"
+    for folder in (workspace / "datasets", outside, uploads):
+        folder.mkdir(parents=True)
+    row = '{"instruction": "secret question", "output": "TOP-SECRET"}\n'
+    (workspace / "datasets" / "mine.jsonl").write_text(row)
+    (outside / "secret.jsonl").write_text(row)
+    (uploads / "upload.jsonl").write_text(row)
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
+    monkeypatch.delenv(ALLOWED_PATHS_ENV, raising=False)
+    return {"workspace": workspace, "outside": outside, "uploads": uploads}
+
+
+def problems(config: dict[str, Any], workspace: Path) -> dict[str, str]:
+    """guard_config's problems by field ({} when the config passes)."""
+    try:
+        guard_config(parse_config(config), workspace)
+    except ConfigError as exc:
+        return exc.by_field()
+    return {}
+
+
+def test_allowed_places_pass(places: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    workspace = places["workspace"]
+    assert problems({}, workspace) == {}  # the bundled demo model and dataset
+    assert problems({"data": {"path": str(workspace / "datasets" / "mine.jsonl")}}, workspace) == {}
+    assert problems({"data": {"path": str(places["uploads"] / "upload.jsonl")}}, workspace) == {}
+    hub = {"model": {"name_or_path": "HuggingFaceTB/SmolLM2-135M"}, "data": {"path": "org/dataset"}}
+    assert problems(hub, workspace) == {}
+    monkeypatch.setenv(ALLOWED_PATHS_ENV, f"/nonexistent:{places['outside']}")
+    assert problems({"data": {"path": str(places["outside"] / "secret.jsonl")}}, workspace) == {}
+    assert allowed_roots(workspace)[-1] == places["outside"]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("data.path", "/etc/passwd"),
+        ("data.path", "../../../../../../etc/hosts"),
+        ("data.path", "assets/../../../../etc/hosts"),  # through the project-root fallback
+        ("data.path", "assets/../launch.py"),  # in the project, but not in assets/
+        ("data.eval_path", "/etc/passwd"),
+        ("model.name_or_path", "/etc"),
+        ("model.name_or_path", "../models/llama"),
+    ],
+)
+def test_paths_elsewhere_are_refused_naming_the_field(places: dict[str, Path], field: str, value: str) -> None:
+    section, name = field.split(".")
+    found = problems({section: {name: value}}, places["workspace"])
+    assert list(found) == [field] and "is outside the folders the studio may read" in found[field]
+
+
+def test_a_symlink_out_of_the_workspace_is_refused(places: dict[str, Path]) -> None:
+    workspace = places["workspace"]
+    (workspace / "datasets" / "link.jsonl").symlink_to(places["outside"] / "secret.jsonl")
+    found = problems({"data": {"path": str(workspace / "datasets" / "link.jsonl")}}, workspace)
+    assert "is outside the folders" in found["data.path"]
+    assert str(places["outside"]) not in found["data.path"].split("allowed:")[1]
+
+
+def form(**changes: str) -> dict[str, Any]:
+    values = default_values()
+    values.update({key.replace("__", "."): value for key, value in changes.items()})
+    return values
+
+
+def test_handlers_refuse_without_reading_or_starting(places: dict[str, Path]) -> None:
+    workspace, secret = places["workspace"], str(places["outside"] / "secret.jsonl")
+    before = tree(workspace)
+    check = dp.check_dataset(form(data__path=secret), with_tokens=True, workspace=workspace)
+    shown = html.unescape(check.error)
+    assert "data.path: " in shown and "outside the folders" in shown
+    assert "TOP-SECRET" not in shown + check.summary + check.examples
+    preview = actions.preview(form(data__eval_path=secret), workspace)
+    assert "outside the folders" in preview.errors["data.eval_path"] and preview.command == ""
+    calls: list[Path] = []
+    started = actions.start_run(form(data__path=secret), workspace, launcher=calls.append)
+    assert started.run_dir is None and calls == [] and "data.path" in started.errors
+    assert tree(workspace) == before
+
+
+def test_config_files_load_only_from_allowed_places(places: dict[str, Path]) -> None:
+    workspace = places["workspace"]
+    outside = places["outside"] / "evil.yaml"
+    outside.write_text(RunConfig(name="evil").to_yaml())
+    values, message = actions.load_config_values(outside, workspace)
+    assert values is None and "config file: " in message and "outside the folders" in message
+    values, message = actions.load_config_values("/etc/passwd", workspace)
+    assert values is None and "root:" not in message
+    inside = workspace / "configs" / "mine.yaml"
+    inside.parent.mkdir()
+    inside.write_text(RunConfig(name="mine").to_yaml())
+    assert actions.load_config_values(inside, workspace)[0]["name"] == "mine"
+    preset = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
+    assert actions.load_config_values(preset, workspace)[0] is not None
+
+
+def test_uploads_come_from_gradios_folder_or_the_workspace(places: dict[str, Path]) -> None:
+    workspace = places["workspace"]
+    copied = dp.copy_upload(places["uploads"] / "upload.jsonl", workspace)
+    assert copied == (workspace / "datasets" / "upload.jsonl").resolve()
+    with pytest.raises(ValueError, match="upload: .* is outside the folders"):
+        dp.copy_upload(places["outside"] / "secret.jsonl", workspace)
+    assert not (workspace / "datasets" / "secret.jsonl").exists()
+
+
+def test_saved_config_names_and_run_ids_cannot_leave_the_workspace(places: dict[str, Path]) -> None:
+    workspace = places["workspace"]
+    saved, _, message = actions.save_config_as(default_values(), "../../../evil", workspace)
+    assert saved == workspace / "configs" / "evil.yaml" and "Saved" in message
+    from engine import runs
+
+    for run_id in ("../outside", "..", "/etc", "../ws/datasets"):
+        with pytest.raises(runs.RunError, match="no run"):
+            resolve_run(workspace, run_id)
