@@ -1,8 +1,9 @@
 """Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
 
 Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
-STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS); a flag wins over its variable. It is also the Hugging Face
-Space entry point (``app_file: launch.py``): with SPACE_ID set it binds 0.0.0.0:7860 as a Space must.
+STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS); a flag wins over its variable.
+It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set it binds
+0.0.0.0:7860 as a Space must.
 The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
 network unless asked (and then, please, with --auth).
 """
