@@ -157,6 +157,8 @@ def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardwa
         max_length=train.max_length,
         packing=train.packing,
         completion_only_loss=config.data.completion_only_loss,
+        # engine.data.prepare hands over labelled rows already cut to max_length; only packing needs TRL's pass.
+        dataset_kwargs=None if train.packing else {"skip_prepare_dataset": True},
         # Tokens/s is computed from the non-padding tokens the Trainer counts.
         include_num_input_tokens_seen="non_padding",
         # Progress goes to metrics.jsonl and a line per log in train.log; tqdm's carriage returns would garble it.

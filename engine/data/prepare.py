@@ -1,4 +1,9 @@
-"""The datasets the trainer gets: pre-tokenized ``input_ids`` + ``completion_mask`` columns.
+"""The datasets the trainer gets: pre-tokenized ``input_ids`` with ``labels`` (-100 where no loss), or with
+``completion_mask`` when TRL must still pack them.
+
+With ``labels`` ready and rows already cut to max_length, the trainer skips TRL's own dataset preparation
+(three ``datasets.map`` passes that cost about a second before the first step; see engine.builders). For
+packing, TRL prepares the data itself, and then this applies:
 
 TRL's SFTTrainer recognises a dataset with an ``input_ids`` column as already processed and builds
 ``labels`` from ``completion_mask``, but only when ``SFTConfig.completion_only_loss`` is True: its default
@@ -45,6 +50,7 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
     """
     data, max_length = config.data, config.train.max_length
     loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
+    with_labels = not config.train.packing
     train_set = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
     if not train_set.rows:
         raise DataError(
@@ -58,16 +64,20 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
         eval_set = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
         report.warnings += [warning for warning in eval_set.warnings if warning not in report.warnings]
         report.num_eval_rows = len(eval_set.rows)
-        eval_dataset = _to_dataset(eval_set) if eval_set.rows else None
-    return PreparedData(_to_dataset(train_set), eval_dataset, report)
+        eval_dataset = _to_dataset(eval_set, with_labels) if eval_set.rows else None
+    return PreparedData(_to_dataset(train_set, with_labels), eval_dataset, report)
 
 
-def _to_dataset(tokenized: TokenizedSet) -> datasets.Dataset:
+def _to_dataset(tokenized: TokenizedSet, with_labels: bool) -> datasets.Dataset:
     import datasets
 
-    return datasets.Dataset.from_dict(
-        {
-            "input_ids": [row.input_ids for row in tokenized.rows],
-            "completion_mask": [row.completion_mask for row in tokenized.rows],
-        }
-    )
+    ids = [row.input_ids for row in tokenized.rows]
+    if not with_labels:
+        return datasets.Dataset.from_dict(
+            {"input_ids": ids, "completion_mask": [r.completion_mask for r in tokenized.rows]}
+        )
+    labels = [
+        [token if keep else -100 for token, keep in zip(row.input_ids, row.completion_mask, strict=True)]
+        for row in tokenized.rows
+    ]
+    return datasets.Dataset.from_dict({"input_ids": ids, "labels": labels})

@@ -51,8 +51,8 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, 
 class Studio:
     """``python launch.py`` in a subprocess, as a user starts it; can be killed and started again."""
 
-    def __init__(self, workspace: Path, port: int):
-        self.workspace, self.port = workspace, port
+    def __init__(self, workspace: Path, port: int, extra_args: tuple[str, ...] = ()):
+        self.workspace, self.port, self.extra_args = workspace, port, extra_args
         self.url = f"http://127.0.0.1:{port}/"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
@@ -60,10 +60,19 @@ class Studio:
     def start(self, timeout: float = 90) -> float:
         """Start it and wait for the first HTTP 200; returns the seconds that took."""
         self.starts += 1
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         log = (ARTIFACTS / f"studio-{self.starts}.log").open("wb")
         began = time.time()
         self.process = subprocess.Popen(
-            [sys.executable, "launch.py", "--port", str(self.port), "--workspace", str(self.workspace)],
+            [
+                sys.executable,
+                "launch.py",
+                "--port",
+                str(self.port),
+                "--workspace",
+                str(self.workspace),
+                *self.extra_args,
+            ],
             cwd=PROJECT_ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,

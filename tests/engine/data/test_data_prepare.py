@@ -28,15 +28,12 @@ def numbered(count: int) -> list[dict[str, Any]]:
 
 def answers(tokenizer: Any, dataset: Any) -> list[str]:
     """The loss-bearing text of every row of a prepared dataset."""
-    return [
-        tokenizer.decode([t for t, bit in zip(ids, mask, strict=True) if bit])
-        for ids, mask in zip(dataset["input_ids"], dataset["completion_mask"], strict=True)
-    ]
+    return [tokenizer.decode([token for token in labels if token != -100]) for labels in dataset["labels"]]
 
 
 def test_prepared_columns_and_report(tokenizer: Any, write_jsonl: Callable[..., Path]):
     prepared = prepare_datasets(make_config(write_jsonl(numbered(10))), tokenizer)
-    assert prepared.train.column_names == ["input_ids", "completion_mask"]
+    assert prepared.train.column_names == ["input_ids", "labels"]
     assert prepared.eval is None
     assert answers(tokenizer, prepared.train)[:2] == ["answer 1<|im_end|>", "answer 2<|im_end|>"]
     report = prepared.report
@@ -47,7 +44,10 @@ def test_prepared_columns_and_report(tokenizer: Any, write_jsonl: Callable[..., 
         10,
     )
     assert report.num_tokens == sum(len(ids) for ids in prepared.train["input_ids"])
-    assert report.num_loss_tokens == sum(sum(mask) for mask in prepared.train["completion_mask"])
+    assert report.num_loss_tokens == sum(sum(t != -100 for t in labels) for labels in prepared.train["labels"])
+    # Labels are the input ids where the loss is, so the trainer can take them as they are.
+    for ids, labels in zip(prepared.train["input_ids"], prepared.train["labels"], strict=True):
+        assert all(label in (-100, token) for token, label in zip(ids, labels, strict=True))
     assert 0 < report.num_loss_tokens < report.num_tokens
 
 

@@ -162,8 +162,8 @@ def test_default_config_prepares_the_bundled_demo_data():
     config = parse_config({"data": {"eval_path": "assets/datasets/demo_sft_eval.jsonl", "max_samples": 50}})
     prepared = prepare_datasets(config, demo)
     assert (prepared.report.format, len(prepared.train), len(prepared.eval)) == ("conversational", 50, 200)
-    ids, mask = prepared.train[0]["input_ids"], prepared.train[0]["completion_mask"]
-    answer = demo.decode([token for token, bit in zip(ids, mask, strict=True) if bit])
+    ids, labels = prepared.train[0]["input_ids"], prepared.train[0]["labels"]
+    answer = demo.decode([token for token in labels if token != -100])
     assert answer.endswith("</s>") and answer[:-4] in demo.decode(ids)
 
 
