@@ -9,21 +9,27 @@ from __future__ import annotations
 import json
 import math
 import re
+import tempfile
 import types
+from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.config import RunConfig
 
+# Hypothesis caches (unicode tables, constants) go to the temp dir, not into the repository (.hypothesis/).
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "hypothesis-tuning-studio")
+
 
 def fuzz(max_examples: int) -> settings:
-    """Settings for these tests: no example database (it would be written into the repository, .hypothesis/),
-    no deadline (the machine is shared and loaded)."""
+    """Settings for these tests: no example database (it would be written into the repository), no deadline
+    (the machine is shared and loaded)."""
     return settings(
         max_examples=max_examples,
         database=None,

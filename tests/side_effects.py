@@ -9,6 +9,8 @@ from engine.paths import PROJECT_ROOT
 
 # Caches that tools write while tests run; never something the product writes.
 _CACHES = ("__pycache__", ".pytest_cache", ".ruff_cache", ".venv/", "test-artifacts/")
+# Source files appear while people work in the same checkout; the product never writes one.
+_SOURCE = (".py", ".md", ".css", ".js", ".toml")
 
 
 def tree(root: Path) -> dict[str, int]:
@@ -19,7 +21,8 @@ def tree(root: Path) -> dict[str, int]:
 def repo_new_files() -> set[str]:
     """Untracked and ignored entries of the repository (a new folder counts once): a stray write shows here.
 
-    Files being edited (modified, tracked) are left out: they change for reasons of their own.
+    Files being edited (modified, tracked) and new source files are left out: they change for reasons of their
+    own. Compare with ``<=``: entries may also disappear meanwhile.
     """
     out = subprocess.run(
         ["git", "status", "--porcelain", "--ignored=traditional", "--untracked-files=normal"],
@@ -28,4 +31,5 @@ def repo_new_files() -> set[str]:
         text=True,
         check=True,
     ).stdout
-    return {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!") and not line[3:].startswith(_CACHES)}
+    entries = {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!")}
+    return {entry for entry in entries if not entry.startswith(_CACHES) and not entry.endswith(_SOURCE)}

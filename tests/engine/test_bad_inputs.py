@@ -3,9 +3,6 @@ runs it. Every broken file ends in a message naming the row or the field, never 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +11,8 @@ import yaml
 
 from engine.config import RunConfig, parse_config
 from engine.data import DataError, inspect_dataset
-from engine.paths import PROJECT_ROOT
 from tests.data.bad_inputs.corpus import CASES, MAX_LENGTH, Case, build_corpus
+from tests.engine_cli import run_check
 from tests.side_effects import repo_new_files, tree
 
 
@@ -69,25 +66,12 @@ def test_a_multi_megabyte_row_is_cut_without_tokenizing_all_of_it(corpus: Path, 
 # --- the CLI ----------------------------------------------------------------------------------------------------
 
 
-def run_check(config: dict[str, Any], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m engine check CONFIG.yaml`` from ``cwd``, as a user runs it."""
-    path = cwd / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return subprocess.run(
-        [sys.executable, "-m", "engine", "check", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
-    )
-
-
 @pytest.mark.integration
 @pytest.mark.parametrize("case", [case for case in CASES if case.cli], ids=lambda case: case.id)
 def test_cli_check_names_the_problem_and_exits_2(case: Case, corpus: Path, tmp_path: Path) -> None:
     repo_before, corpus_before = repo_new_files(), tree(corpus)
-    config = {"data": data_section(case, corpus), "train": {"max_length": MAX_LENGTH}}
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"data": data_section(case, corpus), "train": {"max_length": MAX_LENGTH}}))
     result = run_check(config, tmp_path)
     output = result.stdout + result.stderr
     assert "Traceback" not in output

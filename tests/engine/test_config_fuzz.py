@@ -5,9 +5,6 @@ Also through the CLI (a few examples, each a process): ``check`` exits 0 or 2 an
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +14,7 @@ from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
-from engine.paths import PROJECT_ROOT
+from tests.engine_cli import run_check
 from tests.fuzz_strategies import config_data, fuzz, names_a_field
 
 
@@ -94,14 +91,7 @@ def test_cli_check_exits_2_naming_the_field(tmp_path_factory: pytest.TempPathFac
     folder = Path(tmp_path_factory.mktemp("cli-fuzz"))
     config = folder / "config.yaml"
     config.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8", errors="surrogatepass")
-    process = subprocess.run(
-        [sys.executable, "-m", "engine", "check", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=folder,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
-    )
+    process = run_check(config, folder)
     assert process.returncode == 2, process.stdout + process.stderr
     assert "Traceback" not in process.stderr and process.stderr.startswith("error: ")
     assert sorted(path.name for path in folder.iterdir()) == ["config.yaml"]

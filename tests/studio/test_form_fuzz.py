@@ -22,6 +22,7 @@ from studio.form import FieldSpec, default_values, leaf_specs, values_to_config
 from tests.fuzz_strategies import SPECIAL_TEXT, fuzz, odd_values
 
 SPECS = leaf_specs()
+SMALL_DATASET = "assets/datasets/demo_sft_eval.jsonl"  # valid and a tenth the size of the training set
 PATHS = {spec.path for spec in SPECS}
 
 
@@ -44,7 +45,7 @@ def widget_value(spec: FieldSpec) -> st.SearchStrategy[Any]:
 @st.composite
 def form_values(draw: st.DrawFn) -> dict[str, Any]:
     """The default form with some fields changed (few or many), and now and then an unknown path."""
-    values = default_values()
+    values = {**default_values(), "data.path": SMALL_DATASET}
     changed = draw(st.lists(st.sampled_from(SPECS), max_size=draw(st.sampled_from([1, 3, 12]))))
     for spec in changed:
         values[spec.path] = draw(widget_value(spec))
