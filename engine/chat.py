@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
 from engine.config.errors import problems_from_validation
+from engine.config.sections import advanced
 from engine.paths import PROJECT_ROOT
 from engine.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_path, checkpoint_steps, read_status
 
@@ -43,22 +44,23 @@ class ChatError(RuntimeError):
 
 
 class SamplingParams(BaseModel):
-    """How a reply is drawn. Bounds and descriptions serve as validation and as the studio's help text."""
+    """How a reply is drawn. Bounds and descriptions serve as validation and as the studio's help text; the
+    ``advanced`` fields are folded away in the studio."""
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(
-        0.7, ge=0, le=2, description="Randomness of the reply: 0 always takes the likeliest token (greedy)."
-    )
-    top_p: float = Field(
-        0.9, gt=0, le=1, description="Sample only among the likeliest tokens that together hold this probability."
-    )
+    temperature: float = Field(0.7, ge=0, le=2, description="0: always the likeliest token (greedy); higher: varied.")
+    top_p: float = Field(0.9, gt=0, le=1, description="Sample among the likeliest tokens holding this probability.")
     max_new_tokens: int = Field(256, ge=1, le=4096, description="The longest reply, in tokens.")
     repetition_penalty: float = Field(
-        1.0, ge=1, le=2, description="Above 1 makes tokens already in the conversation less likely (1 = off)."
+        1.0, ge=1, le=2, description="Above 1 discourages repeating tokens (1 = off).", json_schema_extra=advanced()
     )
     seed: int | None = Field(
-        None, ge=0, le=2**32 - 1, description="Fixes the random draws so a prompt gets the same reply; empty: new ones."
+        None,
+        ge=0,
+        le=2**32 - 1,
+        description="The same seed gives the same reply; empty: random.",
+        json_schema_extra=advanced(),
     )
 
     @property

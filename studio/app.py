@@ -27,6 +27,7 @@ from studio.runs_tab import build_runs_tab
 
 CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
 TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
+CHAT_CSS_PATH = PROJECT_ROOT / "assets" / "chat.css"
 TITLE = "Tuning Studio"
 
 
@@ -112,4 +113,4 @@ def theme() -> gr.themes.Base:
 
 def launch_options() -> dict[str, Any]:
     """What Gradio 6 takes at launch() rather than in Blocks(): theme and CSS."""
-    return {"theme": theme(), "css_paths": [CSS_PATH, TOOLS_CSS_PATH]}
+    return {"theme": theme(), "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH]}

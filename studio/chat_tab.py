@@ -27,7 +27,8 @@ from studio.context import StudioContext
 from studio.form import FieldSpec, leaf_specs, values_to_config
 
 MODES = ("Chat", "Side by side")
-SAMPLING = leaf_specs(SamplingParams)
+SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  # the widgets' order
+CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it fits a 1366x768 screen
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, str]]
 
@@ -234,38 +235,58 @@ class ChatTab:
         self.ctx, self.workspace = ctx, ctx.workspace
         self.client = client or ChatClient(ctx.workspace)
         self.histories = gr.State({})
-        with gr.Row(equal_height=True, elem_classes="ts-chat-head"):
+        with gr.Row(equal_height=True, elem_id="ts-chat-head"):
+            choices = model_choices(self.workspace)
             self.model = gr.Dropdown(
-                choices=model_choices(self.workspace), label="Model", scale=4, elem_id="ts-chat-model"
+                choices=choices,
+                value=choices[0][1],
+                show_label=False,
+                container=False,
+                scale=5,
+                elem_id="ts-chat-model",
             )
-            with gr.Column(scale=0, min_width=330), gr.Row(elem_classes="ts-actions"):
-                self.refresh = gr.Button("↻", size="sm", min_width=44, elem_id="ts-chat-refresh")
-                self.load = gr.Button("Load", variant="primary", elem_id="ts-chat-load")
-                self.unload = gr.Button("Unload", elem_id="ts-chat-unload")
+            self.refresh = gr.Button("↻", scale=0, min_width=46, elem_id="ts-chat-refresh")
+            self.load = gr.Button("Load", variant="primary", scale=0, min_width=100, elem_id="ts-chat-load")
+            self.unload = gr.Button("Unload", scale=0, min_width=100, elem_id="ts-chat-unload")
+            self.mode = gr.Radio(
+                list(MODES),
+                value=MODES[0],
+                show_label=False,
+                container=False,
+                scale=0,
+                min_width=250,
+                elem_id="ts-chat-mode",
+            )
         self.status = gr.HTML(lambda: status_html(self.client), elem_classes="ts-html", elem_id="ts-chat-status")
         with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
+            with gr.Column(scale=3, elem_id="ts-chat-main"):
                 self._conversation_view()
-            with gr.Column(scale=1, min_width=280):
-                self.mode = gr.Radio(list(MODES), value=MODES[0], label="View", elem_id="ts-chat-mode")
-                self.system = gr.Textbox(label="System prompt", lines=2, max_lines=6, elem_id="ts-chat-system")
-                with gr.Accordion("Sampling", open=True):
-                    self.sampling = [_sampling_widget(spec) for spec in SAMPLING]
+            with gr.Column(scale=1, min_width=320, elem_id="ts-chat-settings"):
+                self.system = gr.Textbox(
+                    label="System prompt", lines=2, max_lines=6, placeholder="optional", elem_id="ts-chat-system"
+                )
+                self.sampling = [_sampling_widget(spec) for spec in SAMPLING if not spec.advanced]
+                with gr.Accordion("More sampling", open=False):
+                    self.sampling += [_sampling_widget(spec) for spec in SAMPLING if spec.advanced]
         self._wire()
 
     def _conversation_view(self) -> None:
-        self.chatbot = gr.Chatbot(label="Chat", height=390, elem_id="ts-chatbot", buttons=["copy"])
+        self.chatbot = gr.Chatbot(label="Chat", height=CHAT_HEIGHT, elem_id="ts-chatbot", buttons=["copy"])
         with gr.Row(visible=False, elem_id="ts-chat-side") as self.side_row:
-            self.base_bot = gr.Chatbot(label="Base model", height=390, elem_id="ts-chatbot-base")
-            self.tuned_bot = gr.Chatbot(label="Fine-tuned", height=390, elem_id="ts-chatbot-tuned")
-        self.note = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-note")
-        with gr.Row(equal_height=True):
+            self.base_bot = gr.Chatbot(label="Base model", height=CHAT_HEIGHT, elem_id="ts-chatbot-base")
+            self.tuned_bot = gr.Chatbot(label="Fine-tuned", height=CHAT_HEIGHT, elem_id="ts-chatbot-tuned")
+        self.note = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-note")  # above the box: always in view
+        with gr.Row(equal_height=True, elem_id="ts-chat-compose"):
             self.text = gr.Textbox(
-                placeholder="Type a message and press Enter", show_label=False, scale=5, elem_id="ts-chat-input"
+                placeholder="Type a message and press Enter",
+                show_label=False,
+                container=False,
+                scale=5,
+                elem_id="ts-chat-input",
             )
-            self.send = gr.Button("Send", variant="primary", scale=0, min_width=90, elem_id="ts-chat-send")
-            self.stop = gr.Button("Stop", variant="stop", scale=0, min_width=90, elem_id="ts-chat-stop")
-            self.clear = gr.Button("Clear", scale=0, min_width=90, elem_id="ts-chat-clear")
+            self.send = gr.Button("Send", variant="primary", scale=0, min_width=88, elem_id="ts-chat-send")
+            self.stop = gr.Button("Stop", variant="stop", scale=0, min_width=88, elem_id="ts-chat-stop")
+            self.clear = gr.Button("Clear", scale=0, min_width=88, elem_id="ts-chat-clear")
 
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
@@ -302,9 +323,9 @@ class ChatTab:
         self.clear.click(clear_clicked, None, outputs[:5], **private)
 
 
-def _kept(key: str | None, choices: list[tuple[str, str]]) -> str | None:
-    """The current pick if it is still offered (a refresh must not change what someone chose)."""
-    return key if key in {value for _, value in choices} else None
+def _kept(key: str | None, choices: list[tuple[str, str]]) -> str:
+    """The current pick if it is still offered (a refresh must not change what someone chose), else the first."""
+    return key if key in {value for _, value in choices} else choices[0][1]
 
 
 def build_chat_tab(ctx: StudioContext) -> ChatTab:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +38,10 @@ def make_run(workspace: Path, name: str, created: float, **config: Any) -> Path:
 
 
 def add_checkpoints(run_dir: Path, *steps: int) -> None:
-    for step in steps:  # a checkpoint counts once Trainer wrote trainer_state.json, its last file
-        (run_dir / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
-        (run_dir / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    for step in steps:  # a checkpoint counts once Trainer wrote trainer_state.json (its last file) for its step
+        checkpoint = run_dir / "checkpoints" / f"checkpoint-{step}"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": step}))
 
 
 @pytest.fixture(scope="module")
