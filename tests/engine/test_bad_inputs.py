@@ -63,6 +63,22 @@ def test_a_multi_megabyte_row_is_cut_without_tokenizing_all_of_it(corpus: Path, 
     assert report.num_tokens == MAX_LENGTH and report.num_too_long == 1
 
 
+def test_the_head_of_a_long_row_tokenizes_like_the_whole_row(tokenizer: Any) -> None:
+    from engine.data import resolve_chat_template
+    from engine.data.tokenize import tokenize_row
+
+    text = " ".join(f"token{index} {index * 7}" for index in range(20_000))  # far past the head's budget
+    whole = tokenizer(text)["input_ids"]
+    cut = tokenize_row(tokenizer, {"text": text}, "", MAX_LENGTH)
+    assert cut.input_ids == whole[:MAX_LENGTH] and cut.truncated
+    messages = [{"role": "user", "content": "Say a lot."}, {"role": "assistant", "content": text}]
+    template = resolve_chat_template(tokenizer, None)
+    row = tokenize_row(tokenizer, {"messages": messages}, template, MAX_LENGTH)
+    full = tokenize_row(tokenizer, {"messages": messages}, template, 10**7)
+    assert (row.input_ids, row.completion_mask) == (full.input_ids[:MAX_LENGTH], full.completion_mask[:MAX_LENGTH])
+    assert row.truncated and 0 < row.num_loss_tokens < MAX_LENGTH
+
+
 # --- the CLI ----------------------------------------------------------------------------------------------------
 
 
