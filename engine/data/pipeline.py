@@ -152,6 +152,18 @@ def tokenize_rows(
     return TokenizedSet(kept, numbers, too_long, dropped, warnings)
 
 
+def require_trainable(tokenized: TokenizedSet, data: DataSection, source: str, max_length: int) -> None:
+    """Raise DataError when no training row keeps a token that carries loss (nothing would train)."""
+    if tokenized.rows:
+        return
+    hint = (
+        "check data.chat_template: it must render the assistant's answers"
+        if data.chat_template
+        else "raise train.max_length"
+    )
+    raise DataError(f"{source}: no training row has a token to learn from within max_length {max_length}; {hint}")
+
+
 def inspect_dataset(data: DataSection, tokenizer: Any = None, max_length: int = 1024, seed: int = 42) -> DataReport:
     """Check a dataset without training: load, detect, validate, split; count tokens if a tokenizer is given.
 
@@ -161,6 +173,7 @@ def inspect_dataset(data: DataSection, tokenizer: Any = None, max_length: int = 
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
     if tokenizer is not None:
         tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
+        require_trainable(tokenized, data, loaded.source, max_length)
         add_token_counts(report, tokenized)
     return report
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.data.errors import DataError
 from engine.data.pipeline import (
     DataReport,
     TokenizedSet,
     add_token_counts,
+    require_trainable,
     select_rows,
     start_report,
     tokenize_rows,
@@ -52,11 +52,7 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
     loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
     with_labels = not config.train.packing
     train_set = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
-    if not train_set.rows:
-        raise DataError(
-            f"{loaded.source}: no training row has a token to learn from within max_length {max_length}; "
-            "raise train.max_length"
-        )
+    require_trainable(train_set, data, loaded.source, max_length)
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
     add_token_counts(report, train_set)
     eval_dataset = None

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from engine.config import RunConfig
 from studio import dataset_panel as dp
 from studio import train_actions as actions
 from studio.form import default_values
@@ -54,8 +55,14 @@ def test_dataset_panel_shows_the_problem(case: Case, workspace: Path) -> None:
     assert tree(workspace) == before
 
 
+@pytest.fixture(scope="module")
+def tokenizer_loaded() -> None:
+    """Start counts tokens with the tokenizer the dataset panel loaded (as on the page, where a check runs first)."""
+    dp.get_tokenizer(RunConfig())
+
+
 @pytest.mark.parametrize("case", [case for case in CASES if case.expect], ids=lambda case: case.id)
-def test_start_refuses_a_bad_dataset_and_starts_nothing(case: Case, workspace: Path) -> None:
+def test_start_refuses_a_bad_dataset_and_starts_nothing(case: Case, workspace: Path, tokenizer_loaded: None) -> None:
     before, repo_before = tree(workspace), repo_new_files()
     calls: list[Path] = []
     result = actions.start_run(form_values(case, workspace), workspace, launcher=calls.append)

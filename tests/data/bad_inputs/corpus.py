@@ -34,7 +34,7 @@ class Case:
 
     @property
     def id(self) -> str:
-        return self.file + (":eval" if self.as_eval else "")
+        return self.file + (":eval" if self.as_eval else "") + (":" + ",".join(self.data) if self.data else "")
 
 
 CASES = [
@@ -75,6 +75,13 @@ CASES = [
     Case("folder.jsonl", ("is a directory",)),
     Case("no_such_file.jsonl", ("data file not found", "no_such_file.jsonl")),
     Case("invalid_json.jsonl", ("data.eval_path:", "line 2 is not valid JSON"), as_eval=True, cli=True),
+    # Files that read well but leave nothing to train on once tokenized (found with tokens only).
+    Case("long_prompt.jsonl", ("no training row has a token to learn from within max_length 64", "train.max_length")),
+    Case(
+        "good_chat.jsonl",
+        ("no training row has a token to learn from", "data.chat_template"),
+        data={"chat_template": "a template that renders no answers"},
+    ),
 ]
 
 
@@ -104,6 +111,7 @@ def generated_files() -> dict[str, bytes]:
         "binary.jsonl": b"\x00\x01" + random_bytes,
         "long_row.jsonl": (_alpaca("short", "fine") + _alpaca("write a lot", long_answer)).encode(),
         "huge_line.jsonl": _alpaca("write a book", huge_answer).encode(),
+        "long_prompt.jsonl": _alpaca(long_answer, "short").encode(),  # the answer falls past max_length
         "big_cell.csv": ("instruction,output\nsummarise," + "x" * 200_000 + "\n").encode(),
         "deep_nesting.jsonl": ('{"text": ' + "[" * 100_000 + "]" * 100_000 + "}\n").encode(),
         "huge_number.jsonl": ('{"text": ' + "9" * 5000 + "}\n").encode(),
