@@ -107,7 +107,8 @@ class ResolvedModel:
         return self.weights is not None
 
 
-def _has_weights(directory: Path) -> bool:
+def has_weights(directory: Path) -> bool:
+    """Whether ``directory`` holds saved weights (an adapter's or a whole model's)."""
     return directory.is_dir() and (any(directory.glob("*.safetensors")) or any(directory.glob("*.bin")))
 
 
@@ -134,7 +135,7 @@ def resolve_model(spec: ModelSpec) -> ResolvedModel:
             f"{name} · checkpoint {spec.checkpoint}", config, checkpoint_path(run_dir, spec.checkpoint), is_adapter
         )
     final = run_dir / (ADAPTER_DIR if is_adapter else MODEL_DIR)
-    if not _has_weights(final):
+    if not has_weights(final):
         state = read_status(run_dir).get("state", "unknown")
         hint = f"pick one of its checkpoints ({', '.join(map(str, steps))})" if steps else "it has no checkpoint yet"
         raise ChatError(f"{name} has no final {final.name} yet (it is {state}); {hint}")
@@ -193,7 +194,6 @@ class ChatClient:
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._current: int | None = None
-        self._load_events: queue.Queue[dict[str, Any]] = queue.Queue()
         self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
 
     @property
@@ -204,46 +204,50 @@ class ChatClient:
     def load(self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT) -> Iterator[LoadProgress]:
         """Start a worker for ``spec``, yielding its progress until the model is ready (then ``info`` is set).
 
-        Raises ChatError for a bad spec (before any process starts) or when loading fails.
+        Raises ChatError for a bad spec (before any process starts), when loading fails, or when an unload or
+        another load replaces this one meanwhile.
         """
         resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
         self.unload()
         self.loading = LoadProgress(0.02, f"starting the chat process for {resolved.label}")
         yield self.loading
-        self._spawn(spec)
+        process, events = self._spawn(spec)
         deadline = time.monotonic() + timeout
         try:
             while True:
-                event = self._next(self._load_events, deadline, "the model to load")
+                event = self._next(events, deadline, "the model to load")
                 if event["event"] == "progress":
                     self.loading = LoadProgress(float(event["fraction"]), str(event["message"]))
                     yield self.loading
                 elif event["event"] == "ready":
                     self.info = ModelInfo(**event["info"])
                     return
+                elif self._process is not process:
+                    raise ChatError("loading was called off: the model was unloaded or another one loaded")
                 else:
-                    raise ChatError(event.get("message") or self._exit_message())
+                    raise ChatError(event.get("message") or self._exit_message(process))
         except BaseException:
-            self.unload()
+            if self._process is process:
+                self.unload()
             raise
         finally:
-            self.loading = None
+            if self._process in (process, None):
+                self.loading = None
 
-    def _spawn(self, spec: ModelSpec) -> None:
+    def _spawn(self, spec: ModelSpec) -> tuple[subprocess.Popen[bytes], queue.Queue[dict[str, Any]]]:
+        """Start the worker and the thread that reads its events; returns it and its queue of load events."""
         command = [sys.executable, "-m", "engine", "chat-worker", *spec.to_args()]
         if self.workspace is not None:
             command += ["--workspace", str(self.workspace)]
         fd, log = tempfile.mkstemp(prefix="chat-worker-", suffix=".log")
         self._log = Path(log)
         with os.fdopen(fd, "wb") as log_file:  # the worker's stderr: warnings and, on a crash, the traceback
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, env=_worker_env()
             )
-        self._load_events = queue.Queue()
-        reader = threading.Thread(
-            target=self._read, args=(self._process, self._load_events), daemon=True, name="chat-reader"
-        )
-        reader.start()
+        self._process, events = process, queue.Queue()
+        threading.Thread(target=self._read, args=(process, events), daemon=True, name="chat-reader").start()
+        return process, events
 
     def _read(self, process: subprocess.Popen[bytes], load_events: queue.Queue[dict[str, Any]]) -> None:
         """Route one worker's events: reply events to their reply's queue, the others to the load queue."""
@@ -258,14 +262,15 @@ class ChatClient:
             elif (reply := self._replies.get(event["id"])) is not None:
                 reply.put(event)  # events of a reply nobody waits for any more are dropped
         load_events.put(_EXIT)
+        why = self._exit_message(process)
         with self._lock:
             if self._process is process:  # it died on its own: whoever waits must hear of it
                 self.info = None
-                self._wake_replies()
+                self._wake_replies(why)
 
-    def _wake_replies(self) -> None:
+    def _wake_replies(self, why: str) -> None:
         for waiting in self._replies.values():
-            waiting.put(_EXIT)
+            waiting.put({**_EXIT, "message": why})
 
     def _next(self, events: queue.Queue[dict[str, Any]], deadline: float, what: str) -> dict[str, Any]:
         try:
@@ -273,10 +278,13 @@ class ChatClient:
         except queue.Empty:
             raise ChatError(f"timed out waiting for {what}") from None
 
-    def _exit_message(self) -> str:
+    def _exit_message(self, process: subprocess.Popen[bytes] | None) -> str:
         """Why the worker ended: the last line of its log (the exception) and its exit code."""
-        code = self._process.wait(5) if self._process else None
-        tail = self._log.read_text(errors="replace").strip().splitlines() if self._log and self._log.exists() else []
+        code = process.wait(5) if process else None
+        try:
+            tail = self._log.read_text(errors="replace").strip().splitlines() if self._log else []
+        except OSError:
+            tail = []  # removed by an unload meanwhile
         return f"the chat process ended (exit code {code})" + (f": {tail[-1]}" if tail else "")
 
     def _send(self, request: dict[str, Any]) -> None:
@@ -287,7 +295,7 @@ class ChatClient:
             process.stdin.write((json.dumps(request) + "\n").encode())
             process.stdin.flush()
         except (BrokenPipeError, ValueError):
-            raise ChatError(self._exit_message()) from None
+            raise ChatError(self._exit_message(process)) from None
 
     def generate(
         self, messages: list[dict[str, str]], sampling: SamplingParams, use_adapter: bool = True
@@ -321,7 +329,7 @@ class ChatClient:
                     return
                 else:
                     finished = True
-                    raise ChatError(event.get("message") or self._exit_message())
+                    raise ChatError(event.get("message") or "the chat process ended")
         finally:
             with self._lock:
                 self._replies.pop(request_id, None)
@@ -345,7 +353,7 @@ class ChatClient:
         with self._lock:
             process, self._process = self._process, None
             self.info, self._current = None, None
-            self._wake_replies()
+            self._wake_replies("the model was unloaded")
         if process is not None:
             try:
                 if process.stdin:

@@ -8,7 +8,7 @@ which is how it follows a parent that died). Events go to stdout: ``progress`` a
 
 Replies run one at a time in a thread, so stdin is read (and a cancel heard) while a reply is generated.
 The worker is a guest on the machine: it lowers its priority, and uses a single torch thread while a
-training run of the workspace is active.
+training run of the workspace is active (else only the cores that are idle).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class DeltaStreamer:
     character split across tokens: it is held back until its last byte arrives.
     """
 
-    def __init__(self, tokenizer: Any, send: Any):
+    def __init__(self, tokenizer: Any, send: Callable[[str], None]):
         self.tokenizer, self.send = tokenizer, send
         self.tokens: list[int] = []
         self.sent = ""
@@ -274,7 +274,10 @@ def serve(spec: ModelSpec, workspace: Path | None = None) -> int:
         channel.emit("error", message=_describe(exc))
         return 1
     for line in sys.stdin:
-        request = json.loads(line)
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # only the client writes here; a broken line is dropped rather than ending the model
         if request.get("op") == "generate":
             replier.requests.put(request)
         elif request.get("op") == "cancel":

@@ -19,7 +19,7 @@ import gradio as gr
 import yaml
 
 from engine import runs
-from engine.chat import ChatClient, ChatError, ModelSpec, SamplingParams
+from engine.chat import ChatClient, ChatError, ModelSpec, SamplingParams, has_weights
 from engine.config import ConfigError
 from engine.config.sections import DEMO_MODEL
 from engine.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_steps, read_status
@@ -49,7 +49,7 @@ def model_choices(workspace: Path) -> list[tuple[str, str]]:
         bases += [base] if base not in bases else []
         lora = (config.get("adapter") or {}).get("method", "lora") == "lora"
         final = run_dir / (ADAPTER_DIR if lora else MODEL_DIR)
-        if final.is_dir() and any(final.glob("*.safetensors")):
+        if has_weights(final):
             trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
         steps = reversed(checkpoint_steps(run_dir))
         trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]
@@ -107,8 +107,11 @@ def _progress_html(fraction: float, message: str) -> str:
 
 
 def load_clicked(client: ChatClient, workspace: Path, key: str | None) -> Iterator[str]:
-    """Load the picked model, yielding the status line as loading goes on."""
+    """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
+    a key is never taken as a path to anything else on this machine."""
     try:
+        if key and key not in {value for _, value in model_choices(workspace)}:
+            raise ChatError("that model is not in the list (any more); press ↻ and pick again")
         spec = spec_for(workspace, key)
         for _ in client.load(spec):
             yield status_html(client)
@@ -120,6 +123,8 @@ def load_clicked(client: ChatClient, workspace: Path, key: str | None) -> Iterat
 
 def unload_clicked(client: ChatClient) -> str:
     """Unload the model (its process exits, so its memory is freed)."""
+    if client.pid is None and client.loading is None:
+        return _message("No model is loaded.", "warn")
     client.unload()
     return _message("Unloaded: the model's memory is free again.", "ok")
 
@@ -138,7 +143,9 @@ def _conversation(system: str, history: Conversation) -> Conversation:
     return ([{"role": "system", "content": system.strip()}] if system.strip() else []) + history
 
 
-def _stream(client: ChatClient, system: str, history: Conversation, sampling: SamplingParams, adapter: bool):
+def _stream(
+    client: ChatClient, system: str, history: Conversation, sampling: SamplingParams, adapter: bool
+) -> Iterator[None]:
     """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas."""
     prompt = _conversation(system, history)
     history.append({"role": "assistant", "content": ""})
@@ -195,6 +202,9 @@ def respond(
             if client.last_finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
     except ChatError as exc:
+        for history, _ in targets:  # an empty reply would be sent back to the model as if it had said nothing
+            if history[-1]["role"] == "assistant" and not history[-1]["content"]:
+                history.pop()
         yield view(note=_message(html.escape(f"The reply failed: {exc}"), "error"))
         return
     yield view(note=_finish_note(client))

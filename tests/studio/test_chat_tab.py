@@ -136,7 +136,8 @@ def test_sending_without_a_model_or_text_explains_and_changes_nothing(workspace)
 
 def test_a_bad_key_fails_to_load_with_a_message(workspace, client):
     assert "Could not load: pick a model to load first" in final(load_clicked(client, workspace, None))
-    assert "no run at" in final(load_clicked(client, workspace, "run:missing"))
+    assert "not in the list" in final(load_clicked(client, workspace, "run:missing"))
+    assert "not in the list" in final(load_clicked(client, workspace, "base:/etc"))
     assert client.pid is None
 
 
@@ -204,3 +205,4 @@ def test_unload_frees_the_model(client):
     ensure_base(client, client.workspace)
     assert "Unloaded" in unload_clicked(client)
     assert client.pid is None and "No model loaded" in status_html(client)
+    assert "No model is loaded" in unload_clicked(client)
