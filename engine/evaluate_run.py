@@ -229,6 +229,7 @@ def evaluate(
     scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
     for label, model in _load_models(run, weights, progress):
         scores[label] = scorer.score(model, label)
+        del model  # a full fine-tune's base can go before the tuned model loads
     progress.update("saving the results")
     result = {
         "id": new_evaluation_id(),

@@ -83,7 +83,7 @@ def summary_text(result: dict[str, Any] | None) -> str:
     loss = f"loss {_number(base.get('eval_loss'))} → {_number(tuned.get('eval_loss'))}"
     if tuned.get("exact_match") is None:
         return loss
-    return f"{_percent(base.get('exact_match'))} → {_percent(tuned.get('exact_match'))} · {loss}"
+    return f"{_percent(base.get('exact_match'))} → {_percent(tuned.get('exact_match'))}, {loss}"
 
 
 def check_data_choice(run: FinishedRun, data: str) -> None:

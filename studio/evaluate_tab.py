@@ -19,14 +19,13 @@ from engine.config import ConfigError, load_config
 from engine.rundir import CONFIG_FILE
 from studio import evaluate_view as view
 from studio.context import StudioContext
+from studio.job_controls import action_buttons, cancel_job, refresh_on_open
 from studio.job_view import (
     checkpoint_of,
     finished_runs,
     job_status,
     message_html,
-    pick_run,
     progress_html,
-    running_job,
     weight_choices,
 )
 from studio.runs_data import resolve_run
@@ -60,8 +59,8 @@ def run_changed(workspace: Path, run_id: str | None) -> list[Any]:
     return [weights, data, *result_view(result)]
 
 
-def _buttons(running: bool) -> list[Any]:
-    return [gr.Button(interactive=not running), gr.Button(interactive=running)]
+def _refused(text: str, kind: str = "warn") -> list[Any]:
+    return [None, gr.Timer(active=False), message_html(text, kind), *action_buttons(False)]
 
 
 def start_clicked(
@@ -69,10 +68,10 @@ def start_clicked(
 ) -> list[Any]:
     """Check and start an evaluation; returns the job, the timer, the progress line and the buttons."""
     if not run_id:
-        return [None, gr.Timer(active=False), message_html("Pick a run first.", "warn"), *_buttons(False)]
+        return _refused("Pick a run first.")
     choice = (path or "").strip() if data == "file" else data
     if not choice:
-        return [None, gr.Timer(active=False), message_html("Give the path of a data file.", "warn"), *_buttons(False)]
+        return _refused("Give the path of a data file.")
     try:
         job_dir = evaluations.start_evaluation(
             resolve_run(workspace, run_id),
@@ -82,46 +81,23 @@ def start_clicked(
             workspace,
         )
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
-        return [None, gr.Timer(active=False), message_html(str(exc), "error"), *_buttons(False)]
+        return _refused(str(exc), "error")
     status = jobs.status(job_dir)
-    return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *_buttons(True)]
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *action_buttons(True)]
 
 
 def poll(job_dir: str | None, which: str) -> list[Any]:
     """The timer's handler: progress while the job runs; its result (and the timer off) once it is over."""
     status = job_status(job_dir)
+    unchanged = [gr.skip()] * 3
     if status is None:
-        return [None, gr.Timer(active=False), gr.skip(), *_buttons(False), gr.skip(), gr.skip(), gr.skip()]
+        return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), *unchanged]
     if jobs.is_running(status):
-        return [
-            job_dir,
-            gr.skip(),
-            progress_html(status, "evaluation"),
-            *_buttons(True),
-            gr.skip(),
-            gr.skip(),
-            gr.skip(),
-        ]
+        return [job_dir, gr.skip(), progress_html(status, "evaluation"), *action_buttons(True), *unchanged]
     result_path = (status.get("result") or {}).get("path")
     result = evaluations.read_evaluation(Path(result_path)) if result_path else None
-    shown = result_view(result, which) if result else [gr.skip()] * 3
-    return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *_buttons(False), *shown]
-
-
-def cancel_clicked(job_dir: str | None) -> str:
-    """Ask the running evaluation to stop; the timer reports when it has."""
-    if job_dir and jobs.cancel(Path(job_dir)):
-        return message_html("Cancelling the evaluation…", "warn")
-    return message_html("No evaluation is running.", "warn")
-
-
-def tab_opened(workspace: Path, current_run: str | None, run_id: str | None, job_dir: str | None) -> list[Any]:
-    """Offer the current finished runs, and pick up an evaluation that is running (after a page reload)."""
-    choices = finished_runs(workspace)
-    picked = pick_run(choices, run_id, current_run)
-    job_dir = job_dir or running_job(workspace, evaluations.JOB_KIND)
-    timer = gr.Timer(active=True) if job_dir else gr.skip()
-    return [gr.Dropdown(choices=choices, value=picked), job_dir, timer]
+    shown = result_view(result, which) if result else unchanged
+    return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *action_buttons(False), *shown]
 
 
 class EvaluateTab:
@@ -184,15 +160,9 @@ class EvaluateTab:
             show_progress="hidden",
             **private,
         )
-        self.cancel.click(cancel_clicked, [self.job], [self.progress], **private)
+        self.cancel.click(lambda job: cancel_job(job, "evaluation"), [self.job], [self.progress], **private)
         self.filter.change(lambda r, w: result_view(r, w), [self.result, self.filter], shown, **private)
-        if self.ctx.tabs is not None:
-            self.ctx.tabs.select(
-                lambda current, run_id, job: tab_opened(workspace, current, run_id, job),
-                [self.ctx.current_run, self.run, self.job],
-                [self.run, self.job, self.timer],
-                **private,
-            )
+        refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer)
 
 
 def build_evaluate_tab(ctx: StudioContext) -> EvaluateTab:

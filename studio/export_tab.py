@@ -18,20 +18,26 @@ import gradio as gr
 from engine import export, jobs, runs
 from engine.artifacts import ArtifactError
 from studio.context import StudioContext
+from studio.job_controls import action_buttons, cancel_job, refresh_on_open
 from studio.job_view import (
     checkpoint_of,
     finished_runs,
     job_status,
     message_html,
-    pick_run,
     progress_html,
-    running_job,
     weight_choices,
 )
 from studio.runs_data import resolve_run
 
 POLL_SECONDS = 0.5
-KIND_CHOICES = [("Adapter (LoRA files)", "adapter"), ("Merged model (base + adapter)", "merged")]
+KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]
+HELP = (
+    '<div class="ts-export-help"><b>Adapter</b>: the LoRA weights with the tokenizer, chat template and a model '
+    "card; small, and loads with peft on top of the base model. <b>Merged model</b>: the adapter folded into the "
+    "base (loaded un-quantized, also for QLoRA runs) and saved as safetensors in the chosen dtype; loads with "
+    "plain transformers. Each export is written beside its target and appears only when complete, with a .zip "
+    "to download.</div>"
+)
 
 
 def default_name(run_id: str | None, kind: str, dtype: str) -> str:
@@ -53,16 +59,12 @@ def run_changed(workspace: Path, run_id: str | None, kind: str, dtype: str) -> l
     ]
 
 
-def _buttons(running: bool) -> list[Any]:
-    return [gr.Button(interactive=not running), gr.Button(interactive=running)]
-
-
 def _refused(text: str) -> list[Any]:
     return [
         None,
         gr.Timer(active=False),
         message_html(text, "error"),
-        *_buttons(False),
+        *action_buttons(False),
         "",
         gr.DownloadButton(visible=False),
     ]
@@ -92,7 +94,7 @@ def start_clicked(
         return _refused(str(exc))
     status = jobs.status(job_dir)
     hidden = gr.DownloadButton(visible=False)
-    return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *_buttons(True), "", hidden]
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *action_buttons(True), "", hidden]
 
 
 def result_html(status: dict[str, Any]) -> str:
@@ -102,6 +104,8 @@ def result_html(status: dict[str, Any]) -> str:
         return ""
     files = ", ".join(result.get("files") or [])
     parts = [f"Saved to <code>{html.escape(result['path'])}</code>: {html.escape(files)}."]
+    if result.get("zip"):
+        parts.append(f"Zip: <code>{html.escape(Path(result['zip']).name)}</code>.")
     if result.get("repo_url"):
         url = html.escape(result["repo_url"])
         parts.append(f'Pushed to <a href="{url}" target="_blank">{url}</a>.')
@@ -112,44 +116,27 @@ def poll(job_dir: str | None) -> list[Any]:
     """The timer's handler: progress while the job runs; the result and the download once it is over."""
     status = job_status(job_dir)
     if status is None:
-        return [None, gr.Timer(active=False), gr.skip(), *_buttons(False), gr.skip(), gr.skip()]
+        return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
     if jobs.is_running(status):
-        return [job_dir, gr.skip(), progress_html(status, "export"), *_buttons(True), gr.skip(), gr.skip()]
+        return [job_dir, gr.skip(), progress_html(status, "export"), *action_buttons(True), gr.skip(), gr.skip()]
     archive = (status.get("result") or {}).get("zip")
     ready = bool(archive) and Path(archive).is_file()
-    download = gr.DownloadButton(
-        f"Download {Path(archive).name}" if ready else "Download", value=archive if ready else None, visible=ready
-    )
+    download = gr.DownloadButton(value=archive if ready else None, visible=ready)
     return [
         None,
         gr.Timer(active=False),
         progress_html(status, "export"),
-        *_buttons(False),
+        *action_buttons(False),
         result_html(status),
         download,
     ]
 
 
-def cancel_clicked(job_dir: str | None) -> str:
-    """Ask the running export to stop; it removes what it had half written."""
-    if job_dir and jobs.cancel(Path(job_dir)):
-        return message_html("Cancelling the export…", "warn")
-    return message_html("No export is running.", "warn")
-
-
-def tab_opened(workspace: Path, current_run: str | None, run_id: str | None, job_dir: str | None) -> list[Any]:
-    """Offer the current finished runs, and pick up an export that is running (after a page reload)."""
-    choices = finished_runs(workspace)
-    job_dir = job_dir or running_job(workspace, export.JOB_KIND)
-    timer = gr.Timer(active=True) if job_dir else gr.skip()
-    return [gr.Dropdown(choices=choices, value=pick_run(choices, run_id, current_run)), job_dir, timer]
-
-
 def token_hint() -> str:
     """Say whether the studio already has a token (never what it is)."""
     if os.environ.get("HF_TOKEN"):
-        return "Optional: HF_TOKEN from the studio's environment is used when empty."
-    return "Needed only to push. Passed to the export process only; never saved."
+        return "optional: HF_TOKEN is set"
+    return "only to push; never saved"
 
 
 class ExportTab:
@@ -176,7 +163,9 @@ class ExportTab:
             self.token = gr.Textbox(
                 label="Hub token", type="password", placeholder=token_hint(), scale=2, elem_id="ts-export-token"
             )
-            self.private = gr.Checkbox(label="Private repo", value=True, scale=1, min_width=120)
+            self.private = gr.Checkbox(
+                label="Private repo", value=True, scale=1, min_width=120, elem_id="ts-export-private"
+            )
         with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
             self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-export-progress", scale=5)
             self.start = gr.Button("Export", variant="primary", scale=0, min_width=130, elem_id="ts-export-start")
@@ -184,8 +173,14 @@ class ExportTab:
         with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
             self.result = gr.HTML(elem_classes="ts-html", elem_id="ts-export-result", scale=5)
             self.download = gr.DownloadButton(
-                "Download", visible=False, variant="primary", scale=0, min_width=200, elem_id="ts-export-download"
+                "⬇ Download .zip",
+                visible=False,
+                variant="primary",
+                scale=0,
+                min_width=180,
+                elem_id="ts-export-download",
             )
+        gr.HTML(HELP, elem_classes="ts-html")
         self.job = gr.State(None)
         self.timer = gr.Timer(POLL_SECONDS, active=False)
         self._wire(ctx.workspace)
@@ -208,14 +203,8 @@ class ExportTab:
             **private,
         )
         self.timer.tick(poll, [self.job], outputs, show_progress="hidden", **private)
-        self.cancel.click(cancel_clicked, [self.job], [self.progress], **private)
-        if self.ctx.tabs is not None:
-            self.ctx.tabs.select(
-                lambda current, run_id, job: tab_opened(workspace, current, run_id, job),
-                [self.ctx.current_run, self.run, self.job],
-                [self.run, self.job, self.timer],
-                **private,
-            )
+        self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
+        refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer)
 
 
 def build_export_tab(ctx: StudioContext) -> ExportTab:

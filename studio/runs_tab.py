@@ -161,7 +161,7 @@ class RunsTab:
             interactive=False,
             max_height=300,
             show_label=False,
-            column_widths=["16%", "10%", "8%", "8%", "8%", "10%", "7%", "15%", "18%"],
+            column_widths=["14%", "10%", "7%", "7%", "7%", "10%", "7%", "20%", "18%"],
             elem_id="ts-runs-table",
         )
         with gr.Row(equal_height=False, elem_classes="ts-pick-row"):

@@ -15,6 +15,7 @@ from engine import evaluations
 from engine.config import parse_config, save_config
 from engine.rundir import update_status
 from studio import evaluate_tab, evaluate_view, export_tab
+from studio.job_controls import cancel_job
 from studio.job_view import checkpoint_of, finished_runs, pick_run, progress_html, weight_choices
 from tests.demo_run import RUN_ID, trained_demo_run
 
@@ -90,9 +91,9 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
 
 
 def test_evaluate_tab_cancel(workspace, run_dir):
-    assert "No evaluation is running." in evaluate_tab.cancel_clicked(None)
+    assert "No evaluation is running." in cancel_job(None, "evaluation")
     job = evaluate_tab.start_clicked(workspace, RUN_ID, "30", "train", "", 8)[0]
-    assert "Cancelling" in evaluate_tab.cancel_clicked(job)
+    assert "Cancelling" in cancel_job(job, "evaluation")
     progress = poll_until_done(evaluate_tab.poll, job, evaluate_view.FILTERS[0])[2]
     assert "Evaluation cancelled" in progress
 
@@ -129,7 +130,7 @@ def test_evaluate_view_marks_right_and_wrong():
     ]
     assert "<i>(empty)</i>" in frame.iloc[1, 3]
     assert len(evaluate_view.predictions_frame(result, "Fixed by tuning")) == 1
-    assert evaluations.summary_text(result) == "0% → 50% · loss 2 → 0.5"
+    assert evaluations.summary_text(result) == "0% → 50%, loss 2 → 0.5"
     assert "No evaluation of this run yet" in evaluate_view.metrics_html(None)
     assert "width:40%" in progress_html({"state": "running", "phase": "base: eval loss", "done": 2, "total": 5}, "x")
 
@@ -155,4 +156,4 @@ def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
     assert (workspace / "exports" / "tab-export.zip").is_file()
     taken = export_tab.start_clicked(*args, "tab-export", "", "", True)
     assert "already exists and is not empty" in taken[2]
-    assert "No export is running." in export_tab.cancel_clicked(None)
+    assert "No export is running." in cancel_job(None, "export")
