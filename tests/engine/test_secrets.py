@@ -51,14 +51,14 @@ def demo_config(max_steps: int) -> RunConfig:
     """The bundled demo preset cut to a few small steps, with an eval and a checkpoint on the way."""
     data = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
     data["data"].update(eval_path=None, eval_size=8)
-    train = {"max_steps": max_steps, "per_device_batch_size": 4, "eval_steps": max_steps, "save_steps": 2}
+    train = {"max_steps": max_steps, "per_device_batch_size": 4, "eval_steps": max_steps, "save_steps": 1}
     data["train"].update(train, logging_steps=1, report_to="none")
     return parse_config(data)
 
 
 @pytest.mark.integration
 def test_tokens_in_the_environment_never_reach_the_run_directory(tokens_in_env: dict[str, str], tmp_path: Path) -> None:
-    run_dir = runs.create_run(demo_config(max_steps=3), workspace=tmp_path)
+    run_dir = runs.create_run(demo_config(max_steps=2), workspace=tmp_path)
     runs.start(run_dir)  # as the studio starts a run: the process inherits this environment
     final = runs.wait(run_dir, timeout=300)
     assert final["state"] == "completed", final
