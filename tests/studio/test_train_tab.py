@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -279,10 +280,20 @@ def test_memory_estimate_adds_up() -> None:
 
 
 def test_estimate_counts_the_demo_models_parameters() -> None:
+    import math
+
+    from safetensors import safe_open
+
     from studio.train_estimate import estimate_run
 
+    # The base's count: every tensor of the saved model (embeddings tied, so stored once).
+    with safe_open(str(PROJECT_ROOT / "assets" / "demo-model" / "model.safetensors"), "pt") as weights:
+        base = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118
     result = estimate_run(RunConfig())
-    assert not result.errors and "trainable of 3,772,672 parameters" in result.markdown
+    found = re.search(r"([\d,]+) trainable of ([\d,]+) parameters", result.markdown)
+    assert not result.errors and found, result.markdown
+    trainable, total = (int(group.replace(",", "")) for group in found.groups())
+    assert trainable > 0 and total == base + trainable  # LoRA adds its weights to the base
     assert "Memory per device" in result.markdown
 
 
