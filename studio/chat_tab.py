@@ -281,7 +281,7 @@ class ChatTab:
         self._wire()
 
     def _conversation_view(self) -> None:
-        self.chatbot = gr.Chatbot(label="Chat", height=CHAT_HEIGHT, elem_id="ts-chatbot", buttons=["copy"])
+        self.chatbot = gr.Chatbot(show_label=False, height=CHAT_HEIGHT, elem_id="ts-chatbot", buttons=["copy"])
         with gr.Row(visible=False, elem_id="ts-chat-side") as self.side_row:
             self.base_bot = gr.Chatbot(label="Base model", height=CHAT_HEIGHT, elem_id="ts-chatbot-base")
             self.tuned_bot = gr.Chatbot(label="Fine-tuned", height=CHAT_HEIGHT, elem_id="ts-chatbot-tuned")
