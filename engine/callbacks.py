@@ -48,6 +48,7 @@ class RunDirCallback(TrainerCallback):
         is_main: bool,
         already_logged: set[tuple[str, int]] | None = None,
         status_interval_s: float = 0.25,
+        start_step: int = 0,
     ):
         self.run_dir = run_dir
         self.stop = stop
@@ -56,6 +57,11 @@ class RunDirCallback(TrainerCallback):
         self.already_logged = already_logged or set()
         self.status_interval_s = status_interval_s
         self.bad_loss: str | None = None
+        self.bad_loss_step: int | None = None
+        # The last step whose logged loss was finite (a resumed run starts from a good checkpoint).
+        self.last_finite_step = start_step
+        # What is being saved right now ("checkpoint 6", "the result"), for the message if saving fails.
+        self.saving: str | None = None
         self._last_status = 0.0
         self._last_log_time = time.time()
         self._last_tokens = 0
@@ -84,11 +90,18 @@ class RunDirCallback(TrainerCallback):
             self._status(state, force=True, state="stopping")
         else:
             self._status(state)
+        # Trainer logs, evaluates, then saves; a save announced here starts after any evaluation (on_evaluate).
+        self._expect_save(state, control, evaluating=control.should_evaluate)
+
+    def _expect_save(self, state: Any, control: Any, evaluating: bool = False) -> None:
+        self.saving = f"checkpoint {state.global_step}" if control.should_save and not evaluating else None
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._restart_throughput_clock(state)
+        self._expect_save(state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.saving = None
         self._restart_throughput_clock(state)
 
     def _restart_throughput_clock(self, state: Any) -> None:
@@ -98,11 +111,7 @@ class RunDirCallback(TrainerCallback):
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         logs = dict(logs or {})
-        for key, label in (("loss", "the loss"), ("grad_norm", "the gradient norm")):
-            # A NaN can hide in the gradient norm while the reported loss still looks like a number.
-            if _is_bad_number(logs.get(key)) and not self.bad_loss:
-                self.bad_loss = f"{label} became {logs[key]} at step {state.global_step}; training stopped"
-                control.should_training_stop = True
+        self._watch_loss(state, control, logs)
         if not self.is_main:
             return
         event = self._event(state, logs)
@@ -112,6 +121,19 @@ class RunDirCallback(TrainerCallback):
         self.already_logged.add(key)
         append_metrics(self.run_dir, [event])
         print(_log_line(event, state.max_steps), flush=True)
+
+    def _watch_loss(self, state: Any, control: Any, logs: dict[str, Any]) -> None:
+        """Stop on a NaN / infinite loss or gradient norm, without saving the weights it has spoilt."""
+        for key, label in (("loss", "the loss"), ("grad_norm", "the gradient norm")):
+            # A NaN can hide in the gradient norm while the reported loss still looks like a number.
+            if _is_bad_number(logs.get(key)) and not self.bad_loss:
+                self.bad_loss = f"{label} became {logs[key]} at step {state.global_step}; training stopped"
+                self.bad_loss_step = state.global_step
+                control.should_training_stop = True
+                control.should_save = False  # Trainer logs before it saves: this step's checkpoint is skipped
+                self.saving = None
+        if "loss" in logs and not self.bad_loss:
+            self.last_finite_step = state.global_step
 
     def _event(self, state: Any, logs: dict[str, Any]) -> dict[str, Any]:
         now = time.time()

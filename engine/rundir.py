@@ -7,8 +7,10 @@ the supervisor and the studio read these files without paying for torch.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Iterator
@@ -23,12 +25,60 @@ CHECKPOINTS_DIR = "checkpoints"
 ADAPTER_DIR = "adapter"
 MODEL_DIR = "model"
 
+RESERVE_FILE = ".space-reserve"
+TRAINER_STATE_FILE = "trainer_state.json"
+
 ACTIVE_STATES = ("queued", "starting", "running", "stopping")
 FINAL_STATES = ("stopped", "completed", "failed")
 
+# Errors that mean the disk (or this process's share of it) is full.
+DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+RESERVE_BYTES = 256 * 1024
+
+
+def reserve_space(directory: Path) -> None:
+    """Set aside a little disk space in ``directory`` for the final status writes of a run.
+
+    When the disk fills up mid-run, the run must still be able to say so in status.json; a status write that
+    meets a full disk gives this reserve back and tries again (see write_text_atomic). Best effort: a disk that
+    is already full gets no reserve.
+    """
+    path = Path(directory) / RESERVE_FILE
+    if path.is_file() and path.stat().st_size >= RESERVE_BYTES:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks: a sparse file would free nothing
+        finally:
+            os.close(fd)
+    except OSError:
+        path.unlink(missing_ok=True)
+
+
+def release_reserve(directory: Path) -> bool:
+    """Give the reserved space of ``directory`` back to the disk; False if there was none."""
+    try:
+        (Path(directory) / RESERVE_FILE).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see either the old or the new content, never a mix."""
+    """Replace ``path`` with ``text`` so that readers see either the old or the new content, never a mix.
+
+    On a full disk the directory's reserve (see reserve_space) is given back and the write tried once more.
+    """
+    try:
+        _write_text_atomic(path, text)
+    except OSError as exc:
+        if exc.errno not in DISK_FULL_ERRNOS or not release_reserve(path.parent):
+            raise
+        _write_text_atomic(path, text)
+
+
+def _write_text_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -63,15 +113,39 @@ def update_status(run_dir: Path, **changes: Any) -> dict[str, Any]:
 
 
 def append_metrics(run_dir: Path, events: list[dict[str, Any]]) -> None:
-    """Append events as whole JSON lines in one write, so a tailing reader never sees half a line."""
+    """Append events as whole JSON lines in one write, so a tailing reader never sees half a line.
+
+    A full disk can cut a write short without an error; the stub is cut off again and the disk-full error
+    raised, so the file never holds half a line that the next append would glue another event onto.
+    """
     if not events:
         return
     payload = "".join(json.dumps(event, allow_nan=True) + "\n" for event in events).encode("utf-8")
     fd = os.open(run_dir / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, payload)
+        size = os.fstat(fd).st_size  # only rank 0 of one run appends: nobody else moves the end meanwhile
+        try:
+            written = os.write(fd, payload)
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+        if written != len(payload):
+            os.ftruncate(fd, size)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(run_dir / METRICS_FILE))
     finally:
         os.close(fd)
+
+
+def drop_partial_metrics_line(run_dir: Path) -> None:
+    """Cut a last line that has no newline (a writer died mid-line); readers never returned it anyway."""
+    path = run_dir / METRICS_FILE
+    try:
+        with path.open("rb+") as handle:
+            data = handle.read()
+            if data and not data.endswith(b"\n"):
+                handle.truncate(data.rfind(b"\n") + 1)
+    except FileNotFoundError:
+        pass
 
 
 def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
@@ -110,19 +184,64 @@ def log_tail(run_dir: Path, max_bytes: int = 4000) -> str:
         return ""
 
 
-def checkpoint_steps(run_dir: Path) -> list[int]:
-    """Steps of the complete checkpoints of a run, ascending.
-
-    A checkpoint counts only once Trainer has written its trainer_state.json (the last file it saves), so a
-    checkpoint cut short by a crash is never resumed from.
-    """
+def _checkpoint_dirs(run_dir: Path) -> dict[int, Path]:
+    """step -> directory of every checkpoint-N directory, complete or not."""
     root = run_dir / CHECKPOINTS_DIR
-    steps = []
+    found = {}
     for child in root.glob("checkpoint-*") if root.is_dir() else []:
         suffix = child.name.removeprefix("checkpoint-")
-        if suffix.isdigit() and (child / "trainer_state.json").is_file():
-            steps.append(int(suffix))
-    return sorted(steps)
+        if suffix.isdigit() and child.is_dir():
+            found[int(suffix)] = child
+    return found
+
+
+# (path, mtime_ns, size) -> whether that trainer_state.json is whole: status polls stat it, not parse it again.
+_complete_cache: dict[tuple[str, int, int], bool] = {}
+
+
+def _is_complete(checkpoint: Path, step: int) -> bool:
+    """Whether Trainer finished writing ``checkpoint``.
+
+    Trainer writes a checkpoint in place and trainer_state.json last, each file raising on failure; so a
+    checkpoint is whole once that file is whole: valid JSON for this very step. A crash or a full disk while
+    writing it leaves a truncated file, which does not parse.
+    """
+    path = checkpoint / TRAINER_STATE_FILE
+    try:
+        info = path.stat()
+    except OSError:
+        return False
+    key = (str(path), info.st_mtime_ns, info.st_size)
+    if key not in _complete_cache:
+        if len(_complete_cache) > 4096:  # a long-lived studio sees many checkpoints come and go
+            _complete_cache.clear()
+        try:
+            state = json.loads(path.read_bytes())
+            _complete_cache[key] = isinstance(state, dict) and state.get("global_step") == step
+        except (OSError, ValueError):
+            return False  # unreadable now; asked again next time
+    return _complete_cache[key]
+
+
+def checkpoint_steps(run_dir: Path) -> list[int]:
+    """Steps of the complete checkpoints of a run, ascending; a half-written one is never listed (resumed from)."""
+    return sorted(step for step, path in _checkpoint_dirs(run_dir).items() if _is_complete(path, step))
+
+
+def incomplete_checkpoints(run_dir: Path) -> list[Path]:
+    """Checkpoint directories whose writing was cut short (crash, kill, full disk)."""
+    return [path for step, path in sorted(_checkpoint_dirs(run_dir).items()) if not _is_complete(path, step)]
+
+
+def remove_checkpoint(path: Path) -> None:
+    """Delete a checkpoint directory; it is renamed out of the checkpoint-N pattern first, so a reader that
+    lists checkpoints meanwhile never sees half a deletion."""
+    doomed = path.with_name(f".removing-{path.name}-{os.getpid()}")
+    try:
+        path.rename(doomed)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(doomed, ignore_errors=True)
 
 
 def checkpoint_path(run_dir: Path, step: int) -> Path:

@@ -87,7 +87,16 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     if is_active(current):
         raise RunError("the run is already running")
     _wait_for_exit(current.get("supervisor_pid"))
-    update_status(run_dir, state="starting", error=None, exit_code=None, ended_at=None, pid=None, supervisor_pid=None)
+    update_status(
+        run_dir,
+        state="starting",
+        error=None,
+        exit_code=None,
+        ended_at=None,
+        pid=None,
+        supervisor_pid=None,
+        bad_loss_step=None,
+    )
     warm = _claim_standby(run_dir, checkpoint)
     if warm:  # the standby records itself as the supervisor before its worker touches the status
         keep_standby(workspace_of(run_dir))  # the next one warms up once this run is over
@@ -154,6 +163,13 @@ def resume(run_dir: Path, checkpoint: int | None = None) -> int:
         raise RunError("the run is still running; stop it before resuming")
     if current.get("state") == "completed":
         raise RunError("the run has completed; there is nothing to resume")
+    if current.get("state") == "failed" and current.get("bad_loss_step") is not None:
+        # The checkpoint restores the optimizer, the schedule and the data order: resuming would replay the
+        # very steps that went bad. The checkpoints stay for chat and export.
+        raise RunError(
+            f"the run failed because its loss went bad at step {current['bad_loss_step']}; resuming would repeat "
+            "the same steps and fail again. Start a new run with a lower learning rate."
+        )
     steps = checkpoint_steps(Path(run_dir))
     if not steps:
         raise RunError("the run has no checkpoint to resume from; start it again instead")
@@ -206,8 +222,8 @@ def status(run_dir: Path) -> dict[str, Any]:
         if not alive and not _just_started(current):
             code = current.get("exit_code")
             why = f"exit code {code}" if code is not None else "exit code unknown"
-            current = update_status(
-                run_dir, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
+            current = _record(
+                run_dir, current, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
             )
     if current.get("state") == "failed":
         current["log_tail"] = log_tail(run_dir)
@@ -216,33 +232,107 @@ def status(run_dir: Path) -> dict[str, Any]:
     return current
 
 
+def _record(run_dir: Path, current: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """Write a reconciled status; a reader on a full (or read-only) disk still gets the reconciled view."""
+    try:
+        return update_status(run_dir, **changes)
+    except OSError as exc:
+        changes["error"] = f"{changes.get('error')}; the status could not be saved: {exc.strerror or exc}"
+        return {**current, **changes}
+
+
 def _just_started(current: dict[str, Any]) -> bool:
     """A status written a moment ago may not have its pid yet; give the supervisor a grace period."""
     return current.get("supervisor_pid") is None and time.time() - current.get("updated_at", 0) < 5
 
 
-def _signal_group(run_dir: Path, sig: signal.Signals) -> bool:
+def _run_roots(run_dir: Path) -> list[int]:
+    """The live processes that head a run: its supervisor, and its worker (rank 0) in case the supervisor died."""
     current = read_status(run_dir)
-    pid = current.get("supervisor_pid")
-    if not is_alive(pid):
-        return False
-    if sig == signal.SIGKILL:
-        os.killpg(os.getpgid(pid), sig)
-    else:
-        os.kill(pid, sig)
-    return True
+    return [pid for pid in (current.get("supervisor_pid"), current.get("pid")) if is_alive(pid)]
 
 
 def stop(run_dir: Path) -> bool:
     """Ask the run to stop after its current step, saving a checkpoint. False if it was not running."""
-    return _signal_group(Path(run_dir), signal.SIGTERM)
-
-
-def abort(run_dir: Path) -> bool:
-    """Kill the run and every process it started, at once; no checkpoint is saved. False if not running."""
-    run_dir = Path(run_dir)
-    if not _signal_group(run_dir, signal.SIGKILL):
+    roots = _run_roots(Path(run_dir))
+    if not roots:
         return False
+    os.kill(roots[0], signal.SIGTERM)  # the supervisor passes it on; a worker without one catches it itself
+    return True
+
+
+def _proc_entries() -> list[Path]:
+    """/proc/<pid> of every process (none where there is no /proc)."""
+    proc = Path("/proc")
+    return [entry for entry in proc.iterdir() if entry.name.isdigit()] if proc.joinpath("self").exists() else []
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants, from /proc (just ``root`` where there is no /proc).
+
+    A run's processes do not share one process group: torchrun starts every rank in a session of its own, so
+    killing the supervisor's group would leave the ranks training as orphans.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in _proc_entries():
+        try:
+            parent = int(entry.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        children.setdefault(parent, []).append(int(entry.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending.extend(children.get(pid, []))
+    return tree
+
+
+def _workers_of(run_dir: Path) -> list[int]:
+    """Processes whose command line is ``... -m engine worker RUN_DIR``: the ranks of the run, found even
+    when torchrun died before them and left them orphaned (outside any tree of the run)."""
+    target = str(Path(run_dir).resolve())
+    found = []
+    for entry in _proc_entries():
+        try:
+            args = entry.joinpath("cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if target in args and any(args[i : i + 2] == ["engine", "worker"] for i in range(len(args))):
+            found.append(int(entry.name))
+    return found
+
+
+def run_processes(run_dir: Path) -> list[int]:
+    """Every live process of a run, parents first: the supervisor's and the worker's trees, and any orphaned
+    rank (see _workers_of)."""
+    roots = [*_run_roots(run_dir), *_workers_of(run_dir)]
+    return list(dict.fromkeys(pid for root in roots for pid in process_tree(root)))
+
+
+def _kill_all(pids: list[int]) -> None:
+    """SIGKILL ``pids`` and their process groups (which take along any helper a rank started)."""
+    own_group = os.getpgrp()
+    for pid in pids:  # parents first: a killed torchrun restarts no rank
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            group = os.getpgid(pid)
+            if group != own_group:  # never the caller's own group (a foreground run in a terminal)
+                os.killpg(group, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+
+
+def abort(run_dir: Path, timeout: float = 10.0) -> bool:
+    """Kill the run and every process it started (torchrun ranks included), even a hung or stopped one; no
+    checkpoint is saved. Returns once they are gone; False if the run was not running."""
+    run_dir = Path(run_dir)
+    pids = run_processes(run_dir)
+    if not any(is_alive(pid) for pid in pids):
+        return False
+    _kill_all(pids)
+    deadline = time.time() + timeout
+    # A dying worker could still write its status: wait for the end before saying "aborted".
+    while any(is_alive(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.02)
     update_status(run_dir, state="failed", ended_at=time.time(), error="aborted by the user")
     return True
 

@@ -8,7 +8,9 @@ It imports no ML library, so it starts in milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +18,9 @@ import time
 from pathlib import Path
 from typing import IO
 
-from engine.rundir import ACTIVE_STATES, LOG_FILE, read_status, update_status
+from engine.rundir import ACTIVE_STATES, LOG_FILE, read_status, release_reserve, update_status
+
+NEARLY_FULL_BYTES = 1 << 20
 
 
 def launch_settings(run_dir: Path) -> tuple[int, int | None]:
@@ -74,16 +78,28 @@ def record_exit(run_dir: Path, code: int) -> None:
     status = read_status(run_dir)
     if status.get("supervisor_pid") != os.getpid():
         return  # the run was started again meanwhile; its status belongs to the new supervisor
-    if status.get("state") in ACTIVE_STATES:
-        update_status(
-            run_dir,
-            state="failed",
-            exit_code=code,
-            ended_at=time.time(),
-            error=f"the training process {describe_exit(code)} without finishing",
-        )
-    else:
-        update_status(run_dir, exit_code=code)
+    try:
+        if status.get("state") in ACTIVE_STATES:
+            update_status(
+                run_dir,
+                state="failed",
+                exit_code=code,
+                ended_at=time.time(),
+                error=f"the training process {describe_exit(code)} without finishing{_disk_note(run_dir)}",
+            )
+        else:
+            update_status(run_dir, exit_code=code)
+    except OSError as exc:  # nothing left to tell it with; a reader reconciles the status from the processes
+        print(f"cannot record the exit of the run: {exc}", file=sys.stderr, flush=True)
+    release_reserve(run_dir)  # the run is over: its final status is written
+
+
+def _disk_note(run_dir: Path) -> str:
+    """'; the disk is full ...' when the run directory's disk has (almost) no space left, else ''."""
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(run_dir).free < NEARLY_FULL_BYTES:
+            return "; the disk is full (no space left on device, ENOSPC)"
+    return ""
 
 
 def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) -> int:
