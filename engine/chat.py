@@ -24,14 +24,14 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
 from engine.config.errors import problems_from_validation
 from engine.config.sections import advanced
-from engine.paths import PROJECT_ROOT
+from engine.paths import PROJECT_ROOT, find_local_path
 from engine.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_path, checkpoint_steps, read_status
 
 ROLES = ("system", "user", "assistant")
@@ -119,6 +119,8 @@ def resolve_model(spec: ModelSpec) -> ResolvedModel:
             raise ChatError("choose a base model or a run to chat with")
         if spec.checkpoint is not None:
             raise ChatError("a checkpoint belongs to a run: give the run directory too")
+        if spec.base.startswith(("/", ".", "~")) and find_local_path(spec.base) is None:
+            raise ChatError(f"no model at {spec.base}: there is no such directory (and it is not a hub id)")
         return ResolvedModel(f"Base · {spec.base}", parse_config({"model": {"name_or_path": spec.base}}), None, False)
     run_dir = Path(spec.run_dir).resolve()
     if not (run_dir / CONFIG_FILE).is_file():
@@ -190,7 +192,7 @@ class ChatClient:
         self.loading: LoadProgress | None = None  # while a load is under way
         self.last_finish: dict[str, Any] = {}  # the last "done" event: reason, tokens, dropped turns, threads
         self._process: subprocess.Popen[bytes] | None = None
-        self._log: Path | None = None
+        self._log: IO[bytes] | None = None  # the worker's stderr
         self._lock = threading.RLock()
         self._ids = itertools.count(1)
         self._current: int | None = None
@@ -239,12 +241,12 @@ class ChatClient:
         command = [sys.executable, "-m", "engine", "chat-worker", *spec.to_args()]
         if self.workspace is not None:
             command += ["--workspace", str(self.workspace)]
-        fd, log = tempfile.mkstemp(prefix="chat-worker-", suffix=".log")
-        self._log = Path(log)
-        with os.fdopen(fd, "wb") as log_file:  # the worker's stderr: warnings and, on a crash, the traceback
-            process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, env=_worker_env()
-            )
+        # The worker's stderr (warnings and, on a crash, the traceback) goes to an already-unlinked file:
+        # nothing is left behind, even when the studio is killed.
+        self._log = tempfile.TemporaryFile(prefix="chat-worker-")  # noqa: SIM115 (lives as long as the worker)
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=_worker_env()
+        )
         self._process, events = process, queue.Queue()
         threading.Thread(target=self._read, args=(process, events), daemon=True, name="chat-reader").start()
         return process, events
@@ -281,10 +283,12 @@ class ChatClient:
     def _exit_message(self, process: subprocess.Popen[bytes] | None) -> str:
         """Why the worker ended: the last line of its log (the exception) and its exit code."""
         code = process.wait(5) if process else None
-        try:
-            tail = self._log.read_text(errors="replace").strip().splitlines() if self._log else []
-        except OSError:
-            tail = []  # removed by an unload meanwhile
+        try:  # pread leaves the offset the worker writes at alone
+            fd = self._log.fileno() if self._log else -1
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, min(size, 8192), max(0, size - 8192)).decode(errors="replace").strip().splitlines()
+        except (OSError, ValueError):
+            tail = []  # closed by an unload meanwhile
         return f"the chat process ended (exit code {code})" + (f": {tail[-1]}" if tail else "")
 
     def _send(self, request: dict[str, Any]) -> None:
@@ -367,7 +371,7 @@ class ChatClient:
                 process.kill()
                 process.wait(timeout)
         if self._log is not None:
-            self._log.unlink(missing_ok=True)
+            self._log.close()
             self._log = None
 
 

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import IO, Any
@@ -97,18 +97,22 @@ class Model:
 
         config, hardware = resolved.config, detect_hardware()
         source = _with_model_path(config, resolved.weights, resolved.is_adapter)
+        where = source.model.name_or_path
         progress(0.35, "loading the tokenizer")
-        self.tokenizer = load_tokenizer(source)
+        with _stage(f"the tokenizer of {where}"):
+            self.tokenizer = load_tokenizer(source)
         # The template training used (data.chat_template, else the tokenizer's own, else the engine's default):
         # a fine-tuned model answers well only to turns formatted the way it learned them.
         self.template = resolve_chat_template(self.tokenizer, config.data.chat_template)
         progress(0.5, "loading the weights")
-        self.model = load_model(source, hardware)
+        with _stage(f"the weights of {where}"):
+            self.model = load_model(source, hardware)
         if resolved.is_adapter and resolved.weights is not None:
             progress(0.8, "loading the adapter")
             from peft import PeftModel
 
-            self.model = PeftModel.from_pretrained(self.model, str(resolved.weights))
+            with _stage(f"the adapter in {resolved.weights}"):
+                self.model = PeftModel.from_pretrained(self.model, str(resolved.weights))
         if config.quantization.mode == "none" and resolve_device(config, hardware) == "cuda":
             self.model.to("cuda")
         self.model.eval()
@@ -140,6 +144,15 @@ class Model:
         if budget < 1:
             raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
         return ids.to(self.model.device), budget, dropped
+
+
+@contextlib.contextmanager
+def _stage(what: str) -> Iterator[None]:
+    """Say which step of loading failed, and where: library messages alone rarely name the directory."""
+    try:
+        yield
+    except Exception as exc:
+        raise ChatError(f"could not load {what}: {_describe(exc)}") from exc
 
 
 def _with_model_path(config: Any, weights: Path | None, is_adapter: bool) -> Any:

@@ -199,8 +199,12 @@ def test_bad_specs_are_refused_clearly(trained_run, workspace, tmp_path):
 
 def test_a_model_that_fails_to_load_says_why(workspace, tmp_path):
     client = ChatClient(workspace)
-    with pytest.raises(ChatError, match="not-a-model"):
-        list(client.load(ModelSpec(base=str(tmp_path / "not-a-model"))))
+    with pytest.raises(ChatError, match="no model at .*missing: there is no such directory"):
+        list(client.load(ModelSpec(base=str(tmp_path / "missing"))))
+    assert client.pid is None  # refused before any process started
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ChatError, match="could not load the tokenizer of .*empty: "):  # the worker's own error
+        list(client.load(ModelSpec(base=str(tmp_path / "empty"))))
     assert client.pid is None and client.info is None
 
 
