@@ -1,9 +1,9 @@
 """Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
 
 Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
-STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS); a flag wins over its variable.
-It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set it binds
-0.0.0.0:7860 as a Space must.
+STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS, STUDIO_DEMO); a flag wins over its
+variable. It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set it binds
+0.0.0.0:7860 as a Space must, and serves the public demo mode unless STUDIO_DEMO=0.
 The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
 network unless asked (and then, please, with --auth).
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -33,6 +34,13 @@ def read_auth_file(path: Path) -> list[tuple[str, str]]:
     """One USER:PASS per line; blank lines and # comments are ignored."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return [parse_auth(line) for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def demo_wanted(environ: Mapping[str, str] | None = None) -> bool:
+    """Demo mode from the environment: STUDIO_DEMO=1, or on a Space (SPACE_ID set) unless STUDIO_DEMO=0."""
+    env = os.environ if environ is None else environ
+    flag = env.get("STUDIO_DEMO", "").strip()
+    return flag == "1" or (bool(env.get("SPACE_ID")) and flag != "0")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -84,6 +92,14 @@ def parser() -> argparse.ArgumentParser:
         help="also let the page use datasets, models and configs in DIR (repeatable; env STUDIO_ALLOWED_PATHS, "
         "separated by ':'); by default only the workspace, assets/ and uploads",
     )
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        default=demo_wanted(),
+        help="public demo mode: visitors train only the bundled demo model for a few hundred steps, one run at a "
+        "time in a queue, see only their own runs, and name no server path (env STUDIO_DEMO=1; on by default "
+        "on a Hugging Face Space unless STUDIO_DEMO=0)",
+    )
     return p
 
 
@@ -110,10 +126,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     auth = logins(args)
     from studio.app import build_app, launch_options  # after parsing: --help stays instant
+    from studio.demo import NORMAL, DemoPolicy
 
     args.workspace.mkdir(parents=True, exist_ok=True)
     allow_paths(args.allow_path)
-    demo = build_app(args.workspace)
+    policy = DemoPolicy(enabled=True) if args.demo else NORMAL
+    if policy.enabled:
+        print(f"demo mode: the bundled model only, at most {policy.max_steps} steps, one run at a time in a queue")
+    demo = build_app(args.workspace, policy)
     if not args.no_standby:
         from engine.runs import keep_standby
 

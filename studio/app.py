@@ -18,6 +18,7 @@ from engine import runs
 from engine.paths import PROJECT_ROOT
 from studio.chat_tab import build_chat_tab
 from studio.context import StudioContext
+from studio.demo import NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, browser_secret, new_visitor_id, owns, valid_visitor
 from studio.evaluate_tab import build_evaluate_tab
 from studio.export_tab import build_export_tab
 from studio.monitor_tab import build_monitor_tab
@@ -31,13 +32,20 @@ CHAT_CSS_PATH = PROJECT_ROOT / "assets" / "chat.css"
 TITLE = "Tuning Studio"
 
 
-def header_html(workspace: Path) -> str:
-    """The slim bar at the top: name, what it does, and which workspace this studio serves."""
+def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
+    """The slim bar at the top: name, what it does, and which workspace this studio serves (in demo mode the
+    demo's rules instead: a visitor has no use for a server path)."""
+    where = f"workspace<br><code>{html.escape(str(workspace))}</code>"
+    if policy.enabled:
+        where = (
+            f"<b>Demo</b> · the bundled model · up to {policy.max_steps} steps<br>"
+            "one run at a time, in turn · you see only your own runs"
+        )
     return (
         '<div class="ts-header"><div class="ts-logo">TS</div><div>'
         f'<div class="ts-title">{TITLE}</div>'
         '<div class="ts-subtitle">Fine-tune language models with LoRA, QLoRA or full SFT, and watch them learn.</div>'
-        f'</div><div class="ts-workspace">workspace<br><code>{html.escape(str(workspace))}</code></div></div>'
+        f'</div><div class="ts-workspace">{where}</div></div>'
     )
 
 
@@ -58,26 +66,36 @@ def _build_train_tab(ctx: StudioContext) -> None:
     build_train_tab(ctx)
 
 
-def initial_view(workspace: Path, current: str | None) -> list[Any]:
-    """On page load: keep the session's run, else pick the newest active (else newest) run; an active one
-    brings the Monitor to the front, so a refresh during training lands back on its charts."""
+def initial_view(
+    workspace: Path, current: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """On page load: the visitor id (a new one for a new visitor in demo mode); keep the session's run, else
+    pick the newest active (else newest) run the visitor may see; an active or queued one brings the Monitor
+    to the front, so a refresh during training lands back on its charts."""
+    visitor_out: Any = gr.skip()
+    if policy.enabled and valid_visitor(visitor) is None:
+        visitor = visitor_out = new_visitor_id()
     if current:
-        return [gr.skip(), gr.skip()]
-    chosen = pick_initial_run(workspace)
-    if chosen and runs.is_active(runs.status(Path(chosen))):
-        return [chosen, gr.Tabs(selected="monitor")]
-    return [chosen, gr.skip()]
+        return [gr.skip(), gr.skip(), visitor_out]
+    chosen = pick_initial_run(workspace, lambda status: owns(policy, status, visitor))
+    status = runs.status(Path(chosen)) if chosen else {}
+    if runs.is_active(status) or status.get("state") == "queued":
+        return [chosen, gr.Tabs(selected="monitor"), visitor_out]
+    return [chosen, gr.skip(), visitor_out]
 
 
-def build_app(workspace: Path) -> gr.Blocks:
-    """The whole studio for one workspace (its runs live in ``workspace/runs``)."""
+def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
+    """The whole studio for one workspace (its runs live in ``workspace/runs``); ``policy`` turns on demo mode
+    (studio.demo), which also starts the queue's scheduler thread."""
     workspace = Path(workspace).resolve()
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
-        gr.HTML(header_html(workspace), elem_classes="ts-html")
-        register_api(workspace)  # first, so the public endpoints get their plain names
+        gr.HTML(header_html(workspace, policy), elem_classes="ts-html")
+        if not policy.enabled:  # the API takes run ids with no visitor behind them: not for a public demo
+            register_api(workspace)  # first, so the public endpoints get their plain names
         current_run = gr.State(None)  # the run directory the Monitor shows, per browser tab
+        visitor = _visitor_component(workspace, policy)
         with gr.Tabs(selected="train", elem_id="ts-tabs") as tabs:
-            ctx = StudioContext(workspace=workspace, current_run=current_run, tabs=tabs)
+            ctx = StudioContext(workspace, current_run, tabs, policy, visitor)
             with gr.Tab("Train", id="train", elem_id="ts-tab-train"):
                 _build_train_tab(ctx)
             with gr.Tab("Monitor", id="monitor", elem_id="ts-tab-monitor"):
@@ -91,12 +109,24 @@ def build_app(workspace: Path) -> gr.Blocks:
             with gr.Tab("Export", id="export", elem_id="ts-tab-export"):
                 build_export_tab(ctx)
         demo.load(
-            lambda current: initial_view(workspace, current),
-            [current_run],
-            [current_run, tabs],
+            lambda current, visitor_id: initial_view(workspace, current, policy, visitor_id),
+            [current_run, visitor],
+            [current_run, tabs, visitor],
             api_visibility="private",
         )
+    if policy.enabled:
+        from studio.demo_queue import ensure_scheduler
+
+        ensure_scheduler(workspace)
     return demo
+
+
+def _visitor_component(workspace: Path, policy: DemoPolicy) -> Any:
+    """Who is looking: in demo mode an id kept (encrypted) in the browser, so it survives a refresh and, with
+    the key kept in the workspace, a studio restart; otherwise nobody in particular."""
+    if not policy.enabled:
+        return gr.State(None)
+    return gr.BrowserState(None, storage_key=VISITOR_STORAGE_KEY, secret=browser_secret(workspace))
 
 
 def theme() -> gr.themes.Base:

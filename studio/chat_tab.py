@@ -24,6 +24,7 @@ from engine.config import ConfigError
 from engine.config.sections import DEMO_MODEL
 from engine.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_steps, read_status
 from studio.context import StudioContext
+from studio.demo import NORMAL, DemoPolicy, owned_run_dirs
 from studio.form import FieldSpec, leaf_specs, values_to_config
 
 MODES = ("Chat", "Side by side")
@@ -36,10 +37,11 @@ Conversation = list[dict[str, str]]
 # --- what can be loaded -------------------------------------------------------------------------------------
 
 
-def model_choices(workspace: Path) -> list[tuple[str, str]]:
-    """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints."""
+def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
+    """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
+    mode only the visitor's runs)."""
     bases, trained = [DEMO_MODEL], []
-    for run_dir in sorted(runs.run_dirs(workspace), key=_created, reverse=True):
+    for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
         try:
             config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
@@ -106,11 +108,13 @@ def _progress_html(fraction: float, message: str) -> str:
 # --- handlers -----------------------------------------------------------------------------------------------
 
 
-def load_clicked(client: ChatClient, workspace: Path, key: str | None) -> Iterator[str]:
+def load_clicked(
+    client: ChatClient, workspace: Path, key: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> Iterator[str]:
     """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
     a key is never taken as a path to anything else on this machine."""
     try:
-        if key and key not in {value for _, value in model_choices(workspace)}:
+        if key and key not in {value for _, value in model_choices(workspace, policy, visitor)}:
             raise ChatError("that model is not in the list (any more); press ↻ and pick again")
         spec = spec_for(workspace, key)
         for _ in client.load(spec):
@@ -246,7 +250,7 @@ class ChatTab:
         self.client = client or ChatClient(ctx.workspace)
         self.histories = gr.State({})
         with gr.Row(equal_height=True, elem_id="ts-chat-head"):
-            choices = model_choices(self.workspace)
+            choices = model_choices(self.workspace, ctx.policy)  # a visitor's runs join when the tab opens
             self.model = gr.Dropdown(
                 choices=choices,
                 value=choices[0][1],
@@ -301,9 +305,12 @@ class ChatTab:
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         client, workspace = self.client, self.workspace
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
         relist = {
-            "fn": lambda key: gr.Dropdown(choices=(c := model_choices(workspace)), value=_kept(key, c)),
-            "inputs": [self.model],
+            "fn": lambda key, who: gr.Dropdown(
+                choices=(c := model_choices(workspace, policy, who)), value=_kept(key, c)
+            ),
+            "inputs": [self.model, visitor],
             "outputs": [self.model],
             "show_progress": "hidden",
             **private,
@@ -311,7 +318,11 @@ class ChatTab:
         self.refresh.click(**relist)
         if self.ctx.tabs is not None:  # runs finish and checkpoints appear while the tab is hidden
             self.ctx.tabs.change(**relist)
-        self.load.click(partial(load_clicked, client, workspace), [self.model], [self.status], **private)
+
+        def load(key: str | None, who: str | None) -> Iterator[str]:
+            yield from load_clicked(client, workspace, key, policy, who)
+
+        self.load.click(load, [self.model, visitor], [self.status], **private)
         self.unload.click(lambda: unload_clicked(client), None, [self.status], **private)
         self.mode.change(
             lambda mode: [gr.Chatbot(visible=mode != "Side by side"), gr.Row(visible=mode == "Side by side")],

@@ -19,7 +19,8 @@ from engine.config import ConfigError, load_config
 from engine.rundir import CONFIG_FILE
 from studio import evaluate_view as view
 from studio.context import StudioContext
-from studio.job_controls import action_buttons, cancel_job, refresh_on_open
+from studio.demo import NORMAL, DemoPolicy, owns_run_id
+from studio.job_controls import action_buttons, cancel_job, owned_run, refresh_on_open
 from studio.job_view import (
     checkpoint_of,
     finished_runs,
@@ -42,8 +43,13 @@ def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0]) -> 
     return [view.metrics_html(result), table, result]
 
 
-def run_changed(workspace: Path, run_id: str | None) -> list[Any]:
-    """A run was picked: its weights, a sensible data choice, and its newest evaluation."""
+def run_changed(
+    workspace: Path, run_id: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """A run was picked: its weights, a sensible data choice, and its newest evaluation (nothing for another
+    visitor's run)."""
+    if not owns_run_id(workspace, run_id, policy, visitor):
+        run_id = None
     choices = weight_choices(workspace, run_id)
     data = gr.skip()
     result = None
@@ -64,17 +70,27 @@ def _refused(text: str, kind: str = "warn") -> list[Any]:
 
 
 def start_clicked(
-    workspace: Path, run_id: str | None, weights: str | None, data: str, path: str, max_rows: float | None
+    workspace: Path,
+    run_id: str | None,
+    weights: str | None,
+    data: str,
+    path: str,
+    max_rows: float | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
 ) -> list[Any]:
-    """Check and start an evaluation; returns the job, the timer, the progress line and the buttons."""
+    """Check and start an evaluation; returns the job, the timer, the progress line and the buttons. In demo
+    mode only the visitor's runs, on their own eval or training set (no file path on the server)."""
     if not run_id:
         return _refused("Pick a run first.")
+    if policy.enabled and data == "file":
+        return _refused("This demo evaluates on the run's eval or training set, not on a file of the server.")
     choice = (path or "").strip() if data == "file" else data
     if not choice:
         return _refused("Give the path of a data file.")
     try:
         job_dir = evaluations.start_evaluation(
-            resolve_run(workspace, run_id),
+            owned_run(workspace, run_id, policy, visitor),
             choice,
             checkpoint_of(weights),
             int(max_rows) if max_rows else None,
@@ -105,12 +121,17 @@ class EvaluateTab:
 
     def __init__(self, ctx: StudioContext):
         self.ctx = ctx
-        choices = finished_runs(ctx.workspace)
+        demo = ctx.policy.enabled  # a visitor's own runs (listed when the tab opens), no server file paths
+        choices = [] if demo else finished_runs(ctx.workspace)
         with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
             self.run = gr.Dropdown(choices=choices, value=None, label="Run", scale=3, elem_id="ts-eval-run")
             self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-eval-weights")
             self.data = gr.Radio(
-                DATA_CHOICES, value=evaluations.DATA_EVAL, label="Data", scale=3, elem_id="ts-eval-data"
+                DATA_CHOICES[:2] if demo else DATA_CHOICES,
+                value=evaluations.DATA_EVAL,
+                label="Data",
+                scale=3,
+                elem_id="ts-eval-data",
             )
             self.max_rows = gr.Number(
                 DEFAULT_MAX_ROWS, label="Max rows", minimum=1, precision=0, scale=1, min_width=100
@@ -143,13 +164,17 @@ class EvaluateTab:
         private: dict[str, Any] = {"api_visibility": "private"}
         shown = [self.metrics, self.table, self.result]
         buttons = [self.start, self.cancel]
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
         self.run.change(
-            lambda run_id: run_changed(workspace, run_id), [self.run], [self.weights, self.data, *shown], **private
+            lambda run_id, who: run_changed(workspace, run_id, policy, who),
+            [self.run, visitor],
+            [self.weights, self.data, *shown],
+            **private,
         )
         self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
         self.start.click(
-            lambda *values: start_clicked(workspace, *values),
-            [self.run, self.weights, self.data, self.path, self.max_rows],
+            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            [visitor, self.run, self.weights, self.data, self.path, self.max_rows],
             [self.job, self.timer, self.progress, *buttons],
             **private,
         )

@@ -18,7 +18,8 @@ import gradio as gr
 from engine import export, jobs, runs
 from engine.artifacts import ArtifactError
 from studio.context import StudioContext
-from studio.job_controls import action_buttons, cancel_job, refresh_on_open
+from studio.demo import NORMAL, DemoPolicy, owns_run_id
+from studio.job_controls import action_buttons, cancel_job, owned_run, refresh_on_open
 from studio.job_view import (
     checkpoint_of,
     finished_runs,
@@ -27,7 +28,6 @@ from studio.job_view import (
     progress_html,
     weight_choices,
 )
-from studio.runs_data import resolve_run
 
 POLL_SECONDS = 0.5
 KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]
@@ -50,8 +50,12 @@ def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
     return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=default_name(run_id, kind, dtype))]
 
 
-def run_changed(workspace: Path, run_id: str | None, kind: str, dtype: str) -> list[Any]:
-    """A run was picked: its weights and the default export name."""
+def run_changed(
+    workspace: Path, run_id: str | None, kind: str, dtype: str, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """A run was picked: its weights and the default export name (nothing for another visitor's run)."""
+    if not owns_run_id(workspace, run_id, policy, visitor):
+        run_id = None
     choices = weight_choices(workspace, run_id)
     return [
         gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
@@ -80,13 +84,25 @@ def start_clicked(
     repo_id: str,
     token: str,
     private: bool,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
 ) -> list[Any]:
-    """Check the export and start it; a refusal says why and starts nothing."""
+    """Check the export and start it; a refusal says why and starts nothing. In demo mode: only the visitor's
+    runs, under the default name, and never to the hub."""
     if not run_id:
         return _refused("Pick a run first.")
+    if policy.enabled and ((repo_id or "").strip() or (token or "").strip()):
+        return _refused("This demo does not push to the hub: download the zip instead.")
+    if policy.enabled:
+        name = ""  # the name box is hidden: the export goes to its default place in the workspace
     try:
         plan = export.plan_export(
-            resolve_run(workspace, run_id), kind, dtype, (name or "").strip() or None, checkpoint_of(weights), workspace
+            owned_run(workspace, run_id, policy, visitor),
+            kind,
+            dtype,
+            (name or "").strip() or None,
+            checkpoint_of(weights),
+            workspace,
         )
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
         job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
@@ -146,16 +162,21 @@ class ExportTab:
         self.ctx = ctx
         # Exports are served straight from disk (no copy into Gradio's cache: a merged model can be large).
         gr.set_static_paths([export.exports_root(ctx.workspace)])
+        demo = ctx.policy.enabled  # no export name (a server path) and no hub push for visitors
         with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
             self.run = gr.Dropdown(
-                choices=finished_runs(ctx.workspace), value=None, label="Run", scale=3, elem_id="ts-export-run"
+                choices=[] if demo else finished_runs(ctx.workspace),  # a visitor's own, once the tab opens
+                value=None,
+                label="Run",
+                scale=3,
+                elem_id="ts-export-run",
             )
             self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-export-weights")
             self.kind = gr.Radio(KIND_CHOICES, value="adapter", label="Export", scale=3, elem_id="ts-export-kind")
             self.dtype = gr.Dropdown(
                 list(export.DTYPES), value="float32", label="Merged dtype", interactive=False, scale=1, min_width=130
             )
-        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row", visible=not demo):
             self.name = gr.Textbox(label="Export name (in workspace/exports)", scale=3, elem_id="ts-export-name")
             self.repo = gr.Textbox(
                 label="Push to hub repo (optional)", placeholder="owner/name", scale=2, elem_id="ts-export-repo"
@@ -187,9 +208,10 @@ class ExportTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
         self.run.change(
-            lambda run_id, kind, dtype: run_changed(workspace, run_id, kind, dtype),
-            [self.run, self.kind, self.dtype],
+            lambda run_id, kind, dtype, who: run_changed(workspace, run_id, kind, dtype, policy, who),
+            [self.run, self.kind, self.dtype, visitor],
             [self.weights, self.name],
             **private,
         )
@@ -197,8 +219,8 @@ class ExportTab:
             control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
         outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
         self.start.click(
-            lambda *values: start_clicked(workspace, *values),
-            [self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
+            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            [visitor, self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
             outputs,
             **private,
         )

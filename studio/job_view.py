@@ -7,6 +7,7 @@ are tested directly. No Gradio and no ML library here.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,14 @@ def _has_final_weights(run_dir: Path) -> bool:
     return any(any((run_dir / name).glob("*.safetensors")) for name in (ADAPTER_DIR, MODEL_DIR))
 
 
-def finished_runs(workspace: Path) -> list[tuple[str, str]]:
-    """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first."""
+def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> list[tuple[str, str]]:
+    """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
+    only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
     for run_dir in run_dirs(workspace):
         current = runs.status(run_dir)
+        if visible is not None and not visible(current):
+            continue
         if runs.is_active(current) or not (_has_final_weights(run_dir) or checkpoint_steps(run_dir)):
             continue
         found.append((current.get("created_at") or 0, run_dir.name, current.get("name") or run_dir.name))
@@ -94,7 +98,11 @@ def job_status(job_dir: str | None) -> dict[str, Any] | None:
     return jobs.status(Path(job_dir))
 
 
-def running_job(workspace: Path, kind: str) -> str | None:
-    """The newest running job of ``kind``: a page loaded while one runs picks up its progress again."""
-    job_dir = jobs.active_job(workspace, kind)
-    return str(job_dir) if job_dir else None
+def running_job(workspace: Path, kind: str, run_ids: list[str] | None = None) -> str | None:
+    """The newest running job of ``kind`` (of one of ``run_ids`` when given): a page loaded while one runs picks
+    up its progress again."""
+    if run_ids is None:
+        job_dir = jobs.active_job(workspace, kind)
+        return str(job_dir) if job_dir else None
+    found = [job for run_id in run_ids if (job := jobs.active_job(workspace, kind, run_id=run_id))]
+    return str(max(found, key=lambda job: job.name)) if found else None

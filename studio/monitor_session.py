@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine import runs
+from engine import run_queue, runs
 from engine.rundir import CONFIG_FILE, LOG_FILE, log_tail
 from studio import charts
 from studio.metrics_feed import MetricsFeed
@@ -24,11 +24,13 @@ from studio.monitor_view import (
     error_html,
     header_html,
     progress_html,
+    queue_html,
     stats_html,
 )
 
 LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
+QUEUE_SECONDS = 1.0  # a queued run's place in line reads every run's status: once a second is plenty
 
 
 @dataclass
@@ -61,6 +63,7 @@ class MonitorSession:
         self.feed: MetricsFeed | None = None
         self.status: dict[str, Any] = {}
         self._sent: dict[str, Any] = {}
+        self._ahead: tuple[float, int] = (0.0, 0)  # (when read, runs ahead) of a queued run
 
     def update(
         self, run_dir: str | None, smoothing: float = 0.0, log_y: bool = False, now: float | None = None
@@ -68,7 +71,7 @@ class MonitorSession:
         """Poll the run and return what changed since the previous call (everything, after a run switch)."""
         with self.lock:
             if run_dir != self.run_dir:
-                self.run_dir, self._sent = run_dir, {}
+                self.run_dir, self._sent, self._ahead = run_dir, {}, (0.0, 0)
                 self.feed = MetricsFeed(Path(run_dir)) if run_dir else None
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
@@ -91,6 +94,13 @@ class MonitorSession:
         if self._sent.get(name, object()) != key:
             self._sent[name] = key
             setattr(update, name, make())
+
+    def _runs_ahead(self, run_dir: Path, now: float) -> int:
+        """The queued run's place in line, read at most once per QUEUE_SECONDS."""
+        read_at, ahead = self._ahead
+        if now - read_at >= QUEUE_SECONDS:
+            self._ahead = (now, run_queue.runs_ahead(run_dir) or 0)
+        return self._ahead[1]
 
     def _empty(self, update: MonitorUpdate) -> None:
         self._put(update, "loss", "empty", lambda: charts.loss_figure([]))
@@ -123,7 +133,9 @@ class MonitorSession:
         status, run_dir = self.status, Path(self.run_dir)
         header = header_html(status, run_dir.name)
         self._put(update, "header", header, lambda: header)
-        progress = progress_html(status, self.feed, now or time.time())
+        now = now or time.time()
+        queued = status.get("state") == "queued"
+        progress = queue_html(self._runs_ahead(run_dir, now)) if queued else progress_html(status, self.feed, now)
         self._put(update, "progress", progress, lambda: progress)
         stats = stats_html(self.feed)
         self._put(update, "stats", stats, lambda: stats)

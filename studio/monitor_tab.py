@@ -14,9 +14,11 @@ from typing import Any
 import gradio as gr
 from gradio.components.plot import PlotData
 
-from engine import runs
+from engine import run_queue, runs
 from studio.charts import Figure
 from studio.context import StudioContext
+from studio.demo import NORMAL, DemoPolicy
+from studio.demo_queue import resume_queued
 from studio.monitor_session import MonitorSession, MonitorUpdate
 
 POLL_SECONDS = 0.25  # a tick costs about a millisecond whatever the run length (benchmarks/chart_update.py)
@@ -46,7 +48,7 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
         values += [skip, skip, skip]
     else:
         values += [
-            gr.Button(interactive=controls.stop),
+            gr.Button(interactive=controls.stop, value=controls.stop_label),
             gr.Button(interactive=controls.resume),
             gr.Button(interactive=controls.abort),
         ]
@@ -67,18 +69,24 @@ def redraw(run_dir: str | None, session: MonitorSession | None, smoothing: float
 
 
 def stop_clicked(run_dir: str | None) -> None:
-    """Ask the run to stop after its current step; it saves a checkpoint and reads ``stopped``."""
-    if run_dir and runs.stop(Path(run_dir)):
+    """Ask the run to stop after its current step (it saves a checkpoint and reads ``stopped``); a queued run
+    leaves the queue instead."""
+    if run_dir and run_queue.cancel_queued(Path(run_dir)):
+        gr.Info("Cancelled: the run left the queue.")
+    elif run_dir and runs.stop(Path(run_dir)):
         gr.Info("Stopping: the run saves a checkpoint after the current step.")
     else:
         gr.Warning("The run is not running.")
 
 
-def resume_clicked(run_dir: str | None) -> None:
-    """Continue the run from its newest checkpoint, in a new process."""
+def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+    """Continue the run from its newest checkpoint, in a new process (in demo mode: it joins the queue)."""
     if not run_dir:
         return
     try:
+        if policy.enabled:
+            gr.Info(resume_queued(Path(run_dir), policy, visitor))
+            return
         runs.resume(Path(run_dir))
     except runs.RunError as exc:
         gr.Warning(str(exc))
@@ -166,7 +174,12 @@ class MonitorTab:
             self.ctx.tabs.change(**{**poll, "fn": redraw})
         run = [self.ctx.current_run]
         self.stop.click(stop_clicked, run, None, **private).then(**poll)
-        self.resume.click(resume_clicked, run, None, **private).then(**poll)
+        policy = self.ctx.policy
+        resume = {
+            "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),
+            "inputs": [*run, self.ctx.visitor_input()],
+        }
+        self.resume.click(**resume, outputs=None, **private).then(**poll)
         self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)
         self.cancel.click(lambda: gr.Row(visible=False), None, self.confirm_row, **private)
         self.confirm.click(abort_confirmed, run, self.confirm_row, **private).then(**poll)

@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from engine.run_queue import limit_reached
+from studio.demo import place_text
 from studio.metrics_feed import MetricsFeed, eta_seconds
 
 STATE_LABELS = {
@@ -31,16 +33,19 @@ class Controls:
     stop: bool
     resume: bool
     abort: bool
+    stop_label: str = "Stop"  # "Cancel" for a queued run: it leaves the line
 
 
 def controls_for(status: dict[str, Any]) -> Controls:
-    """Stop while it runs, Abort while a process lives, Resume when stopped or failed with a checkpoint."""
+    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when stopped
+    or failed with a checkpoint."""
     state = status.get("state")
     has_checkpoint = bool(status.get("checkpoints"))
     return Controls(
-        stop=state in ("starting", "running"),
+        stop=state in ("queued", "starting", "running"),
         resume=state in ("stopped", "failed") and has_checkpoint,
         abort=state in ("starting", "running", "stopping"),
+        stop_label="Cancel" if state == "queued" else "Stop",
     )
 
 
@@ -80,8 +85,30 @@ def header_html(status: dict[str, Any], run_id: str) -> str:
     )
 
 
+def queue_html(ahead: int) -> str:
+    """A queued run's place in line instead of the progress bar (demo mode shares one machine in turn)."""
+    text = (
+        f"⏳ <b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
+        "Cancel takes it out of the line"
+    )
+    return (
+        '<div class="ts-progress ts-state-queued ts-queue"><div class="ts-bar"><div class="ts-fill" '
+        f'style="width:0%"></div></div><div class="ts-progress-text"><span>{text}</span></div></div>'
+    )
+
+
+def run_note(status: dict[str, Any]) -> str:
+    """Why a run ended when the state alone does not say: cancelled in the queue, or its time limit."""
+    if status.get("cancelled"):
+        return "cancelled before it started"
+    if limit_reached(status):
+        return f"ended at its time limit ({status['time_limit_s'] / 60:g} min)"
+    return ""
+
+
 def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float | None = None) -> str:
-    """A progress bar with step / max_steps, epoch, elapsed time and ETA."""
+    """A progress bar with step / max_steps, epoch, elapsed time and ETA (and why it ended, when that needs
+    saying)."""
     step, max_steps = int(status.get("step") or 0), int(status.get("max_steps") or 0)
     state = status.get("state") or "unknown"
     fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
@@ -96,6 +123,7 @@ def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float |
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
         f"elapsed {format_duration(elapsed_seconds(status, now))}",
         f"ETA {format_duration(eta)}" if state in ("running", "starting") else "",
+        f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]
     text = " · ".join(part for part in parts if part)
     return (

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ class RunRow:
     started_at: float | None
     ended_at: float | None
     evaluation: str = ""  # the newest evaluation: exact match and eval loss, base → tuned
+    owner: str | None = None  # who started it, in demo mode (studio.demo.owner_tag)
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
@@ -110,6 +112,7 @@ class RunIndex:
             started_at=status.get("started_at"),
             ended_at=status.get("ended_at"),
             evaluation=tail.evaluation,
+            owner=status.get("owner"),
         )
 
 
@@ -139,12 +142,14 @@ def run_dirs(workspace: Path) -> list[Path]:
     return [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
 
 
-def pick_initial_run(workspace: Path) -> str | None:
-    """The run a freshly loaded page shows: the newest active run, else the newest run, else None.
+def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
+    """The run a freshly loaded page shows: the newest active run, else the newest run, else None; only runs
+    whose status ``visible`` accepts (in demo mode, the visitor's own).
 
     Reads statuses only (no metrics), so a page load costs the same however long the runs are.
     """
     statuses = [(run_dir, runs.status(run_dir)) for run_dir in run_dirs(workspace)]
+    statuses = [(run_dir, status) for run_dir, status in statuses if visible is None or visible(status)]
     statuses.sort(key=lambda item: (item[1].get("created_at") or 0, item[0].name), reverse=True)
     active = [run_dir for run_dir, status in statuses if status.get("state") in ACTIVE_STATES]
     newest = active or [run_dir for run_dir, _ in statuses]

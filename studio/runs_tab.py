@@ -17,6 +17,7 @@ import pandas as pd
 from engine import runs
 from studio import charts
 from studio.context import StudioContext
+from studio.demo import NORMAL, DemoPolicy, check_owner, owns
 from studio.monitor_tab import as_plot
 from studio.monitor_view import badge_html
 from studio.runs_data import (
@@ -26,19 +27,31 @@ from studio.runs_data import (
     delete_run,
     loss_curve,
     read_config,
-    resolve_run,
 )
+from studio.runs_data import resolve_run as _resolve_any
 
 REFRESH_SECONDS = 2.0
 ACTIVE = ("starting", "running", "stopping")
 
 
-def list_view(index: RunIndex, previous: Any, selected: list[str] | None) -> list[Any]:
+def resolve_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> Path:
+    """The directory of a run the visitor may see (any run outside demo mode); RunError otherwise."""
+    return check_owner(_resolve_any(workspace, run_id), policy, visitor)
+
+
+def list_view(
+    index: RunIndex,
+    previous: Any,
+    selected: list[str] | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
     """The table, the picker's choices and the summary line; gr.skip() for each one that did not change.
 
-    The picker is only updated when the set of runs changes, so a refresh never disturbs someone choosing.
+    Only the visitor's runs in demo mode. The picker is only updated when the set of runs changes, so a refresh
+    never disturbs someone choosing.
     """
-    rows = index.rows()
+    rows = [row for row in index.rows() if owns(policy, {"owner": row.owner}, visitor)]
     cells = [row.cells() for row in rows]
     choices = [(f"{row.name} · {row.run_id}", row.run_id) for row in rows]
     key = {"cells": [tuple(c) for c in cells], "choices": choices}
@@ -65,22 +78,28 @@ def list_view(index: RunIndex, previous: Any, selected: list[str] | None) -> lis
     ]
 
 
-def open_run(workspace: Path, run_id: str) -> list[Any]:
+def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
     """The current run and the tab switch for a clicked row."""
     try:
-        run_dir = resolve_run(workspace, run_id)
+        run_dir = resolve_run(workspace, run_id, policy, visitor)
     except runs.RunError as exc:
         gr.Warning(str(exc))
         return [gr.skip(), gr.skip()]
     return [str(run_dir), gr.Tabs(selected="monitor")]
 
 
-def compare_view(workspace: Path, run_ids: list[str] | None, smoothing: float) -> list[Any]:
+def compare_view(
+    workspace: Path,
+    run_ids: list[str] | None,
+    smoothing: float,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
     """Overlaid loss curves and the table of config fields that differ between the picked runs."""
     curves, configs = {}, {}
     for run_id in run_ids or []:
         try:
-            run_dir = resolve_run(workspace, run_id)
+            run_dir = resolve_run(workspace, run_id, policy, visitor)
         except runs.RunError:
             continue
         label = _unique(f"{read_config(run_dir).get('name') or run_id}", curves)
@@ -115,11 +134,15 @@ def ask_delete(workspace: Path, run_ids: list[str] | None) -> list[Any]:
     ]
 
 
-def delete_runs(workspace: Path, run_ids: list[str] | None) -> list[Any]:
-    """Delete the picked runs (each refused while active); hides the confirmation and says what happened."""
+def delete_runs(
+    workspace: Path, run_ids: list[str] | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """Delete the picked runs (each refused while active, or not the visitor's); hides the confirmation and says
+    what happened."""
     deleted, refused = [], []
     for run_id in run_ids or []:
         try:
+            resolve_run(workspace, run_id, policy, visitor)
             delete_run(workspace, run_id)
             deleted.append(run_id)
         except runs.RunError as exc:
@@ -198,27 +221,31 @@ class RunsTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
         listing = {
-            "fn": lambda previous, selected: list_view(self.index, previous, selected),
-            "inputs": [self.last_key, self.selected],
+            "fn": lambda previous, selected, who: list_view(self.index, previous, selected, policy, who),
+            "inputs": [self.last_key, self.selected, visitor],
             "outputs": [self.last_key, self.table, self.selected, self.summary],
             "show_progress": "hidden",
             **private,
         }
         self.timer.tick(**listing, concurrency_limit=None)
-        relist = {**listing, "fn": lambda _previous, selected: list_view(self.index, None, selected)}
+        relist = {**listing, "fn": lambda _previous, selected, who: list_view(self.index, None, selected, policy, who)}
         self.refresh.click(**relist)
         if self.ctx.tabs is not None:  # a table updated while its tab was hidden may not show it: send it again
             self.ctx.tabs.change(**relist)
 
-        def on_select(event: gr.SelectData) -> list[Any]:
+        def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
             row = event.row_value or []
-            return open_run(workspace, str(row[-1])) if row else [gr.skip(), gr.skip()]
+            return open_run(workspace, str(row[-1]), policy, who) if row else [gr.skip(), gr.skip()]
 
-        self.table.select(on_select, None, [self.ctx.current_run, self.ctx.tabs], **private)
-        compare_inputs = [self.selected, self.smoothing]
+        self.table.select(on_select, [visitor], [self.ctx.current_run, self.ctx.tabs], **private)
         compare_outputs = [self.compare_plot, self.diff]
-        compare = {"fn": lambda ids, s: compare_view(workspace, ids, s), "inputs": compare_inputs, **private}
+        compare = {
+            "fn": lambda ids, s, who: compare_view(workspace, ids, s, policy, who),
+            "inputs": [self.selected, self.smoothing, visitor],
+            **private,
+        }
         self.compare.click(**compare, outputs=compare_outputs)
         self.smoothing.release(**compare, outputs=compare_outputs)
         self.delete.click(
@@ -226,8 +253,8 @@ class RunsTab:
         )
         self.cancel.click(lambda: [gr.Row(visible=False), ""], None, [self.confirm_row, self.message], **private)
         self.confirm.click(
-            lambda ids: delete_runs(workspace, ids),
-            [self.selected],
+            lambda ids, who: delete_runs(workspace, ids, policy, who),
+            [self.selected, visitor],
             [self.confirm_row, self.message, self.selected],
             **private,
         ).then(**relist)

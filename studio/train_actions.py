@@ -24,9 +24,11 @@ from engine.config import ConfigError, Problem, RunConfig, parse_config, save_co
 from engine.config.sections import DEMO_MODEL
 from engine.paths import PROJECT_ROOT
 from engine.rundir import write_text_atomic
+from engine.safe_paths import confine
 from studio.dataset_panel import cached_tokenizer, text_block
+from studio.demo import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed
 from studio.form import config_to_values, default_values, values_to_config
-from studio.path_guard import confine_file, form_config
+from studio.path_guard import confine_file, form_config, gradio_upload_dir
 
 PRESETS_DIR = PROJECT_ROOT / "assets" / "presets"
 DEMO_PRESET = "demo.yaml"
@@ -58,9 +60,9 @@ def remember_model(workspace: Path, name: str) -> list[str]:
     return names[:MAX_RECENT]
 
 
-def model_choices(workspace: Path) -> list[str]:
-    """The model picker's list: the bundled demo model, then recent ones."""
-    return list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
+def model_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[str]:
+    """The model picker's list: the bundled demo model, then recent ones (only the demo model in demo mode)."""
+    return [DEMO_MODEL] if policy.enabled else list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
 
 
 def starting_values() -> dict[str, Any]:
@@ -88,10 +90,32 @@ def run_dir_hint(config: RunConfig, workspace: Path) -> str:
     return str(runs.runs_root(workspace) / slug)
 
 
-def preview(values: Mapping[str, Any], workspace: Path) -> Preview:
+def checked_config(
+    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
+) -> RunConfig:
+    """The form's config with its paths confined and the demo's limits applied (``uploads``: the visitor's
+    upload folder); raises ConfigError naming each field at fault."""
+    config = form_config(values, workspace)
+    problems = policy.problems(config, uploads)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, str]:
+    """In demo mode: path -> why a dataset path of the form may not be read (a bundled set or an upload only)."""
+    if not policy.enabled:
+        return {}
+    named = {path: str(values.get(path) or "") for path in PATH_FIELDS}
+    return {path: DATA_REFUSAL for path, value in named.items() if value and not data_allowed(value, uploads)}
+
+
+def preview(
+    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
+) -> Preview:
     """The config as YAML and the equivalent command line; on invalid input the per-field problems."""
     try:
-        config = form_config(values, workspace)
+        config = checked_config(values, workspace, policy, uploads)
     except ConfigError as exc:
         listing = "\n".join(f"# {problem}" for problem in exc.problems)
         return Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
@@ -107,8 +131,15 @@ def config_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9._-]+", "-", name.strip()).strip("-.")
 
 
-def save_config_as(values: Mapping[str, Any], name: str, workspace: Path) -> tuple[Path | None, Path | None, str]:
-    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message)."""
+def save_config_as(
+    values: Mapping[str, Any], name: str, workspace: Path, policy: DemoPolicy = NORMAL
+) -> tuple[Path | None, Path | None, str]:
+    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message).
+
+    Not in demo mode: visitors share the workspace, and the YAML tab shows the config to copy.
+    """
+    if policy.enabled:
+        return None, None, "❌ The demo saves no configs on the server; copy the YAML tab instead."
     try:
         config = values_to_config(values)
     except ConfigError as exc:
@@ -144,23 +175,35 @@ def read_config(path: str | Path) -> RunConfig:
     return parse_config(data)
 
 
-def load_config_values(path: str | Path | None, workspace: Path | None = None) -> tuple[dict[str, Any] | None, str]:
+def load_config_values(
+    path: str | Path | None,
+    workspace: Path | None = None,
+    policy: DemoPolicy = NORMAL,
+    uploads: Path | None = None,
+) -> tuple[dict[str, Any] | None, str]:
     """Widget values for a config file, or None and a message saying what is wrong with it.
 
-    The file must lie in the folders the studio may read (studio.path_guard; the workspace when given).
+    The file must lie in the folders the studio may read (studio.path_guard; the workspace when given). In demo
+    mode only a preset or an upload loads, and the fields the demo fixes are set back (the message says which).
     """
     if not path:
         return None, ""
     try:
+        if policy.enabled:
+            confine(path, [PRESETS_DIR, gradio_upload_dir()])
         config = read_config(confine_file(path, workspace, "config file"))
     except ValueError as exc:  # ConfigError or PathNotAllowed
         return None, f"❌ Cannot load `{Path(path).name}`:\n\n{text_block(str(exc))}"
-    return config_to_values(config), f"✅ Loaded `{Path(path).name}`"
+    values, changed = policy.restrict_values(config_to_values(config), uploads)
+    note = f" (set back to the demo's values: {', '.join(changed)})" if changed else ""
+    return values, f"✅ Loaded `{Path(path).name}`{note}"
 
 
-def config_files(workspace: Path) -> list[tuple[str, str]]:
-    """(label, path) of the bundled presets and the workspace's saved configs, for the load dropdown."""
+def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
+    """(label, path) of the bundled presets and the workspace's saved configs (presets only in demo mode)."""
     presets = [(f"preset: {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
+    if policy.enabled:
+        return presets
     saved = [(f"saved: {p.stem}", str(p)) for p in sorted((Path(workspace) / CONFIGS_DIR).glob("*.y*ml"))]
     return presets + saved
 
@@ -187,15 +230,19 @@ def start_run(
     values: Mapping[str, Any],
     workspace: Path,
     launcher: Callable[[Path], Any] | None = None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
 ) -> StartResult:
     """Validate the form and its dataset, then create and start one run; nothing starts on any problem.
 
     ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
+    In demo mode the run joins the queue instead (studio.demo_queue): it starts when the machine is free.
     """
     from engine.data import DataError, inspect_dataset
+    from studio.demo import visitor_uploads
 
     try:
-        config = form_config(values, workspace)
+        config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     try:
@@ -203,6 +250,8 @@ def start_run(
         inspect_dataset(config.data, cached_tokenizer(config), config.train.max_length, config.train.seed)
     except DataError as exc:
         return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
+    if policy.enabled:
+        return _enqueue(config, workspace, policy, visitor, launcher)
     with _start_lock, runs.start_lock(Path(workspace)):
         busy = busy_runs(workspace)
         if busy:
@@ -217,3 +266,14 @@ def start_run(
     with contextlib.suppress(OSError):
         remember_model(workspace, config.model.name_or_path)
     return StartResult(f"🚀 Started `{run_dir.name}`", run_dir=run_dir)
+
+
+def _enqueue(
+    config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None, launcher: Callable[[Path], Any] | None
+) -> StartResult:
+    """Demo mode's Start: the run waits in line (a busy machine is no reason to refuse)."""
+    from studio.demo_queue import enqueue_run
+
+    queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
+    run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
+    return StartResult(message, run_dir=run_dir)

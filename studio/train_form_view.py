@@ -29,9 +29,15 @@ def _step(spec: FieldSpec, value: Any) -> float:
     return float(f"1e{int(f'{abs(value):e}'.split('e')[1])}")
 
 
-def make_widget(spec: FieldSpec, value: Any) -> gr.components.Component:
-    """The default widget of a leaf field, showing ``value`` (a widget value)."""
-    common: dict[str, Any] = {"label": spec.label, "info": spec.help, "elem_id": "cfg-" + spec.path.replace(".", "-")}
+def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Component:
+    """The default widget of a leaf field, showing ``value`` (a widget value); ``extra`` goes to the component
+    (e.g. ``interactive=False`` for a field that is shown but fixed)."""
+    common: dict[str, Any] = {
+        "label": spec.label,
+        "info": spec.help,
+        "elem_id": "cfg-" + spec.path.replace(".", "-"),
+        **extra,
+    }
     if spec.text_number:
         bounds = spec.bounds_text()
         return gr.Textbox(

@@ -10,7 +10,6 @@ number reaches pydantic and comes back as a message next to its field instead of
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,6 +17,7 @@ import gradio as gr
 from studio import dataset_panel as dp
 from studio import train_actions as actions
 from studio.context import StudioContext
+from studio.demo import LOCKED, PATH_FIELDS, visitor_uploads
 from studio.form import FieldSpec
 from studio.train_form_view import ConfigForm, make_widget
 
@@ -32,16 +32,33 @@ def _model_picker(ctx: StudioContext) -> Any:
     """model.name_or_path as a combo box: the demo model and recent ones, or any path / hub id typed in."""
 
     def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
+        demo = ctx.policy.enabled
         return gr.Dropdown(
-            choices=actions.model_choices(ctx.workspace),
+            choices=actions.model_choices(ctx.workspace, ctx.policy),
             value=value,
-            allow_custom_value=True,
+            allow_custom_value=not demo,
+            interactive=not demo,
             label="Base model",
-            info=spec.help + " Pick a recent one or type a path / hub id.",
+            info=ctx.policy.help_for(spec) if demo else spec.help + " Pick a recent one or type a path / hub id.",
             elem_id="cfg-model-name_or_path",
         )
 
     return factory
+
+
+def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
+    """In demo mode: fixed fields and the dataset paths shown read-only, capped fields with their limit in the
+    help text. Nothing outside demo mode."""
+    policy = ctx.policy
+    if not policy.enabled:
+        return {}
+    labels = {"data.path": "Dataset (a bundled set or your upload)", "data.eval_path": "Eval file (a bundled set)"}
+
+    def factory(spec: FieldSpec, value: Any) -> Any:
+        shown = dataclasses.replace(spec, help=policy.help_for(spec), label=labels.get(spec.path, spec.label))
+        return make_widget(shown, value, interactive=spec.path not in (*LOCKED, *PATH_FIELDS))
+
+    return dict.fromkeys([*LOCKED, *PATH_FIELDS, *policy.caps()], factory)
 
 
 def _relabel(label: str) -> Any:
@@ -69,7 +86,11 @@ class Sidebar:
 
 def build_train_tab(ctx: StudioContext) -> ConfigForm:
     """Build the Train tab's components and events inside the current ``gr.Tab``; returns the form."""
-    overrides = {"model.name_or_path": _model_picker(ctx), "data.path": _relabel("Dataset file or hub id")}
+    overrides = {
+        **_demo_overrides(ctx),
+        "model.name_or_path": _model_picker(ctx),
+        **({} if ctx.policy.enabled else {"data.path": _relabel("Dataset file or hub id")}),
+    }
     first = actions.starting_values()
     form = ConfigForm(overrides=overrides, initial=first)
     with gr.Row(equal_height=False):
@@ -111,7 +132,7 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     with gr.Accordion("Config files", open=True):
         with gr.Row(equal_height=False):
             config_choice = gr.Dropdown(
-                choices=actions.config_files(ctx.workspace),
+                choices=actions.config_files(ctx.workspace, ctx.policy),
                 value=None,
                 label="Load a preset or saved config",
                 scale=3,
@@ -122,6 +143,7 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
             placeholder="name (saved in the workspace's configs/)",
             submit_btn="Save",
             max_lines=1,
+            visible=not ctx.policy.enabled,  # visitors share the server: nothing of theirs is saved there
         )
         download = gr.File(label="Download", interactive=False, visible=False, height=60)
         config_message = gr.Markdown()
@@ -141,30 +163,43 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     )
 
 
-def _then_check(event: Any, form: ConfigForm, panel: dp.DatasetPanel, workspace: Path) -> None:
+def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel) -> None:
     """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer)."""
 
-    def quick(*args: Any) -> list[Any]:
-        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=False, workspace=workspace))
+    def check(visitor: str | None, args: tuple[Any, ...], with_tokens: bool) -> list[Any]:
+        values = form.values(args)
+        refusal = _demo_data_refusal(ctx, values, visitor)
+        if refusal:
+            return dp.check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
+        return dp.check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
 
-    def full(*args: Any) -> list[Any]:
-        return dp.check_outputs(dp.check_dataset(form.values(args), with_tokens=True, workspace=workspace))
+    inputs = [ctx.visitor_input(), *form.inputs]
+    quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **RAW)
+    quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **RAW)
 
-    event.then(quick, form.inputs, panel.outputs, **RAW).then(full, form.inputs, panel.outputs, **RAW)
+
+def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str | None) -> str:
+    """In demo mode, why the dataset paths may not be read ('' when they may)."""
+    problems = actions.demo_data_problems(values, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+    return "\n".join(f"{path}: {message}" for path, message in problems.items())
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
     """Live preview and per-field errors on every change; the dataset check; the estimate."""
+    inputs = [ctx.visitor_input(), *form.inputs]
 
-    def on_change(*args: Any) -> list[Any]:
-        result = actions.preview(form.values(args), ctx.workspace)
+    def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
+        return actions.preview(form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+
+    def on_change(visitor: str | None, *args: Any) -> list[Any]:
+        result = checked(visitor, args)
         slots, unplaced = form.error_updates(result.errors)
         return [result.yaml, result.command, _problems(unplaced), *slots]
 
     gr.on(
         [component.change for component in form.inputs],
         on_change,
-        inputs=form.inputs,
+        inputs=inputs,
         outputs=[side.yaml, side.command, side.problems, *form.slots],
         show_progress="hidden",
         trigger_mode="always_last",
@@ -173,14 +208,12 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, sid
     # Text fields trigger on blur / Enter, not on every keystroke; the format dropdown on a user's pick.
     columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
     triggers = [panel.path.submit, panel.path.blur, form.components["data.format"].input, panel.check_button.click]
-    _then_check(
-        gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), form, panel, ctx.workspace
-    )
+    _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
 
-    def on_estimate(*args: Any) -> list[Any]:
+    def on_estimate(visitor: str | None, *args: Any) -> list[Any]:
         from studio.train_estimate import estimate_run
 
-        result = actions.preview(form.values(args), ctx.workspace)
+        result = checked(visitor, args)
         outcome = estimate_run(result.config) if result.config is not None else None
         errors = outcome.errors if outcome else result.errors
         slots, unplaced = form.error_updates(errors)
@@ -188,60 +221,65 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, sid
         return [message, _problems(unplaced), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
-    side.estimate_button.click(on_estimate, form.inputs, outputs, **RAW)
+    side.estimate_button.click(on_estimate, inputs, outputs, **RAW)
 
 
 def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
     """Dataset upload / bundled pick, and config load / save."""
+    visitor_input = ctx.visitor_input()
 
-    def on_upload(path: str | None) -> list[Any]:
+    def on_upload(path: str | None, visitor: str | None) -> list[Any]:
         if not path:
             return [gr.skip(), ""]
+        # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
+        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else ctx.workspace
+        if folder is None:
+            return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
         try:
-            return [str(dp.copy_upload(path, ctx.workspace)), ""]
+            return [str(dp.copy_upload(path, folder)), ""]
         except (ValueError, OSError) as exc:
             return [gr.skip(), dp.error_markdown(str(exc))]
 
-    _then_check(
-        panel.upload.upload(on_upload, panel.upload, [panel.path, panel.error], **PRIVATE), form, panel, ctx.workspace
-    )
+    upload = panel.upload.upload(on_upload, [panel.upload, visitor_input], [panel.path, panel.error], **PRIVATE)
+    _then_check(upload, ctx, form, panel)
     pick = panel.bundled.input(lambda choice: choice or gr.skip(), panel.bundled, panel.path, **PRIVATE)
-    _then_check(pick, form, panel, ctx.workspace)
+    _then_check(pick, ctx, form, panel)
 
-    def on_load(path: str | None) -> list[Any]:
-        values, message = actions.load_config_values(path, ctx.workspace)
+    def on_load(path: str | None, visitor: str | None) -> list[Any]:
+        uploads = visitor_uploads(ctx.workspace, visitor)
+        values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads)
         return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
 
     load_outputs = [side.config_message, *form.inputs]
-    _then_check(
-        side.config_choice.input(on_load, side.config_choice, load_outputs, **PRIVATE), form, panel, ctx.workspace
-    )
-    _then_check(
-        side.config_upload.upload(on_load, side.config_upload, load_outputs, **PRIVATE), form, panel, ctx.workspace
-    )
+    for source, trigger in (
+        (side.config_choice, side.config_choice.input),
+        (side.config_upload, side.config_upload.upload),
+    ):
+        _then_check(trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE), ctx, form, panel)
 
     def on_save(name: str, *args: Any) -> list[Any]:
-        _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace)
+        _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace, ctx.policy)
         shown = gr.update(value=str(download), visible=True) if download else gr.update(visible=False)
-        return [message, shown, gr.update(choices=actions.config_files(ctx.workspace))]
+        return [message, shown, gr.update(choices=actions.config_files(ctx.workspace, ctx.policy))]
 
     outputs = [side.config_message, side.download, side.config_choice]
     side.save_name.submit(on_save, [side.save_name, *form.inputs], outputs, **RAW)
 
 
 def _wire_start(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
-    """Start: disable the button, validate and start (one at a time), re-enable; on success show the Monitor."""
+    """Start: disable the button, validate and start (one at a time; queued in demo mode), re-enable; on success
+    show the Monitor."""
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
 
-    def on_start(*args: Any) -> list[Any]:
-        result = actions.start_run(form.values(args), ctx.workspace)
+    def on_start(visitor: str | None, *args: Any) -> list[Any]:
+        result = actions.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor)
         slots, unplaced = form.error_updates(result.errors)
         data_error = dp.error_markdown(result.data_error) if result.data_error else gr.skip()
         linked: list[Any] = [gr.skip()] * len(links)
         picker: Any = gr.skip()
         if result.run_dir is not None:
             linked = [str(result.run_dir) if c is ctx.current_run else gr.Tabs(selected="monitor") for c in links]
-            picker = gr.update(choices=actions.model_choices(ctx.workspace))
+            picker = gr.update(choices=actions.model_choices(ctx.workspace, ctx.policy))
             data_error = ""
         return [result.message, _problems(unplaced), data_error, picker, *slots, *linked]
 
@@ -251,7 +289,7 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, si
     disable = side.start.click(
         lambda: gr.update(interactive=False, value="Starting…"), None, side.start, queue=False, **quiet
     )
-    started = disable.then(on_start, form.inputs, outputs, concurrency_limit=1, **RAW)
+    started = disable.then(on_start, [ctx.visitor_input(), *form.inputs], outputs, concurrency_limit=1, **RAW)
     started.then(lambda: gr.update(interactive=True, value=START_LABEL), None, side.start, **quiet)
 
 

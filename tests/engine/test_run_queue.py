@@ -8,9 +8,7 @@ real run's does), so engine.runs.status reconciles it as active without training
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +17,7 @@ import pytest
 from engine import run_queue, runs
 from engine.config import parse_config
 from engine.rundir import read_status, update_status
-
-
-@pytest.fixture
-def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    for process in started:
-        process.kill()
-        process.wait()
-
-
-def live_engine_process(processes: list[subprocess.Popen[bytes]]) -> int:
-    """A sleeping process whose command line names the engine, as a run's worker does."""
-    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "engine", "worker"])
-    processes.append(process)
-    return process.pid
+from tests.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
 
 
 def new_run(workspace: Path, name: str, created_at: float) -> Path:

@@ -87,21 +87,21 @@ def test_page_load_picks_the_active_run_and_brings_the_monitor_forward(tmp_path)
 
     from studio.app import initial_view
 
-    assert initial_view(tmp_path, None) == [None, gr.skip()]
+    assert initial_view(tmp_path, None) == [None, gr.skip(), gr.skip()]  # (run, tab, visitor id: none here)
     done = tmp_path / "runs" / "b-done"
     done.mkdir(parents=True)
     save_config(RunConfig(name="done"), done / "config.yaml")
     update_status(done, state="completed", created_at=2.0)
-    assert initial_view(tmp_path, None) == [str(done.resolve()), gr.skip()]
+    assert initial_view(tmp_path, None) == [str(done.resolve()), gr.skip(), gr.skip()]
     live = tmp_path / "runs" / "a-live"
     live.mkdir()
     save_config(RunConfig(name="live"), live / "config.yaml")
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "engine-standin"])
     try:
         update_status(live, state="running", created_at=1.0, supervisor_pid=stand_in.pid)
-        chosen, tabs = initial_view(tmp_path, None)
+        chosen, tabs, _ = initial_view(tmp_path, None)
         assert chosen == str(live.resolve()) and tabs.selected == "monitor"
-        assert initial_view(tmp_path, str(done)) == [gr.skip(), gr.skip()]  # a session keeps its run
+        assert initial_view(tmp_path, str(done)) == [gr.skip()] * 3  # a session keeps its run
     finally:
         stand_in.kill()
         stand_in.wait()

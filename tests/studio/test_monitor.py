@@ -102,7 +102,7 @@ def test_eta_and_duration_formatting():
         ("failed", [10], Controls(stop=False, resume=True, abort=False)),
         ("failed", [], Controls(stop=False, resume=False, abort=False)),
         ("completed", [10], Controls(stop=False, resume=False, abort=False)),
-        ("queued", [], Controls(stop=False, resume=False, abort=False)),
+        ("queued", [], Controls(stop=True, resume=False, abort=False, stop_label="Cancel")),  # leaves the line
     ],
 )
 def test_controls_follow_the_state(state, checkpoints, expected):

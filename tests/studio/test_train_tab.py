@@ -90,7 +90,7 @@ def call(demo: gr.Blocks, name: str, args: list[Any], state: SessionState | None
 def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None:
     demo, form, _ = tab
     widget = values(train__learning_rate=-1, adapter__r=0)  # below the Number widgets' minimum
-    out = call(demo, "on_change", [widget[path] for path in form.paths])
+    out = call(demo, "on_change", [None, *(widget[path] for path in form.paths)])  # no visitor: not a demo
     slots = dict(zip(form.paths, out[3:], strict=True))
     assert (
         slots["train.learning_rate"]["visible"] is True and "must be &gt; 0.0" in slots["train.learning_rate"]["value"]
@@ -98,7 +98,7 @@ def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None
     assert slots["adapter.r"]["visible"] is True
     assert slots["train.max_steps"]["visible"] is False
     assert out[0].startswith("# The form has problems") and "train.learning_rate" in out[0]
-    ok = call(demo, "on_change", [default_values()[path] for path in form.paths])
+    ok = call(demo, "on_change", [None, *(default_values()[path] for path in form.paths)])
     assert ok[0].startswith("name: null") and ok[1].startswith("python -m engine train config.yaml --run-dir")
 
 
@@ -107,7 +107,7 @@ def test_start_through_gradio_sets_the_current_run_and_shows_the_monitor(tab: An
     calls: list[Path] = []
     monkeypatch.setattr(runs, "start", fake_launcher(calls))
     state = SessionState(demo)
-    out = call(demo, "on_start", [values(name="wired")[path] for path in form.paths], state)
+    out = call(demo, "on_start", [None, *(values(name="wired")[path] for path in form.paths)], state)
     assert len(calls) == 1 and state[ctx.current_run._id] == str(calls[0])
     assert out[-1] == {"selected": "monitor", "__type__": "update"}
     update_status(calls[0], state="completed")  # free the workspace for the other tests using it
