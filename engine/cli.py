@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
         command = commands.add_parser(internal, help=argparse.SUPPRESS)
         command.add_argument("run_dir", type=Path)
         command.add_argument("--checkpoint", type=int)
+    standby = commands.add_parser("standby", help=argparse.SUPPRESS)
+    standby.add_argument("workspace", type=Path)
+    standby.add_argument("--owner", type=int, required=True, help="pid of the studio; unclaimed, exit when it is gone")
+    commands.add_parser("standby-worker", help=argparse.SUPPRESS)
     chat = commands.add_parser("chat-worker", help=argparse.SUPPRESS)
     chat.add_argument("--base", help="base model (hub id or local directory) when no run is given")
     chat.add_argument("--run-dir", type=Path, help="run whose final adapter / model (or checkpoint) to load")
@@ -120,6 +124,14 @@ def main(argv: list[str] | None = None) -> int:
             from engine.chat_worker import serve
 
             return serve(ModelSpec(args.base, args.run_dir, args.checkpoint), args.workspace)
+        if args.command == "standby":
+            from engine.standby import serve_standby
+
+            return serve_standby(args.workspace, args.owner)
+        if args.command == "standby-worker":
+            from engine.standby import serve_standby_worker
+
+            return serve_standby_worker()
         if args.command == "supervise":
             from engine.supervisor import supervise
 

@@ -88,7 +88,7 @@ def header_html(status: dict[str, Any], run_id: str) -> str:
 def queue_html(ahead: int) -> str:
     """A queued run's place in line instead of the progress bar (demo mode shares one machine in turn)."""
     text = (
-        f"⏳ <b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
+        f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
         "Cancel takes it out of the line"
     )
     return (

@@ -55,7 +55,7 @@ def test_main_launches_with_the_resolved_options(clean_env: pytest.MonkeyPatch, 
 
     # A stand-in for studio.app: what main hands to Gradio is the point, not the page (nor Gradio's import time).
     fake_app = types.ModuleType("studio.app")
-    fake_app.build_app = lambda workspace: FakeBlocks()  # type: ignore[attr-defined]
+    fake_app.build_app = lambda workspace, policy=None: FakeBlocks()  # type: ignore[attr-defined]
     fake_app.launch_options = dict  # type: ignore[attr-defined]
     clean_env.setitem(sys.modules, "studio.app", fake_app)
     clean_env.setenv("STUDIO_NO_STANDBY", "1")

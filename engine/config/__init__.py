@@ -63,7 +63,24 @@ class RunConfig(Section):
 
     def to_yaml(self) -> str:
         """The config as YAML, in field order, ready to save or show."""
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        return yaml.dump(self.model_dump(mode="json"), Dumper=_ExactDumper, sort_keys=False, allow_unicode=True)
+
+
+# Characters YAML 1.1 reads as line breaks: PyYAML writes them raw inside single quotes, and reading folds them
+# into spaces; double quotes escape them, so the file reads back as exactly the config that was checked.
+_LINE_BREAKS = ("\x85", "\u2028", "\u2029")
+
+
+class _ExactDumper(yaml.SafeDumper):
+    """SafeDumper whose strings always read back unchanged."""
+
+
+def _represent_exact_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = '"' if any(mark in value for mark in _LINE_BREAKS) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_ExactDumper.add_representer(str, _represent_exact_str)
 
 
 def _combination_problems(config: RunConfig) -> list[Problem]:
