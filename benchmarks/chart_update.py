@@ -92,7 +92,9 @@ def main() -> None:
         for points in args.sizes:
             results[points] = tick_seconds(make_run(Path(tmp), points), points, args.ticks)
             seconds, size = results[points]
-            print(f"{points:>7} points: {seconds * 1e3:6.2f} ms per update, loss chart {size / 1e3:5.1f} kB", flush=True)
+            print(
+                f"{points:>7} points: {seconds * 1e3:6.2f} ms per update, loss chart {size / 1e3:5.1f} kB", flush=True
+            )
     smallest, largest = min(results), max(results)
     ratio = results[largest][0] / results[smallest][0]
     print(f"update at {largest} points / at {smallest} points: {ratio:.2f}  (goal <= 1.5)")

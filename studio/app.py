@@ -1,4 +1,4 @@
-"""The studio page: a header and three tabs (Train, Monitor, Runs) sharing the current run.
+"""The studio page: a header and six tabs (Train, Monitor, Runs, Chat, Evaluate, Export) sharing the current run.
 
 ``build_app`` makes the Blocks; ``launch_options`` holds what Gradio 6 takes at ``launch()`` (theme, CSS).
 The studio never trains: it writes run directories and talks to runs through ``engine.runs``, so a run
@@ -8,7 +8,6 @@ outlives a page refresh and a studio restart. Nothing here imports torch or the 
 from __future__ import annotations
 
 import html
-import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from studio.monitor_tab import build_monitor_tab
 from studio.runs_api import register_api
 from studio.runs_data import pick_initial_run
 from studio.runs_tab import build_runs_tab
+from studio.train_tab import build_train_tab
 
 CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
 TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
@@ -47,23 +47,6 @@ def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
         '<div class="ts-subtitle">Fine-tune language models with LoRA, QLoRA or full SFT, and watch them learn.</div>'
         f'</div><div class="ts-workspace">{where}</div></div>'
     )
-
-
-def _build_train_tab(ctx: StudioContext) -> None:
-    """The teammate's Train tab when its module exists; a pointer to the CLI until then.
-
-    find_spec (rather than try/except ImportError) so that a real error inside the Train tab still surfaces.
-    """
-    if importlib.util.find_spec("studio.train_tab") is None:
-        gr.Markdown(
-            "### The training form is on its way\n"
-            "Until it lands, start a run from a YAML file and watch it on the **Monitor** tab:\n\n"
-            f"```bash\npython -m engine train assets/presets/demo.yaml --workspace {ctx.workspace}\n```"
-        )
-        return
-    from studio.train_tab import build_train_tab
-
-    build_train_tab(ctx)
 
 
 def initial_view(
@@ -97,7 +80,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
         with gr.Tabs(selected="train", elem_id="ts-tabs") as tabs:
             ctx = StudioContext(workspace, current_run, tabs, policy, visitor)
             with gr.Tab("Train", id="train", elem_id="ts-tab-train"):
-                _build_train_tab(ctx)
+                build_train_tab(ctx)
             with gr.Tab("Monitor", id="monitor", elem_id="ts-tab-monitor"):
                 build_monitor_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):

@@ -29,6 +29,7 @@ from studio.job_view import (
     progress_html,
     weight_choices,
 )
+from studio.path_guard import allowed_roots, path_problem
 from studio.runs_data import resolve_run
 
 POLL_SECONDS = 1.0
@@ -88,6 +89,10 @@ def start_clicked(
     choice = (path or "").strip() if data == "file" else data
     if not choice:
         return _refused("Give the path of a data file.")
+    # Whoever reaches the page picks the file: only the workspace and the allowed folders (or a hub dataset id).
+    problem = path_problem(choice, allowed_roots(workspace)) if data == "file" else None
+    if problem:
+        return _refused(f"data file: {problem}", "error")
     try:
         job_dir = evaluations.start_evaluation(
             owned_run(workspace, run_id, policy, visitor),

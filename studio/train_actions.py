@@ -256,7 +256,9 @@ def start_run(
         busy = busy_runs(workspace)
         if busy:
             names = ", ".join(f"{run.name} ({run.state})" for run in busy)
-            return StartResult(f"⏳ Not started: another run is active: {names}. Stop it first (a queue comes later).")
+            return StartResult(
+                f"⏳ Not started: another run is active: {names}. Stop it first, or start this one when it has ended."
+            )
         try:
             run_dir = runs.create_run(config, workspace=Path(workspace))
             (launcher or runs.start)(run_dir)

@@ -35,11 +35,18 @@ from engine.rundir import (
     reserve_space,
     update_status,
 )
-from tests.engine.test_runs_integration import DEMO_MODEL, MAX_STEPS, small_config, train_losses, wait_for_step
+from tests.engine.test_runs_integration import DEMO_MODEL, small_config, train_losses, wait_for_step
 
 pytestmark = pytest.mark.integration
 
 WORKER_ENV = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+MAX_STEPS, SAVE_STEPS = 6, 2
+
+
+def fault_config(**overrides: dict) -> RunConfig:
+    """The integration tests' small demo run, shorter: 6 steps with a checkpoint every 2."""
+    train = {"max_steps": MAX_STEPS, "save_steps": SAVE_STEPS, **overrides.pop("train", {})}
+    return small_config(train=train, **overrides)
 
 
 # --- the checks every case ends with ---------------------------------------------------------------------------
@@ -83,15 +90,22 @@ def assert_steps_once(run_dir: Path, last_step: int) -> dict[int, float]:
     return losses
 
 
-def assert_checkpoints_intact(run_dir: Path) -> list[int]:
-    """Every checkpoint directory is complete and loads; none half-written lies about. Returns the steps."""
+def checkpoint_dirs(run_dir: Path) -> list[int]:
+    """Steps of every checkpoint-N directory, complete or not."""
+    return sorted(int(path.name.split("-")[1]) for path in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*"))
+
+
+def assert_checkpoints_intact(run_dir: Path, cut_short: tuple[int, ...] = ()) -> list[int]:
+    """Every checkpoint a resume may pick is complete and loads; returns their steps.
+
+    A directory that is not complete is allowed only for the steps in ``cut_short`` (a process killed mid-save
+    cannot tidy up; the next worker removes it) and is then checked not to be offered for resume.
+    """
     import torch
     from safetensors.torch import load_file
 
-    root = run_dir / CHECKPOINTS_DIR
-    found = sorted(int(p.name.split("-")[1]) for p in root.glob("checkpoint-*")) if root.is_dir() else []
     listed = checkpoint_steps(run_dir)
-    assert found == listed, f"checkpoint directories {found}, complete ones {listed}"
+    assert sorted(set(checkpoint_dirs(run_dir)) - set(listed)) == sorted(cut_short), (checkpoint_dirs(run_dir), listed)
     for step in listed:
         path = checkpoint_path(run_dir, step)
         assert json.loads((path / "trainer_state.json").read_text())["global_step"] == step
@@ -144,26 +158,16 @@ def stop_frozen_worker(run_dir: Path, pid: int) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
-def catch_save_in_progress(run_dir: Path, pid: int, timeout: float = 120) -> int:
-    """Freeze the worker while it writes a checkpoint; returns that step, the worker still frozen.
+def catch_save_in_progress(run_dir: Path, pid: int, step: int, timeout: float = 120) -> None:
+    """Freeze the worker while it writes the checkpoint of ``step`` (it stays frozen).
 
-    Polls (fast) for a checkpoint directory that exists without being complete; a save finished before the
-    freeze landed does not count, and the next save is tried.
+    The test shares two cores with the run, so it watches with one cheap stat per millisecond or two instead
+    of listing checkpoints; once the directory exists, a frozen worker must not have finished it yet.
     """
-    deadline = time.time() + timeout
-    root = run_dir / CHECKPOINTS_DIR
-    while time.time() < deadline:
-        done = set(checkpoint_steps(run_dir))
-        partial = [p for p in root.glob("checkpoint-*") if int(p.name.split("-")[1]) not in done]
-        if partial:
-            os.kill(pid, signal.SIGSTOP)
-            step = int(partial[0].name.split("-")[1])
-            if step not in checkpoint_steps(run_dir):
-                return step  # frozen mid-save
-            os.kill(pid, signal.SIGCONT)
-        assert running(pid), runs.status(run_dir)
-        time.sleep(0.001)
-    raise AssertionError("no checkpoint save was caught in progress")
+    directory = checkpoint_path(run_dir, step)
+    wait_until(directory.exists, timeout, f"the save of checkpoint {step}", poll=0.002)
+    os.kill(pid, signal.SIGSTOP)
+    assert step not in checkpoint_steps(run_dir), f"checkpoint {step} was complete before the worker was frozen"
 
 
 _references: dict[str, Path] = {}
@@ -189,8 +193,8 @@ def references(tmp_path_factory: pytest.TempPathFactory) -> Callable[[RunConfig]
 
 @pytest.fixture(scope="module")
 def reference_run(references: Callable[[RunConfig], Path]) -> Path:
-    """An uninterrupted run of small_config()."""
-    return references(small_config())
+    """An uninterrupted run of fault_config()."""
+    return references(fault_config())
 
 
 @pytest.fixture(scope="module")
@@ -203,8 +207,8 @@ def reference(reference_run: Path) -> dict[int, float]:
 
 
 def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int, float], tmp_path: Path):
-    run_dir = start_run(tmp_path, small_config())
-    wait_for_step(run_dir, 4)  # past the checkpoint at step 3
+    run_dir = start_run(tmp_path, fault_config())
+    wait_for_step(run_dir, 3)  # past the checkpoint at step 2
     pid = worker_pid(run_dir)
     os.kill(pid, signal.SIGSTOP)  # hung, as in a C call that never returns
     processes = run_processes(run_dir)
@@ -215,27 +219,29 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int
     assert runs.abort(run_dir)  # abort ends it all the same
     aborted = assert_true_state(run_dir, "failed", processes)
     assert aborted["error"] == "aborted by the user"
-    assert assert_checkpoints_intact(run_dir) == [3]
-    stopped_at = max(train_losses(run_dir))
+    frozen_mid_save = [step for step in checkpoint_dirs(run_dir) if step not in checkpoint_steps(run_dir)]
+    kept = assert_checkpoints_intact(run_dir, cut_short=tuple(frozen_mid_save))  # the freeze may hit a save
+    assert kept and kept[-1] >= 2, kept
+    logged = max(train_losses(run_dir))
 
     runs.resume(run_dir)
     pid = worker_pid(run_dir)
-    step = catch_save_in_progress(run_dir, pid)
+    cut = kept[-1] + SAVE_STEPS
+    wait_until(lambda: not checkpoint_path(run_dir, cut).exists(), 60, "the leftover checkpoint to go", 0.01)
+    catch_save_in_progress(run_dir, pid, cut)
     os.kill(pid, signal.SIGKILL)  # while the checkpoint is half-written
     crashed = runs.wait(run_dir, timeout=60)
     assert crashed["state"] == "failed" and "SIGKILL" in crashed["error"], crashed
-    assert step not in crashed["checkpoints"]  # the half-written checkpoint is not offered for resume
-    assert crashed["checkpoints"][-1] < step
-    assert (run_dir / CHECKPOINTS_DIR / f"checkpoint-{step}").is_dir()  # it is there, just not listed
-    assert_steps_once(run_dir, max(train_losses(run_dir)))
-    assert max(train_losses(run_dir)) >= stopped_at
+    assert "train step" in crashed["log_tail"]  # the end of the log says where it was
+    assert crashed["checkpoints"] == kept
+    assert assert_checkpoints_intact(run_dir, cut_short=(cut,)) == kept  # there, but not offered for resume
+    assert_steps_once(run_dir, max(cut, logged))
     resume_to_completion(run_dir, reference)  # the resumed worker removes the half-written checkpoint
 
 
 def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
     """torchrun starts each rank in a session of its own: abort must reach them, not only the process group."""
-    config = small_config(launch={"num_processes": 2}, train={"max_steps": 6, "save_steps": 2})
-    run_dir = start_run(tmp_path, config)
+    run_dir = start_run(tmp_path, fault_config(launch={"num_processes": 2}))
     wait_for_step(run_dir, 3)
     processes = run_processes(run_dir)
     commands = {pid: Path(f"/proc/{pid}/cmdline").read_bytes() for pid in processes}
@@ -248,16 +254,13 @@ def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
     assert runs.status(run_dir)["error"] == "aborted by the user"
     assert_true_state(run_dir, "failed", processes)
     assert 2 in assert_checkpoints_intact(run_dir)
-    runs.resume(run_dir)
-    assert runs.wait(run_dir, timeout=240)["state"] == "completed", runs.status(run_dir)
-    assert_true_state(run_dir, "completed")
-    assert_steps_once(run_dir, 6)
-    assert 6 in assert_checkpoints_intact(run_dir)
+    assert_steps_once(run_dir, max(train_losses(run_dir)))
+    # Resuming a two-process run from its checkpoint: test_runs_integration's stop/resume test.
 
 
 def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
     """A rank whose supervisor and torchrun died is in no process tree of the run; its command line names it."""
-    run_dir = runs.create_run(small_config(), workspace=tmp_path / "workspace")
+    run_dir = runs.create_run(fault_config(), workspace=tmp_path / "workspace")
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     rank = subprocess.Popen(
@@ -292,8 +295,8 @@ def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path
 
     model_dir = tmp_path / "model"
     shutil.copytree(DEMO_MODEL, model_dir)
-    run_dir = start_run(tmp_path, small_config(model={"name_or_path": str(model_dir)}, train={"save_steps": 2}))
-    wait_for_step(run_dir, 3)
+    run_dir = start_run(tmp_path, fault_config(model={"name_or_path": str(model_dir)}))
+    wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
     assert stopped["state"] == "stopped", stopped
@@ -303,7 +306,7 @@ def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path
     runs.resume(run_dir)
     failed = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "failed")
-    assert failed["bad_loss_step"] == good + 1
+    assert failed["exit_code"] == 1 and failed["bad_loss_step"] == good + 1
     assert f"the loss became nan at step {good + 1}" in failed["error"]
     assert f"checkpoints up to step {good} are kept" in failed["error"]
     losses = assert_steps_once(run_dir, good + 1)
@@ -349,17 +352,17 @@ def test_disk_full_during_a_checkpoint_fails_clearly_and_resumes(
     reference_run: Path, reference: dict[int, float], small_disk: Path
 ):
     checkpoint_size = allocated_bytes(checkpoint_path(reference_run, MAX_STEPS))
-    # Room for the logs, the reserve and one and a half checkpoints: the one at step 3 fits, step 6 does not.
+    # Room for the logs, the reserve and one and a half checkpoints: the one at step 2 fits, step 4 does not.
     filler = fill_disk(small_disk, leave=RESERVE_BYTES + checkpoint_size * 3 // 2 + 256 * 1024)
 
-    run_dir = start_run(small_disk, small_config())
+    run_dir = start_run(small_disk, fault_config())
     failed = runs.wait(run_dir, timeout=180)
     assert_true_state(run_dir, "failed")
-    assert failed["error"].startswith("the disk is full: no space left on device (ENOSPC) while saving checkpoint 6")
-    assert failed["error"].endswith("Free some space, then resume from checkpoint 3.")
-    assert failed["checkpoints"] == [3]
-    assert assert_checkpoints_intact(run_dir) == [3]  # the half-written checkpoint 6 is gone
-    assert_steps_once(run_dir, 6)
+    assert failed["error"].startswith("the disk is full: no space left on device (ENOSPC) while saving checkpoint 4")
+    assert failed["error"].endswith("Free some space, then resume from checkpoint 2.")
+    assert failed["checkpoints"] == [2]
+    assert assert_checkpoints_intact(run_dir) == [2]  # the half-written checkpoint 4 is gone
+    assert_steps_once(run_dir, 4)
 
     filler.unlink()  # space freed
     resume_to_completion(run_dir, reference)
@@ -401,7 +404,7 @@ def test_two_starts_at_once_start_exactly_one_run(reference: dict[int, float], t
     from studio.form import config_to_values
 
     workspace, go = tmp_path / "workspace", tmp_path / "go"
-    values = json.dumps(config_to_values(small_config()))
+    values = json.dumps(config_to_values(fault_config()))
     starters = [
         subprocess.Popen(
             [sys.executable, "-c", STARTER, values, str(workspace), str(tmp_path / f"ready{n}"), str(go)],
@@ -421,12 +424,10 @@ def test_two_starts_at_once_start_exactly_one_run(reference: dict[int, float], t
     assert runs.run_dirs(workspace) == [Path(started[0])]
 
     run_dir = Path(started[0])
-    wait_for_step(run_dir, 4)
-    runs.stop(run_dir)
-    assert runs.wait(run_dir, timeout=120)["state"] == "stopped"
-    assert_true_state(run_dir, "stopped")
-    assert_checkpoints_intact(run_dir)
-    resume_to_completion(run_dir, reference)
+    assert runs.wait(run_dir, timeout=240)["state"] == "completed", runs.status(run_dir)
+    assert_true_state(run_dir, "completed")
+    assert assert_steps_once(run_dir, MAX_STEPS) == reference
+    assert assert_checkpoints_intact(run_dir)[-1] == MAX_STEPS
 
 
 # --- 6: Stop during an evaluation and during a checkpoint save ----------------------------------------------------
@@ -440,7 +441,7 @@ def eval_in_progress(run_dir: Path, step: int) -> bool:
 
 def catch_eval_in_progress(run_dir: Path, pid: int, step: int) -> None:
     """Freeze the worker during the evaluation at ``step`` (it runs for seconds: one row per batch)."""
-    wait_until(lambda: eval_in_progress(run_dir, step), 120, f"the evaluation at step {step}", poll=0.005)
+    wait_until(lambda: eval_in_progress(run_dir, step), 120, f"the evaluation at step {step}", poll=0.05)
     os.kill(pid, signal.SIGSTOP)
     assert eval_in_progress(run_dir, step), "the evaluation ended before the worker was frozen"
 
@@ -448,9 +449,9 @@ def catch_eval_in_progress(run_dir: Path, pid: int, step: int) -> None:
 def test_stop_during_evaluation_and_during_a_save(references: Callable[[RunConfig], Path], tmp_path: Path):
     # Evaluating draws from the random generator (a DataLoader seeds itself), so the losses to match come from
     # an uninterrupted run that evaluates too. One row per eval batch: the evaluation lasts long enough to hit.
-    config = small_config(
+    config = fault_config(
         data={"eval_size": 24},
-        train={"eval_strategy": "steps", "eval_steps": 4, "eval_batch_size": 1, "save_steps": 2},
+        train={"max_steps": 8, "eval_strategy": "steps", "eval_steps": 4, "eval_batch_size": 1},
     )
     reference_evals = [e for e in iter_metrics(references(config)) if e["event"] == "eval"]
     run_dir = start_run(tmp_path, config)
@@ -466,15 +467,15 @@ def test_stop_during_evaluation_and_during_a_save(references: Callable[[RunConfi
 
     runs.resume(run_dir)
     pid = worker_pid(run_dir)
-    step = catch_save_in_progress(run_dir, pid)
+    catch_save_in_progress(run_dir, pid, 6)
     stop_frozen_worker(run_dir, pid)
     stopped = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "stopped")
-    assert stopped["step"] == step + 1  # the save completed, and the next step saved again and stopped
-    assert assert_checkpoints_intact(run_dir)[-2:] == [step, step + 1]
-    assert_steps_once(run_dir, step + 1)
+    assert stopped["step"] == 7  # the save completed, and the next step saved again and stopped
+    assert assert_checkpoints_intact(run_dir)[-2:] == [6, 7]
+    assert_steps_once(run_dir, 7)
 
-    resume_to_completion(run_dir, train_losses(references(config)))
+    resume_to_completion(run_dir, train_losses(references(config)), max_steps=8)
     evals = [e for e in iter_metrics(run_dir) if e["event"] == "eval"]
     assert [(e["step"], e["eval_loss"]) for e in evals] == [(e["step"], e["eval_loss"]) for e in reference_evals]
-    assert [e["step"] for e in evals] == [4, 8, 10]  # every eval_steps, and at the end
+    assert [e["step"] for e in evals] == [4, 8]

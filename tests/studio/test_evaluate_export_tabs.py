@@ -66,6 +66,9 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
     assert "Give the path of a data file." in evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", " ", 10)[2]
     missing = evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", "no/such.jsonl", 10)
     assert missing[0] is None and "data file not found: no/such.jsonl" in missing[2]
+    for outside in ("/etc/passwd", "../../outside.jsonl"):  # the page reaches only the workspace and allowed folders
+        refused = evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", outside, 10)
+        assert refused[0] is None and "data file:" in refused[2], refused[2]
 
     job, timer, progress, start, cancel = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 12)
     assert job and timer.active and "ts-job-progress" in progress

@@ -29,7 +29,9 @@ def write_run(root: Path, name: str = "run", **status) -> Path:
     update_status(run_dir, name=name, created_at=time.time(), **status)
     for step in checkpoints:
         (run_dir / "checkpoints" / f"checkpoint-{step}").mkdir(parents=True)
-        (run_dir / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+        (run_dir / "checkpoints" / f"checkpoint-{step}" / "trainer_state.json").write_text(
+            json.dumps({"global_step": step})
+        )
     return run_dir
 
 
