@@ -183,13 +183,16 @@ class ChatClient:
     """The parent's handle on one chat worker: load, generate (streamed), stop, unload. Thread-safe.
 
     One model at a time: ``load`` replaces the loaded one. A new ``generate`` stops the reply still running,
-    so a client shared by several callers never waits on an abandoned reply.
+    so a client shared by several callers never waits on an abandoned reply. A model can be loaded for an
+    ``owner`` (an opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may
+    chat with it, stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
     """
 
     def __init__(self, workspace: Path | None = None):
         self.workspace = Path(workspace).resolve() if workspace is not None else None
         self.info: ModelInfo | None = None
         self.loading: LoadProgress | None = None  # while a load is under way
+        self.owner: str | None = None  # whom the loaded (or loading) model serves; None: everyone
         self.last_finish: dict[str, Any] = {}  # the last "done" event: reason, tokens, dropped turns, threads
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None  # the worker's stderr
@@ -203,41 +206,52 @@ class ChatClient:
         """The worker's process id, while it runs."""
         return self._process.pid if self._process and self._process.poll() is None else None
 
-    def load(self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT) -> Iterator[LoadProgress]:
+    def may_use(self, caller: str | None) -> bool:
+        """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
+        for a model loaded without an owner, else only its owner."""
+        owner = self.owner
+        return owner is None or owner == caller
+
+    def load(self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT, owner: str | None = None) -> Iterator[LoadProgress]:
         """Start a worker for ``spec``, yielding its progress until the model is ready (then ``info`` is set).
+        With ``owner``, the model serves that owner only (``may_use``), from its first progress line on.
 
         Raises ChatError for a bad spec (before any process starts), when loading fails, or when an unload or
         another load replaces this one meanwhile.
         """
         resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
-        self.unload()
-        self.loading = LoadProgress(0.02, f"starting the chat process for {resolved.label}")
-        yield self.loading
-        process, events = self._spawn(spec)
+        self.unload()  # the old model's memory is free before the new one loads
+        with self._lock:
+            # The process, its owner and its progress line change in one step: the line names the model, so no
+            # one else may ever read it under another owner. A load that began meanwhile is replaced.
+            stale = self._detach()
+            process, events = self._spawn(spec, owner)
+            first = self.loading = LoadProgress(0.02, f"starting the chat process for {resolved.label}")
+        self._end(stale)
         deadline = time.monotonic() + timeout
         try:
+            yield first
             while True:
                 event = self._next(events, deadline, "the model to load")
-                if event["event"] == "progress":
-                    self.loading = LoadProgress(float(event["fraction"]), str(event["message"]))
-                    yield self.loading
-                elif event["event"] == "ready":
-                    self.info = ModelInfo(**event["info"])
-                    return
-                elif self._process is not process:
+                with self._lock:  # a load replaced meanwhile must not set the name or progress of the new one
+                    current = self._process is process
+                    if current and event["event"] == "ready":
+                        self.info, self.loading = ModelInfo(**event["info"]), None
+                        return
+                    if current and event["event"] == "progress":
+                        self.loading = progress = LoadProgress(float(event["fraction"]), str(event["message"]))
+                if not current:
                     raise ChatError("loading was called off: the model was unloaded or another one loaded")
-                else:
+                if event["event"] != "progress":
                     raise ChatError(event.get("message") or self._exit_message(process))
+                yield progress
         except BaseException:
-            if self._process is process:
-                self.unload()
+            self._end(self._detach_if(process))
             raise
-        finally:
-            if self._process in (process, None):
-                self.loading = None
 
-    def _spawn(self, spec: ModelSpec) -> tuple[subprocess.Popen[bytes], queue.Queue[dict[str, Any]]]:
-        """Start the worker and the thread that reads its events; returns it and its queue of load events."""
+    def _spawn(self, spec: ModelSpec, owner: str | None) -> tuple[subprocess.Popen[bytes], queue.Queue[dict[str, Any]]]:
+        """Start the worker for ``owner`` and the thread that reads its events (call with the lock held);
+        returns it and its queue of load events."""
         command = [sys.executable, "-m", "engine", "chat-worker", *spec.to_args()]
         if self.workspace is not None:
             command += ["--workspace", str(self.workspace)]
@@ -247,7 +261,7 @@ class ChatClient:
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=_worker_env()
         )
-        self._process, events = process, queue.Queue()
+        self._process, self.owner, events = process, owner, queue.Queue()
         threading.Thread(target=self._read, args=(process, events), daemon=True, name="chat-reader").start()
         return process, events
 
@@ -267,7 +281,7 @@ class ChatClient:
         why = self._exit_message(process)
         with self._lock:
             if self._process is process:  # it died on its own: whoever waits must hear of it
-                self.info = None
+                self.info, self.owner = None, None
                 self._wake_replies(why)
 
     def _wake_replies(self, why: str) -> None:
@@ -302,19 +316,27 @@ class ChatClient:
             raise ChatError(self._exit_message(process)) from None
 
     def generate(
-        self, messages: list[dict[str, str]], sampling: SamplingParams, use_adapter: bool = True
+        self,
+        messages: list[dict[str, str]],
+        sampling: SamplingParams,
+        use_adapter: bool = True,
+        caller: str | None = None,
     ) -> Iterator[str]:
         """Stream the reply to ``messages`` (system / user / assistant turns, ending with a user turn) as text
         deltas. ``use_adapter=False`` answers with the base model under a loaded adapter. After the last delta,
-        ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled"."""
+        ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled". A model loaded
+        for an owner answers only when ``caller`` is that owner (checked with the request sent, so a model
+        loaded by someone else in between never answers)."""
         _check_messages(messages)
-        if use_adapter is False and not (self.info and self.info.is_adapter):
-            raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         with self._lock:
             if self.info is None:
                 raise ChatError("no model is loaded; load one first")
-            self.stop()  # a reply nobody reads any more must not hold the worker
+            if not self.may_use(caller):
+                raise ChatError("the loaded model is someone else's; load one of yours")
+            if use_adapter is False and not self.info.is_adapter:
+                raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
+            self._cancel()  # a reply nobody reads any more must not hold the worker
             request_id = self._current = next(self._ids)
             self._replies[request_id] = replies
             self._send(
@@ -339,25 +361,57 @@ class ChatClient:
                 self._replies.pop(request_id, None)
                 if not finished and self._current == request_id:
                     with contextlib.suppress(ChatError):
-                        self.stop()  # the caller walked away mid-reply
+                        self._cancel()  # the caller walked away mid-reply
                 if self._current == request_id:
                     self._current = None
 
-    def stop(self) -> bool:
-        """End the reply being generated (it finishes with reason "cancelled"); False if none was running."""
+    def stop(self, caller: str | None = None) -> bool:
+        """End the reply being generated (it finishes with reason "cancelled"); False if none was running or
+        ``caller`` may not use the model (``may_use``)."""
         with self._lock:
-            if self._current is None or self.pid is None:
+            return self.may_use(caller) and self._cancel()
+
+    def _cancel(self) -> bool:
+        """Cancel the reply being generated, whoever asked for it (call with the lock held)."""
+        if self._current is None or self.pid is None:
+            return False
+        self._send({"op": "cancel", "id": self._current})
+        self._current = None
+        return True
+
+    def unload_for(self, caller: str | None, timeout: float = 10.0) -> bool:
+        """Unload the model when ``caller`` may use it (``may_use``); False, and it stays loaded, when not.
+        Checked and detached in one step, so a model someone else loads meanwhile is never the one unloaded."""
+        with self._lock:
+            if not self.may_use(caller):
                 return False
-            self._send({"op": "cancel", "id": self._current})
-            self._current = None
-            return True
+            worker = self._detach()
+        self._end(worker, timeout)
+        return True
 
     def unload(self, timeout: float = 10.0) -> None:
         """Stop the worker and wait for it to exit, which frees the model's memory. Harmless when none runs."""
         with self._lock:
-            process, self._process = self._process, None
-            self.info, self._current = None, None
-            self._wake_replies("the model was unloaded")
+            worker = self._detach()
+        self._end(worker, timeout)
+
+    def _detach(self) -> tuple[subprocess.Popen[bytes] | None, IO[bytes] | None]:
+        """Forget the worker (call with the lock held): no model, no owner, no load under way, waiting replies
+        woken. Returns the worker and its log, for ``_end``."""
+        worker = (self._process, self._log)
+        self._process, self._log = None, None
+        self.info, self.owner, self.loading, self._current = None, None, None, None
+        self._wake_replies("the model was unloaded")
+        return worker
+
+    def _detach_if(self, process: subprocess.Popen[bytes]) -> tuple[subprocess.Popen[bytes] | None, IO[bytes] | None]:
+        """``_detach`` when ``process`` is still the worker (a failed load cleans up after itself only)."""
+        with self._lock:
+            return self._detach() if self._process is process else (None, None)
+
+    def _end(self, worker: tuple[subprocess.Popen[bytes] | None, IO[bytes] | None], timeout: float = 10.0) -> None:
+        """Ask a detached worker to exit, wait for it (kill it if it will not), then close its log."""
+        process, log = worker
         if process is not None:
             try:
                 if process.stdin:
@@ -370,9 +424,8 @@ class ChatClient:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if log is not None:
+            log.close()
 
 
 def _check_messages(messages: list[dict[str, str]]) -> None:

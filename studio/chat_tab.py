@@ -2,7 +2,9 @@
 
 The model runs in a chat worker process (engine.chat), never in the studio: replies stream in without
 blocking the page, a training run keeps its cores, and Unload frees the memory. One worker serves the whole
-studio, so a loaded model survives a page refresh; a new message stops a reply still running.
+studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode a
+run's model is loaded for the visitor who picked it (``caller_of``): another visitor is told only that someone
+else's model is in use, and cannot chat with it, stop it or unload it; the bundled base model is open to all.
 The sampling widgets are built from ``engine.chat.SamplingParams`` (bounds, help text, validation).
 """
 
@@ -11,7 +13,6 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +25,12 @@ from engine.config import ConfigError
 from engine.config.sections import DEMO_MODEL
 from engine.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_steps, read_status
 from studio.context import StudioContext
-from studio.demo import NORMAL, DemoPolicy, owned_run_dirs
+from studio.demo import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
 from studio.form import FieldSpec, leaf_specs, values_to_config
 
 MODES = ("Chat", "Side by side")
 SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  # the widgets' order
+OTHERS_MODEL = "another visitor's model is in use"
 CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it fits a 1366x768 screen
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, str]]
@@ -75,6 +77,19 @@ def spec_for(workspace: Path, key: str | None) -> ModelSpec:
     raise ChatError("pick a model to load first")
 
 
+def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
+    """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
+    it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
+    visitor = valid_visitor(visitor) if policy.enabled else None
+    return owner_tag(visitor) if visitor else None
+
+
+def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
+    """Whom a loaded model serves: a run's model its caller only (None outside demo mode: everyone); a base
+    model everyone, since the demo offers only the bundled one, which is public."""
+    return caller if spec.run_dir is not None else None
+
+
 # --- status line --------------------------------------------------------------------------------------------
 
 
@@ -82,8 +97,10 @@ def _message(text: str, kind: str) -> str:
     return f'<div class="ts-message ts-message-{kind}">{text}</div>'
 
 
-def status_html(client: ChatClient) -> str:
-    """What is loaded (or loading), in one line."""
+def status_html(client: ChatClient, caller: str | None = None) -> str:
+    """What is loaded (or loading), in one line; for a caller who may not use it, only that it is not theirs."""
+    if not client.may_use(caller):
+        return _message(f"No model loaded for you ({OTHERS_MODEL}). Pick one and press <b>Load</b>.", "warn")
     if client.loading is not None:
         return _progress_html(client.loading.fraction, client.loading.message)
     info = client.info
@@ -112,30 +129,35 @@ def load_clicked(
     client: ChatClient, workspace: Path, key: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
 ) -> Iterator[str]:
     """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
-    a key is never taken as a path to anything else on this machine."""
+    a key is never taken as a path to anything else on this machine. It replaces whatever model is loaded (one
+    worker serves the studio); in demo mode a run's model then serves this visitor only."""
+    caller = caller_of(policy, visitor)
     try:
         if key and key not in {value for _, value in model_choices(workspace, policy, visitor)}:
             raise ChatError("that model is not in the list (any more); press ↻ and pick again")
         spec = spec_for(workspace, key)
-        for _ in client.load(spec):
-            yield status_html(client)
+        for _ in client.load(spec, owner=holder_for(spec, caller)):
+            yield status_html(client, caller)
     except ChatError as exc:
         yield _message(f"Could not load: {html.escape(str(exc))}", "error")
         return
-    yield status_html(client)
+    yield status_html(client, caller)
 
 
-def unload_clicked(client: ChatClient) -> str:
-    """Unload the model (its process exits, so its memory is freed)."""
+def unload_clicked(client: ChatClient, caller: str | None = None) -> str:
+    """Unload the model (its process exits, so its memory is freed); never another visitor's."""
+    if not client.may_use(caller):
+        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
     if client.pid is None and client.loading is None:
         return _message("No model is loaded.", "warn")
-    client.unload()
+    if not client.unload_for(caller):  # someone else's model was loaded since the check above
+        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
     return _message("Unloaded: the model's memory is free again.", "ok")
 
 
-def stop_clicked(client: ChatClient) -> None:
-    """End the reply being generated; what was written so far stays."""
-    client.stop()
+def stop_clicked(client: ChatClient, caller: str | None = None) -> None:
+    """End the reply being generated (never another visitor's); what was written so far stays."""
+    client.stop(caller)
 
 
 def parse_sampling_widgets(values: list[Any]) -> SamplingParams:
@@ -148,13 +170,18 @@ def _conversation(system: str, history: Conversation) -> Conversation:
 
 
 def _stream(
-    client: ChatClient, system: str, history: Conversation, sampling: SamplingParams, adapter: bool
+    client: ChatClient,
+    system: str,
+    history: Conversation,
+    sampling: SamplingParams,
+    adapter: bool,
+    caller: str | None = None,
 ) -> Iterator[None]:
     """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas."""
     prompt = _conversation(system, history)
     history.append({"role": "assistant", "content": ""})
     text, shown = "", time.monotonic()
-    for delta in client.generate(prompt, sampling, use_adapter=adapter):
+    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=caller):
         text += delta
         history[-1]["content"] = text.lstrip()  # a tokenizer may start the reply with a space
         if time.monotonic() - shown >= STREAM_INTERVAL:
@@ -172,11 +199,18 @@ def _finish_note(client: ChatClient) -> str:
 
 
 def respond(
-    client: ChatClient, text: str, system: str, mode: str, histories: dict[str, Conversation], *sampling_values: Any
+    client: ChatClient,
+    text: str,
+    system: str,
+    mode: str,
+    histories: dict[str, Conversation],
+    *sampling_values: Any,
+    caller: str | None = None,
 ) -> Iterator[list[Any]]:
     """Send ``text``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in.
 
-    Side by side answers with the adapter switched off (the base model) on the left, then on the right.
+    Side by side answers with the adapter switched off (the base model) on the left, then on the right. Only a
+    model ``caller`` may use answers (``caller_of``: in demo mode, not another visitor's).
     """
     histories = {name: list(turns) for name, turns in (histories or {}).items()}
     chat, base, tuned = (histories.setdefault(name, []) for name in ("chat", "base", "tuned"))
@@ -187,7 +221,7 @@ def respond(
         # Copies: the reply's message is edited in place as it streams, each yield must be a snapshot.
         return [[dict(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, *keep]
 
-    problem = _refusal(client, text, mode)
+    problem = _refusal(client, text, mode, caller)
     try:
         sampling = parse_sampling_widgets(list(sampling_values))
     except ConfigError as exc:
@@ -201,7 +235,7 @@ def respond(
     yield view("", "")
     try:
         for history, adapter in targets:
-            for _ in _stream(client, system, history, sampling, adapter):
+            for _ in _stream(client, system, history, sampling, adapter, caller):
                 yield view()
             if client.last_finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
@@ -214,10 +248,12 @@ def respond(
     yield view(note=_finish_note(client))
 
 
-def _refusal(client: ChatClient, text: str, mode: str) -> str | None:
+def _refusal(client: ChatClient, text: str, mode: str, caller: str | None = None) -> str | None:
     """Why a message cannot be sent now, or None."""
     if not text or not text.strip():
         return "Type a message first."
+    if not client.may_use(caller):
+        return f"Load a model first ({OTHERS_MODEL}): pick one above and press Load."
     if client.info is None:
         return "Load a model first (pick one above and press Load)."
     if mode == "Side by side" and not client.info.is_adapter:
@@ -271,7 +307,13 @@ class ChatTab:
                 min_width=250,
                 elem_id="ts-chat-mode",
             )
-        self.status = gr.HTML(lambda: status_html(self.client), elem_classes="ts-html", elem_id="ts-chat-status")
+        policy = ctx.policy
+        self.status = gr.HTML(  # per visitor: shown on page load and whenever the visitor id arrives
+            lambda who: status_html(self.client, caller_of(policy, who)),
+            inputs=[ctx.visitor_input()],
+            elem_classes="ts-html",
+            elem_id="ts-chat-status",
+        )
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, elem_id="ts-chat-main"):
                 self._conversation_view()
@@ -318,12 +360,25 @@ class ChatTab:
         self.refresh.click(**relist)
         if self.ctx.tabs is not None:  # runs finish and checkpoints appear while the tab is hidden
             self.ctx.tabs.change(**relist)
+            # ... and another visitor may have loaded a model meanwhile (one worker serves the studio)
+            self.ctx.tabs.change(
+                lambda who: status_html(client, caller_of(policy, who)),
+                [visitor],
+                [self.status],
+                show_progress="hidden",
+                **private,
+            )
 
         def load(key: str | None, who: str | None) -> Iterator[str]:
             yield from load_clicked(client, workspace, key, policy, who)
 
+        def send(who: str | None, *values: Any) -> Iterator[list[Any]]:
+            yield from respond(client, *values, caller=caller_of(policy, who))
+
         self.load.click(load, [self.model, visitor], [self.status], **private)
-        self.unload.click(lambda: unload_clicked(client), None, [self.status], **private)
+        self.unload.click(
+            lambda who: unload_clicked(client, caller_of(policy, who)), [visitor], [self.status], **private
+        )
         self.mode.change(
             lambda mode: [gr.Chatbot(visible=mode != "Side by side"), gr.Row(visible=mode == "Side by side")],
             [self.mode],
@@ -333,14 +388,16 @@ class ChatTab:
         outputs = [self.chatbot, self.base_bot, self.tuned_bot, self.histories, self.text, self.note]
         gr.on(
             [self.send.click, self.text.submit],
-            partial(respond, client),
-            [self.text, self.system, self.mode, self.histories, *self.sampling],
+            send,
+            [visitor, self.text, self.system, self.mode, self.histories, *self.sampling],
             outputs,
             show_progress="minimal",
             **private,
         )
         # Stop reaches the worker directly; the streaming handler then ends by itself with the partial reply kept.
-        self.stop.click(lambda: stop_clicked(client), None, None, concurrency_limit=None, **private)
+        self.stop.click(
+            lambda who: stop_clicked(client, caller_of(policy, who)), [visitor], None, concurrency_limit=None, **private
+        )
         self.clear.click(clear_clicked, None, outputs[:5], **private)
 
 

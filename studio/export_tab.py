@@ -4,12 +4,19 @@ The work runs in a background ``python -m engine export --zip`` job (engine.expo
 checks the request first (a refused export says why at once), follows the job's progress with a ``gr.Timer``
 active only while it runs, and offers the zip through a ``gr.DownloadButton`` when it is done. A hub token
 typed here goes to the job's environment only: never to disk, the command line or a log.
+
+Outside demo mode the zip is served straight from WORKSPACE/exports/ (a static path: a merged model can be
+large). In demo mode nothing there is served, since a zip's name is easy to guess (``<run id>-adapter.zip``):
+the visitor who made it gets a private copy, which Gradio copies into its cache under a path that names a
+digest of the content and a secret seed, and serves only there.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -128,16 +135,36 @@ def result_html(status: dict[str, Any]) -> str:
     return f'<div class="ts-export-result">{" ".join(parts)}</div>'
 
 
-def poll(job_dir: str | None) -> list[Any]:
+def private_copy(archive: Path) -> Path:
+    """A copy of ``archive`` in a new folder of its own under the temp directory, for one visitor's download.
+
+    Gradio moves a file it returns into its cache only from the working directory, the temp directory or
+    ``allowed_paths``; the workspace may lie elsewhere, and naming exports/ in ``allowed_paths`` would serve it
+    to everyone. A hard link costs no space where the temp directory shares the workspace's disk.
+    """
+    target = Path(tempfile.mkdtemp(prefix="ts-export-")) / archive.name
+    try:
+        os.link(archive, target)
+    except OSError:  # another disk, or links not supported
+        shutil.copyfile(archive, target)
+    return target
+
+
+def download_button(archive: str | None, policy: DemoPolicy = NORMAL) -> gr.DownloadButton:
+    """The download of a finished export's zip (hidden without one); in demo mode a private copy of it."""
+    if not archive or not Path(archive).is_file():
+        return gr.DownloadButton(value=None, visible=False)
+    return gr.DownloadButton(value=str(private_copy(Path(archive)) if policy.enabled else archive), visible=True)
+
+
+def poll(job_dir: str | None, policy: DemoPolicy = NORMAL) -> list[Any]:
     """The timer's handler: progress while the job runs; the result and the download once it is over."""
     status = job_status(job_dir)
     if status is None:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
     if jobs.is_running(status):
         return [job_dir, gr.skip(), progress_html(status, "export"), *action_buttons(True), gr.skip(), gr.skip()]
-    archive = (status.get("result") or {}).get("zip")
-    ready = bool(archive) and Path(archive).is_file()
-    download = gr.DownloadButton(value=archive if ready else None, visible=ready)
+    download = download_button((status.get("result") or {}).get("zip"), policy)
     return [
         None,
         gr.Timer(active=False),
@@ -160,9 +187,11 @@ class ExportTab:
 
     def __init__(self, ctx: StudioContext):
         self.ctx = ctx
-        # Exports are served straight from disk (no copy into Gradio's cache: a merged model can be large).
-        gr.set_static_paths([export.exports_root(ctx.workspace)])
         demo = ctx.policy.enabled  # no export name (a server path) and no hub push for visitors
+        if not demo:
+            # Exports are served straight from disk (no copy into Gradio's cache: a merged model can be large).
+            # Never in demo mode: anyone could fetch any visitor's zip by its predictable name.
+            gr.set_static_paths([export.exports_root(ctx.workspace)])
         with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
             self.run = gr.Dropdown(
                 choices=[] if demo else finished_runs(ctx.workspace),  # a visitor's own, once the tab opens
@@ -224,7 +253,7 @@ class ExportTab:
             outputs,
             **private,
         )
-        self.timer.tick(poll, [self.job], outputs, show_progress="hidden", **private)
+        self.timer.tick(lambda job: poll(job, policy), [self.job], outputs, show_progress="hidden", **private)
         self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
         refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer)
 

@@ -1,11 +1,16 @@
 """Demo mode in a real Chromium with two visitors (two browser contexts, so two localStorages): both press
 Start, the second waits in line and sees its place, each Runs tab lists only its own run, the second run
-starts once the first has ended, a refresh keeps the visitor, and the hub push is not offered.
+starts once the first has ended, a refresh keeps the visitor, and the hub push is not offered. Then each
+visitor's trained model and export stay theirs: Bob can neither see nor use the model Alice loaded in Chat,
+and his export's zip downloads through Gradio's cache while exports/ answers no one by URL.
 Screenshots at 1366x768 go to test-artifacts/e2e/."""
 
 from __future__ import annotations
 
 import shutil
+import urllib.error
+import urllib.request
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +66,64 @@ def runs_table(page: Any) -> str:
     return page.locator("#ts-runs-table").inner_text()
 
 
-def test_two_visitors_take_turns(demo_studio: Studio, browser: Any, demo_workspace: Path, artifacts: Path) -> None:
+def http_status(url: str) -> int:
+    """The HTTP status of a plain GET (no browser, no visitor)."""
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def chat_stays_private(alice: Any, bob: Any, artifacts: Path) -> None:
+    """Alice loads her run's model in Chat; Bob reads only that another visitor's model is in use, and cannot
+    send to it or unload it."""
+    alice.get_by_role("tab", name="Chat").click()
+    alice.locator("#ts-chat-model input").click()
+    alice.get_by_role("option", name="alice-run · final adapter").first.click()
+    alice.locator("#ts-chat-load").click()
+    status = alice.locator("#ts-chat-status")
+    wait_until(lambda: "Loaded:" in status.inner_text(), 120, what="Alice's model to load")
+    assert "alice-run" in status.inner_text()
+
+    bob.get_by_role("tab", name="Chat").click()
+    bob_status = bob.locator("#ts-chat-status")
+    wait_until(lambda: "another visitor's model is in use" in bob_status.inner_text(), 20, what="Bob's status")
+    assert "alice-run" not in bob_status.inner_text()
+    box = bob.locator("#ts-chat-input textarea")
+    box.fill("Write 2024-03-15 out in full.")
+    box.press("Enter")
+    note = bob.locator("#ts-chat-note")
+    wait_until(lambda: "another visitor's model is in use" in note.inner_text(), 20, what="Bob's message refused")
+    assert bob.locator('#ts-chatbot [data-testid="bot"]').count() == 0
+    bob.locator("#ts-chat-unload").click()
+    wait_until(lambda: "Nothing of yours to unload" in bob_status.inner_text(), 20, what="Bob's unload refused")
+    bob.screenshot(path=str(artifacts / "45-demo-chat-another-visitors-model.png"))
+    alice.locator("#ts-chat-unload").click()  # only now is it gone: Bob's Unload left it alone
+    wait_until(lambda: "Unloaded" in status.inner_text(), 30, what="Alice's unload")
+
+
+def export_reaches_its_visitor_only(bob: Any, url: str, workspace: Path, run_dir: Path, saved_in: Path) -> None:
+    """Bob exports his run and downloads the zip from Gradio's cache; exports/ answers a URL with 403."""
+    bob.get_by_role("tab", name="Export").click()
+    wait_until(lambda: bob.locator("#ts-export-weights input").input_value() == "final result", 30, what="weights")
+    bob.locator("#ts-export-start").click()
+    button = bob.locator("#ts-export-download")
+    button.wait_for(state="visible", timeout=120_000)
+    with bob.expect_download(timeout=30_000) as info:
+        button.click()
+    name = f"{run_dir.name}-adapter.zip"
+    assert info.value.suggested_filename == name and "/exports/" not in info.value.url, info.value.url
+    info.value.save_as(saved_in / name)
+    with zipfile.ZipFile(saved_in / name) as archive:
+        assert f"{run_dir.name}-adapter/adapter_model.safetensors" in archive.namelist()
+    exported = workspace / "exports" / name  # the name is easy to guess: no one may fetch it by URL
+    assert exported.is_file() and http_status(f"{url}gradio_api/file={exported}") == 403
+
+
+def test_two_visitors_take_turns(
+    demo_studio: Studio, browser: Any, demo_workspace: Path, artifacts: Path, tmp_path: Path
+) -> None:
     alice = open_visitor(browser, demo_studio.url, "alice-run", 4)
     alice.screenshot(path=str(artifacts / "39-demo-train-tab.png"))
     # Fixed fields are shown but cannot be changed; a capped one says its limit next to the field.
@@ -113,5 +175,8 @@ def test_two_visitors_take_turns(demo_studio: Studio, browser: Any, demo_workspa
     offered = bob.locator("#ts-export-run input")
     wait_until(lambda: "bob-run" in offered.input_value(), 10, what="Bob's run offered")
     bob.screenshot(path=str(artifacts / "44-demo-export.png"))
+
+    chat_stays_private(alice, bob, artifacts)
+    export_reaches_its_visitor_only(bob, demo_studio.url, demo_workspace, second, tmp_path)
     alice.context.close()
     bob.context.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html import unescape
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from engine.chat import ChatClient, ChatError, ModelSpec, SamplingParams
 from engine.config import ConfigError, load_config, parse_config
 from engine.paths import PROJECT_ROOT
 from engine.rundir import update_status
+from studio import chat_tab
 from studio.chat_tab import (
     SAMPLING,
     clear_clicked,
@@ -26,9 +28,12 @@ from studio.chat_tab import (
     stop_clicked,
     unload_clicked,
 )
+from studio.demo import DemoPolicy, owner_tag
 
 DEMO = "assets/demo-model"
 GREEDY_WIDGETS = [0, 0.9, 40, 1, ""]  # temperature, top_p, max_new_tokens, repetition_penalty, seed
+DEMO_MODE = DemoPolicy(enabled=True)
+ALICE, BOB = "alice-aaaaaaaaaaaaaaaa", "bob-bbbbbbbbbbbbbbbbbb"
 
 
 def make_run(workspace: Path, name: str, created: float, **config: Any) -> Path:
@@ -199,6 +204,38 @@ def test_side_by_side_answers_with_the_base_then_the_adapter(workspace, client, 
     assert base[1]["content"] == "".join(client.generate(prompt, greedy, use_adapter=False)).lstrip()
     assert tuned[1]["content"] == "".join(client.generate(prompt, greedy)).lstrip()
     assert histories == {"chat": [], "base": base, "tuned": tuned}
+
+
+def test_demo_visitors_chat_only_with_their_own_model(workspace, client, adapter_run):
+    """In demo mode Alice's run model serves Alice only: Bob neither reads its name nor chats with, stops or
+    unloads it, not even while it loads; the bundled base model is open to both."""
+    update_status(adapter_run, owner=owner_tag(ALICE))
+    caller_of = chat_tab.caller_of  # a visitor as the chat worker knows them: their owner tag, in demo mode only
+    alice, bob = caller_of(DEMO_MODE, ALICE), caller_of(DEMO_MODE, BOB)
+    assert (alice, caller_of(DEMO_MODE, "not-an-id"), caller_of(DemoPolicy(), ALICE)) == (owner_tag(ALICE), None, None)
+    loading = load_clicked(client, workspace, "run:tuned", DEMO_MODE, ALICE)
+    assert "Loading…" in next(loading)  # the model's name is on this line: no one else may read it
+    for someone in (bob, None):
+        assert "another visitor's model is in use" in status_html(client, someone)
+        assert "demo-dates" not in status_html(client, someone) and "tuned" not in status_html(client, someone)
+    assert "Loaded:</b> demo-dates · final adapter" in final(loading)
+    assert "run:tuned" not in [key for _, key in model_choices(workspace, DEMO_MODE, BOB)]
+
+    for mode in ("Chat", "Side by side"):
+        chat, base, tuned, histories, _, note = final(respond(client, "hi", "", mode, {}, *GREEDY_WIDGETS, caller=bob))
+        assert "another visitor's model is in use" in unescape(note) and chat == base == tuned == []
+    with pytest.raises(ChatError, match="someone else's"):  # the worker's own check, should a load race the page's
+        list(client.generate([{"role": "user", "content": "hi"}], SamplingParams(), caller=bob))
+    assert not client.stop(bob)
+    assert "Nothing of yours to unload" in unload_clicked(client, bob) and client.pid is not None
+    assert "demo-dates" in status_html(client, alice)
+    chat = final(respond(client, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS, caller=alice))[0]
+    assert chat[-1]["role"] == "assistant" and chat[-1]["content"]
+
+    list(load_clicked(client, workspace, f"base:{DEMO}", DEMO_MODE, ALICE))  # public: Bob may use it too
+    assert f"Loaded:</b> Base · {DEMO}" in status_html(client, bob)
+    chat = final(respond(client, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS, caller=bob))[0]
+    assert chat[-1]["role"] == "assistant" and chat[-1]["content"]
 
 
 def test_unload_frees_the_model(client):

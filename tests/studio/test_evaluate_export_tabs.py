@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from html import unescape
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pytest
 
 from engine import evaluations
 from engine.config import parse_config, save_config
 from engine.rundir import update_status
 from studio import evaluate_tab, evaluate_view, export_tab
+from studio.context import StudioContext
+from studio.demo import NORMAL, DemoPolicy, owner_tag
 from studio.job_controls import cancel_job
 from studio.job_view import checkpoint_of, finished_runs, pick_run, progress_html, weight_choices
 from tests.demo_run import RUN_ID, trained_demo_run
 
 pytestmark = pytest.mark.integration
+DEMO = DemoPolicy(enabled=True)
+ALICE = "alice-aaaaaaaaaaaaaaaa"
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +168,55 @@ def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
     taken = export_tab.start_clicked(*args, "tab-export", "", "", True)
     assert "already exists and is not empty" in taken[2]
     assert "No export is running." in cancel_job(None, "export")
+
+
+def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkeypatch):
+    """In demo mode the download is a private copy of the zip, outside exports/ (Gradio then serves it from its
+    cache only); outside demo mode it is the export's own zip, as before."""
+    copies: list[Path] = []
+    real_copy = export_tab.private_copy
+
+    def recorded_copy(archive: Path) -> Path:
+        copies.append(real_copy(archive))
+        return copies[-1]
+
+    monkeypatch.setattr(export_tab, "private_copy", recorded_copy)
+    update_status(run_dir, owner=owner_tag(ALICE))
+    job = export_tab.start_clicked(workspace, RUN_ID, "", "adapter", "float32", "", "", "", True, DEMO, ALICE)[0]
+    assert job
+    download = poll_until_done(export_tab.poll, job, DEMO)[-1]
+    archive = workspace / "exports" / f"{RUN_ID}-adapter.zip"
+    assert download.visible and download.value["orig_name"] == archive.name
+    [copy] = copies
+    assert copy.name == archive.name and copy.read_bytes() == archive.read_bytes()
+    assert (workspace / "exports").resolve() not in copy.resolve().parents
+    assert export_tab.poll(job)[-1].visible and len(copies) == 1  # the same job outside demo mode: no copy
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def fetch_status(workspace: Path, policy: DemoPolicy, path: Path) -> int:
+    """The HTTP status a browser gets for ``/gradio_api/file=PATH`` from a studio page with the Export tab."""
+    with gr.Blocks() as page:
+        export_tab.build_export_tab(StudioContext(workspace, policy=policy))
+    port = free_port()
+    page.launch(server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/gradio_api/file={path}", timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize(("policy", "expected"), [(NORMAL, 200), (DEMO, 403)])
+def test_exports_are_served_by_url_only_outside_demo_mode(tmp_path, policy, expected):
+    archive = tmp_path / "exports" / "20260101-000000-abcd-someone-adapter.zip"  # a name anyone could guess
+    archive.parent.mkdir()
+    archive.write_bytes(b"PK another visitor's adapter")
+    assert fetch_status(tmp_path, policy, archive) == expected
