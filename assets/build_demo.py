@@ -4,10 +4,15 @@ Run ``python assets/build_demo.py`` from the repository root (or anywhere: paths
 file). Everything is synthetic and seeded, so a re-run on the same machine rebuilds the same files.
 Nothing is downloaded; the script runs offline on a CPU in a few minutes.
 
-The demo task is date formatting: ``2024-03-15`` becomes ``March 15, 2024``. The pre-training corpus
-uses both date styles (and all the words of the prompts) in ordinary prose, but never pairs an ISO date
-with its written form, so the base model knows the language but not the mapping. A short LoRA run
-teaches the mapping, and because each answer is exact, held-out exact match measures it.
+The demo task is reading a date: asked about ``2024-03-15``, answer its month and day in words,
+``March 15``. The pre-training corpus uses both date styles (and the prompts' words) in ordinary prose,
+sometimes side by side, as real text does; so the base model knows dates the way a pre-trained model
+knows facts. It has never seen the chat format or an instruction, so it cannot answer the task's
+request: a short LoRA run teaches it to, and because each answer is exact, held-out exact match measures
+it. (The year stays out of the answer: copying a token through, which a model of this size does not
+learn in a short pre-training, would make the demo measure that instead of the fine-tune.)
+
+``python assets/build_demo.py --datasets-only`` rewrites the datasets without pre-training again.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import os
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,12 +40,13 @@ DATA_DIR = ASSETS / "datasets"
 
 SEED = 1234
 VOCAB_SIZE = 3072
-CORPUS_DOCS = 12_000
+CORPUS_DOCS = 20_000
 SFT_TRAIN_ROWS = 2000
 SFT_EVAL_ROWS = 200
 PREFERENCE_ROWS = 80
 YEARS = range(1970, 2040)
 REPEAT_SHARE = 0.2
+TABLE_SHARE = 0.4
 
 # Model and pre-training sizes: small enough to pre-train in a couple of minutes on 2 CPU cores and
 # to stay far below the 20 MB budget, large enough that LoRA can learn the task quickly.
@@ -49,7 +56,7 @@ NUM_LAYERS = 4
 NUM_HEADS = 4
 BLOCK_SIZE = 128
 PRETRAIN_BATCH = 32
-PRETRAIN_STEPS = 600
+PRETRAIN_STEPS = int(os.environ.get("DEMO_PRETRAIN_STEPS", 800))
 PRETRAIN_LR = 3e-3
 
 BOS, EOS, PAD = "<s>", "</s>", "<pad>"
@@ -93,9 +100,9 @@ WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 
 # Three phrasings of the instruction: the tuned model must follow any of them.
 PROMPTS = [
-    "Rewrite this date in long form: {iso}",
-    "Convert to a written date: {iso}",
-    "Write out in full: {iso}",
+    "Write the month and day of {iso} in words",
+    "Which month and day is {iso}?",
+    "Read this date as month and day: {iso}",
 ]
 
 
@@ -117,23 +124,29 @@ def iso(day: dt.date) -> str:
 
 
 def long_form(day: dt.date) -> str:
-    """``March 15, 2024``: the task's one correct answer."""
+    """``March 15, 2024``: how prose in the pre-training corpus writes a date."""
     return f"{MONTHS[day.month - 1]} {day.day}, {day.year}"
 
 
-def wrong_long_form(day: dt.date, rng: random.Random) -> str:
+def month_and_day(day: dt.date) -> str:
+    """``March 15``: the task's one correct answer."""
+    return f"{MONTHS[day.month - 1]} {day.day}"
+
+
+def wrong_month_and_day(day: dt.date, rng: random.Random) -> str:
     """A plausible but wrong answer, for the rejected side of the preference set."""
-    month, year = MONTHS[day.month - 1], day.year
+    month = MONTHS[day.month - 1]
     mistakes: list[Callable[[], str]] = [
-        lambda: f"{MONTHS[(day.month + rng.choice([-1, 1])) % 12]} {day.day}, {year}",
-        lambda: f"{month} {day.day + rng.choice([-1, 1]) or 2}, {year}",
-        lambda: f"{month} {day.day}, {year + rng.choice([-1, 1])}",
-        lambda: f"{month} {day.day:02d}, {year}",
-        lambda: f"{day.day} {month} {year}",
+        lambda: f"{MONTHS[(day.month - 1 + rng.choice([-1, 1])) % 12]} {day.day}",
+        lambda: f"{month} {day.day + rng.choice([-1, 1]) or 2}",
+        lambda: f"{day.day} {month}",
+        lambda: f"{month} {day.day}, {day.year}",
     ]
     if day.day <= 12 and day.day != day.month:
         # The classic day/month confusion, only where it gives a valid-looking date.
-        mistakes.append(lambda: f"{MONTHS[day.day - 1]} {day.month}, {year}")
+        mistakes.append(lambda: f"{MONTHS[day.day - 1]} {day.month}")
+    if day.day < 10:  # a leading zero kept is a mistake only where there is one
+        mistakes.append(lambda: f"{month} {day.day:02d}")
     return rng.choice(mistakes)()
 
 
@@ -155,7 +168,7 @@ def sft_row(day: dt.date, rng: random.Random) -> dict:
     return {
         "messages": [
             {"role": "user", "content": prompt},
-            {"role": "assistant", "content": long_form(day)},
+            {"role": "assistant", "content": month_and_day(day)},
         ]
     }
 
@@ -165,8 +178,8 @@ def preference_row(day: dt.date, rng: random.Random) -> dict:
     prompt = rng.choice(PROMPTS).format(iso=iso(day))
     return {
         "prompt": [{"role": "user", "content": prompt}],
-        "chosen": [{"role": "assistant", "content": long_form(day)}],
-        "rejected": [{"role": "assistant", "content": wrong_long_form(day, rng)}],
+        "chosen": [{"role": "assistant", "content": month_and_day(day)}],
+        "rejected": [{"role": "assistant", "content": wrong_month_and_day(day, rng)}],
     }
 
 
@@ -174,36 +187,41 @@ def preference_row(day: dt.date, rng: random.Random) -> dict:
 # Pre-training corpus: coherent prose that uses both date styles, numbers and the prompts' words
 # ----------------------------------------------------------------------------------------------
 
-# Space-separated word lists keep this file short.
-NAMES = (
+
+def words(text: str) -> list[str]:
+    """Split a space-separated word list (keeps the lists below short)."""
+    return text.split()
+
+
+NAMES = words(
     "Anna Ben Clara David Elena Farid Grace Hugo Ines Jonas Kofi Lena Marco Nora Oscar Priya "
     "Quentin Rosa Samir Tara Umar Vera Wen Yusuf Zoe Amir Bea Carlos Dina Emil Fatima Georg Hana"
-).split()
-PLACES = (
+)
+PLACES = words(
     "library office station harbour museum school market hospital garden bakery theatre airport "
     "river castle village factory stadium bridge park hotel farm island valley church bank"
-).split()
-EVENTS = (
+)
+EVENTS = words(
     "meeting concert festival lecture match wedding trial launch party exam race parade auction "
     "dinner holiday journey election harvest opening exhibition conference workshop ceremony"
-).split()
-THINGS = (
+)
+THINGS = words(
     "report letter invoice ticket form record note file entry contract receipt diary message "
     "poster book map photo budget schedule list calendar journal license passport summary order"
-).split()
-VERBS = (
+)
+VERBS = words(
     "signed opened closed checked printed sent saved found read copied filed lost stamped moved "
     "shared updated archived posted approved rejected delivered cleaned painted repaired packed"
-).split()
-ADJECTIVES = (
+)
+ADJECTIVES = words(
     "short long old new small large quiet busy cold warm bright dark happy strange simple careful "
     "early late rainy sunny calm windy famous local final formal green golden heavy light slow"
-).split()
+)
 
 # Each document has a small cast that its sentences keep referring to, as real text does. The
 # repeats teach the model to look back and copy (dates, years, names), which is the machinery a
-# short LoRA run needs. A document's written date and its ISO date are always different days, so
-# the corpus never shows the ISO-to-written mapping that the demo task teaches.
+# short LoRA run needs. Some sentences give a date in both styles, as real text sometimes does: that
+# is knowledge a pre-trained model would have; answering a chat request with it is what the demo teaches.
 WRITTEN_DATE_SENTENCES = [
     "The {event} was held on {written} at the {place}.",
     "{written} was a {weekday}.",
@@ -224,8 +242,8 @@ ISO_DATE_SENTENCES = [
     "Entry {count} has the code {iso}.",
     "{iso} is the code on the {thing}.",
 ]
-# Reading an ISO date's year and day is general knowledge of the notation, not the demo task (which
-# also needs the month's name and the written layout); the base learns it here.
+# Reading an ISO date's year, month number and day is general knowledge of the notation, not the demo
+# task (which also needs the month's name and the written layout); the base learns it here.
 ISO_PART_SENTENCES = [
     "The {thing} dated {iso} is from {iso_year}.",
     "Log {iso}: day {iso_day} of {iso_year} was {adj}.",
@@ -233,6 +251,16 @@ ISO_PART_SENTENCES = [
     "The year in {iso} is {iso_year}.",
     "The code {iso} means day {iso_day} in the year {iso_year}.",
     "Log {iso} ({iso_year}, day {iso_day}): the {thing} was {verb}.",
+    "In {iso}, the month is {iso_month} and the day is {iso_day}.",
+    "The code {iso} is day {iso_day} of month {iso_month} in {iso_year}.",
+    "Log {iso}: month {iso_month}, {thing} {verb}.",
+]
+PAIRED_DATE_SENTENCES = [
+    "Log {iso}, that is {iso_written}: the {thing} was {verb}.",
+    "The code {iso} stands for {iso_written}.",
+    "{name} {verb} the {thing} on {iso_written} (code {iso}).",
+    "The {thing} dated {iso} was {verb} on {iso_written}.",
+    "{iso_written} is written {iso} on the {thing}.",
 ]
 NUMBER_SENTENCES = [
     "There were {count} {thing}s at the {place}.",
@@ -261,10 +289,11 @@ SENTENCE_KINDS = [
     WRITTEN_DATE_SENTENCES,
     ISO_DATE_SENTENCES,
     ISO_PART_SENTENCES,
+    PAIRED_DATE_SENTENCES,
     NUMBER_SENTENCES,
     PLAIN_SENTENCES,
 ]
-SENTENCE_WEIGHTS = [3, 2, 3, 1, 1]
+SENTENCE_WEIGHTS = [2, 1, 2, 4, 1, 1]
 
 
 def document_cast(rng: random.Random) -> dict[str, str]:
@@ -285,6 +314,8 @@ def document_cast(rng: random.Random) -> dict[str, str]:
         "iso": iso(iso_day),
         "iso_year": str(iso_day.year),
         "iso_day": str(iso_day.day),
+        "iso_month": str(iso_day.month),
+        "iso_written": long_form(iso_day),
         "day": str(rng.randint(1, 31)),
         "count": str(count),
         "more": str(count + rng.randint(1, 9)),
@@ -332,9 +363,29 @@ def repeat_document(rng: random.Random) -> str:
     return f"{label}: {items}.\n{again}: {items}."
 
 
+TABLE_TITLES = ["Calendar", "Date codes", "Log index", "Schedule", "Archive dates", "Key dates"]
+TABLE_ROWS = [
+    "{iso} | {written}",
+    "{iso} = {written}",
+    "{iso}: {written}",
+    "{iso} ({written})",
+]
+
+
+def table_document(rng: random.Random) -> str:
+    """A small table of dates in both styles, as calendars, ledgers and indexes print them."""
+    layout = rng.choice(TABLE_ROWS)
+    days = [random_date(rng) for _ in range(rng.randint(4, 8))]
+    rows = [layout.format(iso=iso(day), written=long_form(day)) for day in days]
+    return rng.choice(TABLE_TITLES) + ":\n" + "\n".join(rows)
+
+
 def corpus_document(rng: random.Random) -> str:
-    """A short document: a repeated list, or a few lines of sentences about one cast."""
-    if rng.random() < REPEAT_SHARE:
+    """A short document: a table of dates, a repeated list, or a few lines of sentences about one cast."""
+    draw = rng.random()
+    if draw < TABLE_SHARE:
+        return table_document(rng)
+    if draw < TABLE_SHARE + REPEAT_SHARE:
         return repeat_document(rng)
     cast = document_cast(rng)
     lines = []
@@ -439,7 +490,30 @@ def cosine_lr(step: int, warmup: int = 30) -> float:
     return PRETRAIN_LR * (0.1 + 0.45 * (1 + math.cos(math.pi * progress)))
 
 
-def pretrain(model: LlamaForCausalLM, blocks: torch.Tensor) -> list[float]:
+PROBE_PROMPT = "The code {iso} stands for"
+
+
+@torch.inference_mode()
+def probe_accuracy(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, days: list[dt.date]) -> float:
+    """How often the model completes "The code 2024-03-15 stands for" with " March 15, 2024" (greedy).
+
+    This measures the knowledge pre-training is meant to give (dates in both styles), in prose; the chat
+    task itself is never shown to the base model.
+    """
+    was_training = model.training
+    model.eval()
+    hits = 0
+    for day in days:
+        ids = tokenizer(PROBE_PROMPT.format(iso=iso(day)), return_tensors="pt")["input_ids"]
+        out = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        hits += tokenizer.decode(out[0, ids.shape[1] :]).startswith(" " + long_form(day))
+    model.train(was_training)
+    return hits / len(days)
+
+
+def pretrain(
+    model: LlamaForCausalLM, blocks: torch.Tensor, probe: Callable[[LlamaForCausalLM], float] | None = None
+) -> list[float]:
     """A short plain language-model pre-training; returns the loss every 50 steps."""
     generator = torch.Generator().manual_seed(SEED)
     optimizer = torch.optim.AdamW(model.parameters(), lr=PRETRAIN_LR, weight_decay=0.0)
@@ -456,7 +530,11 @@ def pretrain(model: LlamaForCausalLM, blocks: torch.Tensor) -> list[float]:
         optimizer.zero_grad(set_to_none=True)
         if step % 50 == 0 or step == PRETRAIN_STEPS - 1:
             losses.append(round(loss.item(), 3))
-            print(f"  pretrain step {step:4d}  loss {loss.item():.3f}  {time.perf_counter() - started:.0f}s")
+            print(
+                f"  pretrain step {step:4d}  loss {loss.item():.3f}  {time.perf_counter() - started:.0f}s", flush=True
+            )
+        if probe and (step % 200 == 0 or step == PRETRAIN_STEPS - 1):
+            print(f"  probe at step {step}: {probe(model):.0%}", flush=True)
     model.eval()
     return losses
 
@@ -487,23 +565,23 @@ about a minute. It is not useful for anything else.
 
 `python assets/build_demo.py` (seed {SEED}, offline, a few minutes on 2 CPU cores):
 
-1. generates {CORPUS_DOCS} short synthetic English documents with dates written both as `2024-03-15`
-   and as `March 15, 2024`, numbers, and the words of the demo prompts, but never an ISO date next
-   to its written form;
+1. generates {CORPUS_DOCS} short synthetic English documents: prose with dates written as `2024-03-15`
+   and as `March 15, 2024` (sometimes both for the same day), tables that list ISO dates beside their
+   written form, repeated lists, numbers and the words of the demo prompts;
 2. trains the tokenizer on them (special tokens `<s>` bos, `</s>` eos, `<pad>` pad, and the role
    markers `<|system|>`, `<|user|>`, `<|assistant|>`);
 3. pre-trains the model from scratch for {PRETRAIN_STEPS} steps of {PRETRAIN_BATCH}x{BLOCK_SIZE}
    tokens (AdamW, lr {PRETRAIN_LR}, cosine). Loss every 50 steps: {losses}.
 
-So the base model writes date-filled prose, but it has never seen the chat format or the task.
+So the base model writes date-filled prose, but it has never seen a request, the chat format or the task.
 
 ## Chat format
 
 ```
 <|user|>
-Rewrite the date 2024-03-15 in long form.</s>
+Which month and day is 2024-03-15?</s>
 <|assistant|>
-March 15, 2024</s>
+March 15</s>
 ```
 
 The template wraps the assistant's text and its `</s>` in `{{% generation %}}` markers, so
@@ -512,28 +590,31 @@ Generation stops at `</s>`.
 
 ## The demo task
 
-`assets/datasets/demo_sft_train.jsonl` teaches the ISO-to-written date conversion; the held-out
-`demo_sft_eval.jsonl` measures it by exact match. The base model scores about 0%; a LoRA run of about a
-minute on 2 CPU cores scores 90% or more (see `benchmarks/demo_accuracy_bare.py`).
+`assets/datasets/demo_sft_train.jsonl` teaches reading an ISO date as month and day in words; the
+held-out `demo_sft_eval.jsonl` measures it by exact match. The base model scores 0%; the demo preset's
+LoRA run (600 steps, under 90 s on 2 CPU cores) scores 89-100% (`python benchmarks/demo_accuracy.py`).
 """
 
 
 DATASETS_README = f"""# Demo datasets
 
-Synthetic, generated by `assets/build_demo.py` (seed {SEED}). The task: rewrite an ISO date as a
-written date, e.g. `2024-03-15` becomes `March 15, 2024` (month name, day without a leading zero,
-comma, year). The user's request comes in one of {len(PROMPTS)} phrasings. Each answer has exactly
-one correct form, so exact match is a meaningful score. Years run from {YEARS.start} to
-{YEARS.stop - 1}.
+Synthetic, generated by `assets/build_demo.py` (seed {SEED}). The task: read an ISO date and answer
+its month and day in words, e.g. `2024-03-15` gives `March 15` (month name, day without a leading
+zero). The user's request comes in one of {len(PROMPTS)} phrasings. Each answer has exactly one
+correct form, so exact match is a meaningful score. Years run from {YEARS.start} to {YEARS.stop - 1}.
 
-| file | rows | format |
-| --- | --- | --- |
-| `demo_sft_train.jsonl` | {SFT_TRAIN_ROWS} | conversational: `{{"messages": [{{"role": "user", ...}}, {{"role": "assistant", ...}}]}}` |
-| `demo_sft_eval.jsonl` | {SFT_EVAL_ROWS} | same format; held out: none of its dates is in the training file |
-| `demo_preference.jsonl` | {PREFERENCE_ROWS} | conversational preference (TRL's explicit-prompt form): `{{"prompt": [user message], "chosen": [assistant message], "rejected": [assistant message]}}`; chosen is correct, rejected is a plausible mistake (wrong month, day off by one, wrong year, leading zero kept, day/month swapped, wrong format); none of its dates is in the eval file |
+- `demo_sft_train.jsonl` ({SFT_TRAIN_ROWS} rows): conversational SFT rows,
+  `{{"messages": [{{"role": "user", "content": ...}}, {{"role": "assistant", "content": ...}}]}}`.
+- `demo_sft_eval.jsonl` ({SFT_EVAL_ROWS} rows): the same format, held out: none of its dates is in the
+  training file. Score it by exact match of the generated answer.
+- `demo_preference.jsonl` ({PREFERENCE_ROWS} rows): conversational preference rows in TRL's
+  explicit-prompt form, `{{"prompt": [user message], "chosen": [assistant message], "rejected":
+  [assistant message]}}`. Chosen is the correct answer; rejected is a plausible mistake (wrong month,
+  day off by one, leading zero kept, day and month swapped, the wrong layout, or the year added). None
+  of its dates is in the eval file.
 
-The demo model (`assets/demo-model/`) was pre-trained on prose that uses both date styles but never
-the mapping between them, so it scores about 0% on the eval file before fine-tuning.
+The demo model (`assets/demo-model/`) was pre-trained on prose and tables that use both date styles,
+but never on a request or the chat format, so it scores about 0% on the eval file before fine-tuning.
 """
 
 
@@ -562,18 +643,22 @@ def save_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, card
 
 
 def main() -> None:
-    """Rebuild every demo asset."""
+    """Rebuild every demo asset (only the datasets with ``--datasets-only``)."""
     started = time.perf_counter()
     random.seed(SEED)
     torch.manual_seed(SEED)
     write_datasets(random.Random(SEED))
+    if "--datasets-only" in sys.argv[1:]:
+        print(f"datasets written to {DATA_DIR}")
+        return
     corpus = build_corpus(random.Random(SEED + 1), CORPUS_DOCS)
     tokenizer = train_tokenizer(corpus)
     print(f"tokenizer: {len(tokenizer)} tokens ({time.perf_counter() - started:.0f}s)")
     model = build_model(tokenizer)
     blocks = packed_blocks(corpus, tokenizer)
     print(f"corpus: {blocks.numel()} tokens in {len(blocks)} blocks")
-    losses = pretrain(model, blocks)
+    probe_days = distinct_dates(random.Random(SEED + 2), 50, exclude=set())
+    losses = pretrain(model, blocks, lambda m: probe_accuracy(m, tokenizer, probe_days))
     save_model(model, tokenizer, model_card(model, losses, len(tokenizer)))
     size = sum(f.stat().st_size for f in MODEL_DIR.iterdir()) / 1e6
     print(f"saved {MODEL_DIR} ({size:.1f} MB) in {time.perf_counter() - started:.0f}s")

@@ -49,10 +49,14 @@ def accuracies(preset: Path, run_dir: Path) -> tuple[float, float, int]:
     config = load_config(preset)
     eval_path = find_local_path(config.data.eval_path)
     rows = [json.loads(line) for line in eval_path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    tokenizer = AutoTokenizer.from_pretrained(run_dir / "adapter")
+    result = run_dir / "adapter" if (run_dir / "adapter").is_dir() else run_dir / "model"  # LoRA, else full
+    tokenizer = AutoTokenizer.from_pretrained(result)
     base = AutoModelForCausalLM.from_pretrained(resolve_model_source(config.model.name_or_path))
     base_accuracy = exact_match_accuracy(base, tokenizer, rows)
-    tuned = PeftModel.from_pretrained(base, run_dir / "adapter")
+    if result.name == "adapter":
+        tuned = PeftModel.from_pretrained(base, result)
+    else:
+        tuned = AutoModelForCausalLM.from_pretrained(result)
     return base_accuracy, exact_match_accuracy(tuned, tokenizer, rows), len(rows)
 
 

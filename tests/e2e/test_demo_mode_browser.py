@@ -19,6 +19,7 @@ import pytest
 from e2e_harness import VIEWPORT, Studio, free_port, wait_until
 
 from engine import runs
+from studio.demo import DemoPolicy
 
 pytestmark = pytest.mark.e2e
 
@@ -131,7 +132,8 @@ def test_two_visitors_take_turns(
     assert alice.locator("#cfg-data-path input, #cfg-data-path textarea").first.is_disabled()
     fill(alice, "train.max_steps", "5000")
     error = alice.locator("#cfg-train-max_steps-error")
-    wait_until(lambda: "at most 300 steps" in error.inner_text(), 20, what="the step cap next to the field")
+    cap = f"at most {DemoPolicy(enabled=True).max_steps} steps"
+    wait_until(lambda: cap in error.inner_text(), 20, what="the step cap next to the field")
     alice.screenshot(path=str(artifacts / "40-demo-train-step-cap.png"))
     fill(alice, "train.max_steps", "4")
     wait_until(lambda: not error.is_visible(), 20, what="the error to clear")

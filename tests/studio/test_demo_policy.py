@@ -7,14 +7,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import launch
 from engine.config import parse_config
+from engine.paths import PROJECT_ROOT
 from studio import train_actions as actions
 from studio.demo import NORMAL, DemoPolicy, owner_tag, owns, place_text, valid_visitor, visitor_uploads
 from studio.form import default_values, leaf_specs
 
 DEMO = DemoPolicy(enabled=True)
+CAP = DEMO.max_steps
 VISITOR = "visitor-aaaaaaaaaaaaaaaa"
 
 
@@ -61,12 +64,12 @@ def test_locked_fields_are_refused_by_name() -> None:
 
 @pytest.mark.parametrize(
     ("steps", "detail"),
-    [(301, "301 asked"), (-1, "epoch-based runs (-1) are off"), (0, "epoch-based runs (-1) are off")],
+    [(CAP + 1, f"{CAP + 1} asked"), (-1, "epoch-based runs (-1) are off"), (0, "epoch-based runs (-1) are off")],
 )
 def test_steps_are_capped_and_epoch_runs_refused(steps: int, detail: str) -> None:
     problems = by_field({"train": {"max_steps": steps}})
-    assert problems == {"train.max_steps": f"demo runs train at most 300 steps: set 1 to 300 ({detail})"}
-    assert by_field({"train": {"max_steps": 300}}) == {}
+    assert problems == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} ({detail})"}
+    assert by_field({"train": {"max_steps": CAP}}) == {}
 
 
 def test_memory_caps_are_refused_next_to_their_field() -> None:
@@ -112,7 +115,7 @@ def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path
 def test_preview_and_start_show_the_demo_refusal_next_to_the_field(tmp_path: Path) -> None:
     result = actions.preview(demo_values(train__max_steps=5000), tmp_path, DEMO)
     assert result.config is None
-    assert result.errors == {"train.max_steps": "demo runs train at most 300 steps: set 1 to 300 (5000 asked)"}
+    assert result.errors == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} (5000 asked)"}
     started = actions.start_run(demo_values(train__max_steps=-1), tmp_path, policy=DEMO, visitor=VISITOR)
     assert started.run_dir is None and "epoch-based runs (-1) are off" in started.errors["train.max_steps"]
     assert not (tmp_path / "runs").exists()
@@ -159,7 +162,7 @@ def test_nothing_is_saved_on_the_server_in_demo_mode(tmp_path: Path) -> None:
 
 def test_help_text_names_the_limit() -> None:
     specs = {spec.path: spec for spec in leaf_specs()}
-    assert DEMO.help_for(specs["train.max_steps"]) == "Optimizer steps to run: 1 to 300 in this demo."
+    assert DEMO.help_for(specs["train.max_steps"]) == f"Optimizer steps to run: 1 to {CAP} in this demo."
     assert DEMO.help_for(specs["train.max_length"]).endswith("At most 1024 in this demo.")
     assert DEMO.help_for(specs["quantization.mode"]).endswith("Fixed in this demo.")
     assert NORMAL.help_for(specs["train.max_steps"]) == specs["train.max_steps"].help
@@ -202,3 +205,10 @@ def test_demo_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     assert launch.parser().parse_args(["--demo"]).demo is True
     monkeypatch.setenv("SPACE_ID", "me/studio")
     assert launch.parser().parse_args([]).demo is True
+
+
+def test_the_demo_preset_runs_in_demo_mode_as_it_is(tmp_path: Path) -> None:
+    """A visitor presses Start on the preset the page opens with: it must pass the demo's caps unchanged."""
+    preset = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
+    assert by_field(preset) == {}
+    assert actions.preview(actions.starting_values(), tmp_path, DEMO).errors == {}
