@@ -14,6 +14,7 @@ from typing import Any
 
 import gradio as gr
 import pytest
+import yaml
 from gradio.state_holder import SessionState
 
 from engine import runs
@@ -167,7 +168,7 @@ def test_busy_workspace_refuses_with_a_clear_message(tmp_path: Path) -> None:
         calls: list[Path] = []
         result = actions.start_run(values(), tmp_path, fake_launcher(calls))
         assert result.run_dir is None and calls == []
-        assert "another run is active: busy (running)" in result.message and "queue" in result.message
+        assert "another run is active: busy (running)" in result.message and "Stop it first" in result.message
     finally:
         sleeper.kill()
         sleeper.wait()
@@ -182,7 +183,9 @@ def test_dataset_check_of_the_demo_set_marks_the_loss(tmp_path: Path) -> None:
     assert check.error == "" and check.format == "conversational"
     assert "`conversational`" in check.summary and "carry loss" in check.summary
     assert check.examples.count('class="ts-example"') == 2
-    assert '<mark class="ts-loss"' in check.examples and "February 25, 1970" in check.examples
+    first_row = json.loads((PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl").read_text().split("\n")[0])
+    answer = first_row["messages"][-1]["content"]
+    assert '<mark class="ts-loss"' in check.examples and answer in check.examples
     assert '<span class="ts-prompt"' in check.examples and "&lt;|user|&gt;" in check.examples  # escaped
 
 
@@ -243,8 +246,10 @@ def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
 
 
 def test_presets_load_into_the_form() -> None:
-    loaded, _ = actions.load_config_values(PROJECT_ROOT / "assets" / "presets" / "demo.yaml")
-    assert loaded is not None and loaded["train.max_steps"] == 250 and loaded["data.eval_path"].endswith(".jsonl")
+    preset = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
+    loaded, _ = actions.load_config_values(preset)
+    steps = yaml.safe_load(preset.read_text())["train"]["max_steps"]
+    assert loaded is not None and loaded["train.max_steps"] == steps and loaded["data.eval_path"].endswith(".jsonl")
 
 
 def test_recent_models_are_remembered_most_recent_first(tmp_path: Path) -> None:
