@@ -74,11 +74,11 @@ def _resume_marker(run_dir: Path, step: int) -> set[tuple[str, int]]:
 def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     """Load tokenizer, data and model, and wire them into TRL's SFTTrainer."""
     from transformers import PrinterCallback
-    from trl import SFTTrainer
 
     from engine.builders import to_training_args
     from engine.data import prepare_datasets, resolve_chat_template
     from engine.hardware import detect_hardware, hardware_problems
+    from engine.lean_trainer import lean_sft_trainer_class
     from engine.modeling import count_parameters, load_model, load_tokenizer, make_trainable
 
     hardware = detect_hardware()
@@ -107,7 +107,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     # Trainer would log a NaN / infinite loss as the mean of the finite ones before it (and 0.0 on the first
     # step after a resume); the callback must see it to stop the run and keep later checkpoints out.
     args.logging_nan_inf_filter = False
-    trainer = SFTTrainer(
+    trainer = lean_sft_trainer_class()(
         model=model,
         args=args,
         train_dataset=data.train,

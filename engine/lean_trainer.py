@@ -1,0 +1,44 @@
+"""TRL's SFTTrainer with the model's own loss, without the per-step metrics the studio never shows.
+
+TRL 1.x computes every training loss through a fused LM head that also yields per-token entropy and top-1
+accuracy, and reads both back with ``.item()`` on every step. The run directory records neither, and on the
+small models this studio trains on a CPU that bookkeeping costs a measurable share of each step
+(benchmarks/throughput.py). The rows the engine hands over already carry ``labels`` (-100 where no loss), so
+the model's own causal-LM loss is the same objective; transformers' ``Trainer.compute_loss`` computes it,
+with label smoothing, gradient-accumulation token counts and multi-process scaling handled as usual.
+
+Trainer also recounts the model's parameters on every step (a walk over every module) to add up the run's
+floating-point operations; the count cannot change while training, so it is taken once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def lean_sft_trainer_class() -> type:
+    """The SFTTrainer subclass, built on first use so importing the engine stays free of TRL."""
+    from transformers import Trainer
+    from trl import SFTTrainer
+
+    class LeanSFTTrainer(SFTTrainer):
+        """SFTTrainer whose loss is transformers' ``Trainer.compute_loss`` (the model's causal-LM loss)."""
+
+        def compute_loss(
+            self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+        ) -> Any:
+            # The key-value cache is useless in training and clashes with gradient checkpointing.
+            inputs = {**inputs, "use_cache": False}
+            return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+
+        def floating_point_ops(self, inputs: dict[str, Any]) -> int:
+            ids = inputs.get(getattr(self.model, "main_input_name", "input_ids"))
+            if ids is None or not hasattr(self.model, "num_parameters"):
+                return 0
+            counted = getattr(self, "_counted_parameters", None)
+            if counted is None or counted[0] is not self.model:
+                counted = (self.model, self.model.num_parameters(exclude_embeddings=True))
+                self._counted_parameters = counted
+            return 6 * ids.numel() * counted[1]
+
+    return LeanSFTTrainer
