@@ -85,6 +85,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     problems = hardware_problems(config, hardware)
     if problems:
         raise ConfigError(problems)
+    cpu_share = _cpu_share(config, hardware)  # starts measuring the machine's load while the rest loads
     tokenizer = load_tokenizer(config)
     # The template used for training is saved with the result, so chatting with it formats prompts the same way.
     tokenizer.chat_template = resolve_chat_template(tokenizer, config.data.chat_template)
@@ -113,11 +114,24 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
         train_dataset=data.train,
         eval_dataset=data.eval,
         processing_class=tokenizer,
-        callbacks=[callback],
+        callbacks=[callback, *cpu_share],
     )
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer
+
+
+def _cpu_share(config: RunConfig, hardware: Any) -> list[Any]:
+    """The callback that trains with the cores other programs leave free, where it applies (engine.cpu_share)."""
+    from engine.cpu_share import cpu_share_callback
+    from engine.hardware import resolve_device
+
+    share = cpu_share_callback(
+        threads_pinned=config.launch.threads_per_process is not None,
+        on_cpu=resolve_device(config, hardware) == "cpu",
+        num_processes=config.launch.num_processes,
+    )
+    return [share] if share else []
 
 
 def seed_everything(config: RunConfig) -> None:

@@ -30,6 +30,10 @@ from studio.monitor_view import (
 
 LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
+# The loss chart follows every poll; the small charts and the log, which a person glances at, refresh once a
+# second while a run trains: redrawing all four plotly charts four times a second kept a core of a 2-core
+# laptop busy in the browser, and made the loss chart itself lag (benchmarks/browser_latency.py).
+SECONDARY_SECONDS = 1.0
 QUEUE_SECONDS = 1.0  # a queued run's place in line reads every run's status: once a second is plenty
 
 
@@ -63,6 +67,7 @@ class MonitorSession:
         self.feed: MetricsFeed | None = None
         self.status: dict[str, Any] = {}
         self._sent: dict[str, Any] = {}
+        self._sent_at: dict[str, float] = {}  # when each throttled output last got a new value
         self._ahead: tuple[float, int] = (0.0, 0)  # (when read, runs ahead) of a queued run
 
     def update(
@@ -71,7 +76,7 @@ class MonitorSession:
         """Poll the run and return what changed since the previous call (everything, after a run switch)."""
         with self.lock:
             if run_dir != self.run_dir:
-                self.run_dir, self._sent, self._ahead = run_dir, {}, (0.0, 0)
+                self.run_dir, self._sent, self._sent_at, self._ahead = run_dir, {}, {}, (0.0, 0)
                 self.feed = MetricsFeed(Path(run_dir)) if run_dir else None
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
@@ -80,20 +85,30 @@ class MonitorSession:
                 return update
             self.status = runs.status(Path(run_dir))
             self.feed.poll()
-            self._charts(update, smoothing, log_y)
+            now = now or time.time()
+            self._charts(update, smoothing, log_y, now)
             self._panels(update, now)
             return update
 
     def forget_sent(self) -> None:
         """Make the next update send every output, as if to a fresh page."""
         with self.lock:
-            self._sent = {}
+            self._sent, self._sent_at = {}, {}
 
     def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> None:
         """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value)."""
         if self._sent.get(name, object()) != key:
             self._sent[name] = key
             setattr(update, name, make())
+
+    def _put_every(self, update: MonitorUpdate, name: str, key: Any, make: Any, now: float) -> None:
+        """Like ``_put``, but at most once per SECONDARY_SECONDS while the run is active (the last value of a run
+        that has ended is sent at once)."""
+        if runs.is_active(self.status) and now - self._sent_at.get(name, 0.0) < SECONDARY_SECONDS:
+            return
+        if self._sent.get(name, object()) != key:
+            self._sent_at[name] = now
+        self._put(update, name, key, make)
 
     def _runs_ahead(self, run_dir: Path, now: float) -> int:
         """The queued run's place in line, read at most once per QUEUE_SECONDS."""
@@ -111,7 +126,7 @@ class MonitorSession:
             self._put(update, name, "", lambda: "")
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
-    def _charts(self, update: MonitorUpdate, smoothing: float, log_y: bool) -> None:
+    def _charts(self, update: MonitorUpdate, smoothing: float, log_y: bool, now: float) -> None:
         feed = self.feed
         loss, evals = feed.series["loss"], feed.series["eval_loss"]
         self._put(
@@ -122,18 +137,18 @@ class MonitorSession:
         )
         for name, (title, unit, color) in _SMALL_CHARTS.items():
             series = feed.series[_SERIES_OF[name]]
-            self._put(
+            self._put_every(
                 update,
                 name,
                 series.version,
                 lambda s=series, t=title, u=unit, c=color: charts.line_figure(s, t, u, c),
+                now,
             )
 
-    def _panels(self, update: MonitorUpdate, now: float | None) -> None:
+    def _panels(self, update: MonitorUpdate, now: float) -> None:
         status, run_dir = self.status, Path(self.run_dir)
         header = header_html(status, run_dir.name)
         self._put(update, "header", header, lambda: header)
-        now = now or time.time()
         queued = status.get("state") == "queued"
         progress = queue_html(self._runs_ahead(run_dir, now)) if queued else progress_html(status, self.feed, now)
         self._put(update, "progress", progress, lambda: progress)
@@ -143,7 +158,7 @@ class MonitorSession:
         self._put(update, "error", error, lambda: error)
         controls = controls_for(status)
         self._put(update, "controls", controls, lambda: controls)
-        self._put(update, "log", _file_key(run_dir / LOG_FILE), lambda: log_tail(run_dir, LOG_BYTES))
+        self._put_every(update, "log", _file_key(run_dir / LOG_FILE), lambda: log_tail(run_dir, LOG_BYTES), now)
         self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
 
 

@@ -127,13 +127,16 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     assert update.error == ""
     # Nothing new: nothing to send.
     assert session.update(str(run_dir), 0.0, False, now=now).changed() == []
-    # One new point redraws the loss and learning-rate charts, not the others.
+    # One new point redraws the loss chart at the next poll; the learning-rate chart follows within a second
+    # (the small charts refresh at most once a second while the run trains); the others have nothing new.
     append(run_dir, train_event(11, now + 1, 1.9))
-    again = session.update(str(run_dir), 0.0, False, now=now)
-    assert {"loss", "learning_rate", "stats"} <= set(again.changed())
-    assert again.grad_norm is None and again.throughput is None and again.config is None
+    again = session.update(str(run_dir), 0.0, False, now=now + 0.25)
+    assert {"loss", "stats"} <= set(again.changed()) and again.learning_rate is None
+    later = session.update(str(run_dir), 0.0, False, now=now + 1.0)
+    assert later.learning_rate["data"][0]["y"][-1] == pytest.approx(train_event(11, now, 1.9)["learning_rate"])
+    assert later.grad_norm is None and later.throughput is None and later.config is None
     # Changing the smoothing redraws the loss chart only.
-    assert session.update(str(run_dir), 0.5, False, now=now).changed() == ["loss"]
+    assert session.update(str(run_dir), 0.5, False, now=now + 1.0).changed() == ["loss"]
 
 
 def test_session_on_stopped_and_failed_runs(tmp_path):
@@ -199,3 +202,14 @@ def test_update_cost_does_not_grow_with_the_run(tmp_path, monkeypatch):
     update = session.update(str(run_dir))
     assert session.feed.offset - reads[-1] == len(line)  # one line read, not 50k
     assert update.loss["data"][0]["y"][-1] == 0.5 and len(update.loss["data"][0]["x"]) <= 2000
+
+
+def test_small_charts_of_a_run_that_has_ended_are_sent_at_once(tmp_path):
+    now = time.time()
+    run_dir = write_run(tmp_path, "done", state="completed", step=2, max_steps=2)
+    append(run_dir, train_event(1, now, 2.0))
+    session = MonitorSession()
+    session.update(str(run_dir), now=now)
+    append(run_dir, {**train_event(2, now + 0.1, 1.0), "learning_rate": 5e-4})
+    again = session.update(str(run_dir), now=now + 0.1)  # no waiting for the once-a-second refresh
+    assert again.learning_rate["data"][0]["y"][-1] == pytest.approx(5e-4)
