@@ -300,6 +300,9 @@ class LaunchSection(Section):
         None,
         ge=1,
         le=1024,
-        description="CPU threads per process (OMP_NUM_THREADS); empty: cores / processes.",
+        description=(
+            "CPU threads per process (OMP_NUM_THREADS); empty: cores / processes, and a single process on a CPU "
+            "leaves the cores that other programs keep busy."
+        ),
         json_schema_extra=advanced(),
     )
