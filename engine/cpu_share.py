@@ -78,13 +78,14 @@ class CpuShareCallback(TrainerCallback):
         cores: int,
         most: int,
         set_threads: Callable[[int], None],
+        start: CpuTimes,
         read: Callable[[], CpuTimes | None] = read_cpu_times,
         check_seconds: float = CHECK_SECONDS,
     ):
         self.cores, self.most = cores, most
         self.set_threads, self.read, self.check_seconds = set_threads, read, check_seconds
         self.threads = most
-        self._last = read()
+        self._last = start  # the reading the first measured interval starts from
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         # Made before the data and the model were loaded: the load of that time decides the first step's threads.
@@ -95,8 +96,6 @@ class CpuShareCallback(TrainerCallback):
 
     def _adjust(self, min_seconds: float) -> None:
         """Set the threads from the load since the last reading, once at least ``min_seconds`` have passed."""
-        if self._last is None:
-            return
         now = self.read()
         if now is None or now.wall - self._last.wall < min_seconds:
             return
@@ -118,6 +117,10 @@ def cpu_share_callback(threads_pinned: bool, on_cpu: bool, num_processes: int) -
     import torch
 
     most = torch.get_num_threads()
-    if threads_pinned or not on_cpu or num_processes != 1 or most < 2 or read_cpu_times() is None:
+    if threads_pinned or not on_cpu or num_processes != 1 or most < 2:
         return None
-    return CpuShareCallback(cores=len(os.sched_getaffinity(0)), most=most, set_threads=torch.set_num_threads)
+    start = read_cpu_times()
+    if start is None:
+        return None
+    cores = len(os.sched_getaffinity(0))
+    return CpuShareCallback(cores=cores, most=most, set_threads=torch.set_num_threads, start=start)

@@ -95,20 +95,22 @@ class MonitorSession:
         with self.lock:
             self._sent, self._sent_at = {}, {}
 
-    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> None:
-        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value)."""
-        if self._sent.get(name, object()) != key:
-            self._sent[name] = key
-            setattr(update, name, make())
+    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> bool:
+        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value);
+        returns whether it did."""
+        if self._sent.get(name, object()) == key:
+            return False
+        self._sent[name] = key
+        setattr(update, name, make())
+        return True
 
     def _put_every(self, update: MonitorUpdate, name: str, key: Any, make: Any, now: float) -> None:
         """Like ``_put``, but at most once per SECONDARY_SECONDS while the run is active (the last value of a run
         that has ended is sent at once)."""
         if runs.is_active(self.status) and now - self._sent_at.get(name, 0.0) < SECONDARY_SECONDS:
             return
-        if self._sent.get(name, object()) != key:
+        if self._put(update, name, key, make):
             self._sent_at[name] = now
-        self._put(update, name, key, make)
 
     def _runs_ahead(self, run_dir: Path, now: float) -> int:
         """The queued run's place in line, read at most once per QUEUE_SECONDS."""

@@ -69,7 +69,9 @@ def test_callback_follows_the_load_both_ways():
         ]
     )
     chosen: list[int] = []
-    share = CpuShareCallback(cores=2, most=2, set_threads=chosen.append, read=lambda: next(readings))
+    share = CpuShareCallback(
+        cores=2, most=2, set_threads=chosen.append, start=next(readings), read=lambda: next(readings)
+    )
     share.on_train_begin(None, None, None)
     share.on_step_end(None, None, None)
     assert chosen == [1, 2] and share.threads == 2
