@@ -179,7 +179,8 @@ def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path
 
     model_dir = tmp_path / "model"
     shutil.copytree(DEMO_MODEL, model_dir)
-    run_dir = start_run(tmp_path, fault_config(model={"name_or_path": str(model_dir)}))
+    # Room to stop in: with 6 steps of about 0.1 s, the run could end before the Stop arrived.
+    run_dir = start_run(tmp_path, fault_config(model={"name_or_path": str(model_dir)}, train={"max_steps": 60}))
     wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
