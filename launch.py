@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> None:
         server_port=args.port,
         share=args.share,
         auth=auth,
-        **launch_options(),
+        **launch_options(args.workspace),
     )
 
 

@@ -1,10 +1,11 @@
 """Cost of one Monitor chart update as a run grows: 100, 10k and 100k logged points.
 
-A live run appends one metrics line per logged step; every tick the Monitor reads the new lines (by byte
-offset) and rebuilds the charts that changed. This measures exactly that tick, through the Monitor's own
-session object, after the history is already shown: append one train event, call ``update`` and encode the
-changed charts as JSON (orjson, as Gradio sends them), repeat. It also reports the size of the loss chart sent
-to the browser, which stays bounded (decimation to at most studio.charts.MAX_POINTS points per line).
+A live run appends one metrics line per logged step; for each, the page's chart script asks the studio's
+charts route, which reads the new lines (by byte offset, through the run's shared feed) and answers with the
+charts that changed, as JSON. This measures exactly that answer (studio.live_routes.charts_response, what the
+route runs after its long poll ends) once the page holds the history: append one train event, build the
+answer, repeat. It also reports the size of the loss chart sent to the browser, which stays bounded
+(decimation to at most studio.charts.MAX_POINTS points per line).
 
     python benchmarks/chart_update.py                 # 100, 10k, 100k points
     python benchmarks/chart_update.py --ticks 400
@@ -21,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -31,9 +33,8 @@ sys.path.insert(0, str(ROOT))
 from engine.config import RunConfig  # noqa: E402
 from engine.rundir import METRICS_FILE, update_status  # noqa: E402
 from engine.runs import create_run  # noqa: E402
-from studio.monitor_session import MonitorSession  # noqa: E402
-
-CHARTS = ("loss", "learning_rate", "grad_norm", "throughput")
+from studio.live_charts import live_token  # noqa: E402
+from studio.live_routes import ChartQuery, charts_response  # noqa: E402
 
 
 def train_event(step: int) -> dict[str, float | int | str]:
@@ -63,9 +64,9 @@ def make_run(workspace: Path, points: int) -> Path:
 
 
 def tick_seconds(run_dir: Path, points: int, ticks: int) -> tuple[float, int]:
-    """Median seconds of one update after one new line, and the loss chart's size in bytes."""
-    session = MonitorSession()
-    session.update(str(run_dir), smoothing=0.6)  # the page has shown the history
+    """Median seconds of one answer after one new line, and the loss chart's size in bytes."""
+    query = ChartQuery(live_token(run_dir), smoothing=0.6)
+    have = orjson.loads(charts_response(run_dir, query).body)["keys"]  # the page has shown the history
     timings = []
     size = 0
     with open(run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
@@ -73,11 +74,12 @@ def tick_seconds(run_dir: Path, points: int, ticks: int) -> tuple[float, int]:
             handle.write(json.dumps(train_event(step)) + "\n")
             handle.flush()
             started = time.perf_counter()
-            update = session.update(str(run_dir), smoothing=0.6)
-            sent = [orjson.dumps(getattr(update, name)) for name in CHARTS if getattr(update, name) is not None]
+            answer = charts_response(run_dir, replace(query, have=have))
             timings.append(time.perf_counter() - started)
-            size = len(orjson.dumps(update.loss)) if update.loss is not None else size
-            assert sent, "the tick changed no chart"
+            body = orjson.loads(answer.body)
+            assert body["figures"], "the new line changed no chart"
+            have = body["keys"]
+            size = len(orjson.dumps(body["figures"]["loss"]))
     return statistics.median(timings), size
 
 

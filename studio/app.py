@@ -1,6 +1,7 @@
 """The studio page: a header and six tabs (Train, Monitor, Runs, Chat, Evaluate, Export) sharing the current run.
 
-``build_app`` makes the Blocks; ``launch_options`` holds what Gradio 6 takes at ``launch()`` (theme, CSS).
+``build_app`` makes the Blocks; ``launch_options`` holds what Gradio 6 takes at ``launch()`` (theme, CSS, the
+live charts' script and routes).
 The studio never trains: it writes run directories and talks to runs through ``engine.runs``, so a run
 outlives a page refresh and a studio restart. Nothing here imports torch or the training libraries.
 """
@@ -20,6 +21,7 @@ from studio.context import StudioContext
 from studio.demo import NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, browser_secret, new_visitor_id, owns, valid_visitor
 from studio.evaluate_tab import build_evaluate_tab
 from studio.export_tab import build_export_tab
+from studio.live_routes import live_routes
 from studio.monitor_tab import build_monitor_tab
 from studio.runs_api import register_api
 from studio.runs_data import pick_initial_run
@@ -29,6 +31,7 @@ from studio.train_tab import build_train_tab
 CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
 TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
 CHAT_CSS_PATH = PROJECT_ROOT / "assets" / "chat.css"
+LIVE_CHARTS_JS = PROJECT_ROOT / "assets" / "live_charts.js"
 TITLE = "Tuning Studio"
 
 
@@ -124,6 +127,13 @@ def theme() -> gr.themes.Base:
     ).set(body_background_fill="#f8fafc", block_radius="10px")
 
 
-def launch_options() -> dict[str, Any]:
-    """What Gradio 6 takes at launch() rather than in Blocks(): theme and CSS."""
-    return {"theme": theme(), "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH]}
+def launch_options(workspace: Path) -> dict[str, Any]:
+    """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the live charts' page script, and
+    the plain HTTP routes it reads (studio.live_routes) for ``workspace``'s runs."""
+    script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
+    return {
+        "theme": theme(),
+        "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH],
+        "head": f"<script>{script}</script>",
+        "app_kwargs": {"routes": live_routes(Path(workspace).resolve())},
+    }

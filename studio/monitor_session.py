@@ -1,8 +1,9 @@
-"""The Monitor's per-browser-session logic: which outputs changed since the last update, and their new values.
+"""The Monitor's per-browser-session logic: which panels changed since the last update, and their new values.
 
 One ``MonitorSession`` lives in a ``gr.State`` per browser tab. Each timer tick asks it for an update; it reads
-the run's status and only the new metrics lines, and returns None for every output that has not changed, so
-the page redraws a chart only when that chart has new points (the Gradio layer turns None into gr.skip()).
+the run's status and the new metrics lines (through the studio's shared feed of the run), and returns None for
+every output that has not changed (the Gradio layer turns None into gr.skip()). The charts are not among them:
+the page script draws those from studio.live_charts, and finds the run in the header's ``data-live`` token.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from engine import run_queue, runs
 from engine.rundir import CONFIG_FILE, LOG_FILE, log_tail
-from studio import charts
+from studio.live_charts import FEEDS, live_token
 from studio.metrics_feed import MetricsFeed
 from studio.monitor_view import (
     EMPTY_HTML,
@@ -30,9 +31,8 @@ from studio.monitor_view import (
 
 LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
-# The loss chart follows every poll; the small charts and the log, which a person glances at, refresh once a
-# second while a run trains: redrawing all four plotly charts four times a second kept a core of a 2-core
-# laptop busy in the browser, and made the loss chart itself lag (benchmarks/browser_latency.py).
+# The log, which a person glances at, refreshes once a second while a run trains: every Gradio update costs
+# the browser's main thread, which on a 2-core laptop also draws the charts (benchmarks/browser_latency.py).
 SECONDARY_SECONDS = 1.0
 QUEUE_SECONDS = 1.0  # a queued run's place in line reads every run's status: once a second is plenty
 
@@ -41,10 +41,6 @@ QUEUE_SECONDS = 1.0  # a queued run's place in line reads every run's status: on
 class MonitorUpdate:
     """New values for the Monitor's outputs; None means unchanged (send nothing)."""
 
-    loss: Any = None
-    learning_rate: Any = None
-    grad_norm: Any = None
-    throughput: Any = None
     header: str | None = None
     progress: str | None = None
     stats: str | None = None
@@ -70,24 +66,21 @@ class MonitorSession:
         self._sent_at: dict[str, float] = {}  # when each throttled output last got a new value
         self._ahead: tuple[float, int] = (0.0, 0)  # (when read, runs ahead) of a queued run
 
-    def update(
-        self, run_dir: str | None, smoothing: float = 0.0, log_y: bool = False, now: float | None = None
-    ) -> MonitorUpdate:
+    def update(self, run_dir: str | None, now: float | None = None) -> MonitorUpdate:
         """Poll the run and return what changed since the previous call (everything, after a run switch)."""
         with self.lock:
             if run_dir != self.run_dir:
                 self.run_dir, self._sent, self._sent_at, self._ahead = run_dir, {}, {}, (0.0, 0)
-                self.feed = MetricsFeed(Path(run_dir)) if run_dir else None
+                self.feed = None
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
                 self.status = {}
                 self._empty(update)
                 return update
             self.status = runs.status(Path(run_dir))
-            self.feed.poll()
-            now = now or time.time()
-            self._charts(update, smoothing, log_y, now)
-            self._panels(update, now)
+            with FEEDS.polled(Path(run_dir)) as feed:
+                self.feed = feed
+                self._panels(update, now or time.time())
             return update
 
     def forget_sent(self) -> None:
@@ -120,36 +113,14 @@ class MonitorSession:
         return self._ahead[1]
 
     def _empty(self, update: MonitorUpdate) -> None:
-        self._put(update, "loss", "empty", lambda: charts.loss_figure([]))
-        for name, (title, unit, color) in _SMALL_CHARTS.items():
-            self._put(update, name, "empty", lambda t=title, u=unit, c=color: charts.line_figure([], t, u, c))
         self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
         for name in ("progress", "stats", "error", "log", "config"):
             self._put(update, name, "", lambda: "")
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
-    def _charts(self, update: MonitorUpdate, smoothing: float, log_y: bool, now: float) -> None:
-        feed = self.feed
-        loss, evals = feed.series["loss"], feed.series["eval_loss"]
-        self._put(
-            update,
-            "loss",
-            (loss.version, evals.version, len(feed.resumes), smoothing, log_y),
-            lambda: charts.loss_figure(loss, evals, smoothing, log_y, feed.resumes),
-        )
-        for name, (title, unit, color) in _SMALL_CHARTS.items():
-            series = feed.series[_SERIES_OF[name]]
-            self._put_every(
-                update,
-                name,
-                series.version,
-                lambda s=series, t=title, u=unit, c=color: charts.line_figure(s, t, u, c),
-                now,
-            )
-
     def _panels(self, update: MonitorUpdate, now: float) -> None:
         status, run_dir = self.status, Path(self.run_dir)
-        header = header_html(status, run_dir.name)
+        header = header_html(status, run_dir.name, live_token(run_dir))
         self._put(update, "header", header, lambda: header)
         queued = status.get("state") == "queued"
         progress = queue_html(self._runs_ahead(run_dir, now)) if queued else progress_html(status, self.feed, now)
@@ -162,14 +133,6 @@ class MonitorSession:
         self._put(update, "controls", controls, lambda: controls)
         self._put_every(update, "log", _file_key(run_dir / LOG_FILE), lambda: log_tail(run_dir, LOG_BYTES), now)
         self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
-
-
-_SMALL_CHARTS = {
-    "learning_rate": ("Learning rate", "lr", charts.COLORS[2]),
-    "grad_norm": ("Gradient norm", "norm", charts.COLORS[4]),
-    "throughput": ("Throughput", "tokens/s", charts.COLORS[3]),
-}
-_SERIES_OF = {"learning_rate": "learning_rate", "grad_norm": "grad_norm", "throughput": "tokens_per_second"}
 
 
 def _file_key(path: Path) -> tuple[int, int] | None:

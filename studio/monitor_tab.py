@@ -1,40 +1,43 @@
 """The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
 
-A ``gr.Timer`` polls four times a second. Each browser tab keeps a ``MonitorSession`` in a ``gr.State`` (run, byte
-offset into metrics.jsonl, decimated series), so a tick reads only what the trainer appended and sends only
-the outputs that changed; everything else is ``gr.skip()``.
+The charts are plain containers that the page script assets/live_charts.js fills from studio.live_charts,
+outside Gradio's events. A ``gr.Timer`` refreshes everything else twice a second: each browser tab keeps a
+``MonitorSession`` in a ``gr.State``, so a tick reads only what the trainer appended and sends only the
+outputs that changed; everything else is ``gr.skip()``.
 """
 
 from __future__ import annotations
 
-import json
+import html
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
-from gradio.components.plot import PlotData
 
 from engine import run_queue, runs
-from studio.charts import Figure
 from studio.context import StudioContext
 from studio.demo import NORMAL, DemoPolicy
 from studio.demo_queue import resume_queued
 from studio.monitor_session import MonitorSession, MonitorUpdate
 
-POLL_SECONDS = 0.25  # a tick costs about a millisecond whatever the run length (benchmarks/chart_update.py)
+# Progress, state and buttons: twice a second reads as live, and each Gradio update costs the browser's main
+# thread tens of milliseconds however small it is (the charts have their own, cheaper, 4 Hz feed).
+POLL_SECONDS = 0.5
+CHART_HEIGHTS = {"loss": 300, "learning_rate": 200, "grad_norm": 200, "throughput": 200}  # as studio.charts draws
 
 
-def as_plot(figure: Figure) -> PlotData:
-    """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
-    return PlotData(type="plotly", plot=json.dumps(figure))
+def chart_html(name: str) -> str:
+    """The empty container the page script draws chart ``name`` into."""
+    return (
+        f'<div class="ts-live-chart" data-live-chart="{html.escape(name)}" '
+        f'style="min-height:{CHART_HEIGHTS[name]}px"></div>'
+    )
 
 
 def _outputs_of(update: MonitorUpdate) -> list[Any]:
     """Gradio values for the outputs, in the order of ``MonitorTab.outputs``; gr.skip() where nothing changed."""
     skip = gr.skip()
-    figures = [update.loss, update.learning_rate, update.grad_norm, update.throughput]
     values = [
-        *(None if figure is None else as_plot(figure) for figure in figures),
         update.header,
         update.progress,
         update.stats,
@@ -55,17 +58,17 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     return values
 
 
-def refresh(run_dir: str | None, session: MonitorSession | None, smoothing: float, log_y: bool) -> list[Any]:
+def refresh(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
     """The timer's handler: the session (created on first use) and the changed outputs."""
     session = session or MonitorSession()
-    return [session, *_outputs_of(session.update(run_dir, smoothing, log_y))]
+    return [session, *_outputs_of(session.update(run_dir))]
 
 
-def redraw(run_dir: str | None, session: MonitorSession | None, smoothing: float, log_y: bool) -> list[Any]:
+def redraw(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
     """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
     if session is not None:
         session.forget_sent()
-    return refresh(run_dir, session, smoothing, log_y)
+    return refresh(run_dir, session)
 
 
 def stop_clicked(run_dir: str | None) -> None:
@@ -122,15 +125,19 @@ class MonitorTab:
         self.error = gr.HTML(visible=False, elem_classes="ts-html")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=420):
-                self.loss = gr.Plot(show_label=False, elem_id="ts-loss-chart", elem_classes="ts-chart")
+                gr.HTML(chart_html("loss"), elem_id="ts-loss-chart", elem_classes="ts-chart")
             with gr.Column(scale=1, min_width=240, elem_classes="ts-side"):
                 self.stats = gr.HTML(elem_classes="ts-html")
-                self.smoothing = gr.Slider(0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)")
-                self.log_y = gr.Checkbox(False, label="Log scale")
+                # Read by the chart script in the page, not by the server; no event takes them as input, so
+                # Gradio must be told they are interactive.
+                self.smoothing = gr.Slider(
+                    0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)", elem_id="ts-smoothing", interactive=True
+                )
+                self.log_y = gr.Checkbox(False, label="Log scale", elem_id="ts-log-y", interactive=True)
         with gr.Row():
-            self.learning_rate = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
-            self.grad_norm = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
-            self.throughput = gr.Plot(show_label=False, elem_classes="ts-chart", min_width=260)
+            for name in ("learning_rate", "grad_norm", "throughput"):
+                with gr.Column(min_width=260):
+                    gr.HTML(chart_html(name), elem_id=f"ts-{name.replace('_', '-')}-chart", elem_classes="ts-chart")
         with gr.Accordion("train.log", open=False):
             self.log = gr.Textbox(
                 show_label=False, lines=14, max_lines=14, autoscroll=True, elem_classes="ts-log", interactive=False
@@ -145,10 +152,6 @@ class MonitorTab:
         """The components ``refresh`` returns values for (after the session state)."""
         return [
             self.session,
-            self.loss,
-            self.learning_rate,
-            self.grad_norm,
-            self.throughput,
             self.header,
             self.progress,
             self.stats,
@@ -161,15 +164,13 @@ class MonitorTab:
         ]
 
     def _wire(self) -> None:
-        inputs = [self.ctx.current_run, self.session, self.smoothing, self.log_y]
+        inputs = [self.ctx.current_run, self.session]
         # UI plumbing stays out of the API page; studio.runs_api offers the same actions by run id.
         private: dict[str, Any] = {"api_visibility": "private"}
         poll = {"fn": refresh, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
         # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
         self.timer.tick(**poll, concurrency_limit=None)
         self.ctx.current_run.change(**poll)
-        self.smoothing.release(**poll)
-        self.log_y.change(**poll)
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
             self.ctx.tabs.change(**{**poll, "fn": redraw})
         run = [self.ctx.current_run]

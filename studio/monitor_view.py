@@ -76,11 +76,12 @@ def badge_html(state: str | None) -> str:
     return f'<span class="ts-badge ts-state-{html.escape(state)}">{live}{html.escape(label)}</span>'
 
 
-def header_html(status: dict[str, Any], run_id: str) -> str:
-    """Run name, badge and id."""
+def header_html(status: dict[str, Any], run_id: str, live: str = "") -> str:
+    """Run name, badge and id; ``live`` is the token the page script asks for the run's charts with."""
     name = html.escape(str(status.get("name") or run_id))
     return (
-        f'<div class="ts-run-head"><span class="ts-run-name">{name}</span>{badge_html(status.get("state"))}'
+        f'<div class="ts-run-head" data-live="{html.escape(live)}">'
+        f'<span class="ts-run-name">{name}</span>{badge_html(status.get("state"))}'
         f'<span class="ts-run-id">{html.escape(run_id)}</span></div>'
     )
 

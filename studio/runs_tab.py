@@ -8,17 +8,19 @@ confirmation, and never while one of them is still going.
 from __future__ import annotations
 
 import html
+import json
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pandas as pd
+from gradio.components.plot import PlotData
 
 from engine import runs
 from studio import charts
+from studio.charts import Figure
 from studio.context import StudioContext
 from studio.demo import NORMAL, DemoPolicy, check_owner, owns
-from studio.monitor_tab import as_plot
 from studio.monitor_view import badge_html
 from studio.runs_data import (
     COLUMNS,
@@ -32,6 +34,11 @@ from studio.runs_data import resolve_run as _resolve_any
 
 REFRESH_SECONDS = 2.0
 ACTIVE = ("starting", "running", "stopping")
+
+
+def as_plot(figure: Figure) -> PlotData:
+    """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
+    return PlotData(type="plotly", plot=json.dumps(figure))
 
 
 def resolve_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> Path:

@@ -56,12 +56,12 @@ def test_main_launches_with_the_resolved_options(clean_env: pytest.MonkeyPatch, 
     # A stand-in for studio.app: what main hands to Gradio is the point, not the page (nor Gradio's import time).
     fake_app = types.ModuleType("studio.app")
     fake_app.build_app = lambda workspace, policy=None: FakeBlocks()  # type: ignore[attr-defined]
-    fake_app.launch_options = dict  # type: ignore[attr-defined]
+    fake_app.launch_options = lambda workspace: {"head": str(workspace)}  # type: ignore[attr-defined]
     clean_env.setitem(sys.modules, "studio.app", fake_app)
     clean_env.setenv("STUDIO_NO_STANDBY", "1")
     launch.main(["--workspace", str(tmp_path / "ws"), "--port", "7999"])
     assert (launched["server_name"], launched["server_port"], launched["auth"]) == ("127.0.0.1", 7999, None)
-    assert launched["share"] is False
+    assert launched["share"] is False and launched["head"] == str(tmp_path / "ws")  # the options for this workspace
     launch.main(["--workspace", str(tmp_path / "ws"), "--auth", "u:p"])
     assert launched["auth"] == [("u", "p")]
 
@@ -137,7 +137,13 @@ def studio_with_login(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 @pytest.mark.integration
 def test_the_page_and_api_need_the_login(studio_with_login: str) -> None:
     url, anonymous = studio_with_login, opener()
-    for path in ("/config", "/gradio_api/info", "/gradio_api/file=/etc/passwd"):
+    for path in (
+        "/config",
+        "/gradio_api/info",
+        "/gradio_api/file=/etc/passwd",
+        "/studio/live/charts",
+        "/studio/live/plotly.js",
+    ):
         assert status_of(anonymous, url + path)[0] == 401, path
     cookies = http.cookiejar.CookieJar()
     browser = opener(urllib.request.HTTPCookieProcessor(cookies))
@@ -149,6 +155,8 @@ def test_the_page_and_api_need_the_login(studio_with_login: str) -> None:
     # The tokens in the studio's environment never reach the page.
     assert all(token not in page_config for token in FAKE_TOKENS.values())
     assert status_of(browser, url + "/gradio_api/file=/etc/passwd")[0] == 403
+    code, charts = status_of(browser, url + "/studio/live/charts")  # the live charts' route, with the login
+    assert code == 200 and '"figures"' in charts
 
 
 @pytest.mark.integration

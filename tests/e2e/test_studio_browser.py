@@ -30,6 +30,32 @@ LOSS_POINTS_JS = """(name) => {
 }"""
 
 
+LOSS_VIEW_JS = """() => {
+  const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
+  return plot && plot.layout ? {names: plot.data.map((t) => t.name), y: plot.layout.yaxis.type,
+                                x: plot.layout.xaxis.range.slice()} : null;
+}"""
+
+
+def check_chart_controls(page: Any) -> None:
+    """Log scale, smoothing and a zoom, as a person uses them on the loss chart of a finished run."""
+    view = lambda: page.evaluate(LOSS_VIEW_JS)  # noqa: E731
+    assert "train (raw)" in view()["names"]  # smoothed by default, raw line behind
+    page.locator("#ts-log-y input[type=checkbox]").check()
+    wait_until(lambda: view()["y"] == "log", 10, what="the log scale")
+    box = page.locator("#ts-loss-chart .nsewdrag").first.bounding_box()
+    middle = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.3, middle)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.6, middle, steps=5)
+    page.mouse.up()
+    zoomed = wait_until(lambda: (x := view()["x"]) and x[1] - x[0] < MAX_STEPS * 0.5 and x, 10, what="the zoom")
+    page.locator("#ts-smoothing input[type=range]").fill("0")
+    wait_until(lambda: "train (raw)" not in view()["names"], 10, what="the unsmoothed loss")
+    assert TRAIN_TRACE in view()["names"]
+    assert view()["x"] == zoomed and view()["y"] == "log"  # a redraw keeps the zoom and the scale
+
+
 class Monitor:
     """Reads the Monitor the way a person does: the badge, the chart, the buttons."""
 
@@ -123,6 +149,8 @@ def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
     assert "100%" in page.locator(".ts-progress").inner_text()
     monitor.shot(artifacts, "04-monitor-completed")
     log("04-monitor-completed")
+    check_chart_controls(page)
+    monitor.shot(artifacts, "05-monitor-zoomed-log-unsmoothed")
     page.close()
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -16,6 +20,7 @@ from gradio_client import Client
 from engine.config import RunConfig, save_config
 from engine.rundir import METRICS_FILE, update_status
 from studio.app import build_app, launch_options
+from studio.live_charts import live_token
 
 
 def free_port() -> int:
@@ -35,7 +40,7 @@ def studio(tmp_path_factory):
     (run_dir / METRICS_FILE).write_text("".join(json.dumps(e) + "\n" for e in events))
     demo = build_app(workspace)
     port = free_port()
-    demo.queue().launch(server_port=port, prevent_thread_lock=True, quiet=True, **launch_options())
+    demo.queue().launch(server_port=port, prevent_thread_lock=True, quiet=True, **launch_options(workspace))
     yield f"http://127.0.0.1:{port}/", run_dir
     demo.close()
 
@@ -70,6 +75,55 @@ def test_api_actions_refuse_what_does_not_fit(studio):
         client.predict(run_dir.name, api_name="/resume_run")
     with pytest.raises(Exception, match="no run '../../etc'"):  # nothing outside the workspace
         client.predict("../../etc", api_name="/run_status")
+
+
+def get_json(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_live_charts_route_answers_for_the_runs_of_its_workspace(studio):
+    url, run_dir = studio
+    charts = url + "studio/live/charts?"
+    token = live_token(run_dir)
+    status, body = get_json(charts + urllib.parse.urlencode({"run": token}))
+    assert status == 200 and body["size"] == (run_dir / METRICS_FILE).stat().st_size
+    assert body["figures"]["loss"]["data"][0]["y"] == [3.0, 1.5]
+    status, again = get_json(charts + urllib.parse.urlencode({"run": token, "have": json.dumps(body["keys"])}))
+    assert status == 200 and again["figures"] == {}  # the page is up to date
+    _, empty = get_json(charts)  # no run: the empty charts
+    assert empty["figures"]["loss"]["data"][0]["x"] == []
+    forged = run_dir.name + ".0123456789abcdef0123456789abcdef"
+    for bad in (forged, "../../etc.x", run_dir.name):
+        assert get_json(charts + urllib.parse.urlencode({"run": bad}))[0] == 404, bad
+    with urllib.request.urlopen(url + "studio/live/plotly.js", timeout=30) as response:
+        assert b"window.Plotly" in response.read()
+
+
+def test_live_charts_route_holds_the_answer_until_the_trainer_writes(studio):
+    url, hand_run = studio
+    run_dir = hand_run.parent / "20260101-000001-wait-live"
+    run_dir.mkdir()
+    try:
+        save_config(RunConfig(name="live"), run_dir / "config.yaml")
+        (run_dir / METRICS_FILE).write_text(json.dumps({"event": "train", "step": 1, "time": 1.0, "loss": 2.0}) + "\n")
+        query = {"run": live_token(run_dir), "charts": "loss"}
+        _, first = get_json(url + "studio/live/charts?" + urllib.parse.urlencode(query))
+        held = {**query, "have": json.dumps(first["keys"]), "since": first["size"], "wait": 20}
+        line = json.dumps({"event": "train", "step": 2, "time": 2.0, "loss": 1.0}) + "\n"
+        writer = threading.Timer(0.5, lambda: (run_dir / METRICS_FILE).open("a").write(line))
+        asked = time.monotonic()
+        writer.start()
+        _, answer = get_json(url + "studio/live/charts?" + urllib.parse.urlencode(held))
+        waited = time.monotonic() - asked
+        # It came back because the file grew (long before the 10 s cap), with the new point and nothing else.
+        assert answer["figures"]["loss"]["data"][0]["x"] == [1, 2] and set(answer["figures"]) == {"loss"}
+        assert 0.4 < waited < 9, waited
+    finally:
+        shutil.rmtree(run_dir)
 
 
 def test_studio_imports_no_training_library():

@@ -1,0 +1,138 @@
+// The Monitor's live charts (see studio/live_charts.py for why they live outside Gradio's events).
+//
+// While the Monitor is on screen, ask the studio for the charts whose data changed and hand each to
+// Plotly.react, which updates the chart in place and keeps the user's zoom. Once the page is up to date the
+// question waits on the server until the trainer writes (a long poll), so a new point shows within tens of
+// milliseconds. The run comes from the token in the Monitor's header (data-live); smoothing and log scale
+// from the Monitor's own controls.
+(() => {
+  const IDLE_MS = 250; // nothing to draw into (another tab is open) or nothing to wait on
+  const RETRY_MS = 1000; // after a failed request: the studio restarting, the network blinking
+  const WATCH_MS = 100; // how often a held request checks that its question still stands
+  const HOLD_SECONDS = 8; // the longest the server holds a question
+  const SMALL_CHART_MS = 1000; // the three small charts, which a person glances at, redraw once a second
+  const PRELOAD_MS = 500; // after the page has loaded, so the page itself comes first
+  const CHARTS_PATH = "/studio/live/charts";
+  const PLOTLY_PATH = "/studio/live/plotly.js";
+  const ALL = ["loss", "learning_rate", "grad_norm", "throughput"];
+  let plotly = null; // our own plotly.js (the basic bundle), whether or not Gradio has loaded its copy
+  let plotlyLoading = null;
+  let refused = null; // a token the studio does not know (it restarted): wait for the header to change
+  let last = null; // the previous answer's question and the metrics size it saw
+  let small = { drawnAt: 0, size: -1 }; // when the small charts were last brought up to date, at what size
+
+  const root = () => ((window.gradio_config && window.gradio_config.root) || "").replace(/\/+$/, "");
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  function loadPlotly() {
+    if (plotly) return Promise.resolve(plotly);
+    plotlyLoading =
+      plotlyLoading ||
+      new Promise((resolve, reject) => {
+        const script = document.createElement("script");
+        script.src = root() + PLOTLY_PATH;
+        script.onload = () => resolve((plotly = window.Plotly)); // set as the script ran: ours
+        script.onerror = () => {
+          plotlyLoading = null;
+          reject(new Error("plotly.js did not load"));
+        };
+        document.head.appendChild(script);
+      });
+    return plotlyLoading;
+  }
+
+  function chartDivs() {
+    const divs = {};
+    for (const div of document.querySelectorAll("[data-live-chart]")) divs[div.dataset.liveChart] = div;
+    return divs;
+  }
+
+  const onScreen = (divs) => !document.hidden && divs.loss && divs.loss.offsetParent !== null;
+
+  // What the page asks about now: the run and the loss chart's controls.
+  function question() {
+    const head = document.querySelector(".ts-run-head[data-live]");
+    const range = document.querySelector("#ts-smoothing input[type=range]");
+    const box = document.querySelector("#ts-log-y input[type=checkbox]");
+    return {
+      token: head ? head.dataset.live : "",
+      smoothing: range ? Number(range.value) || 0 : 0,
+      logY: !!(box && box.checked),
+    };
+  }
+
+  const same = (a, b) => !!a && !!b && a.token === b.token && a.smoothing === b.smoothing && a.logY === b.logY;
+
+  // How long the server may hold this question: long when the page shows everything there is, until the small
+  // charts fall due when only they are behind, not at all when the question or a chart is new.
+  function holdSeconds(ask, divs, wanted, now) {
+    if (!last || !same(ask, last.ask) || !wanted.every((name) => divs[name] && divs[name].dataset.key)) return 0;
+    if (small.size >= last.size) return HOLD_SECONDS;
+    return Math.max(0, SMALL_CHART_MS - (now - small.drawnAt)) / 1000;
+  }
+
+  async function ask(divs) {
+    const now = Date.now();
+    const q = question();
+    if (q.token && q.token === refused) return sleep(IDLE_MS);
+    const wanted = now - small.drawnAt >= SMALL_CHART_MS ? ALL.filter((name) => divs[name]) : ["loss"];
+    const hold = holdSeconds(q, divs, wanted, now);
+    const have = {};
+    for (const name of wanted) if (divs[name].dataset.key) have[name] = divs[name].dataset.key;
+    const params = new URLSearchParams({
+      run: q.token,
+      smoothing: String(q.smoothing),
+      log_y: q.logY ? "1" : "0",
+      have: JSON.stringify(have),
+      charts: wanted.join(","),
+      since: String(hold > 0 ? last.size : -1),
+      wait: String(hold),
+    });
+    const controller = new AbortController();
+    // A held question that no longer stands (another run, new smoothing, the tab left) is dropped at once.
+    const watcher = setInterval(() => {
+      if (!same(question(), q) || !onScreen(chartDivs())) controller.abort();
+    }, WATCH_MS);
+    let response;
+    try {
+      [response] = await Promise.all([
+        fetch(root() + CHARTS_PATH + "?" + params, { cache: "no-store", signal: controller.signal }),
+        loadPlotly(),
+      ]);
+    } finally {
+      clearInterval(watcher);
+    }
+    if (response.status === 404) refused = q.token;
+    if (!response.ok) return sleep(RETRY_MS);
+    const body = await response.json();
+    for (const [name, figure] of Object.entries(body.figures)) {
+      await plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
+      divs[name].dataset.key = body.keys[name];
+    }
+    last = { ask: q, size: body.size };
+    if (wanted.length > 1) small = { drawnAt: now, size: body.size };
+    if (!q.token) return sleep(IDLE_MS); // no run: nothing will change by itself
+  }
+
+  async function run() {
+    for (;;) {
+      const divs = chartDivs();
+      if (!onScreen(divs)) {
+        await sleep(IDLE_MS);
+        continue;
+      }
+      try {
+        await ask(divs);
+      } catch (error) {
+        if (error.name !== "AbortError") await sleep(RETRY_MS);
+      }
+    }
+  }
+
+  run();
+  // Fetch and parse plotly.js while the person is still on the form, not after they click Start.
+  // (Gradio adds this script to the page once its app has started, often after the load event.)
+  const preload = () => setTimeout(() => loadPlotly().catch(() => {}), PRELOAD_MS);
+  if (document.readyState === "complete") preload();
+  else window.addEventListener("load", preload);
+})();
