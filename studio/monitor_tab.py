@@ -21,7 +21,7 @@ from studio.demo_queue import resume_queued
 from studio.monitor_session import MonitorSession, MonitorUpdate
 
 # Progress, state and buttons: twice a second reads as live, and each Gradio update costs the browser's main
-# thread tens of milliseconds however small it is (the charts have their own, cheaper, 4 Hz feed).
+# thread tens of milliseconds however small it is (the charts have their own feed, answered as the trainer writes).
 POLL_SECONDS = 0.5
 CHART_HEIGHTS = {"loss": 300, "learning_rate": 200, "grad_norm": 200, "throughput": 200}  # as studio.charts draws
 
