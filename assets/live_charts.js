@@ -1,9 +1,9 @@
 // The Monitor's live charts (see studio/live_charts.py for why they live outside Gradio's events).
 //
 // While the Monitor is on screen, ask the studio for the charts whose data changed and hand each to
-// Plotly.react, which updates the chart in place and keeps the user's zoom. Once the page is up to date the
-// question waits on the server until the trainer writes (a long poll), so a new point shows within tens of
-// milliseconds. The run comes from the token in the Monitor's header (data-live); smoothing and log scale
+// Plotly.react, which updates the chart in place and keeps the user's zoom; the progress bar and the stats
+// cards come with every answer. Once the page is up to date the question waits on the server until the
+// trainer writes or the run's status changes (a long poll), so a new point shows within tens of milliseconds. The run comes from the token in the Monitor's header (data-live); smoothing and log scale
 // from the Monitor's own controls.
 (() => {
   const IDLE_MS = 250; // nothing to draw into (another tab is open) or nothing to wait on
@@ -18,7 +18,7 @@
   let plotly = null; // our own plotly.js (the basic bundle), whether or not Gradio has loaded its copy
   let plotlyLoading = null;
   let refused = null; // a token the studio does not know (it restarted): wait for the header to change
-  let last = null; // the previous answer's question and the metrics size it saw
+  let last = null; // the previous answer: its question, the metrics size and the run version it saw
   let small = { drawnAt: 0, size: -1 }; // when the small charts were last brought up to date, at what size
 
   const root = () => ((window.gradio_config && window.gradio_config.root) || "").replace(/\/+$/, "");
@@ -71,6 +71,17 @@
     return Math.max(0, SMALL_CHART_MS - (now - small.drawnAt)) / 1000;
   }
 
+  // The progress bar and the stats cards, rewritten only when their HTML changed.
+  function showPanels(panels) {
+    for (const [name, html] of Object.entries(panels || {})) {
+      const box = document.querySelector(`[data-live-panel="${name}"]`);
+      if (box && box.liveHtml !== html) {
+        box.innerHTML = html;
+        box.liveHtml = html;
+      }
+    }
+  }
+
   async function ask(divs) {
     const now = Date.now();
     const q = question();
@@ -85,7 +96,7 @@
       log_y: q.logY ? "1" : "0",
       have: JSON.stringify(have),
       charts: wanted.join(","),
-      since: String(hold > 0 ? last.size : -1),
+      since: hold > 0 ? last.version : "",
       wait: String(hold),
     });
     const controller = new AbortController();
@@ -109,7 +120,8 @@
       await plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
       divs[name].dataset.key = body.keys[name];
     }
-    last = { ask: q, size: body.size };
+    showPanels(body.panels);
+    last = { ask: q, size: body.size, version: body.version };
     if (wanted.length > 1) small = { drawnAt: now, size: body.size };
     if (!q.token) return sleep(IDLE_MS); // no run: nothing will change by itself
   }

@@ -14,6 +14,7 @@ This module holds what that route needs, with no web framework in it:
   tabs watch the run;
 - ``chart_keys`` / ``changed_charts``: a key per chart that changes when its figure would, and the figures of
   the charts whose key differs from what the page holds;
+- ``live_panels``: the progress bar and the stats cards, which change with every step too;
 - ``live_token`` / ``run_of_token``: the page learns which run to ask for from a token in the Monitor's
   header. It names the run and carries a signature only this process can make, so a page reads the runs the
   studio chose to show it (in demo mode, the visitor's own) and no other.
@@ -25,6 +26,7 @@ import hashlib
 import hmac
 import secrets
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,10 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine import run_queue
 from engine.rundir import CONFIG_FILE
 from studio import charts
 from studio.charts import Figure
 from studio.metrics_feed import MetricsFeed
+from studio.monitor_view import progress_html, queue_html, stats_html
 
 CHARTS = ("loss", "learning_rate", "grad_norm", "throughput")
 # title, y-axis unit, colour and metrics key of the three small charts
@@ -156,3 +160,17 @@ def changed_charts(
     keys = {name: f"{run_key}|{key}" for name, key in chart_keys(feed, smoothing, log_y).items() if name in wanted}
     figures = {name: chart_figure(name, feed, smoothing, log_y) for name, key in keys.items() if have.get(name) != key}
     return {"keys": keys, "figures": figures}
+
+
+def live_panels(
+    run_dir: Path | None, status: dict[str, Any] | None, feed: MetricsFeed | None, now: float | None = None
+) -> dict[str, str]:
+    """The two panels that change with every logged step, sent with the charts: the progress bar (a queued
+    run's place in line instead) and the latest numbers."""
+    if run_dir is None or status is None:
+        return {"progress": "", "stats": ""}
+    if status.get("state") == "queued":
+        progress = queue_html(run_queue.runs_ahead(run_dir) or 0)
+    else:
+        progress = progress_html(status, feed, now or time.time())
+    return {"progress": progress, "stats": stats_html(feed)}

@@ -1,8 +1,9 @@
 """Plain HTTP routes on the studio's server for the page script that draws the Monitor's charts.
 
-``GET /studio/live/charts?run=TOKEN&smoothing=S&log_y=0|1&have=JSON&charts=A,B&since=BYTES&wait=SECONDS``
-answers with the charts whose data changed since the keys in ``have`` (studio.live_charts), after waiting up
-to ``wait`` seconds for the run's metrics file to grow past ``since`` bytes (a long poll).
+``GET /studio/live/charts?run=TOKEN&smoothing=S&log_y=0|1&have=JSON&charts=A,B&since=VERSION&wait=SECONDS``
+answers with the charts whose data changed since the keys in ``have`` (studio.live_charts) and the progress
+and stats panels, after waiting up to ``wait`` seconds while the run's version is still ``since`` (a long
+poll: the answer leaves as soon as the trainer writes).
 ``GET /studio/live/plotly.js`` serves the basic bundle of plotly.js (assets/vendor), which the page loads
 in the background soon after it opens.
 
@@ -28,15 +29,16 @@ from starlette.concurrency import run_in_threadpool
 
 from engine import runs
 from engine.paths import PROJECT_ROOT
-from engine.rundir import METRICS_FILE
-from studio.live_charts import CHARTS, FEEDS, NO_RUN, changed_charts, run_of_token
+from engine.rundir import METRICS_FILE, STATUS_FILE
+from studio.live_charts import CHARTS, FEEDS, NO_RUN, changed_charts, live_panels, run_of_token
 
 CHARTS_PATH = "/studio/live/charts"
 PLOTLY_PATH = "/studio/live/plotly.js"
 PLOTLY_FILE = PROJECT_ROOT / "assets" / "vendor" / "plotly-basic.min.js"  # scatter traces are all it needs
 MAX_SMOOTHING = 0.99  # the slider's top; an EMA weight of 1 would never move
 MAX_WAIT_SECONDS = 10.0  # a held answer comes back at least this often, so a page that left lets go
-WATCH_SECONDS = 0.03  # how often a held answer looks at the metrics file (a stat call)
+ACTIVE_WAIT_SECONDS = 1.0  # ... and at least once a second for a run that is going or queued
+WATCH_SECONDS = 0.03  # how often a held answer looks at the run's files (two stat calls)
 
 
 async def logged_in(request: Request) -> bool:
@@ -89,39 +91,58 @@ class ChartQuery:
     log_y: bool = False
     have: dict[str, str] = field(default_factory=dict)  # chart -> the key of the figure the page shows
     wanted: tuple[str, ...] = CHARTS
-    since: int = -1  # the metrics file's size at the page's previous answer
-    wait: float = 0.0  # how long to hold the answer until the metrics file grows past ``since``
+    since: str = ""  # the run's version (``run_version``) at the page's previous answer
+    wait: float = 0.0  # how long to hold the answer while the run's version is still ``since``
 
 
 def charts_response(run_dir: Path | None, query: ChartQuery) -> Response:
-    """The charts route's answer: keys, the changed wanted figures, and the metrics file's size."""
+    """The charts route's answer: keys, the changed wanted figures, the progress and stats panels, the metrics
+    file's size and the run's version (see ``run_version``)."""
     smoothing = min(MAX_SMOOTHING, max(0.0, query.smoothing))
     if run_dir is None:
-        return _json({**changed_charts(None, "none", query.have, wanted=query.wanted), "size": 0})
-    size = _size(run_dir / METRICS_FILE)  # before reading: a line written meanwhile makes the next wait short
+        charts = changed_charts(None, "none", query.have, wanted=query.wanted)
+        return _json({**charts, "panels": live_panels(None, None, None), "size": 0, "version": ""})
+    version = run_version(run_dir)  # before reading: a line written meanwhile makes the next wait short
+    status = runs.status(run_dir)
     with FEEDS.polled(run_dir) as feed:
-        payload = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted)
-    return _json({**payload, "size": size})
+        charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted)
+        panels = live_panels(run_dir, status, feed)
+    return _json({**charts, "panels": panels, "size": int(version.split(".")[0]), "version": version})
 
 
-def _size(path: Path) -> int:
+def run_version(run_dir: Path) -> str:
+    """Changes whenever the trainer writes a metrics line or the run's status changes: the metrics file's size
+    and the status file's modification time."""
+    return f"{_stat(run_dir / METRICS_FILE)[0]}.{_stat(run_dir / STATUS_FILE)[1]}"
+
+
+def _stat(path: Path) -> tuple[int, int]:
     try:
-        return path.stat().st_size
+        info = path.stat()
     except OSError:
-        return 0
+        return 0, 0
+    return info.st_size, info.st_mtime_ns
 
 
-async def wait_for_growth(request: Request, path: Path, since: int, seconds: float) -> None:
-    """Return once ``path`` is larger than ``since`` bytes, after ``seconds``, or when the page goes away.
+async def wait_for_change(request: Request, run_dir: Path, since: str, seconds: float) -> None:
+    """Return once the run's version differs from ``since``, after ``seconds``, or when the page goes away.
 
     Holding the answer until the trainer writes is what puts a new point on the chart within a few tens of
     milliseconds, where polling on a timer would add half its period on average.
     """
-    deadline = time.monotonic() + min(seconds, MAX_WAIT_SECONDS)
-    while since >= 0 and _size(path) <= since and time.monotonic() < deadline:
+    deadline = time.monotonic() + seconds
+    while since and run_version(run_dir) == since and time.monotonic() < deadline:
         if await request.is_disconnected():
             return
         await asyncio.sleep(WATCH_SECONDS)
+
+
+def hold_seconds(run_dir: Path, wait: float) -> float:
+    """How long to hold an answer: what the page asks, capped; at most a second for a run that is going or
+    queued, so its elapsed time and place in line stay current while nothing is written."""
+    state = runs.status(run_dir).get("state")
+    cap = ACTIVE_WAIT_SECONDS if state in ("queued", "starting", "running", "stopping") else MAX_WAIT_SECONDS
+    return max(0.0, min(wait, cap))
 
 
 def live_routes(workspace: Path) -> list[APIRoute]:
@@ -135,7 +156,7 @@ def live_routes(workspace: Path) -> list[APIRoute]:
         log_y: bool = False,
         have: str = "{}",
         charts: str = ",".join(CHARTS),
-        since: int = -1,
+        since: str = "",
         wait: float = 0.0,
     ) -> Response:
         if not await logged_in(request):
@@ -147,7 +168,7 @@ def live_routes(workspace: Path) -> list[APIRoute]:
             run_dir = run_of_token(runs_root, run)
             if run_dir is None:
                 return _json({"error": "no such run"}, 404)
-            await wait_for_growth(request, run_dir / METRICS_FILE, since, wait)
+            await wait_for_change(request, run_dir, since, hold_seconds(run_dir, wait))
         # File reads and figure building go to the thread pool: the event loop serves every page's events.
         return await run_in_threadpool(charts_response, run_dir, query)
 

@@ -1,9 +1,9 @@
 """The Monitor's per-browser-session logic: which panels changed since the last update, and their new values.
 
 One ``MonitorSession`` lives in a ``gr.State`` per browser tab. Each timer tick asks it for an update; it reads
-the run's status and the new metrics lines (through the studio's shared feed of the run), and returns None for
-every output that has not changed (the Gradio layer turns None into gr.skip()). The charts are not among them:
-the page script draws those from studio.live_charts, and finds the run in the header's ``data-live`` token.
+the run's status, and returns None for every output that has not changed (the Gradio layer turns None into
+gr.skip()). What changes with every logged step (the charts, the progress bar, the stats) is not among them:
+the page script draws that from studio.live_charts, and finds the run in the header's ``data-live`` token.
 """
 
 from __future__ import annotations
@@ -14,27 +14,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine import run_queue, runs
+from engine import runs
 from engine.rundir import CONFIG_FILE, LOG_FILE, log_tail
-from studio.live_charts import FEEDS, live_token
-from studio.metrics_feed import MetricsFeed
-from studio.monitor_view import (
-    EMPTY_HTML,
-    Controls,
-    controls_for,
-    error_html,
-    header_html,
-    progress_html,
-    queue_html,
-    stats_html,
-)
+from studio.live_charts import live_token
+from studio.monitor_view import EMPTY_HTML, Controls, controls_for, error_html, header_html
 
 LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
 # The log, which a person glances at, refreshes once a second while a run trains: every Gradio update costs
 # the browser's main thread, which on a 2-core laptop also draws the charts (benchmarks/browser_latency.py).
 SECONDARY_SECONDS = 1.0
-QUEUE_SECONDS = 1.0  # a queued run's place in line reads every run's status: once a second is plenty
 
 
 @dataclass
@@ -42,8 +31,6 @@ class MonitorUpdate:
     """New values for the Monitor's outputs; None means unchanged (send nothing)."""
 
     header: str | None = None
-    progress: str | None = None
-    stats: str | None = None
     error: str | None = None
     log: str | None = None
     config: str | None = None
@@ -55,32 +42,27 @@ class MonitorUpdate:
 
 
 class MonitorSession:
-    """What one browser tab has shown: the run, its metrics feed, and a key per output of what was sent."""
+    """What one browser tab has shown: the run, its status, and a key per output of what was sent."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()  # a timer tick and a button's refresh may run at the same time
         self.run_dir: str | None = None
-        self.feed: MetricsFeed | None = None
         self.status: dict[str, Any] = {}
         self._sent: dict[str, Any] = {}
         self._sent_at: dict[str, float] = {}  # when each throttled output last got a new value
-        self._ahead: tuple[float, int] = (0.0, 0)  # (when read, runs ahead) of a queued run
 
     def update(self, run_dir: str | None, now: float | None = None) -> MonitorUpdate:
         """Poll the run and return what changed since the previous call (everything, after a run switch)."""
         with self.lock:
             if run_dir != self.run_dir:
-                self.run_dir, self._sent, self._sent_at, self._ahead = run_dir, {}, {}, (0.0, 0)
-                self.feed = None
+                self.run_dir, self._sent, self._sent_at = run_dir, {}, {}
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
                 self.status = {}
                 self._empty(update)
                 return update
             self.status = runs.status(Path(run_dir))
-            with FEEDS.polled(Path(run_dir)) as feed:
-                self.feed = feed
-                self._panels(update, now or time.time())
+            self._panels(update, now or time.time())
             return update
 
     def forget_sent(self) -> None:
@@ -105,16 +87,9 @@ class MonitorSession:
         if self._put(update, name, key, make):
             self._sent_at[name] = now
 
-    def _runs_ahead(self, run_dir: Path, now: float) -> int:
-        """The queued run's place in line, read at most once per QUEUE_SECONDS."""
-        read_at, ahead = self._ahead
-        if now - read_at >= QUEUE_SECONDS:
-            self._ahead = (now, run_queue.runs_ahead(run_dir) or 0)
-        return self._ahead[1]
-
     def _empty(self, update: MonitorUpdate) -> None:
         self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
-        for name in ("progress", "stats", "error", "log", "config"):
+        for name in ("error", "log", "config"):
             self._put(update, name, "", lambda: "")
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
@@ -122,11 +97,6 @@ class MonitorSession:
         status, run_dir = self.status, Path(self.run_dir)
         header = header_html(status, run_dir.name, live_token(run_dir))
         self._put(update, "header", header, lambda: header)
-        queued = status.get("state") == "queued"
-        progress = queue_html(self._runs_ahead(run_dir, now)) if queued else progress_html(status, self.feed, now)
-        self._put(update, "progress", progress, lambda: progress)
-        stats = stats_html(self.feed)
-        self._put(update, "stats", stats, lambda: stats)
         error = error_html(status)
         self._put(update, "error", error, lambda: error)
         controls = controls_for(status)

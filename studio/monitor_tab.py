@@ -1,9 +1,9 @@
 """The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
 
-The charts are plain containers that the page script assets/live_charts.js fills from studio.live_charts,
-outside Gradio's events. A ``gr.Timer`` refreshes everything else twice a second: each browser tab keeps a
-``MonitorSession`` in a ``gr.State``, so a tick reads only what the trainer appended and sends only the
-outputs that changed; everything else is ``gr.skip()``.
+The charts, the progress bar and the stats are plain containers that the page script assets/live_charts.js
+fills from studio.live_charts, outside Gradio's events, as the trainer writes. A ``gr.Timer`` refreshes the
+rest (header and state, buttons, error, log, config) once a second: each browser tab keeps a ``MonitorSession``
+in a ``gr.State`` and is sent only the outputs that changed; everything else is ``gr.skip()``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from studio.demo import NORMAL, DemoPolicy
 from studio.demo_queue import resume_queued
 from studio.monitor_session import MonitorSession, MonitorUpdate
 
-# Progress, state and buttons: twice a second reads as live, and each Gradio update costs the browser's main
-# thread tens of milliseconds however small it is (the charts have their own feed, answered as the trainer writes).
-POLL_SECONDS = 0.5
+# State, buttons and log: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
+# every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
+# HTML panels, which is why what changes with every step goes through the page script instead.
+POLL_SECONDS = 1.0
 CHART_HEIGHTS = {"loss": 300, "learning_rate": 200, "grad_norm": 200, "throughput": 200}  # as studio.charts draws
 
 
@@ -34,13 +35,16 @@ def chart_html(name: str) -> str:
     )
 
 
+def panel_html(name: str) -> str:
+    """The empty container the page script puts panel ``name`` (progress or stats) into."""
+    return f'<div data-live-panel="{html.escape(name)}"></div>'
+
+
 def _outputs_of(update: MonitorUpdate) -> list[Any]:
     """Gradio values for the outputs, in the order of ``MonitorTab.outputs``; gr.skip() where nothing changed."""
     skip = gr.skip()
     values = [
         update.header,
-        update.progress,
-        update.stats,
         None if update.error is None else gr.HTML(value=update.error, visible=bool(update.error)),
         update.log,
         None if update.config is None else gr.Code(value=update.config),
@@ -113,7 +117,7 @@ class MonitorTab:
         with gr.Row(elem_classes="ts-monitor-head", equal_height=False):
             with gr.Column(scale=3, elem_classes="ts-tight"):
                 self.header = gr.HTML(elem_classes="ts-html")
-                self.progress = gr.HTML(elem_classes="ts-html")
+                gr.HTML(panel_html("progress"), elem_classes="ts-html")
             with gr.Column(scale=1, min_width=330), gr.Row(elem_classes="ts-actions"):
                 self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
                 self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
@@ -127,7 +131,7 @@ class MonitorTab:
             with gr.Column(scale=3, min_width=420):
                 gr.HTML(chart_html("loss"), elem_id="ts-loss-chart", elem_classes="ts-chart")
             with gr.Column(scale=1, min_width=240, elem_classes="ts-side"):
-                self.stats = gr.HTML(elem_classes="ts-html")
+                gr.HTML(panel_html("stats"), elem_classes="ts-html")
                 # Read by the chart script in the page, not by the server; no event takes them as input, so
                 # Gradio must be told they are interactive.
                 self.smoothing = gr.Slider(
@@ -153,8 +157,6 @@ class MonitorTab:
         return [
             self.session,
             self.header,
-            self.progress,
-            self.stats,
             self.error,
             self.log,
             self.config,

@@ -92,6 +92,8 @@ def test_live_charts_route_answers_for_the_runs_of_its_workspace(studio):
     status, body = get_json(charts + urllib.parse.urlencode({"run": token}))
     assert status == 200 and body["size"] == (run_dir / METRICS_FILE).stat().st_size
     assert body["figures"]["loss"]["data"][0]["y"] == [3.0, 1.5]
+    # The panels that change with every step come along: progress (step 2 of 10, stopped) and the latest loss.
+    assert "step 2</b> / 10" in body["panels"]["progress"] and "1.5000" in body["panels"]["stats"]
     status, again = get_json(charts + urllib.parse.urlencode({"run": token, "have": json.dumps(body["keys"])}))
     assert status == 200 and again["figures"] == {}  # the page is up to date
     _, empty = get_json(charts)  # no run: the empty charts
@@ -112,7 +114,7 @@ def test_live_charts_route_holds_the_answer_until_the_trainer_writes(studio):
         (run_dir / METRICS_FILE).write_text(json.dumps({"event": "train", "step": 1, "time": 1.0, "loss": 2.0}) + "\n")
         query = {"run": live_token(run_dir), "charts": "loss"}
         _, first = get_json(url + "studio/live/charts?" + urllib.parse.urlencode(query))
-        held = {**query, "have": json.dumps(first["keys"]), "since": first["size"], "wait": 20}
+        held = {**query, "have": json.dumps(first["keys"]), "since": first["version"], "wait": 20}
         line = json.dumps({"event": "train", "step": 2, "time": 2.0, "loss": 1.0}) + "\n"
         writer = threading.Timer(0.5, lambda: (run_dir / METRICS_FILE).open("a").write(line))
         asked = time.monotonic()

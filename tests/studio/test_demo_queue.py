@@ -20,6 +20,7 @@ from studio.app import initial_view
 from studio.demo import DemoPolicy, owner_tag, valid_visitor
 from studio.demo_queue import Scheduler, resume_queued
 from studio.job_controls import tab_opened
+from studio.live_charts import FEEDS, live_panels
 from studio.monitor_session import MonitorSession
 from studio.runs_data import RunIndex
 from studio.runs_tab import delete_runs, list_view, resolve_run
@@ -127,18 +128,24 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
     assert export_tab.run_changed(tmp_path, bob.name, "adapter", "float32", DEMO, ALICE)[0].choices == []
 
 
+def live_panels_of(run_dir: Path) -> dict[str, str]:
+    """The progress and stats panels the page script is sent for a run."""
+    with FEEDS.polled(run_dir) as feed:
+        return live_panels(run_dir, runs.status(run_dir), feed)
+
+
 def test_monitor_shows_the_queue_and_cancel(tmp_path: Path, processes: list[Any]) -> None:
     launcher = stand_in(processes)
     start(tmp_path, ALICE, launcher)
     bob = start(tmp_path, BOB, launcher).run_dir
     update = MonitorSession().update(str(bob))
-    assert "queued</b>: 1 run ahead of yours" in update.progress and "queued" in update.header
+    assert "queued</b>: 1 run ahead of yours" in live_panels_of(bob)["progress"] and "queued" in update.header
     assert update.controls.stop and update.controls.stop_label == "Cancel" and not update.controls.abort
     monitor_tab.stop_clicked(str(bob))  # Cancel
     status = runs.status(bob)
     assert status["state"] == "stopped" and status["cancelled"] is True
     after = MonitorSession().update(str(bob))
-    assert "cancelled before it started" in after.progress and "stopped" in after.header
+    assert "cancelled before it started" in live_panels_of(bob)["progress"] and "stopped" in after.header
     assert not after.controls.stop and not after.controls.resume
 
 

@@ -16,7 +16,7 @@ from engine import runs
 from engine.config import RunConfig, save_config
 from engine.rundir import METRICS_FILE, update_status
 from studio import monitor_tab
-from studio.live_charts import run_of_token
+from studio.live_charts import FEEDS, live_panels, run_of_token
 from studio.metrics_feed import MetricsFeed, eta_seconds
 from studio.monitor_session import MonitorSession
 from studio.monitor_view import Controls, controls_for, format_duration, progress_html
@@ -44,6 +44,12 @@ def append(run_dir: Path, *events: dict, raw: str = "") -> None:
 
 def train_event(step: int, t: float, loss: float = 1.0) -> dict:
     return {"event": "train", "step": step, "epoch": step / 10, "time": t, "loss": loss, "learning_rate": 1e-3}
+
+
+def live_panels_of(run_dir: Path, now: float | None = None) -> dict[str, str]:
+    """The progress and stats panels the page script is sent for a run."""
+    with FEEDS.polled(run_dir) as feed:
+        return live_panels(run_dir, runs.status(run_dir), feed, now)
 
 
 @pytest.fixture
@@ -122,21 +128,22 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     session = MonitorSession()
     update = session.update(str(run_dir), now=now)
     assert update.controls == Controls(stop=True, resume=False, abort=True)
-    assert "step 10</b> / 100" in update.progress and "ETA 0:45" in update.progress
-    assert "elapsed 1:00" in update.progress and "width:10.0%" in update.progress
+    panels = live_panels_of(run_dir, now)  # sent with the charts, outside the Gradio poll
+    assert "step 10</b> / 100" in panels["progress"] and "ETA 0:45" in panels["progress"]
+    assert "elapsed 1:00" in panels["progress"] and "width:10.0%" in panels["progress"]
     assert "running" in update.header
     # The header names the run for the page's chart script, with a token that maps back to this run only.
     token = re.search(r'data-live="([^"]+)"', update.header).group(1)
     assert run_of_token(tmp_path / "runs", token) == run_dir.resolve()
-    assert "2.0000" in update.stats and update.error == ""
+    assert "2.0000" in panels["stats"] and update.error == ""
     # Nothing new: nothing to send.
     assert session.update(str(run_dir), now=now).changed() == []
-    # A new point updates the stats (and the ETA) at the next poll; the log follows within a second (it
-    # refreshes at most once a second while the run trains); the rest has nothing new.
+    # A new point reaches the stats; the log follows within a second (it refreshes at most once a second while
+    # the run trains); the rest has nothing new.
     append(run_dir, train_event(11, now + 1, 1.9))
     (run_dir / "train.log").write_text("step 11\n")
-    again = session.update(str(run_dir), now=now + 0.25)
-    assert set(again.changed()) == {"progress", "stats"} and "1.9000" in again.stats
+    assert "1.9000" in live_panels_of(run_dir, now + 0.25)["stats"]
+    assert session.update(str(run_dir), now=now + 0.25).changed() == []
     later = session.update(str(run_dir), now=now + 1.0)
     assert "log" in later.changed() and "step 11" in later.log and later.header is None and later.config is None
 
@@ -145,7 +152,7 @@ def test_session_on_stopped_and_failed_runs(tmp_path):
     stopped = write_run(tmp_path, "stopped", state="stopped", step=10, max_steps=30, checkpoints=[10])
     update = MonitorSession().update(str(stopped))
     assert update.controls == Controls(stop=False, resume=True, abort=False)
-    assert "ETA" not in update.progress
+    assert "ETA" not in live_panels_of(stopped)["progress"]
     failed = write_run(tmp_path, "failed", state="failed", error="CUDA out of memory", exit_code=1)
     (failed / "train.log").write_text("loading\nTraceback ...\nRuntimeError: CUDA out of memory\n")
     update = MonitorSession().update(str(failed))
@@ -169,7 +176,7 @@ def test_no_run_and_switching_runs(tmp_path):
     assert session.update(None).changed() == []
     run_dir = write_run(tmp_path, state="completed", step=30, max_steps=30)
     switched = session.update(str(run_dir))
-    assert "completed" in switched.header and "width:100.0%" in switched.progress
+    assert "completed" in switched.header and "width:100.0%" in live_panels_of(run_dir)["progress"]
     assert "name: run" in switched.config
 
 
