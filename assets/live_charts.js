@@ -2,7 +2,7 @@
 //
 // While the Monitor is on screen, ask the studio for the charts whose data changed and hand each to
 // Plotly.react, which updates the chart in place and keeps the user's zoom; the progress bar and the stats
-// cards come with every answer. Once the page is up to date the question waits on the server until the
+// cards come with every answer, and the end of train.log once a second while its section is open. Once the page is up to date the question waits on the server until the
 // trainer writes or the run's status changes (a long poll), so a new point shows within tens of milliseconds. The run comes from the token in the Monitor's header (data-live); smoothing and log scale
 // from the Monitor's own controls.
 (() => {
@@ -11,6 +11,7 @@
   const WATCH_MS = 100; // how often a held request checks that its question still stands
   const HOLD_SECONDS = 8; // the longest the server holds a question
   const SMALL_CHART_MS = 1000; // the three small charts, which a person glances at, redraw once a second
+  const LOG_MS = 1000; // so does the log, and only while its section is open
   const PRELOAD_MS = 500; // after the page has loaded, so the page itself comes first
   const CHARTS_PATH = "/studio/live/charts";
   const PLOTLY_PATH = "/studio/live/plotly.js";
@@ -20,6 +21,8 @@
   let refused = null; // a token the studio does not know (it restarted): wait for the header to change
   let last = null; // the previous answer: its question, the metrics size and the run version it saw
   let small = { drawnAt: 0, size: -1 }; // when the small charts were last brought up to date, at what size
+  let logAt = 0; // when the log was last asked for
+  let logVersion = null; // the run version it was read at
 
   const root = () => ((window.gradio_config && window.gradio_config.root) || "").replace(/\/+$/, "");
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -49,26 +52,33 @@
 
   const onScreen = (divs) => !document.hidden && divs.loss && divs.loss.offsetParent !== null;
 
-  // What the page asks about now: the run and the loss chart's controls.
+  const logBox = () => document.querySelector("[data-live-log]");
+
+  // What the page asks about now: the run, the loss chart's controls, and whether the log is open.
   function question() {
     const head = document.querySelector(".ts-run-head[data-live]");
     const range = document.querySelector("#ts-smoothing input[type=range]");
     const box = document.querySelector("#ts-log-y input[type=checkbox]");
+    const log = logBox();
     return {
       token: head ? head.dataset.live : "",
       smoothing: range ? Number(range.value) || 0 : 0,
       logY: !!(box && box.checked),
+      logOpen: !!(log && log.offsetParent !== null),
     };
   }
 
-  const same = (a, b) => !!a && !!b && a.token === b.token && a.smoothing === b.smoothing && a.logY === b.logY;
+  const same = (a, b) =>
+    !!a && !!b && ["token", "smoothing", "logY", "logOpen"].every((field) => a[field] === b[field]);
 
-  // How long the server may hold this question: long when the page shows everything there is, until the small
-  // charts fall due when only they are behind, not at all when the question or a chart is new.
+  // How long the server may hold this question: long when the page shows everything there is; until the small
+  // charts or the open log fall due when only they are behind; not at all when the question or a chart is new.
   function holdSeconds(ask, divs, wanted, now) {
     if (!last || !same(ask, last.ask) || !wanted.every((name) => divs[name] && divs[name].dataset.key)) return 0;
-    if (small.size >= last.size) return HOLD_SECONDS;
-    return Math.max(0, SMALL_CHART_MS - (now - small.drawnAt)) / 1000;
+    let hold = HOLD_SECONDS;
+    if (small.size < last.size) hold = Math.min(hold, (SMALL_CHART_MS - (now - small.drawnAt)) / 1000);
+    if (ask.logOpen && logVersion !== last.version) hold = Math.min(hold, (LOG_MS - (now - logAt)) / 1000);
+    return Math.max(0, hold);
   }
 
   // The progress bar and the stats cards, rewritten only when their HTML changed.
@@ -82,12 +92,22 @@
     }
   }
 
+  // The end of train.log, as text; it follows new lines unless the reader has scrolled up.
+  function showLog(text) {
+    const box = logBox();
+    if (!box || box.textContent === text) return;
+    const following = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+    box.textContent = text;
+    if (following) box.scrollTop = box.scrollHeight;
+  }
+
   async function ask(divs) {
     const now = Date.now();
     const q = question();
     if (q.token && q.token === refused) return sleep(IDLE_MS);
     const wanted = now - small.drawnAt >= SMALL_CHART_MS ? ALL.filter((name) => divs[name]) : ["loss"];
     const hold = holdSeconds(q, divs, wanted, now);
+    const wantLog = q.logOpen && now - logAt >= LOG_MS;
     const have = {};
     for (const name of wanted) if (divs[name].dataset.key) have[name] = divs[name].dataset.key;
     const params = new URLSearchParams({
@@ -98,6 +118,7 @@
       charts: wanted.join(","),
       since: hold > 0 ? last.version : "",
       wait: String(hold),
+      log: wantLog ? "1" : "0",
     });
     const controller = new AbortController();
     // A held question that no longer stands (another run, new smoothing, the tab left) is dropped at once.
@@ -121,6 +142,11 @@
       divs[name].dataset.key = body.keys[name];
     }
     showPanels(body.panels);
+    if (typeof body.log === "string") {
+      showLog(body.log);
+      logAt = now;
+      logVersion = body.version;
+    }
     last = { ask: q, size: body.size, version: body.version };
     if (wanted.length > 1) small = { drawnAt: now, size: body.size };
     if (!q.token) return sleep(IDLE_MS); // no run: nothing will change by itself

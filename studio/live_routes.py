@@ -1,9 +1,9 @@
 """Plain HTTP routes on the studio's server for the page script that draws the Monitor's charts.
 
-``GET /studio/live/charts?run=TOKEN&smoothing=S&log_y=0|1&have=JSON&charts=A,B&since=VERSION&wait=SECONDS``
-answers with the charts whose data changed since the keys in ``have`` (studio.live_charts) and the progress
-and stats panels, after waiting up to ``wait`` seconds while the run's version is still ``since`` (a long
-poll: the answer leaves as soon as the trainer writes).
+``GET /studio/live/charts?run=TOKEN&smoothing=S&log_y=0|1&have=JSON&charts=A,B&since=VERSION&wait=SECONDS&log=0|1``
+answers with the charts whose data changed since the keys in ``have`` (studio.live_charts), the progress
+and stats panels, and with ``log=1`` the end of train.log, after waiting up to ``wait`` seconds while the
+run's version is still ``since`` (a long poll: the answer leaves as soon as the trainer writes).
 ``GET /studio/live/plotly.js`` serves the basic bundle of plotly.js (assets/vendor), which the page loads
 in the background soon after it opens.
 
@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from engine import runs
 from engine.paths import PROJECT_ROOT
-from engine.rundir import METRICS_FILE, STATUS_FILE
+from engine.rundir import LOG_FILE, METRICS_FILE, STATUS_FILE, log_tail
 from studio.live_charts import CHARTS, FEEDS, NO_RUN, changed_charts, live_panels, run_of_token
 
 CHARTS_PATH = "/studio/live/charts"
@@ -38,7 +38,8 @@ PLOTLY_FILE = PROJECT_ROOT / "assets" / "vendor" / "plotly-basic.min.js"  # scat
 MAX_SMOOTHING = 0.99  # the slider's top; an EMA weight of 1 would never move
 MAX_WAIT_SECONDS = 10.0  # a held answer comes back at least this often, so a page that left lets go
 ACTIVE_WAIT_SECONDS = 1.0  # ... and at least once a second for a run that is going or queued
-WATCH_SECONDS = 0.03  # how often a held answer looks at the run's files (two stat calls)
+LOG_BYTES = 12_000  # the end of train.log the page shows: enough lines to see what happened
+WATCH_SECONDS = 0.03  # how often a held answer looks at the run's files (three stat calls)
 
 
 async def logged_in(request: Request) -> bool:
@@ -93,27 +94,30 @@ class ChartQuery:
     wanted: tuple[str, ...] = CHARTS
     since: str = ""  # the run's version (``run_version``) at the page's previous answer
     wait: float = 0.0  # how long to hold the answer while the run's version is still ``since``
+    log: bool = False  # whether to send the end of train.log (the page shows it only when its section is open)
 
 
 def charts_response(run_dir: Path | None, query: ChartQuery) -> Response:
-    """The charts route's answer: keys, the changed wanted figures, the progress and stats panels, the metrics
-    file's size and the run's version (see ``run_version``)."""
+    """The charts route's answer: keys, the changed wanted figures, the progress and stats panels, the log when
+    asked, the metrics file's size and the run's version (see ``run_version``)."""
     smoothing = min(MAX_SMOOTHING, max(0.0, query.smoothing))
     if run_dir is None:
         charts = changed_charts(None, "none", query.have, wanted=query.wanted)
-        return _json({**charts, "panels": live_panels(None, None, None), "size": 0, "version": ""})
+        log = {"log": ""} if query.log else {}
+        return _json({**charts, "panels": live_panels(None, None, None), **log, "size": 0, "version": ""})
     version = run_version(run_dir)  # before reading: a line written meanwhile makes the next wait short
     status = runs.status(run_dir)
     with FEEDS.polled(run_dir) as feed:
         charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted)
         panels = live_panels(run_dir, status, feed)
-    return _json({**charts, "panels": panels, "size": int(version.split(".")[0]), "version": version})
+    log = {"log": log_tail(run_dir, LOG_BYTES)} if query.log else {}
+    return _json({**charts, "panels": panels, **log, "size": int(version.split(".")[0]), "version": version})
 
 
 def run_version(run_dir: Path) -> str:
-    """Changes whenever the trainer writes a metrics line or the run's status changes: the metrics file's size
-    and the status file's modification time."""
-    return f"{_stat(run_dir / METRICS_FILE)[0]}.{_stat(run_dir / STATUS_FILE)[1]}"
+    """Changes whenever the trainer writes a metrics line, the run's status changes or its log grows: the
+    metrics file's size, the status file's modification time and the log's size."""
+    return f"{_stat(run_dir / METRICS_FILE)[0]}.{_stat(run_dir / STATUS_FILE)[1]}.{_stat(run_dir / LOG_FILE)[0]}"
 
 
 def _stat(path: Path) -> tuple[int, int]:
@@ -158,11 +162,12 @@ def live_routes(workspace: Path) -> list[APIRoute]:
         charts: str = ",".join(CHARTS),
         since: str = "",
         wait: float = 0.0,
+        log: bool = False,
     ) -> Response:
         if not await logged_in(request):
             return _json({"error": "log in first"}, 401)
         wanted = tuple(name for name in charts.split(",") if name in CHARTS)
-        query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait)
+        query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait, log)
         run_dir = None
         if run != NO_RUN:
             run_dir = run_of_token(runs_root, run)

@@ -2,28 +2,24 @@
 
 One ``MonitorSession`` lives in a ``gr.State`` per browser tab. Each timer tick asks it for an update; it reads
 the run's status, and returns None for every output that has not changed (the Gradio layer turns None into
-gr.skip()). What changes with every logged step (the charts, the progress bar, the stats) is not among them:
-the page script draws that from studio.live_charts, and finds the run in the header's ``data-live`` token.
+gr.skip()). What changes with every logged step (the charts, the progress bar, the stats, the log) is not among
+them: the page script draws that from studio.live_charts, and finds the run in the header's ``data-live``
+token.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.rundir import CONFIG_FILE, LOG_FILE, log_tail
+from engine.rundir import CONFIG_FILE
 from studio.live_charts import live_token
 from studio.monitor_view import EMPTY_HTML, Controls, controls_for, error_html, header_html
 
-LOG_BYTES = 12_000  # enough lines to see what happened, small enough to send twice a second
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
-# The log, which a person glances at, refreshes once a second while a run trains: every Gradio update costs
-# the browser's main thread, which on a 2-core laptop also draws the charts (benchmarks/browser_latency.py).
-SECONDARY_SECONDS = 1.0
 
 
 @dataclass
@@ -32,7 +28,6 @@ class MonitorUpdate:
 
     header: str | None = None
     error: str | None = None
-    log: str | None = None
     config: str | None = None
     controls: Controls | None = None
 
@@ -49,51 +44,39 @@ class MonitorSession:
         self.run_dir: str | None = None
         self.status: dict[str, Any] = {}
         self._sent: dict[str, Any] = {}
-        self._sent_at: dict[str, float] = {}  # when each throttled output last got a new value
 
-    def update(self, run_dir: str | None, now: float | None = None) -> MonitorUpdate:
+    def update(self, run_dir: str | None) -> MonitorUpdate:
         """Poll the run and return what changed since the previous call (everything, after a run switch)."""
         with self.lock:
             if run_dir != self.run_dir:
-                self.run_dir, self._sent, self._sent_at = run_dir, {}, {}
+                self.run_dir, self._sent = run_dir, {}
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
                 self.status = {}
                 self._empty(update)
                 return update
             self.status = runs.status(Path(run_dir))
-            self._panels(update, now or time.time())
+            self._panels(update)
             return update
 
     def forget_sent(self) -> None:
         """Make the next update send every output, as if to a fresh page."""
         with self.lock:
-            self._sent, self._sent_at = {}, {}
+            self._sent = {}
 
-    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> bool:
-        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value);
-        returns whether it did."""
-        if self._sent.get(name, object()) == key:
-            return False
-        self._sent[name] = key
-        setattr(update, name, make())
-        return True
-
-    def _put_every(self, update: MonitorUpdate, name: str, key: Any, make: Any, now: float) -> None:
-        """Like ``_put``, but at most once per SECONDARY_SECONDS while the run is active (the last value of a run
-        that has ended is sent at once)."""
-        if runs.is_active(self.status) and now - self._sent_at.get(name, 0.0) < SECONDARY_SECONDS:
-            return
-        if self._put(update, name, key, make):
-            self._sent_at[name] = now
+    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> None:
+        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value)."""
+        if self._sent.get(name, object()) != key:
+            self._sent[name] = key
+            setattr(update, name, make())
 
     def _empty(self, update: MonitorUpdate) -> None:
         self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
-        for name in ("error", "log", "config"):
+        for name in ("error", "config"):
             self._put(update, name, "", lambda: "")
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
-    def _panels(self, update: MonitorUpdate, now: float) -> None:
+    def _panels(self, update: MonitorUpdate) -> None:
         status, run_dir = self.status, Path(self.run_dir)
         header = header_html(status, run_dir.name, live_token(run_dir))
         self._put(update, "header", header, lambda: header)
@@ -101,17 +84,7 @@ class MonitorSession:
         self._put(update, "error", error, lambda: error)
         controls = controls_for(status)
         self._put(update, "controls", controls, lambda: controls)
-        self._put_every(update, "log", _file_key(run_dir / LOG_FILE), lambda: log_tail(run_dir, LOG_BYTES), now)
         self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
-
-
-def _file_key(path: Path) -> tuple[int, int] | None:
-    """Size and mtime: a cheap test of whether a file changed since it was last sent."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return None
-    return info.st_size, info.st_mtime_ns
 
 
 def _read_text(path: Path) -> str:

@@ -1,9 +1,10 @@
 """The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
 
-The charts, the progress bar and the stats are plain containers that the page script assets/live_charts.js
-fills from studio.live_charts, outside Gradio's events, as the trainer writes. A ``gr.Timer`` refreshes the
-rest (header and state, buttons, error, log, config) once a second: each browser tab keeps a ``MonitorSession``
-in a ``gr.State`` and is sent only the outputs that changed; everything else is ``gr.skip()``.
+The charts, the progress bar, the stats and the log are plain containers that the page script
+assets/live_charts.js fills from studio.live_charts, outside Gradio's events, as the trainer writes. A
+``gr.Timer`` refreshes the rest (header and state, buttons, error, config) once a second: each browser tab
+keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the outputs that changed; everything else is
+``gr.skip()``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from studio.demo import NORMAL, DemoPolicy
 from studio.demo_queue import resume_queued
 from studio.monitor_session import MonitorSession, MonitorUpdate
 
-# State, buttons and log: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
+# State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
 # every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
 # HTML panels, which is why what changes with every step goes through the page script instead.
 POLL_SECONDS = 1.0
@@ -46,7 +47,6 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     values = [
         update.header,
         None if update.error is None else gr.HTML(value=update.error, visible=bool(update.error)),
-        update.log,
         None if update.config is None else gr.Code(value=update.config),
     ]
     values = [skip if value is None else value for value in values]
@@ -143,9 +143,7 @@ class MonitorTab:
                 with gr.Column(min_width=260):
                     gr.HTML(chart_html(name), elem_id=f"ts-{name.replace('_', '-')}-chart", elem_classes="ts-chart")
         with gr.Accordion("train.log", open=False):
-            self.log = gr.Textbox(
-                show_label=False, lines=14, max_lines=14, autoscroll=True, elem_classes="ts-log", interactive=False
-            )
+            gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
         with gr.Accordion("config.yaml", open=False):
             self.config = gr.Code(language="yaml", show_label=False, interactive=False)
         self.timer = gr.Timer(POLL_SECONDS)
@@ -158,7 +156,6 @@ class MonitorTab:
             self.session,
             self.header,
             self.error,
-            self.log,
             self.config,
             self.stop,
             self.resume,

@@ -150,6 +150,9 @@ def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
     monitor.shot(artifacts, "04-monitor-completed")
     log("04-monitor-completed")
     check_chart_controls(page)
+    page.get_by_text("train.log", exact=True).click()  # the log section: filled while it is open
+    log_box = page.locator("[data-live-log]")
+    wait_until(lambda: f"train step {MAX_STEPS}/{MAX_STEPS}" in log_box.inner_text(), 10, what="the log")
     monitor.shot(artifacts, "05-monitor-zoomed-log-unsmoothed")
     page.close()
 

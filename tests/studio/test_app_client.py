@@ -92,8 +92,13 @@ def test_live_charts_route_answers_for_the_runs_of_its_workspace(studio):
     status, body = get_json(charts + urllib.parse.urlencode({"run": token}))
     assert status == 200 and body["size"] == (run_dir / METRICS_FILE).stat().st_size
     assert body["figures"]["loss"]["data"][0]["y"] == [3.0, 1.5]
-    # The panels that change with every step come along: progress (step 2 of 10, stopped) and the latest loss.
+    # The panels that change with every step come along: progress (step 2 of 10, stopped) and the latest loss;
+    # the log only when asked (the page's log section is open).
     assert "step 2</b> / 10" in body["panels"]["progress"] and "1.5000" in body["panels"]["stats"]
+    assert "log" not in body
+    (run_dir / "train.log").write_text("loading the model\n<b>step 2</b>\n")
+    _, with_log = get_json(charts + urllib.parse.urlencode({"run": token, "log": 1}))
+    assert with_log["log"] == "loading the model\n<b>step 2</b>\n"  # as text: the page shows it with textContent
     status, again = get_json(charts + urllib.parse.urlencode({"run": token, "have": json.dumps(body["keys"])}))
     assert status == 200 and again["figures"] == {}  # the page is up to date
     _, empty = get_json(charts)  # no run: the empty charts

@@ -126,7 +126,7 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     )
     append(run_dir, *(train_event(s, now - 10 + 0.5 * s, 3.0 - s / 10) for s in range(1, 11)))
     session = MonitorSession()
-    update = session.update(str(run_dir), now=now)
+    update = session.update(str(run_dir))
     assert update.controls == Controls(stop=True, resume=False, abort=True)
     panels = live_panels_of(run_dir, now)  # sent with the charts, outside the Gradio poll
     assert "step 10</b> / 100" in panels["progress"] and "ETA 0:45" in panels["progress"]
@@ -137,15 +137,11 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     assert run_of_token(tmp_path / "runs", token) == run_dir.resolve()
     assert "2.0000" in panels["stats"] and update.error == ""
     # Nothing new: nothing to send.
-    assert session.update(str(run_dir), now=now).changed() == []
-    # A new point reaches the stats; the log follows within a second (it refreshes at most once a second while
-    # the run trains); the rest has nothing new.
+    assert session.update(str(run_dir)).changed() == []
+    # A new point reaches the stats panel of the page script; the Gradio poll has nothing to send for it.
     append(run_dir, train_event(11, now + 1, 1.9))
-    (run_dir / "train.log").write_text("step 11\n")
     assert "1.9000" in live_panels_of(run_dir, now + 0.25)["stats"]
-    assert session.update(str(run_dir), now=now + 0.25).changed() == []
-    later = session.update(str(run_dir), now=now + 1.0)
-    assert "log" in later.changed() and "step 11" in later.log and later.header is None and later.config is None
+    assert session.update(str(run_dir)).changed() == []
 
 
 def test_session_on_stopped_and_failed_runs(tmp_path):
@@ -160,7 +156,6 @@ def test_session_on_stopped_and_failed_runs(tmp_path):
     assert "CUDA out of memory" in update.error and "exit code 1" in update.error
     assert "RuntimeError" in update.error  # the end of the log says why
     assert "no checkpoint" in update.error
-    assert "RuntimeError" in update.log
 
 
 def test_a_dead_running_run_reads_failed(tmp_path):
@@ -193,14 +188,3 @@ def test_refresh_sends_skip_for_unchanged_outputs(tmp_path):
 def test_progress_of_a_run_without_max_steps_yet():
     html = progress_html({"state": "starting", "step": 0, "max_steps": 0}, None, now=0)
     assert "step 0</b> / ?" in html and "ETA —" in html
-
-
-def test_the_log_of_a_run_that_has_ended_is_sent_at_once(tmp_path):
-    now = time.time()
-    run_dir = write_run(tmp_path, "done", state="completed", step=2, max_steps=2)
-    (run_dir / "train.log").write_text("step 1\n")
-    session = MonitorSession()
-    assert "step 1" in session.update(str(run_dir), now=now).log
-    (run_dir / "train.log").write_text("step 1\nstep 2\n")
-    again = session.update(str(run_dir), now=now + 0.1)  # no waiting for the once-a-second refresh
-    assert "step 2" in again.log
