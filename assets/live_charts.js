@@ -105,6 +105,11 @@
     const now = Date.now();
     const q = question();
     if (q.token && q.token === refused) return sleep(IDLE_MS);
+    if (!last || last.ask.token !== q.token) {
+      // Another run: every chart and the log at once, not when their once-a-second turn comes.
+      small = { drawnAt: 0, size: -1 };
+      logAt = 0;
+    }
     const wanted = now - small.drawnAt >= SMALL_CHART_MS ? ALL.filter((name) => divs[name]) : ["loss"];
     const hold = holdSeconds(q, divs, wanted, now);
     const wantLog = q.logOpen && now - logAt >= LOG_MS;
