@@ -2,9 +2,11 @@
 
 All arms train the same model on the same data with the same batch, LoRA settings and number of steps (taken
 from a preset, the demo one by default). They run as separate processes, alternated round by round in one
-invocation, because these machines are noisy. Steady-state tokens/s counts the non-padding tokens between the
-first and the last logging step (the preset's ``logging_steps``, which every arm logs at) over their wall time,
-so process start, model loading and the first step's warm-up are left out of every arm alike.
+invocation, because these machines are noisy; the engine's ratio to each baseline comes with a 95% bootstrap
+interval of the median over the rounds, which says whether the rounds can tell the arms apart at all.
+Steady-state tokens/s counts the non-padding tokens between the first and the last logging step (the preset's
+``logging_steps``, which every arm logs at) over their wall time, so process start, model loading and the
+first step's warm-up are left out of every arm alike.
 
     python benchmarks/throughput.py                       # demo preset, 40 steps, 2 rounds
     python benchmarks/throughput.py --steps 60 --rounds 3
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -201,6 +204,13 @@ def _child(arm: str, preset: Path, steps: int) -> float:
     return float(output.strip().splitlines()[-1])
 
 
+def median_interval(values: list[float], draws: int = 4000, seed: int = 0) -> tuple[float, float]:
+    """A 95% bootstrap interval of the median: how far the rounds' noise lets the figure move."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", type=Path, default=ROOT / "assets" / "presets" / "demo.yaml")
@@ -233,9 +243,11 @@ def main() -> None:
         print(f"  {arm:>12}: {value:8.0f} tokens/s")
     for baseline, goal in (("bare", "  (goal >= 1.0)"), ("trl-defaults", "")):
         ratios = [engine / other for engine, other in zip(results["engine"], results[baseline], strict=True)]
+        low, high = median_interval(ratios)
         print(
             f"engine / {BASELINE_NAMES[baseline]}: {medians['engine'] / medians[baseline]:.2f} of the medians, "
-            f"{statistics.median(ratios):.2f} median of the rounds' ratios{goal}"
+            f"{statistics.median(ratios):.2f} median of the rounds' ratios (95% bootstrap interval "
+            f"{low:.2f}-{high:.2f}){goal}"
         )
 
 
