@@ -6,7 +6,8 @@
 // trainer writes or the run's status changes (a long poll), so a new point shows within tens of milliseconds. The run comes from the token in the Monitor's header (data-live); smoothing and log scale
 // from the Monitor's own controls.
 (() => {
-  const IDLE_MS = 250; // nothing to draw into (another tab is open) or nothing to wait on
+  const IDLE_MS = 250; // with no run, how often to ask again for the empty charts
+  const GLANCE_MS = 50; // how often an idle page looks whether the Monitor came on screen or the run changed
   const RETRY_MS = 1000; // after a failed request: the studio restarting, the network blinking
   const WATCH_MS = 100; // how often a held request checks that its question still stands
   const HOLD_SECONDS = 8; // the longest the server holds a question
@@ -26,6 +27,11 @@
 
   const root = () => ((window.gradio_config && window.gradio_config.root) || "").replace(/\/+$/, "");
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  // Sleep up to ``ms``, waking early once ``ready()`` says so (a glance at the page every GLANCE_MS).
+  async function sleepUntil(ready, ms) {
+    for (let waited = 0; waited < ms && !ready(); waited += GLANCE_MS) await sleep(GLANCE_MS);
+  }
 
   function loadPlotly() {
     if (plotly) return Promise.resolve(plotly);
@@ -132,36 +138,36 @@
     }, WATCH_MS);
     let response;
     try {
-      [response] = await Promise.all([
-        fetch(root() + CHARTS_PATH + "?" + params, { cache: "no-store", signal: controller.signal }),
-        loadPlotly(),
-      ]);
+      response = await fetch(root() + CHARTS_PATH + "?" + params, { cache: "no-store", signal: controller.signal });
     } finally {
       clearInterval(watcher);
     }
     if (response.status === 404) refused = q.token;
     if (!response.ok) return sleep(RETRY_MS);
     const body = await response.json();
-    for (const [name, figure] of Object.entries(body.figures)) {
-      await plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
-      divs[name].dataset.key = body.keys[name];
-    }
+    // The panels and the log need no plotly.js: they show even while it is still loading.
     showPanels(body.panels);
     if (typeof body.log === "string") {
       showLog(body.log);
       logAt = now;
       logVersion = body.version;
     }
+    const Plotly = await loadPlotly();
+    for (const [name, figure] of Object.entries(body.figures)) {
+      await Plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
+      divs[name].dataset.key = body.keys[name];
+    }
     last = { ask: q, size: body.size, version: body.version };
     if (wanted.length > 1) small = { drawnAt: now, size: body.size };
-    if (!q.token) return sleep(IDLE_MS); // no run: nothing will change by itself
+    // No run: nothing changes by itself, but a run picked or started must show at once.
+    if (!q.token) return sleepUntil(() => !same(question(), q), IDLE_MS);
   }
 
   async function run() {
     for (;;) {
       const divs = chartDivs();
       if (!onScreen(divs)) {
-        await sleep(IDLE_MS);
+        await sleep(GLANCE_MS);
         continue;
       }
       try {

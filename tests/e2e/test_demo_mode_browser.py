@@ -22,6 +22,7 @@ from engine import runs
 from studio.demo import DemoPolicy
 
 pytestmark = pytest.mark.e2e
+ALICE_STEPS = 60
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +126,8 @@ def export_reaches_its_visitor_only(bob: Any, url: str, workspace: Path, run_dir
 def test_two_visitors_take_turns(
     demo_studio: Studio, browser: Any, demo_workspace: Path, artifacts: Path, tmp_path: Path
 ) -> None:
-    alice = open_visitor(browser, demo_studio.url, "alice-run", 4)
+    # Alice's run is long enough (60 steps, several seconds) for Bob to see his place in line while he waits.
+    alice = open_visitor(browser, demo_studio.url, "alice-run", ALICE_STEPS)
     alice.screenshot(path=str(artifacts / "39-demo-train-tab.png"))
     # Fixed fields are shown but cannot be changed; a capped one says its limit next to the field.
     assert alice.locator("#cfg-model-name_or_path input").is_disabled()
@@ -135,7 +137,7 @@ def test_two_visitors_take_turns(
     cap = f"at most {DemoPolicy(enabled=True).max_steps} steps"
     wait_until(lambda: cap in error.inner_text(), 20, what="the step cap next to the field")
     alice.screenshot(path=str(artifacts / "40-demo-train-step-cap.png"))
-    fill(alice, "train.max_steps", "4")
+    fill(alice, "train.max_steps", str(ALICE_STEPS))
     wait_until(lambda: not error.is_visible(), 20, what="the error to clear")
     bob = open_visitor(browser, demo_studio.url, "bob-run", 2)
 
