@@ -137,7 +137,11 @@ def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
     assert runs.abort(run_dir)
     assert runs.status(run_dir)["error"] == "aborted by the user"
     assert_true_state(run_dir, "failed", processes)
-    assert 2 in assert_checkpoints_intact(run_dir)
+    # The SIGSTOP may land while the ranks save the next checkpoint (it did once, at step 4): that one may be cut
+    # short, and must then not be offered for resume.
+    frozen_mid_save = [step for step in checkpoint_dirs(run_dir) if step not in checkpoint_steps(run_dir)]
+    assert set(frozen_mid_save) <= {4}, frozen_mid_save
+    assert 2 in assert_checkpoints_intact(run_dir, cut_short=tuple(frozen_mid_save))
     assert_steps_once(run_dir, max(train_losses(run_dir)))
     # Resuming a two-process run from its checkpoint: test_runs_integration's stop/resume test.
 
