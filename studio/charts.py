@@ -19,6 +19,7 @@ Point = tuple[float, float]  # (step, value)
 Figure = dict[str, Any]
 
 MAX_POINTS = 1000  # about one point per pixel of a laptop-wide chart
+LOSS_HEIGHT, SMALL_HEIGHT = 300, 200  # pixels: the Monitor's loss chart and its small charts
 
 # One palette for every chart, readable on white and for the common colour-vision deficiencies.
 COLORS = ("#4f46e5", "#f97316", "#0891b2", "#16a34a", "#db2777", "#ca8a04", "#7c3aed", "#64748b")
@@ -285,7 +286,7 @@ def loss_figure(
     smoothing: float = 0.0,
     log_y: bool = False,
     resumes: Iterable[float] = (),
-    height: int = 300,
+    height: int = LOSS_HEIGHT,
 ) -> Figure:
     """Train loss (raw, faint when smoothed, plus its EMA) and eval loss on one chart; resumes as dotted lines."""
     traces = []
@@ -318,7 +319,7 @@ def loss_figure(
     return _figure(traces, layout, "waiting for the first logged step…")
 
 
-def line_figure(points: Series, title: str, y_title: str, color: str, height: int = 200) -> Figure:
+def line_figure(points: Series, title: str, y_title: str, color: str, height: int = SMALL_HEIGHT) -> Figure:
     """One metric over the steps (learning rate, gradient norm, throughput)."""
     layout = _layout(title, y_title, height)
     layout["showlegend"] = False

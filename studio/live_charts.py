@@ -9,9 +9,8 @@ chart in place and keeps the user's zoom.
 
 This module holds what that route needs, with no web framework in it:
 
-- ``SharedFeeds``: one ``MetricsFeed`` per run for the whole studio process, read under a lock; the route and
-  the Monitor's Gradio poll (progress, ETA, stats) share it, so the metrics file is read once however many
-  tabs watch the run;
+- ``SharedFeeds``: one ``MetricsFeed`` per run for the whole studio process, read under a lock, so the metrics
+  file is read once however many pages watch the run;
 - ``chart_keys`` / ``changed_charts``: a key per chart that changes when its figure would, and the figures of
   the charts whose key differs from what the page holds;
 - ``live_panels``: the progress bar and the stats cards, which change with every step too;
@@ -78,7 +77,7 @@ def _signature(run_dir: Path) -> str:
 class _Entry:
     feed: MetricsFeed
     lock: threading.Lock
-    identity: tuple[int, int]  # the run's config file: a run deleted and made again under its name is a new run
+    identity: tuple[int, ...]  # of the run's config file: a run deleted and made again under its name is a new run
 
 
 class SharedFeeds:
@@ -100,7 +99,8 @@ class SharedFeeds:
 
     def _entry(self, run_dir: Path) -> _Entry:
         key = str(run_dir)
-        identity = _identity(run_dir / CONFIG_FILE)
+        # Inode and modification time: a file system may hand a freed inode to the next new file.
+        identity = file_stamp(run_dir / CONFIG_FILE)[1:]
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or entry.identity != identity:
@@ -112,13 +112,13 @@ class SharedFeeds:
             return entry
 
 
-def _identity(path: Path) -> tuple[int, int]:
-    """Inode and modification time (a file system may hand a freed inode to the next new file)."""
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """Size, modification time (ns) and inode of a file; zeros for one that is not there."""
     try:
         info = path.stat()
     except OSError:
-        return 0, 0
-    return info.st_ino, info.st_mtime_ns
+        return 0, 0, 0
+    return info.st_size, info.st_mtime_ns, info.st_ino
 
 
 FEEDS = SharedFeeds()  # the studio's one set of feeds

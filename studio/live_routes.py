@@ -30,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from engine import runs
 from engine.paths import PROJECT_ROOT
 from engine.rundir import LOG_FILE, METRICS_FILE, STATUS_FILE, log_tail
-from studio.live_charts import CHARTS, FEEDS, NO_RUN, changed_charts, live_panels, run_of_token
+from studio.live_charts import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
 
 CHARTS_PATH = "/studio/live/charts"
 PLOTLY_PATH = "/studio/live/plotly.js"
@@ -117,15 +117,8 @@ def charts_response(run_dir: Path | None, query: ChartQuery) -> Response:
 def run_version(run_dir: Path) -> str:
     """Changes whenever the trainer writes a metrics line, the run's status changes or its log grows: the
     metrics file's size, the status file's modification time and the log's size."""
-    return f"{_stat(run_dir / METRICS_FILE)[0]}.{_stat(run_dir / STATUS_FILE)[1]}.{_stat(run_dir / LOG_FILE)[0]}"
-
-
-def _stat(path: Path) -> tuple[int, int]:
-    try:
-        info = path.stat()
-    except OSError:
-        return 0, 0
-    return info.st_size, info.st_mtime_ns
+    metrics, status, log = (file_stamp(run_dir / name) for name in (METRICS_FILE, STATUS_FILE, LOG_FILE))
+    return f"{metrics[0]}.{status[1]}.{log[0]}"
 
 
 async def wait_for_change(request: Request, run_dir: Path, since: str, seconds: float) -> None:

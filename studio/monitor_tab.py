@@ -16,6 +16,7 @@ from typing import Any
 import gradio as gr
 
 from engine import run_queue, runs
+from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo import NORMAL, DemoPolicy
 from studio.demo_queue import resume_queued
@@ -25,14 +26,13 @@ from studio.monitor_session import MonitorSession, MonitorUpdate
 # every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
 # HTML panels, which is why what changes with every step goes through the page script instead.
 POLL_SECONDS = 1.0
-CHART_HEIGHTS = {"loss": 300, "learning_rate": 200, "grad_norm": 200, "throughput": 200}  # as studio.charts draws
 
 
 def chart_html(name: str) -> str:
     """The empty container the page script draws chart ``name`` into."""
     return (
         f'<div class="ts-live-chart" data-live-chart="{html.escape(name)}" '
-        f'style="min-height:{CHART_HEIGHTS[name]}px"></div>'
+        f'style="min-height:{LOSS_HEIGHT if name == "loss" else SMALL_HEIGHT}px"></div>'
     )
 
 
