@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     auth = logins(args)
     from studio.app import build_app, launch_options  # after parsing: --help stays instant
-    from studio.demo import NORMAL, DemoPolicy
+    from studio.demo.policy import NORMAL, DemoPolicy
 
     args.workspace.mkdir(parents=True, exist_ok=True)
     allow_paths(args.allow_path)
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"demo mode: the bundled model only, at most {policy.max_steps} steps, one run at a time in a queue")
     demo = build_app(args.workspace, policy)
     if not args.no_standby:
-        from engine.runs import keep_standby
+        from engine.runs.control import keep_standby
 
         keep_standby(args.workspace)  # imports the training libraries now, so that Start does not wait for them
     if args.host not in ("127.0.0.1", "localhost", "::1") and not auth and not os.environ.get("SPACE_ID"):

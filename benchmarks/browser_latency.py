@@ -34,8 +34,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from e2e_harness import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Studio, free_port, wait_until  # noqa: E402
 
 from engine import runs  # noqa: E402
-from engine.rundir import iter_metrics  # noqa: E402
-from engine.standby import standby_dir  # noqa: E402
+from engine.store.processes import is_alive  # noqa: E402
+from engine.store.rundir import checkpoint_steps, iter_metrics  # noqa: E402
+from engine.store.workspace import standby_dir  # noqa: E402
 
 POINTS_JS = """() => {
   const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
@@ -88,13 +89,13 @@ def stop_and_wait(page: Any, run_dir: Path) -> dict[str, float]:
 
     def done() -> bool:
         now = runs.status(run_dir)
-        return now["state"] == "stopped" and bool(now["checkpoints"]) and not any(runs.is_alive(p) for p in pids)
+        return now["state"] == "stopped" and bool(now["checkpoints"]) and not any(is_alive(p) for p in pids)
 
     wait_until(done, 120, 0.02, "the stop to finish")
     gone = time.time() - clicked
     events = [e for e in iter_metrics(run_dir) if e.get("event") == "train"]
     step_times = [b["time"] - a["time"] for a, b in zip(events, events[1:], strict=False)]
-    checkpoint = runs.checkpoint_steps(run_dir)[-1]
+    checkpoint = checkpoint_steps(run_dir)[-1]
     saved_at = (run_dir / "checkpoints" / f"checkpoint-{checkpoint}").stat().st_mtime
     last_step = next(e["time"] for e in reversed(events) if e["step"] <= checkpoint)
     return {"stop": gone, "step": statistics.median(step_times), "save": max(0.0, saved_at - last_step)}

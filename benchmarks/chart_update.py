@@ -2,7 +2,7 @@
 
 A live run appends one metrics line per logged step; for each, the page's chart script asks the studio's
 charts route, which reads the new lines (by byte offset, through the run's shared feed) and answers with the
-charts that changed, as JSON. This measures exactly that answer (studio.live_routes.charts_response, what the
+charts that changed, as JSON. This measures exactly that answer (studio.monitor.routes.charts_response, what the
 route runs after its long poll ends) once the page holds the history: append one train event, build the
 answer, repeat. It also reports the size of the loss chart sent to the browser, which stays bounded
 (decimation to at most studio.charts.MAX_POINTS points per line).
@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.config import RunConfig  # noqa: E402
-from engine.rundir import METRICS_FILE, update_status  # noqa: E402
-from engine.runs import create_run  # noqa: E402
-from studio.live_charts import live_token  # noqa: E402
-from studio.live_routes import ChartQuery, charts_response  # noqa: E402
+from engine.runs.control import create_run  # noqa: E402
+from engine.store.rundir import METRICS_FILE, update_status  # noqa: E402
+from studio.monitor.live import live_token  # noqa: E402
+from studio.monitor.routes import ChartQuery, charts_response  # noqa: E402
 
 
 def train_event(step: int) -> dict[str, float | int | str]:

@@ -43,8 +43,8 @@ def accuracies(preset: Path, run_dir: Path) -> tuple[float, float, int]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from engine.config import load_config
-    from engine.evaluation import exact_match_accuracy
-    from engine.paths import find_local_path, resolve_model_source
+    from engine.evaluate.scoring import exact_match_accuracy
+    from engine.store.paths import find_local_path, resolve_model_source
 
     config = load_config(preset)
     eval_path = find_local_path(config.data.eval_path)

@@ -1,6 +1,6 @@
 """Does the bundled demo show a real skill? LoRA-tune the demo model with plain transformers + peft.
 
-No engine code is used except ``engine.evaluation`` (exact match by greedy decoding). For each seed:
+No engine code is used except ``engine.evaluate.scoring`` (exact match by greedy decoding). For each seed:
 measure the base model's held-out exact match, LoRA-tune it on ``demo_sft_train.jsonl`` (loss only on
 the assistant tokens, from the chat template's generation markers), then measure the tuned model.
 
@@ -37,7 +37,7 @@ from transformers import (  # noqa: E402
     set_seed,
 )
 
-from engine.evaluation import exact_match_accuracy, generate_predictions  # noqa: E402
+from engine.evaluate.scoring import exact_match_accuracy, generate_predictions  # noqa: E402
 
 MODEL_DIR = ROOT / "assets" / "demo-model"
 DATA_DIR = ROOT / "assets" / "datasets"

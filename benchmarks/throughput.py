@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.config import RunConfig, load_config  # noqa: E402
-from engine.paths import find_local_path  # noqa: E402
+from engine.store.paths import find_local_path  # noqa: E402
 
 BASELINE_NAMES = {"bare": "bare Trainer+peft", "trl-defaults": "TRL SFTConfig defaults"}
 

@@ -3,22 +3,30 @@
     python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
     python -m engine resume DIR [--checkpoint N]         continue a stopped or crashed run
     python -m engine check CONFIG.yaml                   validate config and dataset without training
-    python -m engine evaluate DIR [--data eval|train|PATH]  score base and fine-tuned model (engine.job_commands)
-    python -m engine export DIR --kind adapter|merged    save the adapter or a merged model (engine.job_commands)
+    python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
+                                                         score base and fine-tuned model
+    python -m engine export DIR --kind adapter|merged [--dtype float32|bfloat16|float16] [--out DIR]
+                            [--checkpoint N] [--zip] [--push-to REPO_ID [--private]]
+                                                         save the adapter or a merged model
+
+Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
+they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
 ``supervise`` and ``worker`` are the internal halves of a run (the studio starts ``supervise`` in the
-background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.ChatClient.
+background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from engine.config import ConfigError, load_config
-from engine.job_commands import add_commands, run_command
+from engine.export.exports import DTYPES, KINDS
 
 EXIT_BAD_INPUT = 2
 REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX")
@@ -36,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
     check = commands.add_parser("check", help="validate a config and its dataset without training")
     check.add_argument("config", type=Path)
-    add_commands(commands)
+    _add_job_commands(commands)
     for internal in ("supervise", "worker"):
         command = commands.add_parser(internal, help=argparse.SUPPRESS)
         command.add_argument("run_dir", type=Path)
@@ -51,6 +59,74 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--checkpoint", type=int, help="checkpoint step of the run")
     chat.add_argument("--workspace", type=Path, help="workspace whose active runs the worker makes room for")
     return parser
+
+
+def _add_job_commands(commands: Any) -> None:
+    """The evaluate and export sub-commands (background jobs when the studio starts them with --job-dir)."""
+    evaluate = commands.add_parser("evaluate", help="score the base and the fine-tuned model of a run on a dataset")
+    evaluate.add_argument("run_dir", type=Path)
+    evaluate.add_argument(
+        "--data", default="eval", help="eval (the run's eval set), train (its training rows) or a data file"
+    )
+    evaluate.add_argument("--checkpoint", type=int, help="evaluate this checkpoint (default: the final adapter/model)")
+    evaluate.add_argument("--max-rows", type=int, help="score only the first N rows")
+    evaluate.add_argument("--max-new-tokens", type=int, help="longest generated answer (default: from the references)")
+    evaluate.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
+    export = commands.add_parser("export", help="save a run's adapter, or merge it into its base, as a model folder")
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--kind", choices=KINDS, default="adapter", help="adapter files, or a merged full model")
+    export.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of merged weights")
+    export.add_argument("--out", help="export name or directory inside WORKSPACE/exports (default: from the run id)")
+    export.add_argument("--workspace", type=Path, help="workspace whose exports/ receives it (default: the run's)")
+    export.add_argument("--checkpoint", type=int, help="export this checkpoint instead of the final result")
+    export.add_argument("--zip", action="store_true", help="also write DIR.zip beside the export")
+    export.add_argument("--push-to", metavar="REPO_ID", help="upload to this hub model repo (token from HF_TOKEN)")
+    export.add_argument("--private", action="store_true", help="create the hub repo as private")
+    export.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
+
+
+def _quiet() -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError
+    from engine.data import DataError
+    from engine.jobs import Progress, run_job
+    from engine.runs.artifacts import ArtifactError
+
+    def work(progress: Progress) -> dict[str, Any]:
+        _quiet()
+        from engine.evaluate.evaluations import summary_text
+        from engine.evaluate.worker import evaluate
+
+        result = evaluate(args.run_dir, args.data, args.checkpoint, args.max_rows, args.max_new_tokens, progress)
+        print(f"{summary_text(result)}  ({result['data']['rows']} rows; saved to {result['path']})", flush=True)
+        return {"path": result["path"], "summary": summary_text(result), "id": result["id"]}
+
+    return run_job(args.job_dir, work, (ArtifactError, ConfigError, DataError))
+
+
+def _export(args: argparse.Namespace) -> int:
+    from engine.config import ConfigError
+    from engine.export.exports import plan_export
+    from engine.jobs import Progress, run_job
+    from engine.runs.artifacts import ArtifactError
+
+    def work(progress: Progress) -> dict[str, Any]:
+        plan = plan_export(args.run_dir, args.kind, args.dtype, args.out, args.checkpoint, args.workspace)
+        progress.update(f"exporting {plan.run.name} to {plan.target}")
+        _quiet()
+        from engine.export.worker import export
+
+        result = export(plan, progress, args.push_to, args.private, args.zip)
+        print(json.dumps(result, indent=1), flush=True)
+        return result
+
+    return run_job(args.job_dir, work, (ArtifactError, ConfigError))
 
 
 def exit_at_once(code: int) -> int:
@@ -73,8 +149,8 @@ def _error(message: str) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from engine.runs import RunError, create_run
-    from engine.supervisor import supervise
+    from engine.runs.control import RunError, create_run
+    from engine.runs.supervisor import supervise
 
     config = load_config(args.config)
     try:
@@ -86,9 +162,9 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from engine.rundir import checkpoint_steps
-    from engine.runs import RunError, status
-    from engine.supervisor import supervise
+    from engine.runs.control import RunError, status
+    from engine.runs.supervisor import supervise
+    from engine.store.rundir import checkpoint_steps
 
     run_dir = args.run_dir.resolve()
     current = status(run_dir)
@@ -110,8 +186,8 @@ def _check(args: argparse.Namespace) -> int:
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
-    from engine.check import check_run
     from engine.data import DataError
+    from engine.training.check import check_run
 
     config = load_config(args.config)
     try:
@@ -133,30 +209,32 @@ def main(argv: list[str] | None = None) -> int:
             return _resume(args)
         if args.command == "check":
             return _check(args)
-        if args.command in ("evaluate", "export"):
-            return run_command(args)
+        if args.command == "evaluate":
+            return _evaluate(args)
+        if args.command == "export":
+            return _export(args)
         if args.command == "chat-worker":
-            from engine.chat import ModelSpec
-            from engine.chat_worker import serve
+            from engine.chat.client import ModelSpec
+            from engine.chat.worker import serve
 
             return serve(ModelSpec(args.base, args.run_dir, args.checkpoint), args.workspace)
         if args.command == "standby":
-            from engine.standby import serve_standby
+            from engine.runs.standby import serve_standby
 
             return serve_standby(args.workspace, args.owner)
         if args.command == "standby-worker":
-            from engine.standby import serve_standby_worker
+            from engine.runs.standby import serve_standby_worker
 
             return exit_at_once(serve_standby_worker())
         if args.command == "supervise":
-            from engine.supervisor import supervise
+            from engine.runs.supervisor import supervise
 
             return supervise(args.run_dir.resolve(), args.checkpoint)
-        from engine.stopping import StopRequest
+        from engine.training.stopping import StopRequest
 
         stop = StopRequest()
         stop.install()  # before the slow imports, so a Stop while starting is a clean stop
-        from engine.train import run
+        from engine.training.recipe import run
 
         return exit_at_once(run(args.run_dir.resolve(), args.checkpoint, stop))
     except ConfigError as exc:

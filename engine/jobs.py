@@ -21,19 +21,17 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.rundir import write_text_atomic
-from engine.runs import is_alive
+from engine.store.processes import exit_code_of, is_alive, signal_group, spawn_detached
+from engine.store.rundir import file_tail, write_text_atomic
+from engine.store.workspace import jobs_dir
 
-JOBS_DIR = "jobs"
 JOB_FILE = "job.json"
 PROGRESS_FILE = "progress.json"
 LOG_FILE = "job.log"
@@ -52,24 +50,6 @@ class Cancelled(BaseException):
     """Raised in a job's main thread by SIGTERM / SIGINT (a BaseException, so no ``except Exception`` eats it)."""
 
 
-def jobs_root(workspace: Path) -> Path:
-    """The directory holding a workspace's jobs."""
-    return Path(workspace) / JOBS_DIR
-
-
-def _engine_env(extra: dict[str, str] | None) -> dict[str, str]:
-    """The child's environment: this engine importable from anywhere, unbuffered output, the caller's extras."""
-    root = str(Path(__file__).resolve().parent.parent)
-    path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
-    env.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    env.update(extra or {})
-    return env
-
-
-_children: dict[int, subprocess.Popen[bytes]] = {}
-
-
 def start(
     workspace: Path,
     kind: str,
@@ -82,24 +62,19 @@ def start(
     ``labels`` are stored for finding the job again (e.g. ``{"run_id": ...}``); ``env`` is added to the child's
     environment only (the place for secrets).
     """
-    job_dir = jobs_root(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
+    job_dir = jobs_dir(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
     job_dir.mkdir(parents=True)
-    command = [sys.executable, "-m", "engine", *args, "--job-dir", str(job_dir)]
     _write_json(job_dir / PROGRESS_FILE, {"state": "starting", "phase": "starting", "updated_at": time.time()})
     with open(job_dir / LOG_FILE, "ab") as log:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            env=_engine_env(env),
-        )
-    record = {"kind": kind, "labels": labels or {}, "command": command, "pid": process.pid, "created_at": time.time()}
+        process = spawn_detached([*args, "--job-dir", str(job_dir)], stdout=log, env=env)
+    record = {
+        "kind": kind,
+        "labels": labels or {},
+        "command": process.args,
+        "pid": process.pid,
+        "created_at": time.time(),
+    }
     _write_json(job_dir / JOB_FILE, record)
-    _children[process.pid] = process
-    # Reap it so a finished job never lingers as a zombie that looks alive.
-    threading.Thread(target=process.wait, daemon=True, name=f"reap-job-{process.pid}").start()
     return job_dir
 
 
@@ -116,13 +91,7 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def log_tail(job_dir: Path, max_bytes: int = 3000) -> str:
     """The end of the job's log, decoded leniently."""
-    path = Path(job_dir) / LOG_FILE
-    try:
-        with path.open("rb") as handle:
-            handle.seek(max(0, path.stat().st_size - max_bytes))
-            return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
+    return file_tail(Path(job_dir) / LOG_FILE, max_bytes)
 
 
 def status(job_dir: Path) -> dict[str, Any]:
@@ -139,8 +108,7 @@ def status(job_dir: Path) -> dict[str, Any]:
         if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself
             progress.update(state="cancelled", error="cancelled by the user", partials=[])
         else:
-            child = _children.get(record.get("pid", -1))
-            code = child.poll() if child is not None else None
+            code = exit_code_of(record.get("pid"))
             why = f"exit code {code}" if code is not None else "it was killed or crashed"
             progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
         progress["updated_at"] = time.time()
@@ -162,11 +130,7 @@ def cancel(job_dir: Path) -> bool:
     if not is_alive(pid):
         return False
     (Path(job_dir) / CANCEL_FILE).touch()  # so a job killed by the signal before it handled it reads as cancelled
-    try:
-        os.killpg(os.getpgid(pid), signal.SIGTERM)
-    except ProcessLookupError:
-        return False
-    return True
+    return signal_group(pid, signal.SIGTERM)
 
 
 def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
@@ -181,7 +145,7 @@ def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, An
 
 def list_jobs(workspace: Path, kind: str | None = None, **labels: Any) -> list[Path]:
     """Job directories of a workspace, newest first, filtered by kind and labels."""
-    root = jobs_root(workspace)
+    root = jobs_dir(workspace)
     found = []
     for job_dir in sorted(root.iterdir(), reverse=True) if root.is_dir() else []:
         record = _read_json(job_dir / JOB_FILE)

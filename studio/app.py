@@ -15,18 +15,26 @@ from typing import Any
 import gradio as gr
 
 from engine import runs
-from engine.paths import PROJECT_ROOT
-from studio.chat_tab import build_chat_tab
+from engine.store.paths import PROJECT_ROOT
+from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
-from studio.demo import NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, browser_secret, new_visitor_id, owns, valid_visitor
-from studio.evaluate_tab import build_evaluate_tab
-from studio.export_tab import build_export_tab
-from studio.live_routes import live_routes
-from studio.monitor_tab import build_monitor_tab
-from studio.runs_api import register_api
-from studio.runs_data import pick_initial_run
-from studio.runs_tab import build_runs_tab
-from studio.train_tab import build_train_tab
+from studio.demo.policy import (
+    NORMAL,
+    VISITOR_STORAGE_KEY,
+    DemoPolicy,
+    browser_secret,
+    new_visitor_id,
+    owns,
+    valid_visitor,
+)
+from studio.evaluate.tab import build_evaluate_tab
+from studio.export.tab import build_export_tab
+from studio.monitor.routes import live_routes
+from studio.monitor.tab import build_monitor_tab
+from studio.runs.api import register_api
+from studio.runs.data import pick_initial_run
+from studio.runs.tab import build_runs_tab
+from studio.train.tab import build_train_tab
 
 CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
 TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
@@ -72,7 +80,7 @@ def initial_view(
 
 def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
     """The whole studio for one workspace (its runs live in ``workspace/runs``); ``policy`` turns on demo mode
-    (studio.demo), which also starts the queue's scheduler thread."""
+    (studio.demo.policy), which also starts the queue's scheduler thread."""
     workspace = Path(workspace).resolve()
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         gr.HTML(header_html(workspace, policy), elem_classes="ts-html")
@@ -101,7 +109,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
             api_visibility="private",
         )
     if policy.enabled:
-        from studio.demo_queue import ensure_scheduler
+        from studio.demo.queue import ensure_scheduler
 
         ensure_scheduler(workspace)
     return demo
@@ -129,7 +137,7 @@ def theme() -> gr.themes.Base:
 
 def launch_options(workspace: Path) -> dict[str, Any]:
     """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the live charts' page script, and
-    the plain HTTP routes it reads (studio.live_routes) for ``workspace``'s runs."""
+    the plain HTTP routes it reads (studio.monitor.routes) for ``workspace``'s runs."""
     script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
     return {
         "theme": theme(),

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studio.demo import NORMAL, DemoPolicy
+from studio.demo.policy import NORMAL, DemoPolicy
 
 
 @dataclass
@@ -16,7 +16,7 @@ class StudioContext:
     ``current_run`` is a ``gr.State`` holding the run directory (str) the Monitor shows; the Train tab sets it
     when it starts a run, the Runs tab when a run is picked. ``tabs`` is the ``gr.Tabs`` container, whose
     ``selected`` the handlers set (by tab id: "train", "monitor", "runs") to switch the page to a tab.
-    ``policy`` says what visitors may do (studio.demo; no limits outside demo mode) and ``visitor`` is the
+    ``policy`` says what visitors may do (studio.demo.policy; no limits outside demo mode) and ``visitor`` is the
     component holding the visitor id (a ``gr.BrowserState`` in demo mode): handlers take it as an input and ask
     the policy whose runs to show.
     """

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from engine.config import ConfigError, Problem, RunConfig
-from engine.paths import PROJECT_ROOT, find_local_path
-from engine.safe_paths import PathNotAllowed, confine, env_roots, is_hub_id
-from studio.form import values_to_config
+from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
+from studio.form.schema import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
@@ -64,7 +63,7 @@ def guard_config(config: RunConfig, workspace: Path | None) -> RunConfig:
 
 
 def form_config(values: Mapping[str, Any], workspace: Path | None) -> RunConfig:
-    """The form's config (studio.form.values_to_config) with its paths confined; raises ConfigError."""
+    """The form's config (studio.form.schema.values_to_config) with its paths confined; raises ConfigError."""
     return guard_config(cast(RunConfig, values_to_config(values)), workspace)
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import launch
-from engine.paths import PROJECT_ROOT
+from engine.store.paths import PROJECT_ROOT
 from studio.path_guard import ALLOWED_PATHS_ENV
 
 FAKE_TOKENS = {"HF_TOKEN": "hf_FakeTokenForTests0123456789abcdef", "WANDB_API_KEY": "f" * 40}

@@ -143,6 +143,6 @@ def load_config(path: str | Path) -> RunConfig:
 
 def save_config(config: RunConfig, path: str | Path) -> None:
     """Write the config as YAML atomically (a reader never sees half a file)."""
-    from engine.rundir import write_text_atomic
+    from engine.store.rundir import write_text_atomic
 
     write_text_atomic(Path(path), config.to_yaml())

@@ -118,6 +118,11 @@ class AdapterSection(Section):
         2, ge=1, le=1000, description="freeze method: how many of the last decoder layers are trained."
     )
 
+    @property
+    def is_lora(self) -> bool:
+        """Whether the run trains a peft adapter on top of its base (else it changes the model's own weights)."""
+        return self.method == "lora"
+
     @field_validator("target_modules", mode="before")
     @classmethod
     def _split_module_list(cls, value: Any) -> Any:

@@ -9,22 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DataError, kind_of
-
-# engine/data/loading.py -> the repository root, so "assets/datasets/x.jsonl" works from any directory.
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+from engine.store.paths import PROJECT_ROOT, is_hub_id
 
 SUPPORTED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 
 # Cells as large as a document can be (the C long of every platform holds it).
 _MAX_CSV_CELL = 2**31 - 1
-
-# A hub id is "name" or "org/name"; anything with a data-file suffix or a deeper path is meant as a file.
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 def resolve_path(path: str) -> Path | None:
@@ -45,8 +39,9 @@ def resolve_path(path: str) -> Path | None:
 
 
 def looks_like_hub_id(path: str) -> bool:
-    """Whether a path that is not on disk could be a hub dataset id (``org/name``)."""
-    return bool(_HUB_ID.match(path)) and Path(path).suffix.lower() not in SUPPORTED_SUFFIXES
+    """Whether a path that is not on disk could be a hub dataset id (``org/name``); a name with a data-file
+    suffix is meant as a file."""
+    return is_hub_id(path) and Path(path).suffix.lower() not in SUPPORTED_SUFFIXES
 
 
 def read_rows(path: str, split: str = "train") -> tuple[list[dict[str, Any]], str]:
@@ -204,7 +199,9 @@ def _parse_parquet(path: Path, data: bytes) -> list[dict[str, Any]]:
     if not data.startswith(b"PAR1"):
         raise DataError(f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)")
     try:
-        return pq.read_table(io.BytesIO(data)).to_pylist()
+        # One thread: pyarrow's pool threads could still be winding down when a short process (``check`` on a
+        # bad file) exits, and then the interpreter aborts with "terminate called without an active exception".
+        return pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path} is not a valid Parquet file: {_first_line(exc)}") from None
 

@@ -2,7 +2,7 @@
 ``completion_mask`` when TRL must still pack them.
 
 With ``labels`` ready and rows already cut to max_length, the trainer skips TRL's own dataset preparation
-(three ``datasets.map`` passes that cost about a second before the first step; see engine.builders). For
+(three ``datasets.map`` passes that cost about a second before the first step; see engine.training.builders). For
 packing, TRL prepares the data itself, and then this applies:
 
 TRL's SFTTrainer recognises a dataset with an ``input_ids`` column as already processed and builds

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import parse_config
-from engine.paths import PROJECT_ROOT
+from engine.store.paths import PROJECT_ROOT
 
 CHROMIUM = Path(os.environ.get("STUDIO_E2E_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [

@@ -19,7 +19,7 @@ import pytest
 from e2e_harness import VIEWPORT, Studio, free_port, wait_until
 
 from engine import runs
-from studio.demo import DemoPolicy
+from studio.demo.policy import DemoPolicy
 
 pytestmark = pytest.mark.e2e
 ALICE_STEPS = 60

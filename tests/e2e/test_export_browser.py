@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from e2e_harness import VIEWPORT, wait_until
 
-from tests.demo_run import RUN_ID, trained_demo_run
+from tests.helpers.demo_run import RUN_ID, trained_demo_run
 
 pytestmark = pytest.mark.e2e
 

@@ -17,7 +17,7 @@ import pytest
 from e2e_harness import VIEWPORT, wait_until
 
 from engine import runs
-from engine.rundir import iter_metrics
+from engine.store.rundir import iter_metrics
 
 pytestmark = pytest.mark.e2e
 

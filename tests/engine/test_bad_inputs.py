@@ -12,8 +12,8 @@ import yaml
 from engine.config import RunConfig, parse_config
 from engine.data import DataError, inspect_dataset
 from tests.data.bad_inputs.corpus import CASES, MAX_LENGTH, Case, build_corpus
-from tests.engine_cli import run_check
-from tests.side_effects import repo_new_files, tree
+from tests.helpers.engine_cli import run_check
+from tests.helpers.side_effects import repo_new_files, tree
 
 
 def data_section(case: Case, corpus: Path) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
     """The demo model's tokenizer (the one a default run uses), loaded once."""
-    from engine.modeling import load_tokenizer
+    from engine.training.modeling import load_tokenizer
 
     return load_tokenizer(RunConfig())
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.paths import PROJECT_ROOT
+from engine.store.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration
 

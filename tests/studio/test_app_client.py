@@ -18,9 +18,9 @@ import pytest
 from gradio_client import Client
 
 from engine.config import RunConfig, save_config
-from engine.rundir import METRICS_FILE, update_status
+from engine.store.rundir import METRICS_FILE, update_status
 from studio.app import build_app, launch_options
-from studio.live_charts import live_token
+from studio.monitor.live import live_token
 
 
 def free_port() -> int:

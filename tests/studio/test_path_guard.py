@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from engine.config import ConfigError, RunConfig, parse_config
-from engine.paths import PROJECT_ROOT
-from studio import dataset_panel as dp
-from studio import train_actions as actions
-from studio.form import default_values
+from engine.store.paths import PROJECT_ROOT
+from studio.form.schema import default_values
 from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config
-from studio.runs_data import resolve_run
-from tests.side_effects import tree
+from studio.runs.data import resolve_run
+from studio.train import actions
+from studio.train import dataset as dp
+from tests.helpers.side_effects import tree
 
 
 @pytest.fixture

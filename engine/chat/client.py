@@ -1,0 +1,429 @@
+"""Chat with a base model, or a run's final adapter / model, or one of its checkpoints.
+
+The model lives in a worker subprocess (``python -m engine chat-worker``, see engine.chat.worker) so that
+generation never blocks the studio's event loop, a running training keeps its CPU share (the worker runs at a
+lower priority and on one thread while a run is active), and unloading frees the memory for real (the process
+exits). The two talk in JSON lines: requests on the worker's stdin, events on its stdout.
+
+This module is what the parent imports: the sampling parameters, the model spec and ``ChatClient``. It imports
+the standard library and the config only (no torch), so the studio can use it freely.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import queue
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.config import ConfigError, RunConfig, load_config, parse_config
+from engine.config.errors import problems_from_validation
+from engine.config.sections import advanced
+from engine.store.paths import find_local_path
+from engine.store.processes import engine_command, engine_env
+from engine.store.rundir import (
+    CONFIG_FILE,
+    checkpoint_path,
+    checkpoint_steps,
+    has_weights,
+    read_status,
+    result_dir,
+)
+
+ROLES = ("system", "user", "assistant")
+LOAD_TIMEOUT = 600.0  # a large model from a slow disk; the demo model loads in seconds
+TOKEN_TIMEOUT = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy CPU)
+
+
+class ChatError(RuntimeError):
+    """Chat cannot go on: a model that cannot be found or loaded, a bad conversation, a worker that died."""
+
+
+class SamplingParams(BaseModel):
+    """How a reply is drawn. Bounds and descriptions serve as validation and as the studio's help text; the
+    ``advanced`` fields are folded away in the studio."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.7, ge=0, le=2, description="0: always the likeliest token (greedy); higher: varied.")
+    top_p: float = Field(0.9, gt=0, le=1, description="Sample among the likeliest tokens holding this probability.")
+    max_new_tokens: int = Field(256, ge=1, le=4096, description="The longest reply, in tokens.")
+    repetition_penalty: float = Field(
+        1.0, ge=1, le=2, description="Above 1 discourages repeating tokens (1 = off).", json_schema_extra=advanced()
+    )
+    seed: int | None = Field(
+        None,
+        ge=0,
+        le=2**32 - 1,
+        description="The same seed gives the same reply; empty: random.",
+        json_schema_extra=advanced(),
+    )
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the reply is decoded greedily (temperature 0), so top-p and the seed play no part."""
+        return self.temperature == 0
+
+
+def parse_sampling(values: Mapping[str, Any]) -> SamplingParams:
+    """Validated sampling parameters; a ConfigError naming each bad field (``top_p: must be <= 1``) otherwise."""
+    try:
+        return SamplingParams.model_validate(dict(values))
+    except ValidationError as exc:
+        raise ConfigError(problems_from_validation(exc, SamplingParams)) from None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What to chat with: a base model (``base``), or a run's final result, or its checkpoint ``checkpoint``."""
+
+    base: str | None = None  # hub id or local directory of a base model (when no run is given)
+    run_dir: Path | None = None
+    checkpoint: int | None = None
+
+    def to_args(self) -> list[str]:
+        """The chat-worker command line arguments that name this spec."""
+        args = ["--base", self.base] if self.base else []
+        args += ["--run-dir", str(self.run_dir)] if self.run_dir is not None else []
+        return args + (["--checkpoint", str(self.checkpoint)] if self.checkpoint is not None else [])
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A spec checked against the disk: which base to load and which trained weights go on top."""
+
+    label: str  # for people: "Base · assets/demo-model", "demo-dates · checkpoint 10"
+    config: RunConfig  # the run's config, or a default one naming the base: how to load it
+    weights: Path | None  # the adapter or whole-model directory; None for a plain base model
+    is_adapter: bool  # the weights are a peft adapter on top of the base
+
+    @property
+    def from_run(self) -> bool:
+        """Whether the model comes from a run (so the run's chat template applies)."""
+        return self.weights is not None
+
+
+def resolve_model(spec: ModelSpec) -> ResolvedModel:
+    """Check a spec against the disk, without loading anything; ChatError says what is missing and what to do."""
+    if spec.run_dir is None:
+        if not spec.base:
+            raise ChatError("choose a base model or a run to chat with")
+        if spec.checkpoint is not None:
+            raise ChatError("a checkpoint belongs to a run: give the run directory too")
+        if spec.base.startswith(("/", ".", "~")) and find_local_path(spec.base) is None:
+            raise ChatError(f"no model at {spec.base}: there is no such directory (and it is not a hub id)")
+        return ResolvedModel(f"Base · {spec.base}", parse_config({"model": {"name_or_path": spec.base}}), None, False)
+    run_dir = Path(spec.run_dir).resolve()
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise ChatError(f"no run at {run_dir} (it has no {CONFIG_FILE})")
+    config = load_config(run_dir / CONFIG_FILE)
+    name = config.name or run_dir.name
+    is_adapter = config.adapter.is_lora
+    steps = checkpoint_steps(run_dir)
+    if spec.checkpoint is not None:
+        if spec.checkpoint not in steps:
+            have = ", ".join(map(str, steps)) or "none"
+            raise ChatError(f"{name} has no checkpoint {spec.checkpoint} (its checkpoints: {have})")
+        return ResolvedModel(
+            f"{name} · checkpoint {spec.checkpoint}", config, checkpoint_path(run_dir, spec.checkpoint), is_adapter
+        )
+    final = result_dir(run_dir, is_adapter)
+    if not has_weights(final):
+        state = read_status(run_dir).get("state", "unknown")
+        hint = f"pick one of its checkpoints ({', '.join(map(str, steps))})" if steps else "it has no checkpoint yet"
+        raise ChatError(f"{name} has no final {final.name} yet (it is {state}); {hint}")
+    return ResolvedModel(f"{name} · final {final.name}", config, final, is_adapter)
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """One step of loading: how far along (0 to 1) and what is happening."""
+
+    fraction: float
+    message: str
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """The loaded model, as the worker reports it once ready."""
+
+    label: str
+    is_adapter: bool  # a base + adapter: side by side with the base is possible
+    parameters: int
+    device: str
+    context_length: int | None
+    seconds: float  # how long loading took
+
+
+# Always without progress bars (the worker's stderr is read back as its error), and one tokenizer thread.
+CHILD_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
+_EXIT = {"event": "exit"}  # put on every queue when the worker's output ends
+
+
+class ChatClient:
+    """The parent's handle on one chat worker: load, generate (streamed), stop, unload. Thread-safe.
+
+    One model at a time: ``load`` replaces the loaded one. A new ``generate`` stops the reply still running,
+    so a client shared by several callers never waits on an abandoned reply. A model can be loaded for an
+    ``owner`` (an opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may
+    chat with it, stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
+    """
+
+    def __init__(self, workspace: Path | None = None):
+        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        self.info: ModelInfo | None = None
+        self.loading: LoadProgress | None = None  # while a load is under way
+        self.owner: str | None = None  # whom the loaded (or loading) model serves; None: everyone
+        self.last_finish: dict[str, Any] = {}  # the last "done" event: reason, tokens, dropped turns, threads
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None  # the worker's stderr
+        self._lock = threading.RLock()
+        self._ids = itertools.count(1)
+        self._current: int | None = None
+        self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id, while it runs."""
+        return self._process.pid if self._process and self._process.poll() is None else None
+
+    def may_use(self, caller: str | None) -> bool:
+        """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
+        for a model loaded without an owner, else only its owner."""
+        owner = self.owner
+        return owner is None or owner == caller
+
+    def load(self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT, owner: str | None = None) -> Iterator[LoadProgress]:
+        """Start a worker for ``spec``, yielding its progress until the model is ready (then ``info`` is set).
+        With ``owner``, the model serves that owner only (``may_use``), from its first progress line on.
+
+        Raises ChatError for a bad spec (before any process starts), when loading fails, or when an unload or
+        another load replaces this one meanwhile.
+        """
+        resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
+        self.unload()  # the old model's memory is free before the new one loads
+        with self._lock:
+            # The process, its owner and its progress line change in one step: the line names the model, so no
+            # one else may ever read it under another owner. A load that began meanwhile is replaced.
+            stale = self._detach()
+            process, events = self._spawn(spec, owner)
+            first = self.loading = LoadProgress(0.02, f"starting the chat process for {resolved.label}")
+        self._end(stale)
+        deadline = time.monotonic() + timeout
+        try:
+            yield first
+            while True:
+                event = self._next(events, deadline, "the model to load")
+                with self._lock:  # a load replaced meanwhile must not set the name or progress of the new one
+                    current = self._process is process
+                    if current and event["event"] == "ready":
+                        self.info, self.loading = ModelInfo(**event["info"]), None
+                        return
+                    if current and event["event"] == "progress":
+                        self.loading = progress = LoadProgress(float(event["fraction"]), str(event["message"]))
+                if not current:
+                    raise ChatError("loading was called off: the model was unloaded or another one loaded")
+                if event["event"] != "progress":
+                    raise ChatError(event.get("message") or self._exit_message(process))
+                yield progress
+        except BaseException:
+            self._end(self._detach_if(process))
+            raise
+
+    def _spawn(self, spec: ModelSpec, owner: str | None) -> tuple[subprocess.Popen[bytes], queue.Queue[dict[str, Any]]]:
+        """Start the worker for ``owner`` and the thread that reads its events (call with the lock held);
+        returns it and its queue of load events."""
+        command = engine_command("chat-worker", *spec.to_args())
+        if self.workspace is not None:
+            command += ["--workspace", str(self.workspace)]
+        # The worker's stderr (warnings and, on a crash, the traceback) goes to an already-unlinked file:
+        # nothing is left behind, even when the studio is killed.
+        self._log = tempfile.TemporaryFile(prefix="chat-worker-")  # noqa: SIM115 (lives as long as the worker)
+        process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=engine_env(CHILD_ENV)
+        )
+        self._process, self.owner, events = process, owner, queue.Queue()
+        threading.Thread(target=self._read, args=(process, events), daemon=True, name="chat-reader").start()
+        return process, events
+
+    def _read(self, process: subprocess.Popen[bytes], load_events: queue.Queue[dict[str, Any]]) -> None:
+        """Route one worker's events: reply events to their reply's queue, the others to the load queue."""
+        assert process.stdout is not None
+        for line in process.stdout:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # not ours: the worker keeps its protocol on a stream of its own
+            if "id" not in event:
+                load_events.put(event)
+            elif (reply := self._replies.get(event["id"])) is not None:
+                reply.put(event)  # events of a reply nobody waits for any more are dropped
+        load_events.put(_EXIT)
+        why = self._exit_message(process)
+        with self._lock:
+            if self._process is process:  # it died on its own: whoever waits must hear of it
+                self.info, self.owner = None, None
+                self._wake_replies(why)
+
+    def _wake_replies(self, why: str) -> None:
+        for waiting in self._replies.values():
+            waiting.put({**_EXIT, "message": why})
+
+    def _next(self, events: queue.Queue[dict[str, Any]], deadline: float, what: str) -> dict[str, Any]:
+        try:
+            return events.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise ChatError(f"timed out waiting for {what}") from None
+
+    def _exit_message(self, process: subprocess.Popen[bytes] | None) -> str:
+        """Why the worker ended: the last line of its log (the exception) and its exit code."""
+        code = process.wait(5) if process else None
+        try:  # pread leaves the offset the worker writes at alone
+            fd = self._log.fileno() if self._log else -1
+            size = os.fstat(fd).st_size
+            tail = os.pread(fd, min(size, 8192), max(0, size - 8192)).decode(errors="replace").strip().splitlines()
+        except (OSError, ValueError):
+            tail = []  # closed by an unload meanwhile
+        return f"the chat process ended (exit code {code})" + (f": {tail[-1]}" if tail else "")
+
+    def _send(self, request: dict[str, Any]) -> None:
+        process = self._process
+        if process is None or process.stdin is None or process.poll() is not None:
+            raise ChatError("no model is loaded; load one first")
+        try:
+            process.stdin.write((json.dumps(request) + "\n").encode())
+            process.stdin.flush()
+        except (BrokenPipeError, ValueError):
+            raise ChatError(self._exit_message(process)) from None
+
+    def generate(
+        self,
+        messages: list[dict[str, str]],
+        sampling: SamplingParams,
+        use_adapter: bool = True,
+        caller: str | None = None,
+    ) -> Iterator[str]:
+        """Stream the reply to ``messages`` (system / user / assistant turns, ending with a user turn) as text
+        deltas. ``use_adapter=False`` answers with the base model under a loaded adapter. After the last delta,
+        ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled". A model loaded
+        for an owner answers only when ``caller`` is that owner (checked with the request sent, so a model
+        loaded by someone else in between never answers)."""
+        _check_messages(messages)
+        replies: queue.Queue[dict[str, Any]] = queue.Queue()
+        with self._lock:
+            if self.info is None:
+                raise ChatError("no model is loaded; load one first")
+            if not self.may_use(caller):
+                raise ChatError("the loaded model is someone else's; load one of yours")
+            if use_adapter is False and not self.info.is_adapter:
+                raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
+            self._cancel()  # a reply nobody reads any more must not hold the worker
+            request_id = self._current = next(self._ids)
+            self._replies[request_id] = replies
+            self._send(
+                {"op": "generate", "id": request_id, "messages": messages, "sampling": sampling.model_dump()}
+                | {"adapter": use_adapter}
+            )
+        finished = False
+        try:
+            while True:
+                event = self._next(replies, time.monotonic() + TOKEN_TIMEOUT, "the next token")
+                if event["event"] == "token":
+                    yield event["text"]
+                elif event["event"] == "done":
+                    finished = True
+                    self.last_finish = event
+                    return
+                else:
+                    finished = True
+                    raise ChatError(event.get("message") or "the chat process ended")
+        finally:
+            with self._lock:
+                self._replies.pop(request_id, None)
+                if not finished and self._current == request_id:
+                    with contextlib.suppress(ChatError):
+                        self._cancel()  # the caller walked away mid-reply
+                if self._current == request_id:
+                    self._current = None
+
+    def stop(self, caller: str | None = None) -> bool:
+        """End the reply being generated (it finishes with reason "cancelled"); False if none was running or
+        ``caller`` may not use the model (``may_use``)."""
+        with self._lock:
+            return self.may_use(caller) and self._cancel()
+
+    def _cancel(self) -> bool:
+        """Cancel the reply being generated, whoever asked for it (call with the lock held)."""
+        if self._current is None or self.pid is None:
+            return False
+        self._send({"op": "cancel", "id": self._current})
+        self._current = None
+        return True
+
+    def unload_for(self, caller: str | None, timeout: float = 10.0) -> bool:
+        """Unload the model when ``caller`` may use it (``may_use``); False, and it stays loaded, when not.
+        Checked and detached in one step, so a model someone else loads meanwhile is never the one unloaded."""
+        with self._lock:
+            if not self.may_use(caller):
+                return False
+            worker = self._detach()
+        self._end(worker, timeout)
+        return True
+
+    def unload(self, timeout: float = 10.0) -> None:
+        """Stop the worker and wait for it to exit, which frees the model's memory. Harmless when none runs."""
+        with self._lock:
+            worker = self._detach()
+        self._end(worker, timeout)
+
+    def _detach(self) -> tuple[subprocess.Popen[bytes] | None, IO[bytes] | None]:
+        """Forget the worker (call with the lock held): no model, no owner, no load under way, waiting replies
+        woken. Returns the worker and its log, for ``_end``."""
+        worker = (self._process, self._log)
+        self._process, self._log = None, None
+        self.info, self.owner, self.loading, self._current = None, None, None, None
+        self._wake_replies("the model was unloaded")
+        return worker
+
+    def _detach_if(self, process: subprocess.Popen[bytes]) -> tuple[subprocess.Popen[bytes] | None, IO[bytes] | None]:
+        """``_detach`` when ``process`` is still the worker (a failed load cleans up after itself only)."""
+        with self._lock:
+            return self._detach() if self._process is process else (None, None)
+
+    def _end(self, worker: tuple[subprocess.Popen[bytes] | None, IO[bytes] | None], timeout: float = 10.0) -> None:
+        """Ask a detached worker to exit, wait for it (kill it if it will not), then close its log."""
+        process, log = worker
+        if process is not None:
+            try:
+                if process.stdin:
+                    process.stdin.write(b'{"op": "unload"}\n')
+                    process.stdin.close()
+            except (BrokenPipeError, ValueError):
+                pass  # already gone
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout)
+        if log is not None:
+            log.close()
+
+
+def _check_messages(messages: list[dict[str, str]]) -> None:
+    """A conversation the worker can format: known roles, text content, ending with the user's turn."""
+    if not messages or messages[-1].get("role") != "user":
+        raise ChatError("the conversation must end with a user message")
+    for message in messages:
+        if message.get("role") not in ROLES or not isinstance(message.get("content"), str):
+            raise ChatError(f"each message needs a role ({', '.join(ROLES)}) and text content, not {message!r}")

@@ -1,0 +1,303 @@
+"""The chat worker process (``python -m engine chat-worker``): one model, replies streamed as JSON lines.
+
+Requests arrive on stdin, one JSON object a line:
+``{"op": "generate", "id": N, "messages": [...], "sampling": {...}, "adapter": true}``,
+``{"op": "cancel", "id": N}`` and ``{"op": "unload"}`` (the process exits; so does it at the end of stdin,
+which is how it follows a parent that died). Events go to stdout: ``progress`` and then ``ready`` (or
+``error``) while loading; ``token`` (a text delta) and then ``done`` (or ``error``) for each reply.
+
+Replies run one at a time in a thread, so stdin is read (and a cancel heard) while a reply is generated.
+The worker is a guest on the machine: it lowers its priority, and uses a single torch thread while a
+training run of the workspace is active (else only the cores that are idle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import IO, Any
+
+from engine.chat.client import ChatError, ModelSpec, ResolvedModel, SamplingParams, resolve_model
+
+NICENESS = 10  # below the studio and any training, which must never wait for a chat reply
+
+
+class Channel:
+    """The protocol's output: whole JSON lines on a private copy of stdout, one writer at a time.
+
+    Libraries print to stdout (warnings, progress bars); fd 1 is pointed at stderr so none of it can break a
+    line of the protocol.
+    """
+
+    def __init__(self) -> None:
+        self._out: IO[str] = os.fdopen(os.dup(1), "w", encoding="utf-8")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        with self._lock:
+            try:
+                self._out.write(json.dumps({"event": event, **fields}) + "\n")
+                self._out.flush()
+            except (BrokenPipeError, ValueError):
+                os._exit(0)  # the parent is gone: nobody is listening
+
+
+class DeltaStreamer:
+    """A transformers streamer that sends each new piece of text as soon as it decodes cleanly.
+
+    The whole reply is decoded every time (the cost is small next to a forward pass) and only the new suffix
+    is sent, so the deltas always add up to exactly ``decode(reply_tokens)``. A trailing U+FFFD means a
+    character split across tokens: it is held back until its last byte arrives.
+    """
+
+    def __init__(self, tokenizer: Any, send: Callable[[str], None]):
+        self.tokenizer, self.send = tokenizer, send
+        self.tokens: list[int] = []
+        self.sent = ""
+        self._prompt_seen = False
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:  # generate() first hands over the prompt
+            self._prompt_seen = True
+            return
+        self.tokens.extend(value.reshape(-1).tolist())
+        self._flush(final=False)
+
+    def end(self) -> None:
+        self._flush(final=True)
+
+    def _flush(self, final: bool) -> None:
+        text = self.tokenizer.decode(self.tokens, skip_special_tokens=True)
+        if not final and text.endswith("\ufffd"):
+            return
+        if text.startswith(self.sent) and len(text) > len(self.sent):
+            self.send(text[len(self.sent) :])
+            self.sent = text
+
+
+class Model:
+    """The loaded model and tokenizer, and how to turn a conversation into a prompt that fits."""
+
+    def __init__(self, resolved: ResolvedModel, progress: Callable[[float, str], None]):
+        from engine.data.tokenize import resolve_chat_template
+        from engine.training.hardware import detect_hardware, resolve_device
+        from engine.training.modeling import load_model, load_tokenizer
+
+        config, hardware = resolved.config, detect_hardware()
+        source = _with_model_path(config, resolved.weights, resolved.is_adapter)
+        where = source.model.name_or_path
+        progress(0.35, "loading the tokenizer")
+        with _stage(f"the tokenizer of {where}"):
+            self.tokenizer = load_tokenizer(source)
+        # The template training used (data.chat_template, else the tokenizer's own, else the engine's default):
+        # a fine-tuned model answers well only to turns formatted the way it learned them.
+        self.template = resolve_chat_template(self.tokenizer, config.data.chat_template)
+        progress(0.5, "loading the weights")
+        with _stage(f"the weights of {where}"):
+            self.model = load_model(source, hardware)
+        if resolved.is_adapter and resolved.weights is not None:
+            progress(0.8, "loading the adapter")
+            from peft import PeftModel
+
+            with _stage(f"the adapter in {resolved.weights}"):
+                self.model = PeftModel.from_pretrained(self.model, str(resolved.weights))
+        if config.quantization.mode == "none" and resolve_device(config, hardware) == "cuda":
+            self.model.to("cuda")
+        self.model.eval()
+        self.is_adapter = resolved.is_adapter
+        self.context_length = getattr(self.model.config, "max_position_embeddings", None)
+
+    def prompt(self, messages: list[dict[str, str]], max_new_tokens: int) -> tuple[Any, int, int]:
+        """Token ids of the conversation, the reply budget, and how many early turns were left out.
+
+        The oldest user / assistant turns go first (the system prompt stays) until prompt plus reply fit the
+        model's context; a last message too long on its own is an error.
+        """
+        system = messages[:1] if messages[0]["role"] == "system" else []
+        turns, dropped = messages[len(system) :], 0
+        while True:
+            ids = self.tokenizer.apply_chat_template(
+                system + turns,
+                chat_template=self.template,
+                add_generation_prompt=True,
+                return_tensors="pt",
+                return_dict=True,
+            )["input_ids"]
+            limit = self.context_length
+            if limit is None or ids.shape[1] + max_new_tokens <= limit or len(turns) <= 1:
+                break
+            cut = 2 if len(turns) > 2 else len(turns) - 1
+            turns, dropped = turns[cut:], dropped + cut
+        budget = max_new_tokens if limit is None else min(max_new_tokens, limit - ids.shape[1])
+        if budget < 1:
+            raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
+        return ids.to(self.model.device), budget, dropped
+
+
+@contextlib.contextmanager
+def _stage(what: str) -> Iterator[None]:
+    """Say which step of loading failed, and where: library messages alone rarely name the directory."""
+    try:
+        yield
+    except Exception as exc:
+        raise ChatError(f"could not load {what}: {_describe(exc)}") from exc
+
+
+def _with_model_path(config: Any, weights: Path | None, is_adapter: bool) -> Any:
+    """The config, pointed at the trained whole model when there is one (an adapter loads on the base)."""
+    if weights is None or is_adapter:
+        return config
+    return config.model_copy(update={"model": config.model.model_copy(update={"name_or_path": str(weights)})})
+
+
+class Replier:
+    """Generates the replies, one at a time, in a thread of its own."""
+
+    def __init__(self, model: Model, channel: Channel, workspace: Path | None):
+        self.model, self.channel, self.workspace = model, channel, workspace
+        self.requests: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.cancelled: set[int] = set()  # ids of replies to end (or never start); read by the generate loop
+        self.closing = threading.Event()
+        import torch
+
+        self.default_threads = torch.get_num_threads()
+        self.thread = threading.Thread(target=self._serve, daemon=True, name="chat-replies")
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while (request := self.requests.get()) is not None and not self.closing.is_set():
+            try:
+                self._reply(request)
+            except Exception as exc:  # one bad request must not end the worker
+                traceback.print_exc()
+                self.channel.emit("error", id=request.get("id"), message=_describe(exc))
+
+    def _threads(self) -> int:
+        """One thread while a training run is active (it keeps its cores); else only the cores that are idle.
+
+        A niced process with several threads on a busy CPU is the worst case: its threads wait on each other at
+        every barrier while the scheduler favours everyone else (measured: 120 tokens of the demo model took
+        48 s on two threads of a loaded 2-core machine, 0.7 s on one).
+        """
+        from engine.runs.status import active_runs
+
+        if self.workspace is not None and active_runs(self.workspace):
+            return 1
+        idle = (os.cpu_count() or 1) - int(os.getloadavg()[0])
+        return max(1, min(self.default_threads, idle))
+
+    def _reply(self, request: dict[str, Any]) -> None:
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
+        request_id = request["id"]
+        if request_id in self.cancelled:
+            self.channel.emit("done", id=request_id, reason="cancelled", tokens=0, dropped=0)
+            return
+        sampling = SamplingParams.model_validate(request["sampling"])
+        if not request.get("adapter", True) and not self.model.is_adapter:
+            raise ChatError("the loaded model has no adapter to switch off")
+        threads = self._threads()
+        torch.set_num_threads(threads)
+        ids, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens)
+        cancelled, closing = self.cancelled, self.closing
+
+        class Cancelled(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                stop = request_id in cancelled or closing.is_set()
+                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool)
+
+        send = partial(self.channel.emit, "token", id=request_id)
+        streamer = DeltaStreamer(self.model.tokenizer, lambda text: send(text=text))
+        off = self.model.model.disable_adapter() if not request.get("adapter", True) else contextlib.nullcontext()
+        if sampling.seed is not None:
+            torch.manual_seed(sampling.seed)
+        with torch.inference_mode(), off:
+            output = self.model.model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                streamer=streamer,
+                stopping_criteria=StoppingCriteriaList([Cancelled()]),
+                **_generation_kwargs(sampling, budget, self.model.tokenizer),
+            )
+        tokens = output.shape[1] - ids.shape[1]
+        reason = "cancelled" if request_id in cancelled else "length" if tokens >= budget else "stop"
+        self.channel.emit("done", id=request_id, reason=reason, tokens=tokens, dropped=dropped, threads=threads)
+
+
+def _generation_kwargs(sampling: SamplingParams, budget: int, tokenizer: Any) -> dict[str, Any]:
+    """generate() arguments: greedy at temperature 0 (sampling knobs left out so none is silently ignored)."""
+    kwargs: dict[str, Any] = {
+        "max_new_tokens": budget,
+        "do_sample": not sampling.greedy,
+        "repetition_penalty": sampling.repetition_penalty,
+        "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id,
+    }
+    if not sampling.greedy:
+        kwargs |= {"temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": 0}
+    return kwargs
+
+
+def _describe(exc: Exception) -> str:
+    """A ChatError is already written for people; anything else keeps its type name as a clue."""
+    return str(exc) if isinstance(exc, ChatError) else f"{type(exc).__name__}: {exc}"
+
+
+def _load(spec: ModelSpec, channel: Channel) -> Model:
+    started = time.monotonic()
+    resolved = resolve_model(spec)
+    channel.emit("progress", fraction=0.1, message="importing torch and transformers")
+    model = Model(resolved, lambda fraction, message: channel.emit("progress", fraction=fraction, message=message))
+    channel.emit(
+        "ready",
+        info={
+            "label": resolved.label,
+            "is_adapter": resolved.is_adapter,
+            "parameters": sum(p.numel() for p in model.model.parameters()),
+            "device": str(model.model.device),
+            "context_length": model.context_length,
+            "seconds": round(time.monotonic() - started, 2),
+        },
+    )
+    return model
+
+
+def serve(spec: ModelSpec, workspace: Path | None = None) -> int:
+    """Load the model for ``spec`` and answer requests from stdin until unload or end of input."""
+    channel = Channel()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C in the studio's terminal is the studio's to handle
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    try:
+        replier = Replier(_load(spec, channel), channel, workspace)
+    except Exception as exc:
+        traceback.print_exc()  # the whole story goes to the log; the event carries the gist
+        channel.emit("error", message=_describe(exc))
+        return 1
+    for line in sys.stdin:
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # only the client writes here; a broken line is dropped rather than ending the model
+        if request.get("op") == "generate":
+            replier.requests.put(request)
+        elif request.get("op") == "cancel":
+            replier.cancelled.add(request.get("id"))
+        elif request.get("op") == "unload":
+            break
+    replier.closing.set()  # a reply still running ends at its next token
+    replier.requests.put(None)
+    replier.thread.join(10)
+    return 0

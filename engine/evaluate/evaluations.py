@@ -1,0 +1,135 @@
+"""Evaluations of a run: where they are stored, how they are summarised, how one is started in the background.
+
+``python -m engine evaluate RUN_DIR`` (engine.evaluate.worker) scores the base model and the fine-tuned one on a
+dataset and writes ``RUN_DIR/evaluations/<id>.json``::
+
+    {"id", "created_at", "seconds", "run_id", "weights": "adapter" | "checkpoint-N",
+     "data": {"choice": "eval" | "train" | "file", "source", "rows", "format"},
+     "base": {"eval_loss", "perplexity", "exact_match", "loss_tokens", "scored_rows"},
+     "tuned": {...same...},
+     "predictions": [{"prompt", "reference", "base", "tuned", "base_correct", "tuned_correct"}, ...]}
+
+``exact_match`` (0..1) is None when the rows hold no reference answer (plain text). This module imports no
+ML library: the studio and the run list read results through it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from engine import jobs
+from engine.data.loading import looks_like_hub_id, resolve_path
+from engine.runs.artifacts import ArtifactError, FinishedRun, open_run, trained_weights
+from engine.store.rundir import write_text_atomic
+from engine.store.workspace import workspace_of
+
+EVALUATIONS_DIR = "evaluations"
+DATA_EVAL, DATA_TRAIN = "eval", "train"
+JOB_KIND = "evaluate"
+
+
+def evaluations_dir(run_dir: Path) -> Path:
+    """Where a run's evaluation results live."""
+    return Path(run_dir) / EVALUATIONS_DIR
+
+
+def new_evaluation_id() -> str:
+    """A sortable id: the newest evaluation sorts last."""
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
+
+
+def save_evaluation(run_dir: Path, result: dict[str, Any]) -> Path:
+    """Write one result atomically (a reader never sees half of it); returns its path."""
+    path = evaluations_dir(run_dir) / f"{result['id']}.json"
+    write_text_atomic(path, json.dumps(result, indent=1, allow_nan=True))
+    return path
+
+
+def list_evaluations(run_dir: Path) -> list[Path]:
+    """A run's result files, newest first."""
+    root = evaluations_dir(run_dir)
+    return sorted(root.glob("*.json"), reverse=True) if root.is_dir() else []
+
+
+def read_evaluation(path: Path) -> dict[str, Any] | None:
+    """One result, or None when it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def latest_evaluation(run_dir: Path) -> dict[str, Any] | None:
+    """The newest readable result of a run, if any."""
+    return next(filter(None, map(read_evaluation, list_evaluations(run_dir))), None)
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None or not math.isfinite(value) else f"{value:.3g}"
+
+
+def summary_text(result: dict[str, Any] | None) -> str:
+    """One line for the run list: exact match base → tuned (when it applies) and eval loss base → tuned."""
+    if not result:
+        return ""
+    base, tuned = result.get("base") or {}, result.get("tuned") or {}
+    loss = f"loss {_number(base.get('eval_loss'))} → {_number(tuned.get('eval_loss'))}"
+    if tuned.get("exact_match") is None:
+        return loss
+    return f"{_percent(base.get('exact_match'))} → {_percent(tuned.get('exact_match'))}, {loss}"
+
+
+def check_data_choice(run: FinishedRun, data: str) -> None:
+    """Refuse a dataset choice that cannot work: no eval set in the config, or a file that does not exist."""
+    if data == DATA_EVAL and not run.config.has_eval_data:
+        raise ArtifactError(
+            f"{run.name} has no eval set (data.eval_path / data.eval_size are empty); "
+            "evaluate on its training set or on a file instead"
+        )
+    if data not in (DATA_EVAL, DATA_TRAIN) and resolve_path(data) is None and not looks_like_hub_id(data):
+        raise ArtifactError(f"data file not found: {data}")
+
+
+def evaluate_args(
+    run_dir: Path,
+    data: str = DATA_EVAL,
+    checkpoint: int | None = None,
+    max_rows: int | None = None,
+    max_new_tokens: int | None = None,
+) -> list[str]:
+    """The arguments of ``python -m engine`` for one evaluation."""
+    args = ["evaluate", str(run_dir), "--data", data]
+    for flag, value in (("--checkpoint", checkpoint), ("--max-rows", max_rows), ("--max-new-tokens", max_new_tokens)):
+        if value is not None:
+            args += [flag, str(value)]
+    return args
+
+
+def start_evaluation(
+    run_dir: Path,
+    data: str = DATA_EVAL,
+    checkpoint: int | None = None,
+    max_rows: int | None = None,
+    workspace: Path | None = None,
+) -> Path:
+    """Check the request, then evaluate in a background job; returns the job directory.
+
+    Raises ArtifactError (missing or running run, no weights, bad data choice) before anything starts, and
+    JobError when an evaluation of this run is already going.
+    """
+    run = open_run(run_dir)
+    trained_weights(run, checkpoint, newest_checkpoint=True)
+    check_data_choice(run, data)
+    workspace = Path(workspace or workspace_of(run.run_dir) or run.run_dir.parent)
+    if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):
+        raise jobs.JobError(f"{run.name} is already being evaluated; wait for it or cancel it")
+    args = evaluate_args(run.run_dir, data, checkpoint, max_rows)
+    return jobs.start(workspace, JOB_KIND, args, labels={"run_id": run.run_dir.name, "run_dir": str(run.run_dir)})

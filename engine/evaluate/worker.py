@@ -1,0 +1,252 @@
+"""Score a run's base model and its fine-tuned model on one dataset: eval loss, perplexity, exact match.
+
+Runs inside ``python -m engine evaluate`` (a job, see engine.jobs). The loss is the mean cross-entropy over
+the tokens that carry loss in training (the answers, with data.completion_only_loss), so it is comparable to
+the trainer's eval_loss. Predictions are greedy answers through the chat template (engine.evaluate.scoring) for
+rows that end with a reference answer. A LoRA run loads the base once: the base scores are taken with the
+adapter disabled. The result goes to ``RUN_DIR/evaluations/<id>.json`` (engine.evaluate.evaluations).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from engine.data import load_rows, resolve_chat_template
+from engine.data.pipeline import select_rows, tokenize_rows
+from engine.data.tokenize import TokenizedRow
+from engine.evaluate.evaluations import DATA_EVAL, DATA_TRAIN, check_data_choice, new_evaluation_id, save_evaluation
+from engine.evaluate.scoring import generate_predictions
+from engine.jobs import Progress
+from engine.runs.artifacts import FinishedRun, TrainedWeights, open_run, trained_weights
+
+ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
+
+
+@dataclass
+class EvalSet:
+    """The rows to score: tokenized for the loss, and the (prompt, reference) rows for predictions."""
+
+    choice: str
+    source: str
+    format: str
+    tokenized: list[TokenizedRow]
+    chats: list[dict[str, Any]]  # rows ending with an assistant answer
+
+
+def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
+    """The chosen rows: the run's eval set, its training rows, or every row of a file; the first max_rows."""
+    config = run.config
+    if data in (DATA_EVAL, DATA_TRAIN):
+        loaded, train_idx, eval_loaded, eval_idx = select_rows(config.data, config.train.seed)
+        if data == DATA_EVAL:
+            loaded, indices = eval_loaded, eval_idx  # check_data_choice made sure there is one
+        else:
+            indices = train_idx
+        choice = data
+    else:
+        loaded = load_rows(config.data, data)
+        indices, choice = list(range(len(loaded.rows))), "file"
+    indices = indices[:max_rows] if max_rows else indices
+    tokenized = tokenize_rows(loaded, indices, tokenizer, config.data, config.train.max_length, label=f"{choice} ")
+    chats = [
+        loaded.rows[i]
+        for i in indices
+        if "messages" in loaded.rows[i] and loaded.rows[i]["messages"][-1]["role"] == "assistant"
+    ]
+    return EvalSet(choice, loaded.source, loaded.format, tokenized.rows, chats)
+
+
+def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@torch.inference_mode()
+def _batch_loss(model: Any, rows: list[TokenizedRow], pad_id: int) -> tuple[float, int]:
+    """Summed cross-entropy over the loss-bearing tokens of a batch, and how many tokens that is."""
+    width = max(len(row.input_ids) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, row in enumerate(rows):
+        n = len(row.input_ids)
+        ids[i, :n] = torch.tensor(row.input_ids)
+        attention[i, :n] = 1
+        labels[i, :n] = torch.where(torch.tensor(row.completion_mask) == 1, ids[i, :n], -100)
+    logits = model(input_ids=ids.to(model.device), attention_mask=attention.to(model.device)).logits.float()
+    # Token t is predicted from the positions before it, as in the trainer's loss.
+    targets = labels[:, 1:].to(logits.device)
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100, reduction="sum"
+    )
+    return float(nll), int((targets != -100).sum())
+
+
+def _perplexity(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else math.inf
+
+
+class Scorer:
+    """Scores one model after another on the same rows, counting progress across all of them."""
+
+    def __init__(self, tokenizer: Any, eval_set: EvalSet, batch_size: int, max_new_tokens: int, progress: Progress):
+        self.tokenizer, self.eval_set, self.batch_size = tokenizer, eval_set, batch_size
+        self.max_new_tokens, self.progress = max_new_tokens, progress
+        per_model = math.ceil(len(eval_set.tokenized) / batch_size) + math.ceil(len(eval_set.chats) / batch_size)
+        self.total, self.done = 2 * per_model, 0
+
+    def _tick(self) -> None:
+        self.done += 1
+        self.progress.update(done=self.done, total=self.total)
+
+    def score(self, model: Any, label: str) -> tuple[dict[str, Any], list[Any]]:
+        """Loss, perplexity and exact match of ``model``, and its predictions."""
+        self.progress.update(f"{label}: eval loss", done=self.done, total=self.total)
+        pad_id = self.tokenizer.pad_token_id
+        nll, tokens = 0.0, 0
+        for batch in _batches(self.eval_set.tokenized, self.batch_size):
+            batch_nll, batch_tokens = _batch_loss(model, batch, pad_id)
+            nll, tokens = nll + batch_nll, tokens + batch_tokens
+            self._tick()
+        self.progress.update(f"{label}: generating answers", done=self.done, total=self.total)
+        predictions = []
+        for batch in _batches(self.eval_set.chats, self.batch_size):
+            predictions += generate_predictions(model, self.tokenizer, batch, self.max_new_tokens, len(batch))
+            self._tick()
+        loss = nll / tokens if tokens else math.nan
+        metrics = {
+            "eval_loss": loss,
+            "perplexity": _perplexity(loss) if tokens else math.nan,
+            "exact_match": sum(p.correct for p in predictions) / len(predictions) if predictions else None,
+            "loss_tokens": tokens,
+            "scored_rows": len(self.eval_set.tokenized),
+        }
+        return metrics, predictions
+
+
+def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
+    """The tokenizer saved with the weights (it carries the chat template used in training), else the base's."""
+    from transformers import AutoTokenizer
+
+    from engine.training.modeling import load_tokenizer
+
+    if (weights.path / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(str(weights.path))
+    else:
+        tokenizer = load_tokenizer(run.config)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.chat_template = resolve_chat_template(tokenizer, run.config.data.chat_template)
+    return tokenizer
+
+
+def _answer_budget(tokenizer: Any, chats: list[dict[str, Any]]) -> int:
+    """Enough new tokens for the longest reference answer, and a little more."""
+    lengths = [len(tokenizer(row["messages"][-1]["content"])["input_ids"]) for row in chats]
+    return max(lengths, default=0) + ANSWER_SLACK_TOKENS
+
+
+def _load_models(run: FinishedRun, weights: TrainedWeights, progress: Progress) -> Iterator[tuple[str, Any]]:
+    """Yield ("base", model) then ("tuned", model); one base load serves both for a LoRA run."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.training.builders import torch_dtype
+    from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
+    from engine.training.modeling import load_model
+
+    hardware = detect_hardware()
+    device = resolve_device(run.config, hardware)
+    progress.update("loading the base model")
+    base = load_model(run.config, hardware)
+    if device == "cuda" and run.config.quantization.mode == "none":
+        base = base.to("cuda")  # quantized weights are placed at load time
+    base.eval()
+    if weights.is_adapter:
+        from peft import PeftModel
+
+        progress.update(f"loading the {weights.label}")
+        tuned = PeftModel.from_pretrained(base, str(weights.path))
+        tuned.eval()
+        with tuned.disable_adapter():
+            yield "base", tuned
+        yield "tuned", tuned
+        return
+    yield "base", base
+    del base
+    progress.update(f"loading the {weights.label}")
+    dtype = torch_dtype(resolve_dtype(run.config.model.dtype, run.config, hardware))
+    tuned = AutoModelForCausalLM.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
+    yield "tuned", tuned
+
+
+def _prediction_rows(chats: list[dict[str, Any]], base: list[Any], tuned: list[Any]) -> list[dict[str, Any]]:
+    """Predictions beside the references, one dict per row (the prompt shown is the last user turn)."""
+    rows = []
+    for row, b, t in zip(chats, base, tuned, strict=True):
+        users = [m["content"] for m in row["messages"][:-1] if m["role"] == "user"]
+        rows.append(
+            {
+                "prompt": users[-1] if users else "",
+                "reference": t.reference,
+                "base": b.prediction,
+                "tuned": t.prediction,
+                "base_correct": b.correct,
+                "tuned_correct": t.correct,
+            }
+        )
+    return rows
+
+
+def evaluate(
+    run_dir: Path,
+    data: str = DATA_EVAL,
+    checkpoint: int | None = None,
+    max_rows: int | None = None,
+    max_new_tokens: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Score base and fine-tuned model of a run on ``data`` (eval, train or a file path); save and return it.
+
+    Raises ArtifactError for a missing or running run or one without weights, DataError for unusable data.
+    """
+    progress = progress or Progress(None)
+    began = time.time()
+    run = open_run(run_dir)
+    weights = trained_weights(run, checkpoint, newest_checkpoint=True)
+    check_data_choice(run, data)
+    progress.update("loading the data")
+    tokenizer = load_eval_tokenizer(run, weights)
+    eval_set = load_eval_set(run, tokenizer, data, max_rows)
+    budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
+    scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress)
+    scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+    for label, model in _load_models(run, weights, progress):
+        scores[label] = scorer.score(model, label)
+        del model  # a full fine-tune's base can go before the tuned model loads
+    progress.update("saving the results")
+    result = {
+        "id": new_evaluation_id(),
+        "created_at": time.time(),
+        "seconds": round(time.time() - began, 2),
+        "run_id": run.run_dir.name,
+        "weights": weights.label,
+        "data": {
+            "choice": eval_set.choice,
+            "source": eval_set.source,
+            "rows": len(eval_set.tokenized),
+            "format": eval_set.format,
+        },
+        "max_new_tokens": budget,
+        "base": scores["base"][0],
+        "tuned": scores["tuned"][0],
+        "predictions": _prediction_rows(eval_set.chats, scores["base"][1], scores["tuned"][1]),
+    }
+    result["path"] = str(save_evaluation(run.run_dir, result))
+    return result

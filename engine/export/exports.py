@@ -1,0 +1,139 @@
+"""Export a run: what may be exported where, checked before anything starts, and the background job.
+
+``plan_export`` refuses, with a message that says what to do, a missing run, a running run, a run without
+the weights asked for, and a bad target: one outside ``WORKSPACE/exports``, an existing file or non-empty
+directory. ``start_export`` runs ``python -m engine export`` as a job (engine.jobs); a hub token goes to the
+job through its environment only. The work itself is engine.export.worker. No ML library is imported here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine import jobs
+from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
+from engine.store.paths import is_hub_id
+from engine.store.workspace import exports_dir, workspace_of
+
+KINDS = ("adapter", "merged")
+DTYPES = ("float32", "bfloat16", "float16")
+JOB_KIND = "export"
+
+
+class ExportError(ArtifactError):
+    """An export that cannot be done; ``result`` holds what was done anyway (a push that failed after saving)."""
+
+    def __init__(self, message: str, result: dict | None = None):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class ExportPlan:
+    """A checked export request."""
+
+    run: FinishedRun
+    weights: TrainedWeights
+    kind: str  # adapter | merged
+    dtype: str  # of the merged weights
+    target: Path  # the directory to create, inside exports_dir(workspace)
+    workspace: Path
+
+    @property
+    def zip_path(self) -> Path:
+        """The zip archive written beside the target directory."""
+        return self.target.with_name(f"{self.target.name}.zip")
+
+
+def default_name(run_dir: Path, kind: str, dtype: str = "float32") -> str:
+    """``<run id>-adapter`` or ``<run id>-merged-<dtype>``."""
+    return f"{Path(run_dir).name}-{kind}" + (f"-{dtype}" if kind == "merged" else "")
+
+
+def resolve_target(root: Path, out: str | Path) -> Path:
+    """The export directory for ``out``: a bare name goes inside ``root``; a path must lie inside it.
+
+    Refuses a target outside ``root``, ``root`` itself, a hidden name, an existing file and an existing
+    directory that is not empty.
+    """
+    root = Path(root).resolve()
+    out = Path(out).expanduser()
+    target = (root / out if len(out.parts) == 1 and not out.is_absolute() else out).resolve()
+    if target == root or root not in target.parents:
+        raise ExportError(f"the export target {out} is outside the workspace's exports directory {root}")
+    if target.name.startswith(".") or jobs.PARTIAL_MARK in target.name:
+        raise ExportError(f"the export name {target.name!r} is not allowed: give a name that does not start with '.'")
+    if target.is_file():
+        raise ExportError(f"the export target {target} exists and is a file; choose another name")
+    if target.is_dir() and any(target.iterdir()):
+        raise ExportError(f"the export target {target} already exists and is not empty; choose another name")
+    return target
+
+
+def plan_export(
+    run_dir: Path,
+    kind: str = "adapter",
+    dtype: str = "float32",
+    out: str | Path | None = None,
+    checkpoint: int | None = None,
+    workspace: Path | None = None,
+) -> ExportPlan:
+    """Check an export request and say where it goes; raises ArtifactError / ExportError with the reason."""
+    if kind not in KINDS:
+        raise ExportError(f"unknown export kind {kind!r}; use {' or '.join(KINDS)}")
+    if dtype not in DTYPES:
+        raise ExportError(f"unknown dtype {dtype!r}; use {', '.join(DTYPES)}")
+    run = open_run(run_dir)
+    weights = trained_weights(run, checkpoint)
+    if kind == "adapter" and not weights.is_adapter:
+        raise ExportError(
+            f"{run.name} trained the whole model ({run.config.adapter.method}), so it has no adapter; "
+            "export the merged kind instead"
+        )
+    workspace = Path(workspace or workspace_of(run.run_dir) or Path.cwd() / "workspace").resolve()
+    target = resolve_target(exports_dir(workspace), out or default_name(run.run_dir, kind, dtype))
+    return ExportPlan(run, weights, kind, dtype, target, workspace)
+
+
+def check_repo_id(repo_id: str) -> str:
+    """A hub repo id (``name`` or ``owner/name``), stripped; refuses anything else."""
+    repo_id = repo_id.strip()
+    if not is_hub_id(repo_id):
+        raise ExportError(f"{repo_id!r} is not a hub repo id; write it as owner/name")
+    return repo_id
+
+
+def export_args(
+    plan: ExportPlan, push_to: str | None = None, private: bool = False, make_zip: bool = False
+) -> list[str]:
+    """The arguments of ``python -m engine`` for an export (never a token: that travels in the environment)."""
+    args = ["export", str(plan.run.run_dir), "--kind", plan.kind, "--dtype", plan.dtype, "--out", str(plan.target)]
+    args += ["--workspace", str(plan.workspace)]
+    if plan.weights.label.startswith("checkpoint-"):
+        args += ["--checkpoint", plan.weights.label.removeprefix("checkpoint-")]
+    if make_zip:
+        args.append("--zip")
+    if push_to:
+        args += ["--push-to", check_repo_id(push_to)] + (["--private"] if private else [])
+    return args
+
+
+def start_export(
+    plan: ExportPlan,
+    push_to: str | None = None,
+    private: bool = False,
+    token: str | None = None,
+    make_zip: bool = True,
+) -> Path:
+    """Run the export in a background job; returns the job directory.
+
+    ``token`` (a hub token typed in the studio) reaches the job as HF_TOKEN in its environment only; without
+    it the job inherits this process's HF_TOKEN, if any.
+    """
+    for job_dir in jobs.list_jobs(plan.workspace, JOB_KIND, target=str(plan.target)):
+        if jobs.is_running(jobs.status(job_dir)):
+            raise jobs.JobError(f"an export to {plan.target.name} is already running")
+    args = export_args(plan, push_to, private, make_zip)
+    labels = {"run_id": plan.run.run_dir.name, "target": str(plan.target), "kind": plan.kind}
+    return jobs.start(plan.workspace, JOB_KIND, args, labels=labels, env={"HF_TOKEN": token} if token else None)

@@ -1,0 +1,53 @@
+"""The control side of runs, no torch: status, control, standby, supervisor, queue, artifacts.
+
+``engine.runs`` is the API for other programs (the studio, scripts): the names below are re-exported from
+``engine.runs.control`` and ``engine.runs.status`` so that ``from engine import runs; runs.start(...)`` works.
+"""
+
+from engine.runs.control import (
+    RunError,
+    abort,
+    create_run,
+    delete,
+    keep_standby,
+    new_run_id,
+    resume,
+    run_processes,
+    start,
+    start_lock,
+    stop,
+)
+from engine.runs.status import (
+    RunSummary,
+    active_runs,
+    is_active,
+    list_runs,
+    read_metrics,
+    run_dirs,
+    status,
+    summarize,
+    wait,
+)
+
+__all__ = [
+    "RunError",
+    "RunSummary",
+    "abort",
+    "active_runs",
+    "create_run",
+    "delete",
+    "is_active",
+    "keep_standby",
+    "list_runs",
+    "new_run_id",
+    "read_metrics",
+    "resume",
+    "run_dirs",
+    "run_processes",
+    "start",
+    "start_lock",
+    "status",
+    "stop",
+    "summarize",
+    "wait",
+]

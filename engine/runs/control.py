@@ -1,0 +1,206 @@
+"""Acting on runs: create, start, resume, stop, abort and delete them.
+
+Everything goes through the run directory and signals, so a run outlives the program that started it: the
+supervisor is started in its own process session, and any later reader reconciles the status against the
+live processes (engine.runs.status). Only the standard library and the config are imported (no torch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from engine.config import RunConfig, save_config
+from engine.runs import standby
+from engine.runs.status import is_active, status
+from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
+from engine.store.rundir import CONFIG_FILE, checkpoint_steps, read_status, update_status
+from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
+
+
+class RunError(RuntimeError):
+    """An action that does not fit the run's state (resume a running run, start a missing one, ...)."""
+
+
+def new_run_id(name: str | None) -> str:
+    """A sortable, readable, unique id: time stamp plus a slug of the name."""
+    slug = re.sub(r"[^a-z0-9]+", "-", (name or "run").lower()).strip("-")[:40] or "run"
+    return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}-{slug}"
+
+
+def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path | None = None) -> Path:
+    """Make a run directory holding the config and a ``queued`` status; returns its path."""
+    if run_dir is None:
+        if workspace is None:
+            raise ValueError("give a workspace or a run directory")
+        run_dir = runs_dir(workspace) / new_run_id(config.name)
+    run_dir = Path(run_dir).resolve()
+    if (run_dir / CONFIG_FILE).exists():
+        raise RunError(f"{run_dir} already holds a run; resume it or choose another directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(config, run_dir / CONFIG_FILE)
+    update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time())
+    return run_dir
+
+
+def start(run_dir: Path, checkpoint: int | None = None) -> int:
+    """Start the run's supervisor in its own session (it survives its starter); returns its pid."""
+    run_dir = Path(run_dir).resolve()
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
+    current = status(run_dir)
+    if is_active(current):
+        raise RunError("the run is already running")
+    _wait_for_exit(current.get("supervisor_pid"))
+    update_status(
+        run_dir,
+        state="starting",
+        error=None,
+        exit_code=None,
+        ended_at=None,
+        pid=None,
+        supervisor_pid=None,
+        bad_loss_step=None,
+    )
+    warm = _claim_standby(run_dir, checkpoint)
+    if warm:  # the standby records itself as the supervisor before its worker touches the status
+        keep_standby(workspace_of(run_dir))  # the next one warms up once this run is over
+        return warm
+    args = ["supervise", str(run_dir)]
+    if checkpoint is not None:
+        args += ["--checkpoint", str(checkpoint)]
+    process = spawn_detached(args, cwd=str(run_dir))
+    update_status(run_dir, supervisor_pid=process.pid)
+    return process.pid
+
+
+def _claim_standby(run_dir: Path, checkpoint: int | None) -> int | None:
+    """Hand the run to a warm standby of its workspace when one is ready (single-process runs only)."""
+    from engine.runs.supervisor import launch_settings
+
+    workspace = workspace_of(run_dir)
+    num_processes, threads = launch_settings(run_dir)
+    if workspace is None or num_processes != 1 or not standby_dir(workspace).is_dir():
+        return None
+    return standby.claim(workspace, run_dir, checkpoint, threads or (os.cpu_count() or 1))
+
+
+def keep_standby(workspace: Path) -> None:
+    """Make sure the workspace has a warm standby for its next run (see engine.runs.standby)."""
+    standby.start_standby(workspace)
+
+
+def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:
+    """Let the previous supervisor finish recording its exit before a new one takes over the run."""
+    deadline = time.time() + timeout
+    while is_alive(pid) and time.time() < deadline:
+        time.sleep(0.05)
+
+
+def resume(run_dir: Path, checkpoint: int | None = None) -> int:
+    """Continue a stopped or failed run from its newest (or the given) checkpoint; returns the supervisor pid."""
+    current = status(run_dir)
+    if is_active(current):
+        raise RunError("the run is still running; stop it before resuming")
+    if current.get("state") == "completed":
+        raise RunError("the run has completed; there is nothing to resume")
+    if current.get("state") == "failed" and current.get("bad_loss_step") is not None:
+        # The checkpoint restores the optimizer, the schedule and the data order: resuming would replay the
+        # very steps that went bad. The checkpoints stay for chat and export.
+        raise RunError(
+            f"the run failed because its loss went bad at step {current['bad_loss_step']}; resuming would repeat "
+            "the same steps and fail again. Start a new run with a lower learning rate."
+        )
+    steps = checkpoint_steps(Path(run_dir))
+    if not steps:
+        raise RunError("the run has no checkpoint to resume from; start it again instead")
+    if checkpoint is None:
+        checkpoint = steps[-1]
+    elif checkpoint not in steps:
+        raise RunError(f"no checkpoint {checkpoint}; the run has {', '.join(map(str, steps))}")
+    return start(run_dir, checkpoint)
+
+
+def _run_roots(run_dir: Path) -> list[int]:
+    """The live processes that head a run: its supervisor, and its worker (rank 0) in case the supervisor died."""
+    current = read_status(run_dir)
+    return [pid for pid in (current.get("supervisor_pid"), current.get("pid")) if is_alive(pid)]
+
+
+def stop(run_dir: Path) -> bool:
+    """Ask the run to stop after its current step, saving a checkpoint. False if it was not running."""
+    roots = _run_roots(Path(run_dir))
+    if not roots:
+        return False
+    os.kill(roots[0], signal.SIGTERM)  # the supervisor passes it on; a worker without one catches it itself
+    return True
+
+
+def _workers_of(run_dir: Path) -> list[int]:
+    """Processes whose command line is ``... -m engine worker RUN_DIR``: the ranks of the run, found even
+    when torchrun died before them and left them orphaned (outside any tree of the run)."""
+    target = str(Path(run_dir).resolve())
+    found = []
+    for pid in proc_pids():
+        args = command_line(pid)
+        if target in args and any(args[i : i + 2] == ["engine", "worker"] for i in range(len(args))):
+            found.append(pid)
+    return found
+
+
+def run_processes(run_dir: Path) -> list[int]:
+    """Every live process of a run, parents first: the supervisor's and the worker's trees, and any orphaned
+    rank (see _workers_of)."""
+    roots = [*_run_roots(run_dir), *_workers_of(run_dir)]
+    return list(dict.fromkeys(pid for root in roots for pid in process_tree(root)))
+
+
+def abort(run_dir: Path, timeout: float = 10.0) -> bool:
+    """Kill the run and every process it started (torchrun ranks included), even a hung or stopped one; no
+    checkpoint is saved. Returns once they are gone; False if the run was not running."""
+    run_dir = Path(run_dir)
+    pids = run_processes(run_dir)
+    if not any(is_alive(pid) for pid in pids):
+        return False
+    kill_all(pids)
+    deadline = time.time() + timeout
+    # A dying worker could still write its status: wait for the end before saying "aborted".
+    while any(is_alive(pid) for pid in pids) and time.time() < deadline:
+        time.sleep(0.02)
+    update_status(run_dir, state="failed", ended_at=time.time(), error="aborted by the user")
+    return True
+
+
+@contextlib.contextmanager
+def start_lock(workspace: Path) -> Iterator[None]:
+    """Hold the workspace's start lock: one starter at a time across threads and processes.
+
+    Two studios on one workspace (or two browser tabs of one) check "is another run active?" and then start
+    a run; without the lock both could pass the check before either run is visible. ``flock`` on a file in
+    the workspace (beside, not in, the runs directory) serialises them; the kernel drops it if the holder dies.
+    """
+    Path(workspace).mkdir(parents=True, exist_ok=True)
+    with open(start_lock_file(workspace), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def delete(run_dir: Path) -> None:
+    """Remove a run directory with its checkpoints; refuses (RunError) while the run is going."""
+    run_dir = Path(run_dir)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise RunError(f"{run_dir.name} is not a run")
+    current = status(run_dir)
+    if is_active(current):
+        raise RunError(f"{current.get('name') or run_dir.name} is {current['state']}; stop it before deleting it")
+    shutil.rmtree(run_dir)

@@ -1,0 +1,138 @@
+"""A run's status, reconciled against its processes, and the run list. Standard library and the config only.
+
+``status.json`` is written by the worker and the supervisor; a reader never trusts it blindly: a status that
+says a run is going while none of its processes lives is a crashed run, and is recorded as failed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.store.processes import is_alive
+from engine.store.rundir import (
+    ACTIVE_STATES,
+    CONFIG_FILE,
+    FINAL_STATES,
+    checkpoint_steps,
+    iter_metrics,
+    log_tail,
+    read_status,
+    update_status,
+)
+from engine.store.rundir import read_metrics as _read_metrics
+from engine.store.workspace import runs_dir
+
+
+def is_active(run_status: dict[str, Any]) -> bool:
+    """Whether a (reconciled) status belongs to a run that is still going."""
+    return run_status.get("state") in ACTIVE_STATES and run_status.get("state") != "queued"
+
+
+def status(run_dir: Path) -> dict[str, Any]:
+    """The run's status, reconciled against its processes.
+
+    A status that says starting / running / stopping while neither the supervisor nor the worker lives is a
+    crashed run: it is recorded as failed. Failed runs carry the tail of train.log.
+    """
+    run_dir = Path(run_dir)
+    current = read_status(run_dir)
+    state = current.get("state")
+    if state in ACTIVE_STATES and state != "queued":
+        alive = is_alive(current.get("supervisor_pid")) or is_alive(current.get("pid"))
+        if not alive and not _just_started(current):
+            code = current.get("exit_code")
+            why = f"exit code {code}" if code is not None else "exit code unknown"
+            current = _record(
+                run_dir, current, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
+            )
+    if current.get("state") == "failed":
+        current["log_tail"] = log_tail(run_dir)
+    current["checkpoints"] = checkpoint_steps(run_dir)
+    current["run_dir"] = str(run_dir)
+    return current
+
+
+def _record(run_dir: Path, current: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """Write a reconciled status; a reader on a full (or read-only) disk still gets the reconciled view."""
+    try:
+        return update_status(run_dir, **changes)
+    except OSError as exc:
+        changes["error"] = f"{changes.get('error')}; the status could not be saved: {exc.strerror or exc}"
+        return {**current, **changes}
+
+
+def _just_started(current: dict[str, Any]) -> bool:
+    """A status written a moment ago may not have its pid yet; give the supervisor a grace period."""
+    return current.get("supervisor_pid") is None and time.time() - current.get("updated_at", 0) < 5
+
+
+def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
+    """Block until the run reaches a final state (or the timeout passes); returns the status."""
+    deadline = time.time() + timeout
+    while True:
+        current = status(run_dir)
+        if current.get("state") in FINAL_STATES or time.time() > deadline:
+            return current
+        time.sleep(poll)
+
+
+def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """Metric events written since byte ``offset``, and the next offset (see engine.store.rundir.read_metrics)."""
+    return _read_metrics(Path(run_dir), offset)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One line of the run list."""
+
+    run_id: str
+    run_dir: Path
+    name: str
+    state: str
+    step: int
+    max_steps: int
+    last_loss: float | None
+    best_loss: float | None
+    created_at: float | None
+    started_at: float | None
+    ended_at: float | None
+
+
+def summarize(run_dir: Path) -> RunSummary:
+    """The run list's view of one run (reads its whole metrics file; fine for a list refresh)."""
+    current = status(run_dir)
+    losses = [e["loss"] for e in iter_metrics(run_dir) if e.get("event") == "train" and "loss" in e]
+    return RunSummary(
+        run_id=run_dir.name,
+        run_dir=run_dir,
+        name=current.get("name") or run_dir.name,
+        state=current.get("state", "unknown"),
+        step=current.get("step") or 0,
+        max_steps=current.get("max_steps") or 0,
+        last_loss=losses[-1] if losses else None,
+        best_loss=min(losses) if losses else None,
+        created_at=current.get("created_at"),
+        started_at=current.get("started_at"),
+        ended_at=current.get("ended_at"),
+    )
+
+
+def run_dirs(workspace: Path) -> list[Path]:
+    """The run directories of a workspace (any order)."""
+    root = runs_dir(workspace)
+    return [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
+
+
+def active_runs(workspace: Path) -> list[Path]:
+    """Runs of the workspace that are still going; reads only their statuses, so it is cheap to ask often."""
+    return [run_dir for run_dir in run_dirs(workspace) if is_active(status(run_dir))]
+
+
+def list_runs(workspace: Path) -> list[RunSummary]:
+    """Every run of a workspace, newest first."""
+    return sorted(
+        (summarize(child) for child in run_dirs(workspace)), key=lambda run: run.created_at or 0, reverse=True
+    )

@@ -1,0 +1,127 @@
+"""The supervisor: a light parent of the training worker that outlives nothing it should not.
+
+It starts the worker (one process, or torchrun for several), sends its output to train.log (and to the
+terminal for a foreground run), forwards SIGTERM / SIGINT so the worker stops gracefully, and records the exit
+code in status.json. A worker killed with SIGKILL thus still leaves a status that says what happened.
+It imports no ML library, so it starts in milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from engine.store.processes import engine_env
+from engine.store.rundir import ACTIVE_STATES, LOG_FILE, read_status, release_reserve, update_status
+
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def launch_settings(run_dir: Path) -> tuple[int, int | None]:
+    """Processes and threads per process from the run's config."""
+    from engine.config import load_config
+    from engine.store.rundir import CONFIG_FILE
+
+    launch = load_config(run_dir / CONFIG_FILE).launch
+    return launch.num_processes, launch.threads_per_process
+
+
+def worker_command(run_dir: Path, checkpoint: int | None, num_processes: int) -> list[str]:
+    """The command line of the training worker: ``python -m engine worker`` or torchrun around it."""
+    args = ["-m", "engine", "worker", str(run_dir)]
+    if checkpoint is not None:
+        args += ["--checkpoint", str(checkpoint)]
+    if num_processes == 1:
+        return [sys.executable, *args]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={num_processes}",
+        *args,
+    ]
+
+
+def worker_environment(num_processes: int, threads: int | None) -> dict[str, str]:
+    """The worker's environment: an engine child's, with a fair share of CPU threads per process."""
+    return engine_env({"OMP_NUM_THREADS": str(threads or max(1, (os.cpu_count() or 1) // num_processes))})
+
+
+def describe_exit(code: int) -> str:
+    """'exited with code 1' or 'was killed by SIGKILL'."""
+    if code < 0:
+        return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _copy_output(source: IO[bytes], log: IO[bytes]) -> None:
+    """Echo the worker's output to the terminal and train.log, line by line."""
+    for line in iter(source.readline, b""):
+        log.write(line)
+        log.flush()
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+
+
+def record_exit(run_dir: Path, code: int) -> None:
+    """Store the exit code; a worker that died without a final state becomes a failed run that says why."""
+    status = read_status(run_dir)
+    if status.get("supervisor_pid") != os.getpid():
+        return  # the run was started again meanwhile; its status belongs to the new supervisor
+    try:
+        if status.get("state") in ACTIVE_STATES:
+            update_status(
+                run_dir,
+                state="failed",
+                exit_code=code,
+                ended_at=time.time(),
+                error=f"the training process {describe_exit(code)} without finishing{_disk_note(run_dir)}",
+            )
+        else:
+            update_status(run_dir, exit_code=code)
+    except OSError as exc:  # nothing left to tell it with; a reader reconciles the status from the processes
+        print(f"cannot record the exit of the run: {exc}", file=sys.stderr, flush=True)
+    release_reserve(run_dir)  # the run is over: its final status is written
+
+
+def _disk_note(run_dir: Path) -> str:
+    """'; the disk is full ...' when the run directory's disk has (almost) no space left, else ''."""
+    with contextlib.suppress(OSError):
+        if shutil.disk_usage(run_dir).free < NEARLY_FULL_BYTES:
+            return "; the disk is full (no space left on device, ENOSPC)"
+    return ""
+
+
+def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) -> int:
+    """Run the worker to its end and return its exit code."""
+    num_processes, threads = launch_settings(run_dir)
+    update_status(run_dir, supervisor_pid=os.getpid())
+    with open(run_dir / LOG_FILE, "ab") as log:
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
+        log.flush()
+        worker = subprocess.Popen(
+            worker_command(run_dir, checkpoint, num_processes),
+            stdout=subprocess.PIPE if echo else log,
+            stderr=subprocess.STDOUT,
+            env=worker_environment(num_processes, threads),
+        )
+
+        def forward(signum: int, _frame: object) -> None:
+            if worker.poll() is None:
+                worker.send_signal(signum)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, forward)
+        if echo:
+            _copy_output(worker.stdout, log)
+        code = worker.wait()
+    record_exit(run_dir, code)
+    return code

@@ -1,0 +1,86 @@
+"""The layout of a workspace: the one place that says where its runs, jobs, exports, uploads and handshake
+files live. Standard library only.
+
+```
+runs/<time>-<hex>-<name>/   one run directory each (engine.store.rundir)
+jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.jobs)
+exports/                    exported adapters and merged models, each with its .zip
+datasets/                   files uploaded on the Train tab (demo mode: visitors/<owner>/datasets/)
+configs/                    configs saved from the Train tab
+studio/recent_models.json   the Train tab's recent models
+.standby/                   the warm standby's handshake files (engine.runs.standby)
+.start.lock                 one Start at a time, across studios on the same workspace
+.browser-secret             demo mode: the key that encrypts visitor ids kept in browsers
+```
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUNS_DIR = "runs"
+JOBS_DIR = "jobs"
+EXPORTS_DIR = "exports"
+DATASETS_DIR = "datasets"
+CONFIGS_DIR = "configs"
+VISITORS_DIR = "visitors"
+RECENT_MODELS_FILE = "studio/recent_models.json"
+STANDBY_DIR = ".standby"
+START_LOCK_FILE = ".start.lock"
+BROWSER_SECRET_FILE = ".browser-secret"
+
+
+def runs_dir(workspace: Path) -> Path:
+    """Where a workspace's run directories live."""
+    return Path(workspace) / RUNS_DIR
+
+
+def jobs_dir(workspace: Path) -> Path:
+    """Where a workspace's background jobs (evaluate, export) live."""
+    return Path(workspace) / JOBS_DIR
+
+
+def exports_dir(workspace: Path) -> Path:
+    """Where a workspace's exports go (resolved: exports are confined to it)."""
+    return Path(workspace).resolve() / EXPORTS_DIR
+
+
+def datasets_dir(workspace: Path) -> Path:
+    """Where the Train tab keeps uploaded datasets."""
+    return Path(workspace) / DATASETS_DIR
+
+
+def visitor_datasets_dir(workspace: Path, owner: str) -> Path:
+    """Where demo mode keeps one visitor's uploaded datasets."""
+    return Path(workspace) / VISITORS_DIR / owner / DATASETS_DIR
+
+
+def configs_dir(workspace: Path) -> Path:
+    """Where the Train tab saves configs."""
+    return Path(workspace) / CONFIGS_DIR
+
+
+def recent_models_file(workspace: Path) -> Path:
+    """The Train tab's list of recently used models."""
+    return Path(workspace) / RECENT_MODELS_FILE
+
+
+def standby_dir(workspace: Path) -> Path:
+    """Where a workspace's warm standby keeps its handshake files."""
+    return Path(workspace) / STANDBY_DIR
+
+
+def start_lock_file(workspace: Path) -> Path:
+    """The lock file that lets one starter at a time start a run in the workspace."""
+    return Path(workspace) / START_LOCK_FILE
+
+
+def browser_secret_file(workspace: Path) -> Path:
+    """Demo mode's key for the visitor ids kept in browsers (it survives a studio restart)."""
+    return Path(workspace) / BROWSER_SECRET_FILE
+
+
+def workspace_of(run_dir: Path) -> Path | None:
+    """The workspace holding a run (``WORKSPACE/runs/<id>``), or None for a run directory elsewhere."""
+    run_dir = Path(run_dir).resolve()
+    return run_dir.parent.parent if run_dir.parent.name == RUNS_DIR else None

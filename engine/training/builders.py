@@ -1,0 +1,170 @@
+"""Pure builders from a RunConfig to the library objects: LoraConfig, BitsAndBytesConfig, SFTConfig.
+
+They train nothing and touch no files, so tests check them directly against the objects the libraries expect.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.config import ConfigError, Problem, RunConfig
+from engine.training.hardware import (
+    Hardware,
+    resolve_device,
+    resolve_dtype,
+    resolve_gradient_checkpointing,
+    resolve_precision,
+)
+
+if TYPE_CHECKING:
+    from peft import LoraConfig
+    from transformers import BitsAndBytesConfig
+    from trl import SFTConfig
+
+
+def torch_dtype(name: str) -> Any:
+    """The torch dtype for a dtype name such as 'bfloat16'."""
+    import torch
+
+    return getattr(torch, name)
+
+
+def to_bnb_config(config: RunConfig, hardware: Hardware) -> BitsAndBytesConfig | None:
+    """The bitsandbytes quantization config of the base model, or None when it loads unquantized."""
+    from transformers import BitsAndBytesConfig
+
+    quant = config.quantization
+    if quant.mode == "none":
+        return None
+    if quant.mode == "8bit":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type=quant.quant_type,
+        bnb_4bit_use_double_quant=quant.double_quant,
+        bnb_4bit_compute_dtype=torch_dtype(resolve_dtype(quant.compute_dtype, config, hardware)),
+    )
+
+
+def linear_module_names(model: Any) -> list[str]:
+    """Leaf names of the model's linear layers (what LoRA can target), sorted, without the output head."""
+    import torch
+
+    names = set()
+    for full_name, module in model.named_modules():
+        is_linear = isinstance(module, torch.nn.Linear) or type(module).__name__ in (
+            "Linear4bit",
+            "Linear8bitLt",
+        )
+        if is_linear and not full_name.endswith("lm_head"):
+            names.add(full_name.rsplit(".", 1)[-1])
+    return sorted(names)
+
+
+def check_target_modules(config: RunConfig, model: Any) -> None:
+    """Refuse LoRA target module names the model does not have, listing the ones it does."""
+    targets = config.adapter.target_modules
+    if isinstance(targets, str):
+        return
+    module_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    missing = [name for name in targets if name not in module_names]
+    if missing:
+        available = ", ".join(linear_module_names(model))
+        raise ConfigError(
+            [
+                Problem(
+                    "adapter.target_modules",
+                    f"the model has no module {', '.join(missing)}; it has: {available}",
+                )
+            ]
+        )
+
+
+def to_lora_config(config: RunConfig) -> LoraConfig | None:
+    """The peft LoraConfig for a LoRA run, or None for full and freeze runs.
+
+    ``target_modules: auto`` becomes None, which peft replaces by its default for the model type.
+    """
+    from peft import LoftQConfig, LoraConfig
+
+    adapter = config.adapter
+    if adapter.method != "lora":
+        return None
+    init: bool | str = True if adapter.init == "default" else adapter.init
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=adapter.r,
+        lora_alpha=adapter.alpha,
+        lora_dropout=adapter.dropout,
+        target_modules=None if adapter.target_modules == "auto" else adapter.target_modules,
+        bias=adapter.bias,
+        use_rslora=adapter.use_rslora,
+        use_dora=adapter.use_dora,
+        init_lora_weights=init,
+        loftq_config=LoftQConfig(loftq_bits=4) if adapter.init == "loftq" else {},
+        modules_to_save=adapter.modules_to_save or None,
+    )
+
+
+def _eval_args(config: RunConfig) -> dict[str, Any]:
+    """Evaluation settings; evaluation is off whenever there is no eval data."""
+    train = config.train
+    if not config.has_eval_data:
+        return {"eval_strategy": "no"}
+    return {
+        "eval_strategy": train.eval_strategy,
+        "eval_steps": train.eval_steps,
+        "eval_on_start": train.eval_on_start,
+        "per_device_eval_batch_size": train.eval_batch_size,
+    }
+
+
+def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> SFTConfig:
+    """TRL's SFTConfig (a transformers TrainingArguments) for this run, with device-aware defaults resolved."""
+    from trl import SFTConfig
+
+    train = config.train
+    precision = resolve_precision(config, hardware)
+    return SFTConfig(
+        output_dir=str(output_dir),
+        learning_rate=train.learning_rate,
+        num_train_epochs=train.num_epochs,
+        max_steps=train.max_steps,
+        per_device_train_batch_size=train.per_device_batch_size,
+        gradient_accumulation_steps=train.gradient_accumulation_steps,
+        lr_scheduler_type=train.lr_scheduler,
+        warmup_steps=train.warmup if train.warmup < 1 else int(train.warmup),
+        weight_decay=train.weight_decay,
+        optim=train.optimizer,
+        max_grad_norm=train.max_grad_norm,
+        logging_steps=train.logging_steps,
+        save_strategy=train.save_strategy,
+        save_steps=train.save_steps,
+        save_total_limit=train.save_total_limit,
+        seed=train.seed,
+        data_seed=train.seed,
+        full_determinism=train.full_determinism,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        use_cpu=resolve_device(config, hardware) == "cpu",
+        activation_checkpointing=resolve_gradient_checkpointing(config, hardware),
+        activation_checkpointing_kwargs={"use_reentrant": False},
+        neftune_noise_alpha=train.neftune_noise_alpha,
+        label_smoothing_factor=train.label_smoothing,
+        auto_find_batch_size=train.auto_find_batch_size,
+        report_to=[] if train.report_to == "none" else [train.report_to],
+        max_length=train.max_length,
+        packing=train.packing,
+        completion_only_loss=config.data.completion_only_loss,
+        # engine.data.prepare hands over labelled rows already cut to max_length; only packing needs TRL's pass.
+        dataset_kwargs=None if train.packing else {"skip_prepare_dataset": True},
+        # Tokens/s is computed from the non-padding tokens the Trainer counts.
+        include_num_input_tokens_seen="non_padding",
+        # Progress goes to metrics.jsonl and a line per log in train.log; tqdm's carriage returns would garble it.
+        disable_tqdm=True,
+        # LoRA under DDP leaves the frozen base without gradients; searching for unused ones costs a pass.
+        ddp_find_unused_parameters=False,
+        dataloader_num_workers=0,
+        **_eval_args(config),
+    )

@@ -1,0 +1,97 @@
+"""``python -m engine check``: validate a config and its dataset without training.
+
+The model is built on the meta device (no weights are read), so checking a config for a large model is quick
+and still counts the real trainable parameters and checks LoRA target modules against the real module names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import ConfigError, Problem, RunConfig
+from engine.store.paths import resolve_model_source
+from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
+from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a run would do: the data it reads, what it trains, where and how long."""
+
+    data: Any  # engine.data.DataReport
+    parameters: ParameterCount
+    device: str
+    precision: str
+    steps: int
+
+    def lines(self) -> list[str]:
+        """The short human summary printed by the CLI."""
+        data = self.data
+        tokens = f"{data.num_tokens:,} ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
+        return [
+            f"data: {data.source}",
+            f"format: {data.format}",
+            f"rows: {data.num_rows:,} train, {data.num_eval_rows:,} eval",
+            *([f"tokens: {tokens}"] if tokens else []),
+            *[f"warning: {warning}" for warning in data.warnings],
+            f"model: {self.parameters}",
+            f"device: {self.device}, precision {self.precision}",
+            f"optimizer steps: {self.steps}",
+        ]
+
+
+def planned_steps(config: RunConfig, train_rows: int) -> int:
+    """Optimizer steps the run will take (max_steps, or epochs over the rows)."""
+    if config.train.max_steps > 0:
+        return config.train.max_steps
+    per_step = config.train.per_device_batch_size * config.train.gradient_accumulation_steps
+    per_step *= config.launch.num_processes
+    return math.ceil(config.train.num_epochs * math.ceil(train_rows / per_step))
+
+
+def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCount:
+    """Trainable and total parameters, from a weightless (meta device) copy of the model."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from engine.training.modeling import make_trainable
+
+    model_config = AutoConfig.from_pretrained(
+        resolve_model_source(config.model.name_or_path),
+        revision=config.model.revision,
+        trust_remote_code=config.model.trust_remote_code,
+    )
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
+    # Quantization changes how weights are stored, not what is trainable: count the unquantized layout.
+    unquantized = config.model_copy(update={"quantization": config.quantization.model_copy(update={"mode": "none"})})
+    cpu_view = Hardware(gpu_count=0, bf16_supported=False) if not hardware.has_gpu else hardware
+    return count_parameters(make_trainable(model, unquantized, cpu_view))
+
+
+def check_run(config: RunConfig) -> CheckReport:
+    """Validate everything a run needs before it starts; raises ConfigError or DataError with a clear message."""
+    from engine.data import inspect_dataset
+
+    # Rows first: a broken file is reported in a moment, before torch and transformers are imported.
+    inspect_dataset(config.data, None, config.train.max_length, config.train.seed)
+    hardware = detect_hardware()
+    problems = hardware_problems(config, hardware)
+    if problems:
+        raise ConfigError(problems)
+    try:
+        tokenizer = load_tokenizer(config)
+    except OSError as exc:  # a missing directory, or a hub id that cannot be reached
+        raise ConfigError(
+            [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
+        ) from None
+    data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
+    return CheckReport(
+        data=data,
+        parameters=meta_parameter_count(config, hardware),
+        device=resolve_device(config, hardware),
+        precision=resolve_precision(config, hardware),
+        steps=planned_steps(config, data.num_rows),
+    )

@@ -1,0 +1,119 @@
+"""Load the base model and tokenizer, quantize, and make the trainable part: LoRA, full, or the last N layers."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import ConfigError, Problem, RunConfig
+from engine.store.paths import resolve_model_source
+from engine.training.builders import check_target_modules, to_bnb_config, to_lora_config, torch_dtype
+from engine.training.hardware import Hardware, resolve_device, resolve_dtype, resolve_gradient_checkpointing
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """Trainable and total parameters of a model ready to train."""
+
+    trainable: int
+    total: int
+
+    @property
+    def percent(self) -> float:
+        """Trainable share of all parameters, in percent."""
+        return 100.0 * self.trainable / max(self.total, 1)
+
+    def __str__(self) -> str:
+        return f"{self.trainable:,} trainable of {self.total:,} parameters ({self.percent:.2f}%)"
+
+
+def count_parameters(model: Any) -> ParameterCount:
+    """Count trainable and total parameters (4-bit weights count as stored elements times two)."""
+    trainable = total = 0
+    for param in model.parameters():
+        count = param.numel()
+        if type(param).__name__ == "Params4bit":
+            count *= 2  # two 4-bit values are packed into each stored byte
+        total += count
+        trainable += count if param.requires_grad else 0
+    return ParameterCount(trainable, total)
+
+
+def load_tokenizer(config: RunConfig) -> Any:
+    """The tokenizer of the base model, with a pad token (the eos token when the model has none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(
+        resolve_model_source(config.model.name_or_path),
+        revision=config.model.revision,
+        trust_remote_code=config.model.trust_remote_code,
+    )
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(config: RunConfig, hardware: Hardware) -> Any:
+    """The base causal LM, quantized when the config asks for it, on the run's device."""
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {
+        "dtype": torch_dtype(resolve_dtype(config.model.dtype, config, hardware)),
+        "revision": config.model.revision,
+        "trust_remote_code": config.model.trust_remote_code,
+        "quantization_config": to_bnb_config(config, hardware),
+    }
+    if config.model.attn_implementation != "auto":
+        kwargs["attn_implementation"] = config.model.attn_implementation
+    if resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none":
+        # Quantized weights must be placed at load time, one copy per process.
+        kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
+    return AutoModelForCausalLM.from_pretrained(resolve_model_source(config.model.name_or_path), **kwargs)
+
+
+def decoder_layers(model: Any) -> Any:
+    """The model's stack of decoder layers: its largest ModuleList."""
+    import torch
+
+    lists = [module for module in model.modules() if isinstance(module, torch.nn.ModuleList)]
+    if not lists:
+        raise ConfigError([Problem("adapter.method", "freeze needs a model with a list of decoder layers")])
+    return max(lists, key=len)
+
+
+def _freeze_all_but_last_layers(model: Any, count: int) -> None:
+    """Train only the last ``count`` decoder layers."""
+    layers = decoder_layers(model)
+    if count > len(layers):
+        raise ConfigError(
+            [Problem("adapter.freeze_trainable_layers", f"the model has only {len(layers)} layers, not {count}")]
+        )
+    model.requires_grad_(False)
+    for layer in layers[len(layers) - count :]:
+        layer.requires_grad_(True)
+
+
+def make_trainable(model: Any, config: RunConfig, hardware: Hardware) -> Any:
+    """Apply the adapter method; returns the model to hand to the trainer.
+
+    For a quantized base this is the QLoRA path: freeze the base, ``prepare_model_for_kbit_training`` (which
+    also casts norms and other small weights to fp32 for stable bf16 training), then ``get_peft_model``.
+    """
+    method = config.adapter.method
+    if method == "full":
+        model.requires_grad_(True)
+        return model
+    if method == "freeze":
+        _freeze_all_but_last_layers(model, config.adapter.freeze_trainable_layers)
+        return model
+    from peft import get_peft_model, prepare_model_for_kbit_training
+
+    check_target_modules(config, model)
+    checkpointing = resolve_gradient_checkpointing(config, hardware)
+    if config.quantization.mode != "none":
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
+    elif checkpointing:
+        # Inputs must require grad for checkpointed blocks when the embeddings are frozen.
+        model.enable_input_require_grads()
+    return get_peft_model(model, to_lora_config(config))

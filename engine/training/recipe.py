@@ -1,0 +1,342 @@
+"""The training recipe, run inside the worker process: set up, train, save, clean up.
+
+It reads ``run_dir/config.yaml`` and writes the rest of the run directory. The process that starts it (the
+supervisor) captures its output into train.log and records its exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import shutil
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.config import ConfigError, RunConfig, load_config
+from engine.store.rundir import (
+    CHECKPOINTS_DIR,
+    CONFIG_FILE,
+    DISK_FULL_ERRNOS,
+    append_metrics,
+    checkpoint_path,
+    checkpoint_steps,
+    drop_partial_metrics_line,
+    incomplete_checkpoints,
+    iter_metrics,
+    remove_checkpoint,
+    reserve_space,
+    result_dir,
+    update_status,
+)
+from engine.training.stopping import StopRequest
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process's place in a (possibly single-process) distributed run."""
+
+    rank: int
+    world_size: int
+
+    @property
+    def is_main(self) -> bool:
+        """Whether this process writes the run directory."""
+        return self.rank == 0
+
+
+def current_rank() -> Rank:
+    """Read torchrun's environment; a plain process is rank 0 of 1."""
+    return Rank(int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1)))
+
+
+def _resume_marker(run_dir: Path, step: int) -> set[tuple[str, int]]:
+    """Append the resume marker; return the (event, step) pairs already logged so none is written twice."""
+    drop_partial_metrics_line(run_dir)
+    logged = {(event.get("event", "train"), event.get("step", -1)) for event in iter_metrics(run_dir)}
+    append_metrics(run_dir, [{"event": "resume", "step": step, "time": time.time()}])
+    return logged
+
+
+def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
+    """Load tokenizer, data and model, and wire them into TRL's SFTTrainer."""
+    from transformers import PrinterCallback
+
+    from engine.data import prepare_datasets, resolve_chat_template
+    from engine.training.builders import to_training_args
+    from engine.training.hardware import detect_hardware, hardware_problems
+    from engine.training.lean_trainer import lean_sft_trainer_class
+    from engine.training.modeling import count_parameters, load_model, load_tokenizer, make_trainable
+
+    hardware = detect_hardware()
+    problems = hardware_problems(config, hardware)
+    if problems:
+        raise ConfigError(problems)
+    cpu_share = _cpu_share(config, hardware)  # starts measuring the machine's load while the rest loads
+    tokenizer = load_tokenizer(config)
+    # The template used for training is saved with the result, so chatting with it formats prompts the same way.
+    tokenizer.chat_template = resolve_chat_template(tokenizer, config.data.chat_template)
+    data = prepare_datasets(config, tokenizer)
+    for warning in data.report.warnings:
+        print(f"data warning: {warning}", flush=True)
+    # Seed before the adapter is created: LoRA's initial weights come from the global generator.
+    seed_everything(config)
+    model = make_trainable(load_model(config, hardware), config, hardware)
+    params = count_parameters(model)
+    print(f"model: {params}", flush=True)
+    if callback.is_main:
+        update_status(
+            run_dir,
+            trainable_params=params.trainable,
+            total_params=params.total,
+            train_rows=data.report.num_rows,
+        )
+    args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
+    # Trainer would log a NaN / infinite loss as the mean of the finite ones before it (and 0.0 on the first
+    # step after a resume); the callback must see it to stop the run and keep later checkpoints out.
+    args.logging_nan_inf_filter = False
+    trainer = lean_sft_trainer_class()(
+        model=model,
+        args=args,
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        processing_class=tokenizer,
+        callbacks=[callback, *cpu_share],
+    )
+    # The callback prints one readable line per log; the stock printer would print each log dict again.
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _cpu_share(config: RunConfig, hardware: Any) -> list[Any]:
+    """The callback that trains with the cores other programs leave free, where it applies (training.cpu_share)."""
+    from engine.training.cpu_share import cpu_share_callback
+    from engine.training.hardware import resolve_device
+
+    share = cpu_share_callback(
+        threads_pinned=config.launch.threads_per_process is not None,
+        on_cpu=resolve_device(config, hardware) == "cpu",
+        num_processes=config.launch.num_processes,
+    )
+    return [share] if share else []
+
+
+def seed_everything(config: RunConfig) -> None:
+    """Seed Python, NumPy and torch (and make kernels deterministic when asked) so runs repeat exactly."""
+    from transformers import enable_full_determinism, set_seed
+
+    if config.train.full_determinism:
+        enable_full_determinism(config.train.seed)
+    else:
+        set_seed(config.train.seed)
+
+
+def _save_result(trainer: Any, run_dir: Path, config: RunConfig) -> Path:
+    """Save the adapter (or model) and tokenizer in the usual peft / transformers layout."""
+    target = result_dir(run_dir, config.adapter.is_lora)
+    trainer.save_model(str(target))
+    trainer.processing_class.save_pretrained(str(target))
+    return target
+
+
+def run(run_dir: Path, checkpoint_step: int | None = None, stop: StopRequest | None = None) -> int:
+    """Train the run in ``run_dir`` (from a checkpoint when given); returns the process exit code.
+
+    ``stop`` is the already installed signal handler when the caller installed it before importing this module.
+    """
+    from engine.training.callbacks import RunDirCallback
+
+    if stop is None:
+        stop = StopRequest()
+        stop.install()
+    _quiet_libraries()
+    rank = current_rank()
+    if rank.is_main:
+        _prepare_run_dir(run_dir)
+        update_status(
+            run_dir,
+            state="starting",
+            pid=os.getpid(),
+            started_at=time.time(),
+            error=None,
+            exit_code=None,
+            bad_loss_step=None,
+        )
+    callback = None
+    try:
+        config = load_config(run_dir / CONFIG_FILE)
+        logged = _resume_marker(run_dir, checkpoint_step) if checkpoint_step is not None and rank.is_main else set()
+        callback = RunDirCallback(run_dir, stop, rank.is_main, already_logged=logged, start_step=checkpoint_step or 0)
+        trainer = _build_trainer(config, run_dir, callback)
+        resume_from = str(checkpoint_path(run_dir, checkpoint_step)) if checkpoint_step is not None else None
+        if stop.requested:  # stopped while loading: nothing trained, nothing to save
+            return _stopped_before_training(run_dir, rank)
+        trainer.train(resume_from_checkpoint=resume_from)
+        return _finish(trainer, run_dir, config, callback, rank)
+    except Exception as exc:  # noqa: BLE001 - any crash must end as a failed status with its reason
+        if _is_input_error(exc):
+            return _fail(run_dir, rank, str(exc), EXIT_BAD_INPUT)
+        with contextlib.suppress(OSError):  # the log may sit on the very disk that is full
+            traceback.print_exc()
+        if rank.is_main:
+            _discard_incomplete_checkpoints(run_dir)  # nothing may resume from them; on a full disk, space back
+        saving = callback.saving if callback else None
+        return _fail(run_dir, rank, _failure_message(exc, run_dir, saving), EXIT_FAILED)
+
+
+def _prepare_run_dir(run_dir: Path) -> None:
+    """Before training: drop checkpoints an earlier process left half-written and set aside room for the
+    final status (rank 0 only; no other process of this run writes yet)."""
+    _discard_incomplete_checkpoints(run_dir)
+    reserve_space(run_dir)
+
+
+def _discard_incomplete_checkpoints(run_dir: Path) -> None:
+    """Remove checkpoint directories cut short by a crash or a full disk.
+
+    checkpoint_steps never lists them, but left in place they hold disk space, and Trainer's rotation (which
+    sorts checkpoints by time) could keep one of them and delete a good one instead.
+    """
+    for path in incomplete_checkpoints(run_dir):
+        print(f"removing the incomplete checkpoint {path.name}", flush=True)
+        remove_checkpoint(path)
+
+
+DISK_FULL_WORDS = {
+    errno.ENOSPC: "no space left on device (ENOSPC)",
+    errno.EDQUOT: "the disk quota is used up (EDQUOT)",
+    errno.EFBIG: "a file grew past the file size limit (EFBIG, file too large)",
+}
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def disk_full_errno(exc: BaseException, run_dir: Path, saving: bool) -> int | None:
+    """ENOSPC, EDQUOT or EFBIG when ``exc`` comes from a full disk, else None.
+
+    Libraries wrap the OSError: safetensors says "No space left on device (os error 28)", and torch.save only
+    "unexpected pos ..."; so the chain and the text are searched, and for a failed save the disk is measured.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in DISK_FULL_ERRNOS:
+            return current.errno
+        text = str(current)
+        for code in DISK_FULL_ERRNOS:
+            if os.strerror(code) in text or f"os error {code})" in text:
+                return code
+        current = current.__cause__ or current.__context__
+    if saving:
+        with contextlib.suppress(OSError):
+            if shutil.disk_usage(run_dir).free < NEARLY_FULL_BYTES:
+                return errno.ENOSPC
+        import resource
+
+        if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+            return errno.EFBIG
+    return None
+
+
+def _failure_message(exc: Exception, run_dir: Path, saving: str | None) -> str:
+    """The status error of a crash: plain words for a full disk, else the exception itself."""
+    code = disk_full_errno(exc, run_dir, saving is not None)
+    if code is None:
+        return f"{type(exc).__name__}: {exc}"
+    where = f"while saving {saving}" if saving else "while writing the run directory"
+    steps = checkpoint_steps(run_dir)
+    then = f"resume from checkpoint {steps[-1]}" if steps else "start the run again"
+    return f"the disk is full: {DISK_FULL_WORDS[code]} {where} in {run_dir}. Free some space, then {then}."
+
+
+def _quiet_libraries() -> None:
+    """Keep train.log readable: no progress bars from datasets, no deprecation notices from the libraries."""
+    import warnings
+
+    import datasets
+
+    datasets.disable_progress_bars()
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+def _is_input_error(exc: Exception) -> bool:
+    from engine.data import DataError
+
+    return isinstance(exc, (ConfigError, DataError))
+
+
+def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank: Rank) -> int:
+    """Decide the final state: failed on a bad loss, stopped on a signal, else save the result.
+
+    A stop that arrives once every step is done (during the last save) completes the run: saving the result
+    takes a moment, and a run stopped at its last step would leave nothing to resume.
+    """
+    state = trainer.state
+    if callback.bad_loss:
+        return _fail_on_bad_loss(run_dir, rank, callback)
+    if callback.stop.requested and state.global_step < state.max_steps:
+        if rank.is_main:
+            update_status(run_dir, state="stopped", step=state.global_step, epoch=state.epoch, ended_at=time.time())
+        print(f"stopped at step {state.global_step}; resume with: python -m engine resume {run_dir}", flush=True)
+        return EXIT_OK
+    callback.saving = "the result"
+    target = _save_result(trainer, run_dir, config) if rank.is_main else None
+    callback.saving = None
+    if rank.is_main:
+        update_status(
+            run_dir,
+            state="completed",
+            step=state.global_step,
+            epoch=state.epoch,
+            ended_at=time.time(),
+            result=str(target),
+        )
+        print(f"completed: {state.global_step} steps; saved to {target}", flush=True)
+    return EXIT_OK
+
+
+def _fail_on_bad_loss(run_dir: Path, rank: Rank, callback: Any) -> int:
+    """End a run whose loss went NaN / infinite: keep the checkpoints from before it, drop the later ones.
+
+    A checkpoint saved after the last finite logged loss may already hold NaN weights (with logging_steps > 1
+    the NaN shows only at the next log), so those are removed. Resuming is refused (engine.runs.resume): it
+    would replay the same data with the same optimizer state and learning rate, and fail the same way.
+    """
+    good = callback.last_finite_step
+    if rank.is_main:
+        for step in checkpoint_steps(run_dir):
+            if step > good:
+                print(f"removing checkpoint {step}: it may hold weights from after the loss went bad", flush=True)
+                remove_checkpoint(checkpoint_path(run_dir, step))
+    kept = checkpoint_steps(run_dir)
+    keeping = f"checkpoints up to step {kept[-1]} are kept" if kept else "no checkpoint was saved before it"
+    message = (
+        f"{callback.bad_loss}. The run cannot be resumed (it would repeat the same steps); {keeping}. "
+        "Start a new run with a lower learning rate."
+    )
+    if rank.is_main:
+        update_status(run_dir, bad_loss_step=callback.bad_loss_step)
+    return _fail(run_dir, rank, message, EXIT_FAILED)
+
+
+def _stopped_before_training(run_dir: Path, rank: Rank) -> int:
+    print("stopped before the first step; nothing was trained", flush=True)
+    if rank.is_main:
+        update_status(run_dir, state="stopped", ended_at=time.time())
+    return EXIT_OK
+
+
+def _fail(run_dir: Path, rank: Rank, message: str, code: int) -> int:
+    with contextlib.suppress(OSError):  # a full disk may refuse the log line; the status still says why
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    if rank.is_main:
+        update_status(run_dir, state="failed", error=message, ended_at=time.time(), exit_code=code)
+    return code

@@ -1,0 +1,234 @@
+"""Demo mode: the rules of a public studio (a Hugging Face Space) where strangers share one small machine.
+
+``DemoPolicy`` is the one object that decides them; the studio keeps it in ``StudioContext.policy`` and every
+handler asks it. With ``enabled`` false (the default) nothing changes. With it on, visitors train only the
+bundled demo model, for a capped number of steps, on the bundled datasets or a file they upload; they never
+name a path on the server, never push to the hub, and see only their own runs. A visitor is a random id kept
+in their browser (``gr.BrowserState``); a run records its owner as a digest of that id in status.json.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.config import Problem, RunConfig
+from engine.config.sections import DEMO_MODEL
+from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, find_local_path
+from engine.store.rundir import read_status
+from engine.store.workspace import runs_dir
+from studio.form.schema import FieldSpec, leaf_specs, to_widget
+
+BUNDLED_DATA = PROJECT_ROOT / "assets" / "datasets"
+DEFAULT_DATA = "assets/datasets/demo_sft_train.jsonl"
+VISITORS_DIR = "visitors"  # WORKSPACE/visitors/<owner>/datasets/ holds a visitor's uploads
+SECRET_FILE = ".browser-secret"
+VISITOR_STORAGE_KEY = "tuning-studio-visitor"
+_VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+# Fields a visitor cannot change, with the only value they may hold.
+LOCKED: dict[str, Any] = {
+    "model.name_or_path": DEMO_MODEL,
+    "model.revision": None,
+    "model.trust_remote_code": False,
+    "quantization.mode": "none",
+    "launch.num_processes": 1,
+    "train.report_to": "none",  # a Space's own WANDB_API_KEY must not log strangers' runs
+}
+PATH_FIELDS = ("data.path", "data.eval_path")
+DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
+
+
+@dataclass(frozen=True)
+class DemoPolicy:
+    """What visitors of a public studio may do. ``enabled`` false: no limits (a studio of one's own)."""
+
+    enabled: bool = False
+    max_steps: int = 600  # the demo preset's run, about 80 s on 2 CPU cores
+    max_minutes: float = 15.0  # wall time of one run, so one visitor cannot hold the CPU for long
+    max_batch_size: int = 64
+    max_length: int = 1024  # the default: the demo sets are short rows anyway
+    max_accumulation: int = 8
+    max_checkpoints: int = 3
+
+    @property
+    def time_limit_s(self) -> float:
+        """A run's time limit in seconds."""
+        return self.max_minutes * 60
+
+    def caps(self) -> dict[str, int]:
+        """Upper bounds of numeric fields (memory and CPU time stay small on a shared machine)."""
+        return {
+            "train.max_steps": self.max_steps,
+            "train.per_device_batch_size": self.max_batch_size,
+            "train.eval_batch_size": self.max_batch_size,
+            "train.max_length": self.max_length,
+            "train.gradient_accumulation_steps": self.max_accumulation,
+            "train.save_total_limit": self.max_checkpoints,
+        }
+
+    def problems(self, config: RunConfig, uploads: Path | None = None) -> list[Problem]:
+        """Why the demo refuses ``config`` (one Problem per field at fault; [] when it is fine or not a demo).
+
+        ``uploads`` is the visitor's upload folder: data may come from there or from the bundled sets.
+        """
+        if not self.enabled:
+            return []
+        found = [Problem(path, _locked_message(path)) for path, value in LOCKED.items() if _get(config, path) != value]
+        found += [Problem(path, message) for path, message in self._cap_messages(config).items()]
+        for path in PATH_FIELDS:
+            value = _get(config, path)
+            if value and not data_allowed(value, uploads):
+                found.append(Problem(path, DATA_REFUSAL))
+        return found
+
+    def _cap_messages(self, config: RunConfig) -> dict[str, str]:
+        """path -> message for each number above its cap (and for epoch-based or unlimited settings)."""
+        steps = config.train.max_steps
+        found = {}
+        if not 1 <= steps <= self.max_steps:
+            detail = "epoch-based runs (-1) are off" if steps < 1 else f"{steps} asked"
+            found["train.max_steps"] = (
+                f"demo runs train at most {self.max_steps} steps: set 1 to {self.max_steps} ({detail})"
+            )
+        for path, cap in self.caps().items():
+            value = _get(config, path)
+            if path != "train.max_steps" and (value is None or value > cap):
+                found[path] = f"the demo allows at most {cap} here"
+        return found
+
+    def restrict_values(self, values: Mapping[str, Any], uploads: Path | None) -> tuple[dict[str, Any], list[str]]:
+        """Widget values with the locked fields forced and disallowed data paths reset; plus what was changed."""
+        values = dict(values)
+        if not self.enabled:
+            return values, []
+        specs = {spec.path: spec for spec in leaf_specs()}
+        changed = []
+        wanted = {**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None}
+        for path, value in wanted.items():
+            current = values.get(path)
+            keep = path in PATH_FIELDS and (not current or data_allowed(str(current), uploads))
+            if not keep and current != to_widget(specs[path], value):
+                values[path] = to_widget(specs[path], value)
+                changed.append(path)
+        return values, changed
+
+    def help_for(self, spec: FieldSpec) -> str:
+        """The help text of a field in the demo (what the limit is), or the field's own help."""
+        if not self.enabled:
+            return spec.help
+        if spec.path in LOCKED:
+            return f"{spec.help} Fixed in this demo."
+        if spec.path == "train.max_steps":
+            return f"Optimizer steps to run: 1 to {self.max_steps} in this demo."
+        cap = self.caps().get(spec.path)
+        return f"{spec.help} At most {cap} in this demo." if cap else spec.help
+
+
+NORMAL = DemoPolicy()
+
+
+def _get(config: RunConfig, path: str) -> Any:
+    value: Any = config
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _locked_message(path: str) -> str:
+    value = LOCKED[path]
+    shown = "empty" if value is None else f"{value}"
+    return f"fixed to {shown} in this demo (it runs on a small shared CPU)"
+
+
+def place_text(ahead: int) -> str:
+    """A queued run's place in line: 'yours is next', '1 run ahead of yours', '3 runs ahead of yours'."""
+    if ahead <= 0:
+        return "yours is next"
+    return f"{ahead} run{'s' if ahead != 1 else ''} ahead of yours"
+
+
+# --- visitors -----------------------------------------------------------------------------------------------
+
+
+def new_visitor_id() -> str:
+    """A fresh, unguessable visitor id (it is the visitor's only key to their runs)."""
+    return secrets.token_urlsafe(18)
+
+
+def valid_visitor(value: Any) -> str | None:
+    """The visitor id from the browser when it is well formed, else None."""
+    return value if isinstance(value, str) and _VISITOR_ID.match(value) else None
+
+
+def owner_tag(visitor: str) -> str:
+    """What a run records as its owner: a digest, so a status file never holds the key itself."""
+    return hashlib.sha256(visitor.encode()).hexdigest()[:32]
+
+
+def visitor_uploads(workspace: Path, visitor: str | None) -> Path | None:
+    """The folder that holds a visitor's uploads (``copy_upload`` adds datasets/ below it); None without one."""
+    visitor = valid_visitor(visitor)
+    return Path(workspace).resolve() / VISITORS_DIR / owner_tag(visitor) if visitor else None
+
+
+def data_allowed(value: str, uploads: Path | None) -> bool:
+    """Whether a data path is a bundled dataset or lies in the visitor's upload folder (never a hub id)."""
+    local = find_local_path(value)
+    roots = [BUNDLED_DATA, *([uploads] if uploads else [])]
+    try:
+        confine(local if local is not None else value, roots)
+    except PathNotAllowed:
+        return False
+    return True
+
+
+def browser_secret(workspace: Path) -> str:
+    """The key that encrypts the visitor id in the browser, kept in the workspace so a restart keeps visitors."""
+    path = Path(workspace) / SECRET_FILE
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        pass
+    secret = secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(secret)
+    return secret
+
+
+# --- whose runs ------------------------------------------------------------------------------------------------
+
+
+def owns(policy: DemoPolicy, status: Mapping[str, Any], visitor: str | None) -> bool:
+    """Whether the visitor may see and act on a run with this status (always, outside demo mode)."""
+    if not policy.enabled:
+        return True
+    visitor = valid_visitor(visitor)
+    return bool(visitor) and status.get("owner") == owner_tag(visitor)
+
+
+def owned_run_dirs(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[Path]:
+    """The run directories the visitor may see (every run, outside demo mode)."""
+    return [run_dir for run_dir in runs.run_dirs(workspace) if owns(policy, read_status(run_dir), visitor)]
+
+
+def check_owner(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> Path:
+    """``run_dir`` when the visitor owns it; else the same RunError as for a run that does not exist."""
+    if not owns(policy, read_status(Path(run_dir)), visitor):
+        raise runs.RunError(f"no run {Path(run_dir).name!r} here")
+    return Path(run_dir)
+
+
+def owns_run_id(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> bool:
+    """Whether a run id picked in the browser names a run the visitor may use (any id outside demo mode)."""
+    if not policy.enabled:
+        return True
+    return bool(run_id) and owns(policy, read_status(runs_dir(workspace) / Path(str(run_id)).name), visitor)

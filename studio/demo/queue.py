@@ -1,0 +1,136 @@
+"""Demo mode's queue, as the studio uses it: a visitor's Start joins the line instead of being refused, a
+background thread starts the next run whenever the machine is free, and a visitor can leave the line.
+
+The queue itself lives in the run directories (engine.runs.queue); this module adds the visitor rules (one
+queued or running run each, only their own runs) and the words the page shows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.config import RunConfig
+from engine.runs import queue as run_queue
+from engine.store.rundir import read_status, update_status
+from engine.store.workspace import workspace_of
+from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text, valid_visitor
+
+log = logging.getLogger(__name__)
+SCHEDULER_SECONDS = 1.0
+NO_VISITOR = "❌ Not started: this page has no visitor id yet. Reload the page and try again."
+
+
+def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[dict[str, Any]]:
+    """The visitor's runs that are queued or going (statuses reconciled)."""
+    statuses = [runs.status(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor)]
+    return [status for status in statuses if status.get("state") == "queued" or runs.is_active(status)]
+
+
+def _busy_message(busy: list[dict[str, Any]]) -> str:
+    run = busy[0]
+    return (
+        f"⏳ Not started: you already have a run {run.get('state')}: `{run.get('name')}`. One run per visitor at a "
+        "time: wait for it to finish, or stop it on the Monitor."
+    )
+
+
+def queue_message(run_dir: Path) -> str:
+    """What Start says about a run: started, or its place in line."""
+    current = read_status(Path(run_dir))
+    name = current.get("name") or Path(run_dir).name
+    ahead = run_queue.runs_ahead(Path(run_dir))
+    if ahead is None:
+        return f"🚀 Started `{name}`"
+    return f"⏳ `{name}` is queued: {place_text(ahead)}. It starts by itself; follow it on the Monitor."
+
+
+def enqueue_run(
+    config: RunConfig,
+    workspace: Path,
+    policy: DemoPolicy,
+    visitor: str | None,
+    launcher: run_queue.Launcher | None = None,
+) -> tuple[Path | None, str]:
+    """Create the visitor's run in state ``queued`` (owner and time limit in its status) and start it at once
+    when the machine is free. Returns the run directory (None when refused) and the message for the page."""
+    visitor = valid_visitor(visitor)
+    if visitor is None:
+        return None, NO_VISITOR
+    with runs.start_lock(Path(workspace)):  # a double click must not queue two runs
+        busy = visitor_busy(workspace, policy, visitor)
+        if busy:
+            return None, _busy_message(busy)
+        try:
+            run_dir = runs.create_run(config, workspace=Path(workspace))
+            update_status(run_dir, owner=owner_tag(visitor), time_limit_s=policy.time_limit_s)
+        except (runs.RunError, OSError) as exc:
+            return None, f"❌ Could not create the run: {exc}"
+    run_queue.start_next_queued(workspace, launcher)
+    return run_dir, queue_message(run_dir)
+
+
+def resume_queued(
+    run_dir: Path, policy: DemoPolicy, visitor: str | None, launcher: run_queue.Launcher | None = None
+) -> str:
+    """Queue a stopped or failed run of the visitor to continue from its newest checkpoint; returns the message.
+
+    Raises RunError when it cannot (not theirs, nothing to resume from, another of their runs is busy).
+    ``launcher`` as for engine.runs.queue.start_next_queued.
+    """
+    run_dir = check_owner(run_dir, policy, visitor)
+    current = runs.status(run_dir)
+    if current.get("state") == "completed":
+        raise runs.RunError("the run has completed; there is nothing to resume")
+    if not current.get("checkpoints"):
+        raise runs.RunError("the run has no checkpoint to resume from; start a new run instead")
+    if current.get("state") == "failed" and current.get("bad_loss_step") is not None:
+        raise runs.RunError("the run's loss went bad; resuming would repeat it. Start a new run instead.")
+    workspace = workspace_of(run_dir)
+    with runs.start_lock(workspace):
+        busy = visitor_busy(workspace, policy, visitor)
+        if busy:
+            raise runs.RunError(_busy_message(busy).removeprefix("⏳ Not started: "))
+        run_queue.enqueue(run_dir, resume_checkpoint=current["checkpoints"][-1], time_limit_s=policy.time_limit_s)
+    run_queue.start_next_queued(workspace, launcher)
+    return queue_message(run_dir)
+
+
+class Scheduler:
+    """A daemon thread that, every ``interval`` seconds, stops runs past their time limit and starts the next
+    queued run when the workspace is idle (so a run starts about a second after the previous one ends)."""
+
+    def __init__(self, workspace: Path, interval: float = SCHEDULER_SECONDS, launcher: Any = None):
+        self.workspace, self.interval, self.launcher = Path(workspace), interval, launcher
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="demo-queue")
+
+    def tick(self) -> Path | None:
+        """One round: enforce the time limits, then start the next run if the machine is free."""
+        run_queue.enforce_time_limits(self.workspace)
+        return run_queue.start_next_queued(self.workspace, self.launcher)
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a bad run directory must not stop the queue for everyone
+                log.exception("demo queue: a scheduling round failed")
+
+
+_schedulers: dict[Path, Scheduler] = {}
+_schedulers_lock = threading.Lock()
+
+
+def ensure_scheduler(workspace: Path, factory: Callable[[Path], Scheduler] = Scheduler) -> Scheduler:
+    """The workspace's scheduler, started on first use (one per workspace per studio process)."""
+    key = Path(workspace).resolve()
+    with _schedulers_lock:
+        if key not in _schedulers:
+            _schedulers[key] = factory(key)
+            _schedulers[key].thread.start()
+        return _schedulers[key]

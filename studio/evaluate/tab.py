@@ -1,0 +1,201 @@
+"""The Evaluate tab: score a run's base and fine-tuned model on a dataset, with progress, cancel and results.
+
+The work runs in a background ``python -m engine evaluate`` job (engine.evaluate.evaluations / engine.jobs); this tab
+starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
+result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references.
+The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from engine import jobs, runs
+from engine.config import ConfigError, load_config
+from engine.evaluate import evaluations
+from engine.runs.artifacts import ArtifactError
+from engine.store.rundir import CONFIG_FILE
+from studio.context import StudioContext
+from studio.demo.policy import NORMAL, DemoPolicy, owns_run_id
+from studio.evaluate import view
+from studio.jobs.view import (
+    checkpoint_of,
+    finished_runs,
+    job_status,
+    message_html,
+    progress_html,
+    weight_choices,
+)
+from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+from studio.path_guard import allowed_roots, path_problem
+from studio.runs.data import resolve_run
+
+POLL_SECONDS = 1.0
+DATA_CHOICES = [("Eval set", evaluations.DATA_EVAL), ("Training set", evaluations.DATA_TRAIN), ("A file", "file")]
+DEFAULT_MAX_ROWS = 100
+
+
+def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0]) -> list[Any]:
+    """Metric cards, the predictions table (with its label) and the result kept for filtering."""
+    frame = view.predictions_frame(result, which)
+    table = gr.Dataframe(value=frame, label=view.predictions_label(result, len(frame)))
+    return [view.metrics_html(result), table, result]
+
+
+def run_changed(
+    workspace: Path, run_id: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """A run was picked: its weights, a sensible data choice, and its newest evaluation (nothing for another
+    visitor's run)."""
+    if not owns_run_id(workspace, run_id, policy, visitor):
+        run_id = None
+    choices = weight_choices(workspace, run_id)
+    data = gr.skip()
+    result = None
+    if run_id:
+        try:
+            run_dir = resolve_run(workspace, run_id)
+            has_eval = load_config(run_dir / CONFIG_FILE).has_eval_data
+            data = gr.Radio(value=evaluations.DATA_EVAL if has_eval else evaluations.DATA_TRAIN)
+            result = evaluations.latest_evaluation(run_dir)
+        except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
+            gr.Warning(str(exc))
+    weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
+    return [weights, data, *result_view(result)]
+
+
+def _refused(text: str, kind: str = "warn") -> list[Any]:
+    return [None, gr.Timer(active=False), message_html(text, kind), *action_buttons(False)]
+
+
+def start_clicked(
+    workspace: Path,
+    run_id: str | None,
+    weights: str | None,
+    data: str,
+    path: str,
+    max_rows: float | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
+    """Check and start an evaluation; returns the job, the timer, the progress line and the buttons. In demo
+    mode only the visitor's runs, on their own eval or training set (no file path on the server)."""
+    if not run_id:
+        return _refused("Pick a run first.")
+    if policy.enabled and data == "file":
+        return _refused("This demo evaluates on the run's eval or training set, not on a file of the server.")
+    choice = (path or "").strip() if data == "file" else data
+    if not choice:
+        return _refused("Give the path of a data file.")
+    # Whoever reaches the page picks the file: only the workspace and the allowed folders (or a hub dataset id).
+    problem = path_problem(choice, allowed_roots(workspace)) if data == "file" else None
+    if problem:
+        return _refused(f"data file: {problem}", "error")
+    try:
+        job_dir = evaluations.start_evaluation(
+            owned_run(workspace, run_id, policy, visitor),
+            choice,
+            checkpoint_of(weights),
+            int(max_rows) if max_rows else None,
+            workspace,
+        )
+    except (ArtifactError, jobs.JobError, runs.RunError) as exc:
+        return _refused(str(exc), "error")
+    status = jobs.status(job_dir)
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *action_buttons(True)]
+
+
+def poll(job_dir: str | None, which: str) -> list[Any]:
+    """The timer's handler: progress while the job runs; its result (and the timer off) once it is over."""
+    status = job_status(job_dir)
+    unchanged = [gr.skip()] * 3
+    if status is None:
+        return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), *unchanged]
+    if jobs.is_running(status):
+        return [job_dir, gr.skip(), progress_html(status, "evaluation"), *action_buttons(True), *unchanged]
+    result_path = (status.get("result") or {}).get("path")
+    result = evaluations.read_evaluation(Path(result_path)) if result_path else None
+    shown = result_view(result, which) if result else unchanged
+    return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *action_buttons(False), *shown]
+
+
+class EvaluateTab:
+    """The Evaluate tab's components and events."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        demo = ctx.policy.enabled  # a visitor's own runs (listed when the tab opens), no server file paths
+        choices = [] if demo else finished_runs(ctx.workspace)
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+            self.run = gr.Dropdown(choices=choices, value=None, label="Run", scale=3, elem_id="ts-eval-run")
+            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-eval-weights")
+            self.data = gr.Radio(
+                DATA_CHOICES[:2] if demo else DATA_CHOICES,
+                value=evaluations.DATA_EVAL,
+                label="Data",
+                scale=3,
+                elem_id="ts-eval-data",
+            )
+            self.max_rows = gr.Number(
+                DEFAULT_MAX_ROWS, label="Max rows", minimum=1, precision=0, scale=1, min_width=100
+            )
+        self.path = gr.Textbox(
+            label="Data file", placeholder="path to a JSON / JSONL / CSV / Parquet file", visible=False
+        )
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-eval-progress", scale=5)
+            self.start = gr.Button("Evaluate", variant="primary", scale=0, min_width=130, elem_id="ts-eval-start")
+            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel")
+        self.metrics = gr.HTML(view.metrics_html(None), elem_classes="ts-html", elem_id="ts-eval-metrics")
+        self.filter = gr.Radio(list(view.FILTERS), value=view.FILTERS[0], show_label=False, elem_id="ts-eval-filter")
+        self.table = gr.Dataframe(
+            value=view.predictions_frame(None),
+            datatype=["number", "str", "str", "html", "html"],
+            column_widths=["5%", "30%", "20%", "22.5%", "22.5%"],
+            interactive=False,
+            max_height=330,
+            wrap=True,
+            label=view.predictions_label(None, 0),
+            elem_id="ts-eval-table",
+        )
+        self.job = gr.State(None)
+        self.result = gr.State(None)
+        self.timer = gr.Timer(POLL_SECONDS, active=False)
+        self._wire(ctx.workspace)
+
+    def _wire(self, workspace: Path) -> None:
+        private: dict[str, Any] = {"api_visibility": "private"}
+        shown = [self.metrics, self.table, self.result]
+        buttons = [self.start, self.cancel]
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        self.run.change(
+            lambda run_id, who: run_changed(workspace, run_id, policy, who),
+            [self.run, visitor],
+            [self.weights, self.data, *shown],
+            **private,
+        )
+        self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
+        self.start.click(
+            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            [visitor, self.run, self.weights, self.data, self.path, self.max_rows],
+            [self.job, self.timer, self.progress, *buttons],
+            **private,
+        )
+        self.timer.tick(
+            poll,
+            [self.job, self.filter],
+            [self.job, self.timer, self.progress, *buttons, *shown],
+            show_progress="hidden",
+            **private,
+        )
+        self.cancel.click(lambda job: cancel_job(job, "evaluation"), [self.job], [self.progress], **private)
+        self.filter.change(lambda r, w: result_view(r, w), [self.result, self.filter], shown, **private)
+        refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer)
+
+
+def build_evaluate_tab(ctx: StudioContext) -> EvaluateTab:
+    """Build the Evaluate tab inside the current ``gr.Tab``."""
+    return EvaluateTab(ctx)

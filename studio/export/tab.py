@@ -1,0 +1,265 @@
+"""The Export tab: save a run's adapter or a merged model with a model card, download it as a zip, push it.
+
+The work runs in a background ``python -m engine export --zip`` job (engine.export.exports / engine.jobs); this tab
+checks the request first (a refused export says why at once), follows the job's progress with a ``gr.Timer``
+active only while it runs, and offers the zip through a ``gr.DownloadButton`` when it is done. A hub token
+typed here goes to the job's environment only: never to disk, the command line or a log.
+
+Outside demo mode the zip is served straight from WORKSPACE/exports/ (a static path: a merged model can be
+large). In demo mode nothing there is served, since a zip's name is easy to guess (``<run id>-adapter.zip``):
+the visitor who made it gets a private copy, which Gradio copies into its cache under a path that names a
+digest of the content and a secret seed, and serves only there.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from engine import jobs, runs
+from engine.export import exports as export
+from engine.runs.artifacts import ArtifactError
+from engine.store.workspace import exports_dir
+from studio.context import StudioContext
+from studio.demo.policy import NORMAL, DemoPolicy, owns_run_id
+from studio.jobs.view import (
+    checkpoint_of,
+    finished_runs,
+    job_status,
+    message_html,
+    progress_html,
+    weight_choices,
+)
+from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+
+POLL_SECONDS = 0.5
+KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]
+HELP = (
+    '<div class="ts-export-help"><b>Adapter</b>: the LoRA weights with the tokenizer, chat template and a model '
+    "card; small, and loads with peft on top of the base model. <b>Merged model</b>: the adapter folded into the "
+    "base (loaded un-quantized, also for QLoRA runs) and saved as safetensors in the chosen dtype; loads with "
+    "plain transformers. Each export is written beside its target and appears only when complete, with a .zip "
+    "to download.</div>"
+)
+
+
+def default_name(run_id: str | None, kind: str, dtype: str) -> str:
+    """The export name used when the name field is left empty."""
+    return export.default_name(Path(run_id), kind, dtype) if run_id else ""
+
+
+def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
+    """dtype matters only for a merge; the name field's placeholder shows the default name."""
+    return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=default_name(run_id, kind, dtype))]
+
+
+def run_changed(
+    workspace: Path, run_id: str | None, kind: str, dtype: str, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """A run was picked: its weights and the default export name (nothing for another visitor's run)."""
+    if not owns_run_id(workspace, run_id, policy, visitor):
+        run_id = None
+    choices = weight_choices(workspace, run_id)
+    return [
+        gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
+        gr.Textbox(placeholder=default_name(run_id, kind, dtype)),
+    ]
+
+
+def _refused(text: str) -> list[Any]:
+    return [
+        None,
+        gr.Timer(active=False),
+        message_html(text, "error"),
+        *action_buttons(False),
+        "",
+        gr.DownloadButton(visible=False),
+    ]
+
+
+def start_clicked(
+    workspace: Path,
+    run_id: str | None,
+    weights: str | None,
+    kind: str,
+    dtype: str,
+    name: str,
+    repo_id: str,
+    token: str,
+    private: bool,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
+    """Check the export and start it; a refusal says why and starts nothing. In demo mode: only the visitor's
+    runs, under the default name, and never to the hub."""
+    if not run_id:
+        return _refused("Pick a run first.")
+    if policy.enabled and ((repo_id or "").strip() or (token or "").strip()):
+        return _refused("This demo does not push to the hub: download the zip instead.")
+    if policy.enabled:
+        name = ""  # the name box is hidden: the export goes to its default place in the workspace
+    try:
+        plan = export.plan_export(
+            owned_run(workspace, run_id, policy, visitor),
+            kind,
+            dtype,
+            (name or "").strip() or None,
+            checkpoint_of(weights),
+            workspace,
+        )
+        repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
+        job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
+    except (ArtifactError, jobs.JobError, runs.RunError) as exc:
+        return _refused(str(exc))
+    status = jobs.status(job_dir)
+    hidden = gr.DownloadButton(visible=False)
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *action_buttons(True), "", hidden]
+
+
+def result_html(status: dict[str, Any]) -> str:
+    """Where the export went, what it holds, and the hub repo it was pushed to."""
+    result = status.get("result") or {}
+    if not result.get("path"):
+        return ""
+    files = ", ".join(result.get("files") or [])
+    parts = [f"Saved to <code>{html.escape(result['path'])}</code>: {html.escape(files)}."]
+    if result.get("zip"):
+        parts.append(f"Zip: <code>{html.escape(Path(result['zip']).name)}</code>.")
+    if result.get("repo_url"):
+        url = html.escape(result["repo_url"])
+        parts.append(f'Pushed to <a href="{url}" target="_blank">{url}</a>.')
+    return f'<div class="ts-export-result">{" ".join(parts)}</div>'
+
+
+def private_copy(archive: Path) -> Path:
+    """A copy of ``archive`` in a new folder of its own under the temp directory, for one visitor's download.
+
+    Gradio moves a file it returns into its cache only from the working directory, the temp directory or
+    ``allowed_paths``; the workspace may lie elsewhere, and naming exports/ in ``allowed_paths`` would serve it
+    to everyone. A hard link costs no space where the temp directory shares the workspace's disk.
+    """
+    target = Path(tempfile.mkdtemp(prefix="ts-export-")) / archive.name
+    try:
+        os.link(archive, target)
+    except OSError:  # another disk, or links not supported
+        shutil.copyfile(archive, target)
+    return target
+
+
+def download_button(archive: str | None, policy: DemoPolicy = NORMAL) -> gr.DownloadButton:
+    """The download of a finished export's zip (hidden without one); in demo mode a private copy of it."""
+    if not archive or not Path(archive).is_file():
+        return gr.DownloadButton(value=None, visible=False)
+    return gr.DownloadButton(value=str(private_copy(Path(archive)) if policy.enabled else archive), visible=True)
+
+
+def poll(job_dir: str | None, policy: DemoPolicy = NORMAL) -> list[Any]:
+    """The timer's handler: progress while the job runs; the result and the download once it is over."""
+    status = job_status(job_dir)
+    if status is None:
+        return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
+    if jobs.is_running(status):
+        return [job_dir, gr.skip(), progress_html(status, "export"), *action_buttons(True), gr.skip(), gr.skip()]
+    download = download_button((status.get("result") or {}).get("zip"), policy)
+    return [
+        None,
+        gr.Timer(active=False),
+        progress_html(status, "export"),
+        *action_buttons(False),
+        result_html(status),
+        download,
+    ]
+
+
+def token_hint() -> str:
+    """Say whether the studio already has a token (never what it is)."""
+    if os.environ.get("HF_TOKEN"):
+        return "optional: HF_TOKEN is set"
+    return "only to push; never saved"
+
+
+class ExportTab:
+    """The Export tab's components and events."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        demo = ctx.policy.enabled  # no export name (a server path) and no hub push for visitors
+        if not demo:
+            # Exports are served straight from disk (no copy into Gradio's cache: a merged model can be large).
+            # Never in demo mode: anyone could fetch any visitor's zip by its predictable name.
+            gr.set_static_paths([exports_dir(ctx.workspace)])
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
+            self.run = gr.Dropdown(
+                choices=[] if demo else finished_runs(ctx.workspace),  # a visitor's own, once the tab opens
+                value=None,
+                label="Run",
+                scale=3,
+                elem_id="ts-export-run",
+            )
+            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-export-weights")
+            self.kind = gr.Radio(KIND_CHOICES, value="adapter", label="Export", scale=3, elem_id="ts-export-kind")
+            self.dtype = gr.Dropdown(
+                list(export.DTYPES), value="float32", label="Merged dtype", interactive=False, scale=1, min_width=130
+            )
+        with gr.Row(equal_height=False, elem_classes="ts-tool-row", visible=not demo):
+            self.name = gr.Textbox(label="Export name (in workspace/exports)", scale=3, elem_id="ts-export-name")
+            self.repo = gr.Textbox(
+                label="Push to hub repo (optional)", placeholder="owner/name", scale=2, elem_id="ts-export-repo"
+            )
+            self.token = gr.Textbox(
+                label="Hub token", type="password", placeholder=token_hint(), scale=2, elem_id="ts-export-token"
+            )
+            self.private = gr.Checkbox(
+                label="Private repo", value=True, scale=1, min_width=120, elem_id="ts-export-private"
+            )
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-export-progress", scale=5)
+            self.start = gr.Button("Export", variant="primary", scale=0, min_width=130, elem_id="ts-export-start")
+            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-export-cancel")
+        with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
+            self.result = gr.HTML(elem_classes="ts-html", elem_id="ts-export-result", scale=5)
+            self.download = gr.DownloadButton(
+                "⬇ Download .zip",
+                visible=False,
+                variant="primary",
+                scale=0,
+                min_width=180,
+                elem_id="ts-export-download",
+            )
+        gr.HTML(HELP, elem_classes="ts-html")
+        self.job = gr.State(None)
+        self.timer = gr.Timer(POLL_SECONDS, active=False)
+        self._wire(ctx.workspace)
+
+    def _wire(self, workspace: Path) -> None:
+        private: dict[str, Any] = {"api_visibility": "private"}
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        self.run.change(
+            lambda run_id, kind, dtype, who: run_changed(workspace, run_id, kind, dtype, policy, who),
+            [self.run, self.kind, self.dtype, visitor],
+            [self.weights, self.name],
+            **private,
+        )
+        for control in (self.kind, self.dtype):
+            control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
+        outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
+        self.start.click(
+            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            [visitor, self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
+            outputs,
+            **private,
+        )
+        self.timer.tick(lambda job: poll(job, policy), [self.job], outputs, show_progress="hidden", **private)
+        self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
+        refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer)
+
+
+def build_export_tab(ctx: StudioContext) -> ExportTab:
+    """Build the Export tab inside the current ``gr.Tab``."""
+    return ExportTab(ctx)

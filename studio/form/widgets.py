@@ -1,0 +1,213 @@
+"""Gradio widgets for the config form, generated from the schema (see studio.form.schema).
+
+``ConfigForm`` renders sections where the tab's layout asks for them and keeps ``path -> component`` and
+``path -> error slot`` maps. Each field sits in a small column with a hidden Markdown below it: the slot turns
+visible with the field's error, so a message from ``ConfigError.by_field()`` appears next to its widget.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gradio as gr
+from pydantic import BaseModel
+
+from engine.config import RunConfig
+from studio.form.schema import FieldSpec, SectionSpec, default_values, schema_tree
+
+WidgetFactory = Callable[[FieldSpec, Any], gr.components.Component]
+
+ERROR_CLASS = "ts-field-error"
+
+
+def _step(spec: FieldSpec, value: Any) -> float:
+    """A spinner step that suits the default: 1 for ints and big numbers, the leading decade for fractions."""
+    if spec.kind == "int" or not isinstance(value, (int, float)) or value == 0 or abs(value) >= 1:
+        return 1
+    return float(f"1e{int(f'{abs(value):e}'.split('e')[1])}")
+
+
+def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Component:
+    """The default widget of a leaf field, showing ``value`` (a widget value); ``extra`` goes to the component
+    (e.g. ``interactive=False`` for a field that is shown but fixed)."""
+    common: dict[str, Any] = {
+        "label": spec.label,
+        "info": spec.help,
+        "elem_id": "cfg-" + spec.path.replace(".", "-"),
+        **extra,
+    }
+    if spec.text_number:
+        bounds = spec.bounds_text()
+        return gr.Textbox(
+            value=value,
+            placeholder=f"empty: none ({bounds})" if bounds else "empty: none",
+            max_lines=1,
+            **common,
+        )
+    if spec.kind in ("int", "float"):
+        return gr.Number(
+            value=value,
+            minimum=spec.minimum,
+            maximum=spec.maximum,
+            precision=0 if spec.kind == "int" else None,
+            step=_step(spec, spec.default),
+            **common,
+        )
+    if spec.kind == "choice":
+        choices = [("(none)", "")] * spec.optional + [(str(choice), choice) for choice in spec.choices]
+        return gr.Dropdown(choices=choices, value=value, **common)
+    if spec.kind == "bool":
+        return gr.Checkbox(value=bool(value), **common)
+    placeholders = {
+        "list": "comma-separated names",
+        "modules": "auto, all-linear, or comma-separated names",
+        "mapping": "name=value, one per line",
+    }
+    return gr.Textbox(
+        value=value,
+        lines=2 if spec.kind == "mapping" else 1,
+        max_lines=12,
+        max_length=spec.max_length,
+        placeholder=placeholders.get(spec.kind, "empty: none" if spec.optional else None),
+        **common,
+    )
+
+
+class ConfigForm:
+    """The schema's widgets, rendered section by section wherever the layout calls ``render_section``."""
+
+    def __init__(
+        self,
+        model: type[BaseModel] = RunConfig,
+        overrides: Mapping[str, WidgetFactory] | None = None,
+        initial: Mapping[str, Any] | None = None,
+    ):
+        """``initial`` holds the widget values to show first (default: the model's defaults)."""
+        self.model = model
+        self.tree = schema_tree(model)
+        self.specs = self.tree.leaves()
+        self.paths = [spec.path for spec in self.specs]
+        self.overrides = dict(overrides or {})
+        self.components: dict[str, gr.components.Component] = {}
+        self.error_slots: dict[str, gr.Markdown] = {}
+        self.advanced_paths: set[str] = set()  # the fields rendered inside an "Advanced" accordion
+        self._defaults = dict(initial) if initial is not None else default_values(model)
+
+    # --- rendering ----------------------------------------------------------------------------------------
+
+    def section(self, path: str) -> SectionSpec:
+        """The section at a dotted path ("" for the root)."""
+        node = self.tree
+        for part in filter(None, path.split(".")):
+            sections = {c.path.rsplit(".", 1)[-1]: c for c in node.children if isinstance(c, SectionSpec)}
+            if part not in sections:
+                raise KeyError(f"no config section {path!r}")
+            node = sections[part]
+        return node
+
+    def render_section(self, path: str, columns: int = 1, open: bool = True, title: str | None = None) -> None:
+        """Render one section: its basic fields in rows of ``columns``, an Advanced accordion, nested groups."""
+        spec = self.section(path)
+        with gr.Accordion(title or spec.title, open=open, elem_classes=["ts-section"]):
+            if spec.help:
+                gr.Markdown(spec.help, elem_classes=["ts-section-help"])
+            self.render_children(spec, columns)
+
+    def render_children(self, spec: SectionSpec, columns: int = 1) -> None:
+        """Render a section's fields (without a heading); nested models become their own collapsed group."""
+        fields = [c for c in spec.children if isinstance(c, FieldSpec) and c.path not in self.components]
+        self._grid([f for f in fields if not f.advanced], columns)
+        for child in spec.children:
+            if isinstance(child, SectionSpec) and not self._all_rendered(child):
+                with gr.Accordion(child.title, open=False):
+                    if child.help:
+                        gr.Markdown(child.help, elem_classes=["ts-section-help"])
+                    self.render_children(child, columns=max(columns, 2))
+        advanced = [f for f in fields if f.advanced]
+        if advanced:
+            with gr.Accordion("Advanced", open=False, elem_classes=["ts-advanced"]):
+                self._grid(advanced, columns)
+                self.advanced_paths.update(f.path for f in advanced)
+
+    def render_fields(self, paths: Sequence[str], columns: int = 1) -> None:
+        """Render chosen leaf fields here (e.g. the run name beside the Start button)."""
+        self._grid([s for s in self.specs if s.path in paths and s.path not in self.components], columns)
+
+    def render_rest(self, columns: int = 2, skip: Sequence[str] = ()) -> None:
+        """Render every field the layout did not place: a new section or field shows up without a layout edit.
+
+        ``skip`` holds top-level fields the layout renders later, elsewhere.
+        """
+        for child in self.tree.children:
+            if isinstance(child, SectionSpec) and not self._all_rendered(child):
+                self.render_section(child.path, columns)
+            elif isinstance(child, FieldSpec) and child.path not in self.components and child.path not in skip:
+                self._grid([child], columns)
+
+    def _all_rendered(self, section: SectionSpec) -> bool:
+        return all(leaf.path in self.components for leaf in section.leaves())
+
+    def _grid(self, specs: list[FieldSpec], columns: int) -> None:
+        for start in range(0, len(specs), columns):
+            with gr.Row(equal_height=False):
+                for spec in specs[start : start + columns]:
+                    self._field(spec)
+
+    def _field(self, spec: FieldSpec) -> None:
+        with gr.Column(min_width=180, elem_classes=["ts-field"]):
+            factory = self.overrides.get(spec.path, make_widget)
+            self.components[spec.path] = factory(spec, self._defaults[spec.path])
+            self.error_slots[spec.path] = gr.Markdown(
+                visible=False, elem_classes=[ERROR_CLASS], elem_id="cfg-" + spec.path.replace(".", "-") + "-error"
+            )
+
+    # --- event plumbing -------------------------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> list[gr.components.Component]:
+        """Every field's component, in schema order (the order of ``values`` arguments)."""
+        return [self.components[path] for path in self.paths]
+
+    @property
+    def slots(self) -> list[gr.Markdown]:
+        """Every field's error slot, in schema order."""
+        return [self.error_slots[path] for path in self.paths]
+
+    def values(self, args: Sequence[Any]) -> dict[str, Any]:
+        """Positional event arguments (in ``inputs`` order) as path -> widget value."""
+        return dict(zip(self.paths, args, strict=True))
+
+    def value_updates(self, values: Mapping[str, Any]) -> list[Any]:
+        """Outputs for ``inputs`` that show ``values``; paths not given are left as they are."""
+        return [values[path] if path in values else gr.skip() for path in self.paths]
+
+    def error_updates(self, errors: Mapping[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
+        """Outputs for ``slots`` showing ``errors`` (path -> message) and hiding the rest; plus unplaced lines."""
+        placed, unplaced = place_errors(errors, self.paths)
+        return [error_slot_update(placed.get(path)) for path in self.paths], unplaced
+
+
+def error_slot_update(message: str | None) -> dict[str, Any]:
+    """An error slot that shows ``message``, or a hidden one."""
+    if not message:
+        return gr.update(value="", visible=False)
+    text = html.escape(message)
+    return gr.update(value=f'<span style="color:var(--error-text-color,#dc2626)">⚠️ {text}</span>', visible=True)
+
+
+def place_errors(errors: Mapping[str, str], paths: list[str]) -> tuple[dict[str, str], list[str]]:
+    """Split ``ConfigError.by_field()`` into messages for a widget path and lines that belong to no widget.
+
+    A problem inside a field (``adapter.modules_to_save.0``) goes to that field's widget.
+    """
+    placed: dict[str, str] = {}
+    unplaced = []
+    for where, message in errors.items():
+        owner = next((p for p in paths if where == p or where.startswith(p + ".")), None)
+        if owner is None:
+            unplaced.append(f"{where}: {message}" if where else message)
+        else:
+            placed[owner] = f"{placed[owner]}; {message}" if owner in placed else message
+    return placed, unplaced

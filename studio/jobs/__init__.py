@@ -1,0 +1,1 @@
+"""What the Evaluate and Export tabs share: background jobs, their choices and how they look."""

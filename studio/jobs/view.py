@@ -1,0 +1,108 @@
+"""What the Evaluate and Export tabs share: which runs they offer, and how a background job looks.
+
+Pure functions of the workspace and of job statuses (engine.jobs), kept apart from the Gradio wiring so they
+are tested directly. No Gradio and no ML library here.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import jobs, runs
+from engine.store.rundir import ADAPTER_DIR, MODEL_DIR, checkpoint_steps
+from studio.runs.data import resolve_run, run_dirs
+
+FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / model"
+
+
+def _has_final_weights(run_dir: Path) -> bool:
+    return any(any((run_dir / name).glob("*.safetensors")) for name in (ADAPTER_DIR, MODEL_DIR))
+
+
+def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> list[tuple[str, str]]:
+    """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
+    only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
+    found = []
+    for run_dir in run_dirs(workspace):
+        current = runs.status(run_dir)
+        if visible is not None and not visible(current):
+            continue
+        if runs.is_active(current) or not (_has_final_weights(run_dir) or checkpoint_steps(run_dir)):
+            continue
+        found.append((current.get("created_at") or 0, run_dir.name, current.get("name") or run_dir.name))
+    found.sort(reverse=True)
+    return [(f"{name} · {run_id}", run_id) for _, run_id, name in found]
+
+
+def weight_choices(workspace: Path, run_id: str | None) -> list[tuple[str, str]]:
+    """The final result (when there is one) and every checkpoint of a run, as (label, value)."""
+    if not run_id:
+        return []
+    try:
+        run_dir = resolve_run(workspace, run_id)
+    except runs.RunError:
+        return []
+    choices = [("final result", FINAL_WEIGHTS)] if _has_final_weights(run_dir) else []
+    return choices + [(f"checkpoint {step}", str(step)) for step in reversed(checkpoint_steps(run_dir))]
+
+
+def checkpoint_of(weights: str | None) -> int | None:
+    """The checkpoint step of a weights choice; None for the final result."""
+    return int(weights) if weights else None
+
+
+def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str | None) -> str | None:
+    """Keep the picked run while it is offered, else the preferred one (the run open in the Monitor), else the
+    newest."""
+    ids = [run_id for _, run_id in choices]
+    for candidate in (current, preferred and Path(preferred).name):
+        if candidate in ids:
+            return candidate
+    return ids[0] if ids else None
+
+
+def message_html(text: str, kind: str = "ok") -> str:
+    """A coloured one-line message (kinds: ok, warn, error; styles in assets/studio.css)."""
+    return f'<div class="ts-message ts-message-{kind}">{html.escape(text)}</div>' if text else ""
+
+
+def progress_html(status: dict[str, Any] | None, what: str) -> str:
+    """A job's progress: a bar with its phase while it runs; what happened once it is over."""
+    if not status:
+        return ""
+    state = status.get("state")
+    if state == "completed":
+        return message_html(f"{what.capitalize()} finished.", "ok")
+    if state == "cancelled":
+        return message_html(f"{what.capitalize()} cancelled; nothing half-written was kept.", "warn")
+    if state == "failed":
+        return message_html(f"{what.capitalize()} failed: {status.get('error') or 'unknown error'}", "error")
+    done, total = status.get("done") or 0, status.get("total") or 0
+    percent = 100 * done / total if total else 0
+    count = f"<b>{done} / {total}</b>" if total else ""
+    phase = html.escape(str(status.get("phase") or "starting"))
+    return (
+        f'<div class="ts-progress ts-job-progress"><div class="ts-bar"><div class="ts-fill ts-fill-live" '
+        f'style="width:{percent:.0f}%"></div></div><div class="ts-progress-text"><span>'
+        f'<span class="ts-pulse"></span> {phase}</span><span>{count}</span></div></div>'
+    )
+
+
+def job_status(job_dir: str | None) -> dict[str, Any] | None:
+    """The reconciled status of the job a page follows, or None when it follows none (or it vanished)."""
+    if not job_dir or not Path(job_dir).is_dir():
+        return None
+    return jobs.status(Path(job_dir))
+
+
+def running_job(workspace: Path, kind: str, run_ids: list[str] | None = None) -> str | None:
+    """The newest running job of ``kind`` (of one of ``run_ids`` when given): a page loaded while one runs picks
+    up its progress again."""
+    if run_ids is None:
+        job_dir = jobs.active_job(workspace, kind)
+        return str(job_dir) if job_dir else None
+    found = [job for run_id in run_ids if (job := jobs.active_job(workspace, kind, run_id=run_id))]
+    return str(max(found, key=lambda job: job.name)) if found else None

@@ -1,0 +1,94 @@
+"""The Monitor's per-browser-session logic: which panels changed since the last update, and their new values.
+
+One ``MonitorSession`` lives in a ``gr.State`` per browser tab. Each timer tick asks it for an update; it reads
+the run's status, and returns None for every output that has not changed (the Gradio layer turns None into
+gr.skip()). What changes with every logged step (the charts, the progress bar, the stats, the log) is not among
+them: the page script draws that from studio.monitor.live, and finds the run in the header's ``data-live``
+token.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.store.rundir import CONFIG_FILE
+from studio.monitor.live import live_token
+from studio.monitor.view import EMPTY_HTML, Controls, controls_for, error_html, header_html
+
+NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
+
+
+@dataclass
+class MonitorUpdate:
+    """New values for the Monitor's outputs; None means unchanged (send nothing)."""
+
+    header: str | None = None
+    error: str | None = None
+    config: str | None = None
+    controls: Controls | None = None
+
+    def changed(self) -> list[str]:
+        """Names of the outputs that carry a new value."""
+        return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+
+class MonitorSession:
+    """What one browser tab has shown: the run, its status, and a key per output of what was sent."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # a timer tick and a button's refresh may run at the same time
+        self.run_dir: str | None = None
+        self.status: dict[str, Any] = {}
+        self._sent: dict[str, Any] = {}
+
+    def update(self, run_dir: str | None) -> MonitorUpdate:
+        """Poll the run and return what changed since the previous call (everything, after a run switch)."""
+        with self.lock:
+            if run_dir != self.run_dir:
+                self.run_dir, self._sent = run_dir, {}
+            update = MonitorUpdate()
+            if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
+                self.status = {}
+                self._empty(update)
+                return update
+            self.status = runs.status(Path(run_dir))
+            self._panels(update)
+            return update
+
+    def forget_sent(self) -> None:
+        """Make the next update send every output, as if to a fresh page."""
+        with self.lock:
+            self._sent = {}
+
+    def _put(self, update: MonitorUpdate, name: str, key: Any, make: Any) -> None:
+        """Set ``name`` on the update when its key differs from what was last sent (``make`` builds the value)."""
+        if self._sent.get(name, object()) != key:
+            self._sent[name] = key
+            setattr(update, name, make())
+
+    def _empty(self, update: MonitorUpdate) -> None:
+        self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
+        for name in ("error", "config"):
+            self._put(update, name, "", lambda: "")
+        self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
+
+    def _panels(self, update: MonitorUpdate) -> None:
+        status, run_dir = self.status, Path(self.run_dir)
+        header = header_html(status, run_dir.name, live_token(run_dir))
+        self._put(update, "header", header, lambda: header)
+        error = error_html(status)
+        self._put(update, "error", error, lambda: error)
+        controls = controls_for(status)
+        self._put(update, "controls", controls, lambda: controls)
+        self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return ""

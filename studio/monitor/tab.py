@@ -1,0 +1,191 @@
+"""The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
+
+The charts, the progress bar, the stats and the log are plain containers that the page script
+assets/live_charts.js fills from studio.monitor.live, outside Gradio's events, as the trainer writes. A
+``gr.Timer`` refreshes the rest (header and state, buttons, error, config) once a second: each browser tab
+keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the outputs that changed; everything else is
+``gr.skip()``.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from engine import runs
+from engine.runs import queue as run_queue
+from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
+from studio.context import StudioContext
+from studio.demo.policy import NORMAL, DemoPolicy
+from studio.demo.queue import resume_queued
+from studio.monitor.session import MonitorSession, MonitorUpdate
+
+# State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
+# every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
+# HTML panels, which is why what changes with every step goes through the page script instead.
+POLL_SECONDS = 1.0
+
+
+def chart_html(name: str) -> str:
+    """The empty container the page script draws chart ``name`` into."""
+    return (
+        f'<div class="ts-live-chart" data-live-chart="{html.escape(name)}" '
+        f'style="min-height:{LOSS_HEIGHT if name == "loss" else SMALL_HEIGHT}px"></div>'
+    )
+
+
+def panel_html(name: str) -> str:
+    """The empty container the page script puts panel ``name`` (progress or stats) into."""
+    return f'<div data-live-panel="{html.escape(name)}"></div>'
+
+
+def _outputs_of(update: MonitorUpdate) -> list[Any]:
+    """Gradio values for the outputs, in the order of ``MonitorTab.outputs``; gr.skip() where nothing changed."""
+    skip = gr.skip()
+    values = [
+        update.header,
+        None if update.error is None else gr.HTML(value=update.error, visible=bool(update.error)),
+        None if update.config is None else gr.Code(value=update.config),
+    ]
+    values = [skip if value is None else value for value in values]
+    controls = update.controls
+    if controls is None:
+        values += [skip, skip, skip]
+    else:
+        values += [
+            gr.Button(interactive=controls.stop, value=controls.stop_label),
+            gr.Button(interactive=controls.resume),
+            gr.Button(interactive=controls.abort),
+        ]
+    return values
+
+
+def refresh(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
+    """The timer's handler: the session (created on first use) and the changed outputs."""
+    session = session or MonitorSession()
+    return [session, *_outputs_of(session.update(run_dir))]
+
+
+def redraw(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
+    """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
+    if session is not None:
+        session.forget_sent()
+    return refresh(run_dir, session)
+
+
+def stop_clicked(run_dir: str | None) -> None:
+    """Ask the run to stop after its current step (it saves a checkpoint and reads ``stopped``); a queued run
+    leaves the queue instead."""
+    if run_dir and run_queue.cancel_queued(Path(run_dir)):
+        gr.Info("Cancelled: the run left the queue.")
+    elif run_dir and runs.stop(Path(run_dir)):
+        gr.Info("Stopping: the run saves a checkpoint after the current step.")
+    else:
+        gr.Warning("The run is not running.")
+
+
+def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+    """Continue the run from its newest checkpoint, in a new process (in demo mode: it joins the queue)."""
+    if not run_dir:
+        return
+    try:
+        if policy.enabled:
+            gr.Info(resume_queued(Path(run_dir), policy, visitor))
+            return
+        runs.resume(Path(run_dir))
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+    else:
+        gr.Info("Resuming from the newest checkpoint.")
+
+
+def abort_confirmed(run_dir: str | None) -> Any:
+    """Kill the run at once (no checkpoint); hides the confirmation again."""
+    if run_dir and runs.abort(Path(run_dir)):
+        gr.Warning("The run was aborted.")
+    return gr.Row(visible=False)
+
+
+class MonitorTab:
+    """The Monitor's components, kept so the app can wire page-load and cross-tab events to them."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        self.session = gr.State(None)
+        with gr.Row(elem_classes="ts-monitor-head", equal_height=False):
+            with gr.Column(scale=3, elem_classes="ts-tight"):
+                self.header = gr.HTML(elem_classes="ts-html")
+                gr.HTML(panel_html("progress"), elem_classes="ts-html")
+            with gr.Column(scale=1, min_width=330), gr.Row(elem_classes="ts-actions"):
+                self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
+                self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
+                self.abort = gr.Button("Abort", variant="stop", interactive=False, elem_id="ts-abort")
+        with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
+            gr.HTML("<b>Abort the run?</b> It is killed at once; work since the last checkpoint is lost.", scale=4)
+            self.confirm = gr.Button("Yes, abort", variant="stop", elem_id="ts-abort-confirm", scale=0, min_width=140)
+            self.cancel = gr.Button("Cancel", elem_id="ts-abort-cancel", scale=0, min_width=120)
+        self.error = gr.HTML(visible=False, elem_classes="ts-html")
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3, min_width=420):
+                gr.HTML(chart_html("loss"), elem_id="ts-loss-chart", elem_classes="ts-chart")
+            with gr.Column(scale=1, min_width=240, elem_classes="ts-side"):
+                gr.HTML(panel_html("stats"), elem_classes="ts-html")
+                # Read by the chart script in the page, not by the server; no event takes them as input, so
+                # Gradio must be told they are interactive.
+                self.smoothing = gr.Slider(
+                    0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)", elem_id="ts-smoothing", interactive=True
+                )
+                self.log_y = gr.Checkbox(False, label="Log scale", elem_id="ts-log-y", interactive=True)
+        with gr.Row():
+            for name in ("learning_rate", "grad_norm", "throughput"):
+                with gr.Column(min_width=260):
+                    gr.HTML(chart_html(name), elem_id=f"ts-{name.replace('_', '-')}-chart", elem_classes="ts-chart")
+        with gr.Accordion("train.log", open=False):
+            gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
+        with gr.Accordion("config.yaml", open=False):
+            self.config = gr.Code(language="yaml", show_label=False, interactive=False)
+        self.timer = gr.Timer(POLL_SECONDS)
+        self._wire()
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The components ``refresh`` returns values for (after the session state)."""
+        return [
+            self.session,
+            self.header,
+            self.error,
+            self.config,
+            self.stop,
+            self.resume,
+            self.abort,
+        ]
+
+    def _wire(self) -> None:
+        inputs = [self.ctx.current_run, self.session]
+        # UI plumbing stays out of the API page; studio.runs.api offers the same actions by run id.
+        private: dict[str, Any] = {"api_visibility": "private"}
+        poll = {"fn": refresh, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
+        # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
+        self.timer.tick(**poll, concurrency_limit=None)
+        self.ctx.current_run.change(**poll)
+        if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
+            self.ctx.tabs.change(**{**poll, "fn": redraw})
+        run = [self.ctx.current_run]
+        self.stop.click(stop_clicked, run, None, **private).then(**poll)
+        policy = self.ctx.policy
+        resume = {
+            "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),
+            "inputs": [*run, self.ctx.visitor_input()],
+        }
+        self.resume.click(**resume, outputs=None, **private).then(**poll)
+        self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)
+        self.cancel.click(lambda: gr.Row(visible=False), None, self.confirm_row, **private)
+        self.confirm.click(abort_confirmed, run, self.confirm_row, **private).then(**poll)
+
+
+def build_monitor_tab(ctx: StudioContext) -> MonitorTab:
+    """Build the Monitor inside the current ``gr.Tab``."""
+    return MonitorTab(ctx)

@@ -1,0 +1,182 @@
+"""What the Monitor shows, as pure functions of a run's status and its metrics feed (HTML and button states).
+
+Kept apart from the Gradio wiring so the rules (which button makes sense in which state, how far along a run
+is, when it will end) are tested as plain functions.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from engine.runs.queue import limit_reached
+from studio.demo.policy import place_text
+from studio.monitor.feed import MetricsFeed, eta_seconds
+
+STATE_LABELS = {
+    "queued": "queued",
+    "starting": "starting",
+    "running": "running",
+    "stopping": "stopping",
+    "stopped": "stopped",
+    "completed": "completed",
+    "failed": "failed",
+}
+
+
+@dataclass(frozen=True)
+class Controls:
+    """Which run actions make sense now."""
+
+    stop: bool
+    resume: bool
+    abort: bool
+    stop_label: str = "Stop"  # "Cancel" for a queued run: it leaves the line
+
+
+def controls_for(status: dict[str, Any]) -> Controls:
+    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when stopped
+    or failed with a checkpoint."""
+    state = status.get("state")
+    has_checkpoint = bool(status.get("checkpoints"))
+    return Controls(
+        stop=state in ("queued", "starting", "running"),
+        resume=state in ("stopped", "failed") and has_checkpoint,
+        abort=state in ("starting", "running", "stopping"),
+        stop_label="Cancel" if state == "queued" else "Stop",
+    )
+
+
+def format_duration(seconds: float | None) -> str:
+    """1:05:09, 4:09 or 0:07; an em dash when unknown."""
+    if seconds is None or seconds < 0:
+        return "—"
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float | None:
+    """How long the current (or last) training process has run."""
+    started = status.get("started_at")
+    if not started:
+        return None
+    ended = status.get("ended_at") if status.get("state") not in ("starting", "running", "stopping") else None
+    return max(0.0, (ended or now or time.time()) - started)
+
+
+def badge_html(state: str | None) -> str:
+    """A coloured pill for the state (colours in assets/studio.css, keyed by state)."""
+    state = state or "unknown"
+    label = STATE_LABELS.get(state, state)
+    live = '<span class="ts-pulse"></span>' if state in ("starting", "running", "stopping") else ""
+    return f'<span class="ts-badge ts-state-{html.escape(state)}">{live}{html.escape(label)}</span>'
+
+
+def header_html(status: dict[str, Any], run_id: str, live: str = "") -> str:
+    """Run name, badge and id; ``live`` is the token the page script asks for the run's charts with."""
+    name = html.escape(str(status.get("name") or run_id))
+    return (
+        f'<div class="ts-run-head" data-live="{html.escape(live)}">'
+        f'<span class="ts-run-name">{name}</span>{badge_html(status.get("state"))}'
+        f'<span class="ts-run-id">{html.escape(run_id)}</span></div>'
+    )
+
+
+def queue_html(ahead: int) -> str:
+    """A queued run's place in line instead of the progress bar (demo mode shares one machine in turn)."""
+    text = (
+        f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
+        "Cancel takes it out of the line"
+    )
+    return (
+        '<div class="ts-progress ts-state-queued ts-queue"><div class="ts-bar"><div class="ts-fill" '
+        f'style="width:0%"></div></div><div class="ts-progress-text"><span>{text}</span></div></div>'
+    )
+
+
+def run_note(status: dict[str, Any]) -> str:
+    """Why a run ended when the state alone does not say: cancelled in the queue, or its time limit."""
+    if status.get("cancelled"):
+        return "cancelled before it started"
+    if limit_reached(status):
+        return f"ended at its time limit ({status['time_limit_s'] / 60:g} min)"
+    return ""
+
+
+def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float | None = None) -> str:
+    """A progress bar with step / max_steps, epoch, elapsed time and ETA (and why it ended, when that needs
+    saying)."""
+    step, max_steps = int(status.get("step") or 0), int(status.get("max_steps") or 0)
+    state = status.get("state") or "unknown"
+    fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
+    if state == "completed":
+        fraction = 1.0
+    eta = None
+    if state in ("running", "starting") and feed is not None:
+        eta = eta_seconds(step, max_steps, feed.seconds_per_step())
+    epoch = status.get("epoch")
+    parts = [
+        f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
+        f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
+        f"elapsed {format_duration(elapsed_seconds(status, now))}",
+        f"ETA {format_duration(eta)}" if state in ("running", "starting") else "",
+        f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
+    ]
+    text = " · ".join(part for part in parts if part)
+    return (
+        f'<div class="ts-progress ts-state-{html.escape(state)}">'
+        f'<div class="ts-bar"><div class="ts-fill" style="width:{fraction * 100:.1f}%"></div></div>'
+        f'<div class="ts-progress-text"><span>{text}</span><span>{fraction * 100:.0f}%</span></div></div>'
+    )
+
+
+def stats_html(feed: MetricsFeed | None) -> str:
+    """The latest numbers in small cards: loss, best loss, eval loss, learning rate, tokens/s, memory."""
+    latest = feed.latest if feed else {}
+    cards = [
+        ("loss", _fmt(latest.get("loss"))),
+        ("best loss", _fmt(feed.best_loss if feed else None)),
+        ("eval loss", _fmt(latest.get("eval_loss"))),
+        ("learning rate", _fmt(latest.get("learning_rate"), ".2e")),
+        ("tokens / s", _fmt(latest.get("tokens_per_second"), ",.0f")),
+        ("memory", f"{_fmt(latest.get('memory_mb'), ',.0f')} MB" if "memory_mb" in latest else "—"),
+    ]
+    body = "".join(f'<div class="ts-stat"><span>{label}</span><b>{value}</b></div>' for label, value in cards)
+    return f'<div class="ts-stats">{body}</div>'
+
+
+def _fmt(value: Any, spec: str = ".4f") -> str:
+    return format(value, spec) if isinstance(value, (int, float)) else "—"
+
+
+def error_html(status: dict[str, Any]) -> str:
+    """For a failed run: what went wrong and the end of its log; empty otherwise."""
+    if status.get("state") != "failed":
+        return ""
+    error = html.escape(str(status.get("error") or "the run failed without a message"))
+    code = status.get("exit_code")
+    hint = (
+        "Resume continues from the newest checkpoint."
+        if status.get("checkpoints")
+        else "There is no checkpoint to resume from; start a new run from the Train tab."
+    )
+    tail = html.escape(_last_lines(status.get("log_tail") or "", 8))
+    exit_note = f" (exit code {code})" if code is not None else ""
+    return (
+        f'<div class="ts-error"><div class="ts-error-title">Run failed{exit_note}: {error}</div>'
+        f'<div class="ts-error-hint">{hint}</div>' + (f"<pre>{tail}</pre>" if tail.strip() else "") + "</div>"
+    )
+
+
+def _last_lines(text: str, count: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-count:])
+
+
+EMPTY_HTML = (
+    '<div class="ts-empty"><b>No run selected.</b> Start one on the <i>Train</i> tab, '
+    "or pick one on the <i>Runs</i> tab.</div>"
+)

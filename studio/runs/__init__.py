@@ -1,0 +1,1 @@
+"""The Runs tab, and the studio's HTTP API over runs (api.py)."""

@@ -1,0 +1,61 @@
+"""The studio's HTTP API (``gradio_client`` / MCP): list runs, read a run's status and metrics, stop, resume.
+
+The page's own events are private plumbing (they take session state); these endpoints take plain run ids,
+so a script can watch and steer runs the same way the page does.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import gradio as gr
+
+from engine import runs
+from studio.runs.data import COLUMNS, RunIndex, resolve_run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _explained(fn: F) -> F:
+    """Turn a RunError into gr.Error, whose message reaches the caller (other errors stay hidden)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except runs.RunError as exc:
+            raise gr.Error(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def register_api(workspace: Path) -> None:
+    """Declare the endpoints inside the current ``gr.Blocks``."""
+    index = RunIndex(workspace)
+
+    def list_runs() -> list[dict[str, Any]]:
+        """Every run of the workspace, newest first: name, state, step, losses, start time and run id."""
+        return [dict(zip(COLUMNS, row.cells(), strict=True)) for row in index.rows()]
+
+    def run_status(run_id: str) -> dict[str, Any]:
+        """The reconciled status of one run (state, step, max_steps, epoch, error, checkpoints, ...)."""
+        return runs.status(resolve_run(workspace, run_id))
+
+    def run_metrics(run_id: str, offset: int = 0) -> dict[str, Any]:
+        """Metric events written since byte ``offset``, and the offset to pass next time."""
+        events, next_offset = runs.read_metrics(resolve_run(workspace, run_id), int(offset))
+        return {"events": events, "offset": next_offset}
+
+    def stop_run(run_id: str) -> bool:
+        """Ask a run to stop after its current step (it saves a checkpoint); False if it was not running."""
+        return runs.stop(resolve_run(workspace, run_id))
+
+    def resume_run(run_id: str) -> int:
+        """Continue a stopped or failed run from its newest checkpoint; returns the supervisor's pid."""
+        return runs.resume(resolve_run(workspace, run_id))
+
+    for fn in (list_runs, run_status, run_metrics, stop_run, resume_run):
+        gr.api(_explained(fn), api_name=fn.__name__)

@@ -1,0 +1,214 @@
+"""The Runs tab's data: the run list, loss curves, config differences, deletion. No Gradio here.
+
+The list is refreshed every few seconds by every open page, so ``RunIndex`` keeps, per run, the byte offset
+into metrics.jsonl and the last / best loss read so far: a refresh reads each run's status and only the
+metrics lines written since the previous refresh (``engine.runs.list_runs`` re-reads every metrics file).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from engine import runs
+from engine.evaluate import evaluations
+from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE
+from engine.store.workspace import runs_dir
+from studio.charts import Point
+from studio.monitor.view import format_duration
+
+COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
+
+
+@dataclass
+class RunRow:
+    """One run as the list shows it."""
+
+    run_id: str
+    name: str
+    state: str
+    step: int
+    max_steps: int
+    last_loss: float | None
+    best_loss: float | None
+    created_at: float | None
+    started_at: float | None
+    ended_at: float | None
+    evaluation: str = ""  # the newest evaluation: exact match and eval loss, base → tuned
+    owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
+
+    def cells(self, now: float | None = None) -> list[Any]:
+        """The table cells, in COLUMNS order."""
+        active = self.state in ("starting", "running", "stopping")
+        end = (now or time.time()) if active else self.ended_at
+        duration = end - self.started_at if self.started_at and end else None
+        started = self.started_at or self.created_at
+        return [
+            self.name,
+            self.state,
+            f"{self.step} / {self.max_steps}" if self.max_steps > 0 else str(self.step),
+            _round(self.last_loss),
+            _round(self.best_loss),
+            time.strftime("%b %d %H:%M", time.localtime(started)) if started else "—",
+            format_duration(duration),
+            self.evaluation,
+            self.run_id,
+        ]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+@dataclass
+class _Tail:
+    offset: int = 0
+    last_loss: float | None = None
+    best_loss: float | None = None
+    evaluations_mtime: int | None = None  # of the run's evaluations/ directory when its summary was read
+    evaluation: str = ""
+
+
+class RunIndex:
+    """Summaries of a workspace's runs, kept up to date by reading only new metrics lines. Thread-safe."""
+
+    def __init__(self, workspace: Path):
+        self.workspace = Path(workspace)
+        self._tails: dict[Path, _Tail] = {}
+        self._lock = threading.Lock()
+
+    def rows(self) -> list[RunRow]:
+        """Every run, newest first."""
+        dirs = run_dirs(self.workspace)
+        with self._lock:
+            for gone in set(self._tails) - set(dirs):
+                del self._tails[gone]
+            rows = [self._row(run_dir) for run_dir in dirs]
+        return sorted(rows, key=lambda row: (row.created_at or 0, row.run_id), reverse=True)
+
+    def _row(self, run_dir: Path) -> RunRow:
+        status = runs.status(run_dir)
+        tail = self._tails.setdefault(run_dir, _Tail())
+        events, tail.offset = runs.read_metrics(run_dir, tail.offset)
+        for event in events:
+            loss = event.get("loss")
+            if event.get("event") == "train" and isinstance(loss, (int, float)):
+                tail.last_loss = loss
+                tail.best_loss = loss if tail.best_loss is None else min(tail.best_loss, loss)
+        _refresh_evaluation(run_dir, tail)
+        return RunRow(
+            run_id=run_dir.name,
+            name=status.get("name") or run_dir.name,
+            state=status.get("state", "unknown"),
+            step=status.get("step") or 0,
+            max_steps=status.get("max_steps") or 0,
+            last_loss=tail.last_loss,
+            best_loss=tail.best_loss,
+            created_at=status.get("created_at"),
+            started_at=status.get("started_at"),
+            ended_at=status.get("ended_at"),
+            evaluation=tail.evaluation,
+            owner=status.get("owner"),
+        )
+
+
+def _refresh_evaluation(run_dir: Path, tail: _Tail) -> None:
+    """Re-read the newest evaluation only when the evaluations directory changed (a result is renamed into it)."""
+    try:
+        mtime = evaluations.evaluations_dir(run_dir).stat().st_mtime_ns
+    except FileNotFoundError:
+        mtime = None
+    if mtime != tail.evaluations_mtime:
+        tail.evaluations_mtime = mtime
+        tail.evaluation = evaluations.summary_text(evaluations.latest_evaluation(run_dir)) if mtime else ""
+
+
+def resolve_run(workspace: Path, run_id: str) -> Path:
+    """The directory of run ``run_id``; refuses ids that are not a run of this workspace (no path tricks)."""
+    root = runs_dir(workspace).resolve()
+    run_dir = (root / run_id).resolve()
+    if run_dir.parent != root or not (run_dir / CONFIG_FILE).is_file():
+        raise runs.RunError(f"no run {run_id!r} in {root}")
+    return run_dir
+
+
+def run_dirs(workspace: Path) -> list[Path]:
+    """The run directories of a workspace (those holding a config), in no particular order."""
+    root = runs_dir(workspace)
+    return [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
+
+
+def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
+    """The run a freshly loaded page shows: the newest active run, else the newest run, else None; only runs
+    whose status ``visible`` accepts (in demo mode, the visitor's own).
+
+    Reads statuses only (no metrics), so a page load costs the same however long the runs are.
+    """
+    statuses = [(run_dir, runs.status(run_dir)) for run_dir in run_dirs(workspace)]
+    statuses = [(run_dir, status) for run_dir, status in statuses if visible is None or visible(status)]
+    statuses.sort(key=lambda item: (item[1].get("created_at") or 0, item[0].name), reverse=True)
+    active = [run_dir for run_dir, status in statuses if status.get("state") in ACTIVE_STATES]
+    newest = active or [run_dir for run_dir, _ in statuses]
+    return str(newest[0].resolve()) if newest else None
+
+
+def delete_run(workspace: Path, run_id: str) -> None:
+    """Remove a run directory with its checkpoints; refuses (RunError) while the run is going."""
+    runs.delete(resolve_run(workspace, run_id))
+
+
+def loss_curve(run_dir: Path) -> list[Point]:
+    """(step, loss) of every train event (read once per comparison, not per poll)."""
+    events, _ = runs.read_metrics(run_dir, 0)
+    return [
+        (event["step"], event["loss"])
+        for event in events
+        if event.get("event") == "train" and isinstance(event.get("loss"), (int, float))
+    ]
+
+
+def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"train": {"learning_rate": 1e-4}} -> {"train.learning_rate": 1e-4}."""
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{path}."))
+        else:
+            flat[path] = value
+    return flat
+
+
+def config_diff(configs: dict[str, dict[str, Any]]) -> tuple[list[str], list[list[Any]]]:
+    """The config fields whose values differ between runs: headers ["field", run...] and one row per field."""
+    flat = {name: flatten(config or {}) for name, config in configs.items()}
+    keys = sorted({key for values in flat.values() for key in values})
+    rows = []
+    for key in keys:
+        values = [values.get(key) for values in flat.values()]
+        if any(value != values[0] for value in values[1:]):
+            rows.append([key, *(_cell(value) for value in values)])
+    return ["field", *configs], rows
+
+
+def _cell(value: Any) -> str:
+    """A config value as short text for the table (lists and None included)."""
+    if value is None:
+        return "—"
+    if isinstance(value, (list, dict)):
+        return yaml.safe_dump(value, default_flow_style=True).strip()
+    return str(value)
+
+
+def read_config(run_dir: Path) -> dict[str, Any]:
+    """A run's config.yaml as a mapping ({} when unreadable)."""
+    try:
+        return yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return {}

@@ -1,0 +1,272 @@
+"""The Runs tab: every run of the workspace, open one in the Monitor, compare several, delete finished ones.
+
+Clicking a row opens that run in the Monitor (sets the shared current run and switches tab). The runs picked
+in "Selected runs" are compared (overlaid loss curves and the config fields that differ) or deleted, after a
+confirmation, and never while one of them is still going.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+from gradio.components.plot import PlotData
+
+from engine import runs
+from studio import charts
+from studio.charts import Figure
+from studio.context import StudioContext
+from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owns
+from studio.monitor.view import badge_html
+from studio.runs.data import (
+    COLUMNS,
+    RunIndex,
+    config_diff,
+    delete_run,
+    loss_curve,
+    read_config,
+)
+from studio.runs.data import resolve_run as _resolve_any
+
+REFRESH_SECONDS = 2.0
+ACTIVE = ("starting", "running", "stopping")
+
+
+def as_plot(figure: Figure) -> PlotData:
+    """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
+    return PlotData(type="plotly", plot=json.dumps(figure))
+
+
+def resolve_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> Path:
+    """The directory of a run the visitor may see (any run outside demo mode); RunError otherwise."""
+    return check_owner(_resolve_any(workspace, run_id), policy, visitor)
+
+
+def list_view(
+    index: RunIndex,
+    previous: Any,
+    selected: list[str] | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
+    """The table, the picker's choices and the summary line; gr.skip() for each one that did not change.
+
+    Only the visitor's runs in demo mode. The picker is only updated when the set of runs changes, so a refresh
+    never disturbs someone choosing.
+    """
+    rows = [row for row in index.rows() if owns(policy, {"owner": row.owner}, visitor)]
+    cells = [row.cells() for row in rows]
+    choices = [(f"{row.name} · {row.run_id}", row.run_id) for row in rows]
+    key = {"cells": [tuple(c) for c in cells], "choices": choices}
+    previous = previous or {}
+    if key == previous:
+        return [previous, gr.skip(), gr.skip(), gr.skip()]
+    picker: Any = gr.skip()
+    if choices != previous.get("choices"):
+        ids = {row.run_id for row in rows}
+        kept = [run_id for run_id in (selected or []) if run_id in ids]
+        picker = gr.Dropdown(choices=choices, value=kept or None)  # None, not []: Gradio warns on an empty list
+    running = sum(row.state in ACTIVE for row in rows)
+    summary = f"{len(rows)} run{'s' if len(rows) != 1 else ''}" + (f" · {running} running" if running else "")
+    hint = "click a run to open it in the Monitor" if rows else "start one on the Train tab"
+    if not rows:
+        summary = "No runs yet"
+    for row in cells:
+        row[1] = badge_html(row[1])  # the state column shows the Monitor's coloured badge
+    return [
+        key,
+        pd.DataFrame(cells, columns=COLUMNS),
+        picker,
+        f'<div class="ts-summary">{html.escape(summary)} <span class="ts-hint">— {hint}</span></div>',
+    ]
+
+
+def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
+    """The current run and the tab switch for a clicked row."""
+    try:
+        run_dir = resolve_run(workspace, run_id, policy, visitor)
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+        return [gr.skip(), gr.skip()]
+    return [str(run_dir), gr.Tabs(selected="monitor")]
+
+
+def compare_view(
+    workspace: Path,
+    run_ids: list[str] | None,
+    smoothing: float,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> list[Any]:
+    """Overlaid loss curves and the table of config fields that differ between the picked runs."""
+    curves, configs = {}, {}
+    for run_id in run_ids or []:
+        try:
+            run_dir = resolve_run(workspace, run_id, policy, visitor)
+        except runs.RunError:
+            continue
+        label = _unique(f"{read_config(run_dir).get('name') or run_id}", curves)
+        curves[label] = loss_curve(run_dir)
+        configs[label] = read_config(run_dir)
+    headers, rows = config_diff(configs) if len(configs) > 1 else (["field"], [])
+    if len(configs) > 1 and not rows:
+        rows = [["(no differences)", *([""] * len(configs))]]
+    return [as_plot(charts.compare_figure(curves, smoothing)), pd.DataFrame(rows, columns=headers)]
+
+
+def _unique(label: str, taken: dict[str, Any]) -> str:
+    """Two runs may share a name; the legend and the table need distinct labels."""
+    candidate, n = label, 2
+    while candidate in taken:
+        candidate, n = f"{label} ({n})", n + 1
+    return candidate
+
+
+def ask_delete(workspace: Path, run_ids: list[str] | None) -> list[Any]:
+    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going."""
+    if not run_ids:
+        return [gr.Row(visible=False), _message("Pick the runs to delete in “Selected runs” first.", "warn")]
+    busy = _active(workspace, run_ids)
+    if busy:
+        text = f"Cannot delete {', '.join(busy)}: still running. Stop or abort it on the Monitor first."
+        return [gr.Row(visible=False), _message(text, "error")]
+    count = f"{len(run_ids)} run{'s' if len(run_ids) > 1 else ''}"
+    return [
+        gr.Row(visible=True),
+        _message(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
+    ]
+
+
+def delete_runs(
+    workspace: Path, run_ids: list[str] | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[Any]:
+    """Delete the picked runs (each refused while active, or not the visitor's); hides the confirmation and says
+    what happened."""
+    deleted, refused = [], []
+    for run_id in run_ids or []:
+        try:
+            resolve_run(workspace, run_id, policy, visitor)
+            delete_run(workspace, run_id)
+            deleted.append(run_id)
+        except runs.RunError as exc:
+            refused.append(str(exc))
+    parts = [f"Deleted {len(deleted)} run{'s' if len(deleted) != 1 else ''}."] if deleted else []
+    parts += refused
+    return [gr.Row(visible=False), _message(" ".join(parts), "error" if refused else "ok"), []]
+
+
+def _active(workspace: Path, run_ids: list[str]) -> list[str]:
+    busy = []
+    for run_id in run_ids:
+        try:
+            if runs.is_active(runs.status(resolve_run(workspace, run_id))):
+                busy.append(run_id)
+        except runs.RunError:
+            continue
+    return busy
+
+
+def _message(text: str, kind: str) -> str:
+    return f'<div class="ts-message ts-message-{kind}">{html.escape(text)}</div>'
+
+
+class RunsTab:
+    """The Runs tab's components and events."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        workspace = ctx.workspace
+        self.index = RunIndex(workspace)  # one per app: shared by every page's refresh
+        self.last_key = gr.State(None)
+        with gr.Row(equal_height=True, elem_classes="ts-runs-head"):
+            self.summary = gr.HTML(elem_classes="ts-html", scale=4)
+            self.refresh = gr.Button("↻ Refresh", size="sm", scale=0, min_width=110, elem_id="ts-runs-refresh")
+        self.table = gr.Dataframe(
+            value=pd.DataFrame(columns=COLUMNS),
+            datatype=["str", "html", "str", "number", "number", "str", "str", "str", "str"],
+            interactive=False,
+            max_height=300,
+            show_label=False,
+            column_widths=["14%", "10%", "7%", "7%", "7%", "10%", "7%", "20%", "18%"],
+            elem_id="ts-runs-table",
+        )
+        with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
+            self.selected = gr.Dropdown(
+                choices=[], multiselect=True, label="Selected runs", scale=4, elem_id="ts-runs-selected"
+            )
+            with gr.Column(scale=0, min_width=260), gr.Row(elem_classes="ts-actions"):
+                self.compare = gr.Button("Compare", variant="primary", elem_id="ts-compare")
+                self.delete = gr.Button("Delete…", variant="stop", elem_id="ts-delete")
+        with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
+            gr.HTML("<b>Delete the selected runs?</b> Their checkpoints and results go too.", scale=4)
+            self.confirm = gr.Button("Yes, delete", variant="stop", elem_id="ts-delete-confirm", scale=0, min_width=140)
+            self.cancel = gr.Button("Cancel", elem_id="ts-delete-cancel", scale=0, min_width=120)
+        self.message = gr.HTML(elem_classes="ts-html")
+        with gr.Row():
+            with gr.Column(scale=3):
+                self.compare_plot = gr.Plot(
+                    as_plot(charts.compare_figure({})),
+                    show_label=False,
+                    elem_classes="ts-chart",
+                    elem_id="ts-compare-chart",
+                )
+            with gr.Column(scale=2):
+                self.smoothing = gr.Slider(0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)")
+                self.diff = gr.Dataframe(
+                    value=pd.DataFrame(columns=["field"]),
+                    label="Config fields that differ",
+                    interactive=False,
+                    max_height=300,
+                    elem_id="ts-diff",
+                )
+        self.timer = gr.Timer(REFRESH_SECONDS)
+        self._wire(workspace)
+
+    def _wire(self, workspace: Path) -> None:
+        private: dict[str, Any] = {"api_visibility": "private"}
+        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        listing = {
+            "fn": lambda previous, selected, who: list_view(self.index, previous, selected, policy, who),
+            "inputs": [self.last_key, self.selected, visitor],
+            "outputs": [self.last_key, self.table, self.selected, self.summary],
+            "show_progress": "hidden",
+            **private,
+        }
+        self.timer.tick(**listing, concurrency_limit=None)
+        relist = {**listing, "fn": lambda _previous, selected, who: list_view(self.index, None, selected, policy, who)}
+        self.refresh.click(**relist)
+        if self.ctx.tabs is not None:  # a table updated while its tab was hidden may not show it: send it again
+            self.ctx.tabs.change(**relist)
+
+        def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
+            row = event.row_value or []
+            return open_run(workspace, str(row[-1]), policy, who) if row else [gr.skip(), gr.skip()]
+
+        self.table.select(on_select, [visitor], [self.ctx.current_run, self.ctx.tabs], **private)
+        compare_outputs = [self.compare_plot, self.diff]
+        compare = {
+            "fn": lambda ids, s, who: compare_view(workspace, ids, s, policy, who),
+            "inputs": [self.selected, self.smoothing, visitor],
+            **private,
+        }
+        self.compare.click(**compare, outputs=compare_outputs)
+        self.smoothing.release(**compare, outputs=compare_outputs)
+        self.delete.click(
+            lambda ids: ask_delete(workspace, ids), [self.selected], [self.confirm_row, self.message], **private
+        )
+        self.cancel.click(lambda: [gr.Row(visible=False), ""], None, [self.confirm_row, self.message], **private)
+        self.confirm.click(
+            lambda ids, who: delete_runs(workspace, ids, policy, who),
+            [self.selected, visitor],
+            [self.confirm_row, self.message, self.selected],
+            **private,
+        ).then(**relist)
+
+
+def build_runs_tab(ctx: StudioContext) -> RunsTab:
+    """Build the Runs tab inside the current ``gr.Tab``."""
+    return RunsTab(ctx)

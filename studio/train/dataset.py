@@ -1,0 +1,245 @@
+"""The dataset part of the Train tab: pick a file (upload, path or bundled set) and check it before launch.
+
+The check shows the detected format, row and token counts, warnings, the first training rows with the
+loss-bearing tokens marked, or the DataError that names the bad row. The tokenizer (which imports
+transformers, seconds on a cold start) is loaded on the first check and cached per model.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import html
+import shutil
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from engine.config import ConfigError, RunConfig, parse_config
+from engine.store.paths import PROJECT_ROOT
+from studio.form.schema import leaf_specs, values_to_data
+from studio.path_guard import confine_file, guard_config
+
+if TYPE_CHECKING:
+    from studio.form.widgets import ConfigForm
+
+BUNDLED_DIR = PROJECT_ROOT / "assets" / "datasets"
+UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
+DATASETS_DIR = "datasets"
+# The fields a dataset check depends on: changing anything else does not change what the check shows.
+CHECK_PATHS = ("model.", "data.", "train.max_length", "train.seed")
+
+_tokenizers: dict[tuple[str, str | None, bool], Any] = {}
+_tokenizer_lock = threading.Lock()
+
+
+def bundled_datasets() -> list[str]:
+    """The bundled demo sets, as project-relative paths the engine resolves from any directory."""
+    return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DIR.glob("*.jsonl"))]
+
+
+def copy_upload(source: str | Path, workspace: Path) -> Path:
+    """Copy an uploaded file into ``WORKSPACE/datasets/`` (Gradio's temp copy does not outlive the session).
+
+    A file of the same name and content is reused; a different one gets a numbered name. Raises ValueError
+    for a file type the engine cannot read, or a source outside the folders the studio may read.
+    """
+    source = Path(source)
+    if source.suffix.lower() not in UPLOAD_SUFFIXES:
+        raise ValueError(f"{source.name}: unsupported file type; upload one of {', '.join(UPLOAD_SUFFIXES)}")
+    source = confine_file(source, workspace, "upload")
+    folder = Path(workspace) / DATASETS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    target, number = folder / source.name, 1
+    while target.exists() and not filecmp.cmp(source, target, shallow=False):
+        target = folder / f"{source.stem}-{number}{source.suffix}"
+        number += 1
+    if not target.exists():
+        shutil.copyfile(source, target)
+    return target.resolve()
+
+
+def get_tokenizer(config: RunConfig) -> Any:
+    """The model's tokenizer, loaded once per (model, revision) for the life of the studio."""
+    key = (config.model.name_or_path, config.model.revision, config.model.trust_remote_code)
+    with _tokenizer_lock:
+        if key not in _tokenizers:
+            from engine.training.modeling import load_tokenizer
+
+            _tokenizers[key] = load_tokenizer(config)
+        return _tokenizers[key]
+
+
+def cached_tokenizer(config: RunConfig) -> Any | None:
+    """The tokenizer if a check already loaded it, else None (never loads)."""
+    return _tokenizers.get((config.model.name_or_path, config.model.revision, config.model.trust_remote_code))
+
+
+def check_config(values: Mapping[str, Any], workspace: Path | None = None) -> RunConfig:
+    """A config holding just what the dataset check needs, so a bad learning rate does not block it.
+
+    Raises ConfigError when a model or data field (or max_length / seed) is invalid, or names a path outside
+    the folders the studio may read (the workspace when given; see studio.path_guard).
+    """
+    specs = [spec for spec in leaf_specs() if spec.path.startswith(CHECK_PATHS)]
+    data, problems = values_to_data(values, specs)
+    if problems:
+        raise ConfigError(problems)
+    return guard_config(parse_config(data), workspace)
+
+
+@dataclass
+class DatasetCheck:
+    """What the panel shows after a check."""
+
+    summary: str  # Markdown: format, rows, tokens, columns, warnings
+    examples: str  # HTML: rendered rows with loss-bearing text marked
+    error: str  # Markdown: why the dataset cannot be used ("" when it can)
+    format: str | None = None
+
+
+def check_dataset(
+    values: Mapping[str, Any], with_tokens: bool = True, num_examples: int = 3, workspace: Path | None = None
+) -> DatasetCheck:
+    """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts and examples.
+
+    Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
+    """
+    from engine.data import DataError, inspect_dataset, preview_examples
+
+    try:
+        config = check_config(values, workspace)
+    except ConfigError as exc:
+        return DatasetCheck("", "", error_markdown("Fix these fields first:\n" + str(exc)))
+    try:
+        report = inspect_dataset(config.data, None, config.train.max_length, config.train.seed)
+    except DataError as exc:
+        return DatasetCheck("", "", error_markdown(str(exc)))
+    if not with_tokens:
+        return DatasetCheck(summary_markdown(report) + "\n\n*Counting tokens…*", "", "", report.format)
+    try:
+        tokenizer = get_tokenizer(config)
+    except Exception as exc:  # an unknown model, no network for a hub id, a broken tokenizer file, ...
+        note = f"\n\n⚠️ cannot load the tokenizer of `{config.model.name_or_path}`: {_first_line(exc)}"
+        return DatasetCheck(summary_markdown(report) + note, "", "", report.format)
+    try:
+        report = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
+        examples = preview_examples(config, tokenizer, num_examples)
+    except DataError as exc:
+        return DatasetCheck("", "", error_markdown(str(exc)), report.format)
+    return DatasetCheck(summary_markdown(report), examples_html(examples), "", report.format)
+
+
+def text_block(text: str) -> str:
+    """Preformatted, wrapped, escaped text for a Markdown component (a code fence would not wrap)."""
+    escaped = html.escape(text.strip()).replace("\n", "<br>")
+    return f'<div style="white-space:pre-wrap;font-family:var(--font-mono,monospace);font-size:13px">{escaped}</div>'
+
+
+def error_markdown(message: str) -> str:
+    """A dataset problem, shown whole (row lists span several lines)."""
+    return f"❌ **The dataset cannot be used**\n\n{text_block(message)}"
+
+
+def summary_markdown(report: Any) -> str:
+    """The DataReport as a few lines of Markdown."""
+    rows = f"{report.num_rows:,} train / {report.num_eval_rows:,} eval (the file has {report.num_source_rows:,})"
+    lines = [f"✅ **Format** `{report.format}` · **rows** {rows}"]
+    if report.num_tokens is not None:
+        lines.append(f"**Tokens** {report.num_tokens:,}, of which {report.num_loss_tokens:,} carry loss")
+    lines.append("**Columns** " + ", ".join(f"`{column}`" for column in report.columns))
+    if report.eval_source:
+        lines.append(f"**Eval file** `{report.eval_source}`")
+    lines += [f"⚠️ {warning}" for warning in report.warnings]
+    return "\n\n".join(lines)
+
+
+_LOSS_STYLE = "background:#bbf7d0;color:#14532d;border-radius:2px"
+_PROMPT_STYLE = "color:#6b7280"
+
+
+def examples_html(examples: list[Any]) -> str:
+    """Rows as the model sees them: loss-bearing text on green, prompt text grey; everything escaped."""
+    if not examples:
+        return "<p>No training rows carry loss.</p>"
+    legend = (
+        f'<div style="font-size:12px;margin-bottom:6px"><span style="{_LOSS_STYLE}">&nbsp;trained on (loss)&nbsp;'
+        f'</span> &nbsp;<span style="{_PROMPT_STYLE}">prompt (no loss)</span></div>'
+    )
+    cards = []
+    for example in examples:
+        text = "".join(
+            f'<mark class="ts-loss" style="{_LOSS_STYLE}">{html.escape(piece)}</mark>'
+            if loss
+            else f'<span class="ts-prompt" style="{_PROMPT_STYLE}">{html.escape(piece)}</span>'
+            for piece, loss in example.segments
+        )
+        head = f"row {example.row} · {example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
+        head += " · truncated" if example.truncated else ""
+        cards.append(
+            '<div class="ts-example" style="border:1px solid var(--border-color-primary,#ddd);border-radius:6px;'
+            f'padding:6px 8px;margin-bottom:6px"><div style="font-size:12px;opacity:.75">{head}</div>'
+            f'<pre style="white-space:pre-wrap;margin:4px 0 0;font-size:13px;background:none">{text}</pre></div>'
+        )
+    return legend + "".join(cards)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+# --- the panel's widgets -----------------------------------------------------------------------------------
+
+
+@dataclass
+class DatasetPanel:
+    """The components of the dataset panel that the tab wires to other events."""
+
+    path: Any  # the data.path textbox (a form field)
+    upload: Any
+    bundled: Any
+    check_button: Any
+    summary: Any
+    examples: Any
+    error: Any
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The components a dataset check writes."""
+        return [self.summary, self.examples, self.error]
+
+
+def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
+    """Render the data section (from the schema) beside the check results; returns the panel's components."""
+    import gradio as gr  # here, so that the checks above stay importable without the UI toolkit
+
+    with gr.Accordion(title, open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=320):
+            with gr.Row(equal_height=False):
+                bundled = gr.Dropdown(
+                    choices=bundled_datasets(),
+                    value=None,
+                    label="Bundled sets",
+                    info="Demo data shipped with the studio.",
+                    scale=2,
+                )
+                upload = gr.UploadButton(
+                    "Upload a file…", file_types=list(UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
+                )
+            form.render_fields(["data.path", "data.format"], columns=1)
+            form.render_children(form.section("data"), columns=2)
+        with gr.Column(scale=1, min_width=320):
+            check_button = gr.Button("Check dataset", size="sm")
+            error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
+            summary = gr.Markdown(
+                "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
+            )
+            examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
+    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error)
+
+
+def check_outputs(result: DatasetCheck) -> list[Any]:
+    """Outputs for ``DatasetPanel.outputs``."""
+    return [result.summary, result.examples, result.error]

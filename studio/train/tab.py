@@ -1,0 +1,298 @@
+"""The Train tab: a form generated from RunConfig, a dataset check, a live YAML / CLI preview, and Start.
+
+Layout: the form on the left (model, quantization, adapter, the dataset panel, the training loop and launch,
+in two to four columns); actions on the right (run name and Start, estimate, preview, config files).
+Handlers are thin: they turn positional widget values into ``path -> value`` and call the plain functions of
+studio.train.actions and studio.train.dataset. Form events use ``preprocess=False`` so that an out-of-range
+number reaches pydantic and comes back as a message next to its field instead of a Gradio error toast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gradio as gr
+
+from studio.context import StudioContext
+from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
+from studio.form.schema import FieldSpec
+from studio.form.widgets import ConfigForm, make_widget
+from studio.train import actions
+from studio.train import dataset as dp
+
+START_LABEL = "Start training"
+# The tab's events are UI plumbing with ~70 positional inputs, not an API worth publishing.
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}
+# Raw widget values: Gradio's Number preprocessing would turn an out-of-range value into an error toast.
+RAW: dict[str, Any] = {"preprocess": False, **PRIVATE}
+
+
+def _model_picker(ctx: StudioContext) -> Any:
+    """model.name_or_path as a combo box: the demo model and recent ones, or any path / hub id typed in."""
+
+    def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
+        demo = ctx.policy.enabled
+        return gr.Dropdown(
+            choices=actions.model_choices(ctx.workspace, ctx.policy),
+            value=value,
+            allow_custom_value=not demo,
+            interactive=not demo,
+            label="Base model",
+            info=ctx.policy.help_for(spec) if demo else spec.help + " Pick a recent one or type a path / hub id.",
+            elem_id="cfg-model-name_or_path",
+        )
+
+    return factory
+
+
+def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
+    """In demo mode: fixed fields and the dataset paths shown read-only, capped fields with their limit in the
+    help text. Nothing outside demo mode."""
+    policy = ctx.policy
+    if not policy.enabled:
+        return {}
+    labels = {"data.path": "Dataset (a bundled set or your upload)", "data.eval_path": "Eval file (a bundled set)"}
+
+    def factory(spec: FieldSpec, value: Any) -> Any:
+        shown = dataclasses.replace(spec, help=policy.help_for(spec), label=labels.get(spec.path, spec.label))
+        return make_widget(shown, value, interactive=spec.path not in (*LOCKED, *PATH_FIELDS))
+
+    return dict.fromkeys([*LOCKED, *PATH_FIELDS, *policy.caps()], factory)
+
+
+def _relabel(label: str) -> Any:
+    """The default widget under another label."""
+    return lambda spec, value: make_widget(dataclasses.replace(spec, label=label), value)
+
+
+@dataclasses.dataclass
+class Sidebar:
+    """The right-hand column: Start, estimate, preview and config files."""
+
+    start: Any
+    start_message: Any
+    problems: Any  # problems that belong to no single field
+    estimate_button: Any
+    estimate: Any
+    yaml: Any
+    command: Any
+    config_choice: Any
+    config_upload: Any
+    save_name: Any
+    download: Any
+    config_message: Any
+
+
+def build_train_tab(ctx: StudioContext) -> ConfigForm:
+    """Build the Train tab's components and events inside the current ``gr.Tab``; returns the form."""
+    overrides = {
+        **_demo_overrides(ctx),
+        "model.name_or_path": _model_picker(ctx),
+        **({} if ctx.policy.enabled else {"data.path": _relabel("Dataset file or hub id")}),
+    }
+    first = actions.starting_values()
+    form = ConfigForm(overrides=overrides, initial=first)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=3, min_width=520):
+            form.render_section("model", columns=2)
+            form.render_section("quantization", columns=4, open=False)
+            form.render_section("adapter", columns=3)
+            panel = dp.build_dataset_panel(form)
+            form.render_section("train", columns=3, title="Training")
+            form.render_section("launch", columns=3)
+            form.render_rest(columns=3, skip=["name"])
+        with gr.Column(scale=2, min_width=360):
+            side = _build_sidebar(ctx, form, first)
+    _wire_form(ctx, form, panel, side)
+    _wire_files(ctx, form, panel, side)
+    _wire_start(ctx, form, panel, side)
+    return form
+
+
+def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
+    first = actions.preview(values, ctx.workspace)
+    with gr.Group():
+        form.render_fields(["name"])
+        start = gr.Button(START_LABEL, variant="primary", size="lg", elem_id="train-start")
+    start_message = gr.Markdown(elem_id="train-start-message")
+    problems = gr.Markdown(elem_classes=["ts-problems"])
+    with gr.Accordion("Size and memory", open=True):
+        estimate_button = gr.Button("Estimate parameters and memory", size="sm")
+        estimate = gr.Markdown("Counts trainable parameters on a weightless copy of the model.")
+    with gr.Tabs():
+        with gr.Tab("YAML"):
+            yaml_code = gr.Code(
+                first.yaml, language="yaml", lines=14, max_lines=30, interactive=False, show_label=False
+            )
+        with gr.Tab("Command line"):
+            command = gr.Code(
+                first.command, language="shell", lines=2, interactive=False, wrap_lines=True, show_label=False
+            )
+    with gr.Accordion("Config files", open=True):
+        with gr.Row(equal_height=False):
+            config_choice = gr.Dropdown(
+                choices=actions.config_files(ctx.workspace, ctx.policy),
+                value=None,
+                label="Load a preset or saved config",
+                scale=3,
+            )
+            config_upload = gr.UploadButton("Upload YAML…", file_types=[".yaml", ".yml"], size="sm", scale=1)
+        save_name = gr.Textbox(
+            label="Save the form as",
+            placeholder="name (saved in the workspace's configs/)",
+            submit_btn="Save",
+            max_lines=1,
+            visible=not ctx.policy.enabled,  # visitors share the server: nothing of theirs is saved there
+        )
+        download = gr.File(label="Download", interactive=False, visible=False, height=60)
+        config_message = gr.Markdown()
+    return Sidebar(
+        start=start,
+        start_message=start_message,
+        problems=problems,
+        estimate_button=estimate_button,
+        estimate=estimate,
+        yaml=yaml_code,
+        command=command,
+        config_choice=config_choice,
+        config_upload=config_upload,
+        save_name=save_name,
+        download=download,
+        config_message=config_message,
+    )
+
+
+def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel) -> None:
+    """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer)."""
+
+    def check(visitor: str | None, args: tuple[Any, ...], with_tokens: bool) -> list[Any]:
+        values = form.values(args)
+        refusal = _demo_data_refusal(ctx, values, visitor)
+        if refusal:
+            return dp.check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
+        return dp.check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
+
+    inputs = [ctx.visitor_input(), *form.inputs]
+    quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **RAW)
+    quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **RAW)
+
+
+def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str | None) -> str:
+    """In demo mode, why the dataset paths may not be read ('' when they may)."""
+    problems = actions.demo_data_problems(values, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+    return "\n".join(f"{path}: {message}" for path, message in problems.items())
+
+
+def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+    """Live preview and per-field errors on every change; the dataset check; the estimate."""
+    inputs = [ctx.visitor_input(), *form.inputs]
+
+    def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
+        return actions.preview(form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+
+    def on_change(visitor: str | None, *args: Any) -> list[Any]:
+        result = checked(visitor, args)
+        slots, unplaced = form.error_updates(result.errors)
+        return [result.yaml, result.command, _problems(unplaced), *slots]
+
+    gr.on(
+        [component.change for component in form.inputs],
+        on_change,
+        inputs=inputs,
+        outputs=[side.yaml, side.command, side.problems, *form.slots],
+        show_progress="hidden",
+        trigger_mode="always_last",
+        **RAW,
+    )
+    # Text fields trigger on blur / Enter, not on every keystroke; the format dropdown on a user's pick.
+    columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
+    triggers = [panel.path.submit, panel.path.blur, form.components["data.format"].input, panel.check_button.click]
+    _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
+
+    def on_estimate(visitor: str | None, *args: Any) -> list[Any]:
+        from studio.train.estimate import estimate_run
+
+        result = checked(visitor, args)
+        outcome = estimate_run(result.config) if result.config is not None else None
+        errors = outcome.errors if outcome else result.errors
+        slots, unplaced = form.error_updates(errors)
+        message = outcome.markdown if outcome else "❌ Fix the fields marked in the form first."
+        return [message, _problems(unplaced), *slots]
+
+    outputs = [side.estimate, side.problems, *form.slots]
+    side.estimate_button.click(on_estimate, inputs, outputs, **RAW)
+
+
+def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+    """Dataset upload / bundled pick, and config load / save."""
+    visitor_input = ctx.visitor_input()
+
+    def on_upload(path: str | None, visitor: str | None) -> list[Any]:
+        if not path:
+            return [gr.skip(), ""]
+        # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
+        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else ctx.workspace
+        if folder is None:
+            return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
+        try:
+            return [str(dp.copy_upload(path, folder)), ""]
+        except (ValueError, OSError) as exc:
+            return [gr.skip(), dp.error_markdown(str(exc))]
+
+    upload = panel.upload.upload(on_upload, [panel.upload, visitor_input], [panel.path, panel.error], **PRIVATE)
+    _then_check(upload, ctx, form, panel)
+    pick = panel.bundled.input(lambda choice: choice or gr.skip(), panel.bundled, panel.path, **PRIVATE)
+    _then_check(pick, ctx, form, panel)
+
+    def on_load(path: str | None, visitor: str | None) -> list[Any]:
+        uploads = visitor_uploads(ctx.workspace, visitor)
+        values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads)
+        return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
+
+    load_outputs = [side.config_message, *form.inputs]
+    for source, trigger in (
+        (side.config_choice, side.config_choice.input),
+        (side.config_upload, side.config_upload.upload),
+    ):
+        _then_check(trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE), ctx, form, panel)
+
+    def on_save(name: str, *args: Any) -> list[Any]:
+        _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace, ctx.policy)
+        shown = gr.update(value=str(download), visible=True) if download else gr.update(visible=False)
+        return [message, shown, gr.update(choices=actions.config_files(ctx.workspace, ctx.policy))]
+
+    outputs = [side.config_message, side.download, side.config_choice]
+    side.save_name.submit(on_save, [side.save_name, *form.inputs], outputs, **RAW)
+
+
+def _wire_start(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+    """Start: disable the button, validate and start (one at a time; queued in demo mode), re-enable; on success
+    show the Monitor."""
+    links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
+
+    def on_start(visitor: str | None, *args: Any) -> list[Any]:
+        result = actions.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor)
+        slots, unplaced = form.error_updates(result.errors)
+        data_error = dp.error_markdown(result.data_error) if result.data_error else gr.skip()
+        linked: list[Any] = [gr.skip()] * len(links)
+        picker: Any = gr.skip()
+        if result.run_dir is not None:
+            linked = [str(result.run_dir) if c is ctx.current_run else gr.Tabs(selected="monitor") for c in links]
+            picker = gr.update(choices=actions.model_choices(ctx.workspace, ctx.policy))
+            data_error = ""
+        return [result.message, _problems(unplaced), data_error, picker, *slots, *linked]
+
+    model = form.components["model.name_or_path"]
+    outputs = [side.start_message, side.problems, panel.error, model, *form.slots, *links]
+    quiet = {"show_progress": "hidden", **PRIVATE}
+    disable = side.start.click(
+        lambda: gr.update(interactive=False, value="Starting…"), None, side.start, queue=False, **quiet
+    )
+    started = disable.then(on_start, [ctx.visitor_input(), *form.inputs], outputs, concurrency_limit=1, **RAW)
+    started.then(lambda: gr.update(interactive=True, value=START_LABEL), None, side.start, **quiet)
+
+
+def _problems(lines: list[str]) -> str:
+    """Problems that belong to no single field (cross-section rules, the whole file)."""
+    return "\n".join(f"⚠️ {line}  " for line in lines)

@@ -1,0 +1,256 @@
+"""engine.chat.client against real chat workers on the demo model: streaming, stop, unload, adapters, checkpoints.
+
+The references are computed here, in-process, with one-shot ``model.generate`` calls on the same prompts, so
+the tests hold whatever the demo model's weights are.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from engine import runs
+from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, parse_sampling, resolve_model
+from engine.config import ConfigError, parse_config
+from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import update_status
+from engine.store.workspace import runs_dir
+
+DEMO = str(PROJECT_ROOT / "assets" / "demo-model")
+PROMPT = [
+    {"role": "system", "content": "You write dates out in full."},
+    {"role": "user", "content": "Write 2024-03-15 out in full."},
+]
+GREEDY = SamplingParams(temperature=0, max_new_tokens=40)
+LONG = [{"role": "user", "content": "Tell me a very long story about everything you know."}]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("chat-workspace")
+
+
+@pytest.fixture(scope="module")
+def base(workspace: Path) -> Any:
+    """A worker with the base demo model, and the progress it reported while loading."""
+    client = ChatClient(workspace)
+    progress = list(client.load(ModelSpec(base=DEMO)))
+    yield client, progress
+    client.unload()
+
+
+@pytest.fixture(scope="module")
+def trained_run(workspace: Path) -> Path:
+    """A 4-step LoRA run of the demo preset, trained by the engine's CLI, with checkpoints 2 and 4."""
+    config = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
+    config["train"].update(max_steps=4, save_steps=2, per_device_batch_size=2, eval_strategy="no", logging_steps=2)
+    path = workspace / "demo-4.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_dir = runs_dir(workspace) / "demo-4"
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(path), "--run-dir", str(run_dir)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return run_dir
+
+
+@functools.cache
+def reference(adapter: Path | None = None) -> str:
+    """The reply to PROMPT of one greedy ``model.generate`` call through the chat template, decoded in one go."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DEMO)
+    model = AutoModelForCausalLM.from_pretrained(DEMO, dtype=torch.float32)
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    model.eval()
+    inputs = tokenizer.apply_chat_template(PROMPT, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    with torch.inference_mode():
+        output = model.generate(**inputs, max_new_tokens=GREEDY.max_new_tokens, do_sample=False)
+    return tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+
+
+def test_load_reports_progress_then_the_model(base):
+    client, progress = base
+    fractions = [step.fraction for step in progress]
+    assert fractions == sorted(fractions) and len(fractions) >= 3 and fractions[-1] < 1
+    assert client.info.label == f"Base · {DEMO}" and not client.info.is_adapter
+    assert client.info.parameters > 0 and client.info.device == "cpu" and client.info.context_length
+
+
+def test_stream_adds_up_to_a_one_shot_greedy_generate(base):
+    client, _ = base
+    deltas = list(client.generate(PROMPT, GREEDY))
+    expected = reference()
+    assert len(deltas) >= 3 and all(deltas)
+    assert "".join(deltas) == expected and expected.strip()
+    assert client.last_finish["reason"] in ("stop", "length")
+    assert client.last_finish["tokens"] >= len(deltas)
+
+
+def test_a_seed_repeats_a_sampled_reply(base):
+    client, _ = base
+    sampling = SamplingParams(temperature=1.2, top_p=0.95, max_new_tokens=30, seed=7)
+    first = "".join(client.generate(LONG, sampling))
+    assert first and "".join(client.generate(LONG, sampling)) == first
+
+
+def _seed_of_a_long_reply(client: ChatClient, sampling: SamplingParams) -> int:
+    """A seed whose reply runs to max_new_tokens (searched, not assumed: the demo model may be rebuilt)."""
+    for seed in range(40):
+        list(client.generate(LONG, sampling.model_copy(update={"seed": seed})))
+        if client.last_finish["reason"] == "length":
+            return seed
+    pytest.fail("no seed made the demo model write a long reply")
+
+
+def test_stop_ends_a_long_reply_early(base):
+    client, _ = base
+    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
+    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
+    received = []
+    for delta in client.generate(LONG, sampling):
+        received.append(delta)
+        client.stop()
+    assert client.last_finish["reason"] == "cancelled"
+    assert 1 <= client.last_finish["tokens"] < sampling.max_new_tokens
+    assert not client.stop()  # nothing left to stop
+    assert "".join(client.generate(PROMPT, GREEDY)) == reference()  # still serves
+
+
+def test_a_new_reply_takes_over_from_an_abandoned_one(base):
+    client, _ = base
+    abandoned = client.generate(LONG, SamplingParams(temperature=2, max_new_tokens=200, seed=1))
+    next(abandoned)
+    assert "".join(client.generate(PROMPT, GREEDY)) == reference()
+    abandoned.close()
+
+
+def test_worker_yields_to_an_active_training_run(base, workspace):
+    client, _ = base
+    assert os.getpriority(os.PRIO_PROCESS, client.pid) > os.getpriority(os.PRIO_PROCESS, os.getpid())
+    # A run whose status names a live engine process counts as active (engine.runs reconciles statuses so).
+    run_dir = runs.create_run(parse_config({"name": "busy"}), workspace=workspace)
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "engine"])
+    try:
+        update_status(run_dir, state="running", pid=trainer.pid, supervisor_pid=trainer.pid)
+        list(client.generate(PROMPT, GREEDY))
+        assert client.last_finish["threads"] == 1
+    finally:
+        trainer.kill()
+        trainer.wait()
+        runs.delete(run_dir)
+    list(client.generate(PROMPT, GREEDY))
+    assert 1 <= client.last_finish["threads"] <= (os.cpu_count() or 1)
+
+
+def test_a_runs_final_adapter_answers_like_peft_and_switches_off_to_the_base(trained_run, workspace):
+    client = ChatClient(workspace)
+    try:
+        list(client.load(ModelSpec(run_dir=trained_run)))
+        assert client.info.is_adapter and client.info.label == "demo-dates · final adapter"
+        tuned = "".join(client.generate(PROMPT, GREEDY))
+        assert tuned == reference(trained_run / "adapter")
+        base = "".join(client.generate(PROMPT, GREEDY, use_adapter=False))
+        assert base == reference()
+    finally:
+        client.unload()
+
+
+def test_a_checkpoint_loads(trained_run, workspace):
+    client = ChatClient(workspace)
+    try:
+        list(client.load(ModelSpec(run_dir=trained_run, checkpoint=2)))
+        assert client.info.label == "demo-dates · checkpoint 2" and client.info.is_adapter
+        checkpoint = trained_run / "checkpoints" / "checkpoint-2"
+        assert "".join(client.generate(PROMPT, GREEDY)) == reference(checkpoint)
+    finally:
+        client.unload()
+
+
+def test_bad_specs_are_refused_clearly(trained_run, workspace, tmp_path):
+    with pytest.raises(ChatError, match=r"no run at .*nowhere \(it has no config.yaml\)"):
+        resolve_model(ModelSpec(run_dir=tmp_path / "nowhere"))
+    with pytest.raises(ChatError, match=r"demo-dates has no checkpoint 7 \(its checkpoints: 2, 4\)"):
+        resolve_model(ModelSpec(run_dir=trained_run, checkpoint=7))
+    fresh = runs.create_run(parse_config({"name": "fresh"}), run_dir=tmp_path / "fresh")
+    with pytest.raises(ChatError, match="fresh has no final adapter yet \\(it is queued\\); it has no checkpoint"):
+        resolve_model(ModelSpec(run_dir=fresh))
+    with pytest.raises(ChatError, match="choose a base model or a run"):
+        resolve_model(ModelSpec())
+    client = ChatClient(workspace)
+    with pytest.raises(ChatError, match="no run at"):
+        list(client.load(ModelSpec(run_dir=tmp_path / "nowhere")))
+    assert client.pid is None  # refused before any process started
+
+
+def test_a_model_that_fails_to_load_says_why(workspace, tmp_path):
+    client = ChatClient(workspace)
+    with pytest.raises(ChatError, match="no model at .*missing: there is no such directory"):
+        list(client.load(ModelSpec(base=str(tmp_path / "missing"))))
+    assert client.pid is None  # refused before any process started
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ChatError, match="could not load the tokenizer of .*empty: "):  # the worker's own error
+        list(client.load(ModelSpec(base=str(tmp_path / "empty"))))
+    assert client.pid is None and client.info is None
+
+
+def test_bad_requests_are_refused_clearly(base):
+    client, _ = base
+    with pytest.raises(ChatError, match="must end with a user message"):
+        list(client.generate([{"role": "assistant", "content": "hi"}], GREEDY))
+    with pytest.raises(ChatError, match="needs a role"):
+        list(client.generate([{"role": "robot", "content": "hi"}, {"role": "user", "content": "x"}], GREEDY))
+    with pytest.raises(ChatError, match="no adapter to switch off"):
+        list(client.generate(PROMPT, GREEDY, use_adapter=False))
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"temperature": 3}, "temperature: must be <= 2.0"),
+        ({"top_p": 0}, "top_p: must be > 0.0"),
+        ({"max_new_tokens": 0}, "max_new_tokens: must be >= 1"),
+        ({"max_new_tokens": 2.5}, "max_new_tokens: must be a whole number"),
+        ({"repetition_penalty": 0.5}, "repetition_penalty: must be >= 1.0"),
+        ({"seed": -1}, "seed: must be >= 0"),
+        ({"temprature": 1}, "temprature: unknown key (did you mean temperature?)"),
+    ],
+)
+def test_bad_sampling_values_name_the_field(values, message):
+    with pytest.raises(ConfigError) as caught:
+        parse_sampling(values)
+    assert str(caught.value) == message
+
+
+def test_sampling_defaults_and_greedy():
+    assert parse_sampling({}) == SamplingParams()
+    assert parse_sampling({"temperature": 0, "seed": 3}).greedy
+    assert all(field.description for field in SamplingParams.model_fields.values())
+
+
+def test_unload_ends_the_process(base):
+    """Last of the file: it unloads the shared worker (the fixture's own unload is then a no-op)."""
+    client, _ = base
+    pid = client.pid
+    assert pid and client.info is not None
+    client.unload()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert client.pid is None and client.info is None
+    with pytest.raises(ChatError, match="no model is loaded"):
+        list(client.generate(PROMPT, GREEDY))

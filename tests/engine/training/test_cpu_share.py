@@ -1,0 +1,102 @@
+"""engine.training.cpu_share: the load of other programs read from /proc, and the threads a run keeps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.training.cpu_share import CpuShareCallback, CpuTimes, others_load, read_cpu_times, threads_for
+
+pytestmark = pytest.mark.skipif(read_cpu_times() is None, reason="needs Linux /proc")
+
+SPIN = "import time\nend = time.time() + 30\nwhile time.time() < end: pass"
+
+
+def spinner() -> subprocess.Popen[bytes]:
+    """Another program that keeps one core busy."""
+    return subprocess.Popen([sys.executable, "-c", SPIN])
+
+
+def measure(seconds: float, busy_self: bool = False) -> float:
+    before = read_cpu_times()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not busy_self:
+            time.sleep(0.01)
+    return others_load(before, read_cpu_times())
+
+
+def test_a_busy_program_counts_and_this_process_does_not():
+    quiet = measure(1.0, busy_self=True)  # this process spinning is not "other programs"
+    process = spinner()
+    try:
+        time.sleep(0.2)
+        busy = measure(1.0)
+    finally:
+        process.kill()
+        process.wait()
+    assert busy > 0.7, busy
+    assert busy - quiet > 0.6, (busy, quiet)
+
+
+@pytest.mark.parametrize(
+    ("load", "cores", "most", "expected"),
+    [
+        (0.0, 2, 2, 2),
+        (0.1, 2, 2, 2),  # the studio answering polls leaves both cores
+        (0.9, 2, 2, 1),  # a browser drawing charts takes one
+        (3.0, 2, 2, 1),  # never below one
+        (1.0, 16, 8, 8),  # never above the threads the run started with
+        (9.0, 16, 8, 7),
+    ],
+)
+def test_threads_for_the_cores_left(load, cores, most, expected):
+    assert threads_for(load, cores, most) == expected
+
+
+def test_callback_follows_the_load_both_ways():
+    # Readings a second apart: the machine busy with 1.0 other cores, then quiet again.
+    readings = iter(
+        [
+            CpuTimes(machine_busy=0.0, own=0.0, wall=0.0),
+            CpuTimes(machine_busy=2.0, own=1.0, wall=1.0),  # others: 1.0 core
+            CpuTimes(machine_busy=3.0, own=2.0, wall=2.0),  # others: 0.0 cores
+        ]
+    )
+    chosen: list[int] = []
+    share = CpuShareCallback(
+        cores=2, most=2, set_threads=chosen.append, start=next(readings), read=lambda: next(readings)
+    )
+    share.on_train_begin(None, None, None)
+    share.on_step_end(None, None, None)
+    assert chosen == [1, 2] and share.threads == 2
+
+
+def test_a_run_beside_a_busy_program_trains_on_the_free_core(tmp_path: Path):
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("the figures below are for a 2-core machine")
+    from engine import runs
+    from engine.config import parse_config
+
+    config = parse_config(
+        {
+            "name": "share",
+            "data": {"path": "assets/datasets/demo_sft_train.jsonl", "max_samples": 32},
+            "train": {"max_steps": 3, "per_device_batch_size": 4, "max_length": 64, "save_strategy": "no"},
+        }
+    )
+    process = spinner()
+    try:
+        run_dir = runs.create_run(config, run_dir=tmp_path / "run")
+        runs.start(run_dir)
+        final = runs.wait(run_dir, timeout=120)
+    finally:
+        process.kill()
+        process.wait()
+    assert final["state"] == "completed", final
+    assert "training with 1 of 2 threads" in (run_dir / "train.log").read_text()

@@ -1,0 +1,57 @@
+"""One tiny trained demo run for the evaluate and export tests, trained once per test session.
+
+The demo preset, cut to 60 steps with a checkpoint every 30, trained through the real CLI
+(``python -m engine train CFG --run-dir DIR``). The first module that asks trains it; later modules get a
+copy in their own workspace, so each can write evaluations and exports without touching the others.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engine.store.paths import PROJECT_ROOT
+
+DEMO_PRESET = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
+MAX_STEPS, SAVE_STEPS = 60, 30
+RUN_ID = "demo-run"
+
+
+def demo_config() -> dict:
+    """The demo preset at 60 steps, saving every 30 and evaluating at the end."""
+    config = yaml.safe_load(DEMO_PRESET.read_text())
+    # Batches of 8 keep the session quick on a shared CPU; one evaluation at the end gives the final eval loss.
+    config["train"].update(max_steps=MAX_STEPS, save_steps=SAVE_STEPS, eval_steps=MAX_STEPS, per_device_batch_size=8)
+    return config
+
+
+def _train(run_dir: Path) -> None:
+    config_path = run_dir.parent.parent / "demo.yaml"
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(yaml.safe_dump(demo_config()))
+    result = subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+
+def trained_demo_run(tmp_path_factory: pytest.TempPathFactory, workspace: Path) -> Path:
+    """A completed demo run at ``workspace/runs/demo-run`` (trained on first use in the session, then copied)."""
+    cached = tmp_path_factory.getbasetemp() / "demo-run-cache" / "runs" / RUN_ID
+    if not (cached / "adapter" / "adapter_model.safetensors").is_file():
+        shutil.rmtree(cached, ignore_errors=True)
+        _train(cached)
+    run_dir = Path(workspace) / "runs" / RUN_ID
+    shutil.copytree(cached, run_dir)
+    return run_dir

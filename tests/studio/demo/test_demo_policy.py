@@ -1,0 +1,214 @@
+"""Demo mode's rules as plain functions: which configs a visitor may train, which paths they may name, which
+config files load, and how demo mode is switched on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import launch
+from engine.config import parse_config
+from engine.store.paths import PROJECT_ROOT
+from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, owns, place_text, valid_visitor, visitor_uploads
+from studio.form.schema import default_values, leaf_specs
+from studio.train import actions
+
+DEMO = DemoPolicy(enabled=True)
+CAP = DEMO.max_steps
+VISITOR = "visitor-aaaaaaaaaaaaaaaa"
+
+
+def demo_values(**changes: Any) -> dict[str, Any]:
+    """The form as a fresh demo page shows it (the demo preset), with some fields changed (__ for dots)."""
+    values = actions.starting_values()
+    values.update({key.replace("__", "."): value for key, value in changes.items()})
+    return values
+
+
+def by_field(config_data: dict[str, Any], uploads: Path | None = None) -> dict[str, str]:
+    return {p.field: p.message for p in DEMO.problems(parse_config(config_data), uploads)}
+
+
+def test_outside_demo_mode_nothing_is_limited() -> None:
+    config = parse_config({"model": {"name_or_path": "org/big"}, "quantization": {"mode": "4bit"}})
+    assert NORMAL.problems(config) == []
+    assert NORMAL.restrict_values({"model.name_or_path": "org/big"}, None) == ({"model.name_or_path": "org/big"}, [])
+
+
+def test_the_demo_preset_is_allowed_as_it_is() -> None:
+    assert actions.preview(demo_values(), Path("/tmp"), DEMO).errors == {}
+
+
+def test_locked_fields_are_refused_by_name() -> None:
+    problems = by_field(
+        {
+            "model": {"name_or_path": "org/big", "trust_remote_code": True},
+            "quantization": {"mode": "4bit"},
+            "launch": {"num_processes": 2},
+            "train": {"max_steps": 10, "report_to": "wandb"},
+        }
+    )
+    assert set(problems) == {
+        "model.name_or_path",
+        "model.trust_remote_code",
+        "quantization.mode",
+        "launch.num_processes",
+        "train.report_to",
+    }
+    assert problems["model.name_or_path"] == "fixed to assets/demo-model in this demo (it runs on a small shared CPU)"
+    assert problems["launch.num_processes"].startswith("fixed to 1 in this demo")
+
+
+@pytest.mark.parametrize(
+    ("steps", "detail"),
+    [(CAP + 1, f"{CAP + 1} asked"), (-1, "epoch-based runs (-1) are off"), (0, "epoch-based runs (-1) are off")],
+)
+def test_steps_are_capped_and_epoch_runs_refused(steps: int, detail: str) -> None:
+    problems = by_field({"train": {"max_steps": steps}})
+    assert problems == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} ({detail})"}
+    assert by_field({"train": {"max_steps": CAP}}) == {}
+
+
+def test_memory_caps_are_refused_next_to_their_field() -> None:
+    problems = by_field(
+        {
+            "train": {
+                "max_steps": 5,
+                "per_device_batch_size": 65,
+                "max_length": 4096,
+                "gradient_accumulation_steps": 9,
+                "save_total_limit": None,
+            }
+        }
+    )
+    assert problems == {
+        "train.per_device_batch_size": "the demo allows at most 64 here",
+        "train.max_length": "the demo allows at most 1024 here",
+        "train.gradient_accumulation_steps": "the demo allows at most 8 here",
+        "train.save_total_limit": "the demo allows at most 3 here",
+    }
+
+
+def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path) -> None:
+    uploads = visitor_uploads(tmp_path, VISITOR)
+    mine = uploads / "datasets" / "mine.jsonl"
+    mine.parent.mkdir(parents=True)
+    mine.write_text('{"text": "hi"}\n')
+    elsewhere = tmp_path / "runs" / "someone" / "train.log"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text("secret\n")
+    steps = {"max_steps": 5}
+    assert by_field({"train": steps, "data": {"path": "assets/datasets/demo_sft_train.jsonl"}}, uploads) == {}
+    assert by_field({"train": steps, "data": {"path": str(mine)}}, uploads) == {}
+    message = "the demo trains on the bundled datasets or a file you upload"
+    for path in (str(elsewhere), "/etc/passwd", "org/dataset", "assets/datasets/../../launch.py"):
+        assert by_field({"train": steps, "data": {"path": path}}, uploads) == {"data.path": message}, path
+    # Another visitor's upload is not yours.
+    other = visitor_uploads(tmp_path, "visitor-bbbbbbbbbbbbbbbb")
+    assert by_field({"train": steps, "data": {"path": str(mine)}}, other) == {"data.path": message}
+    assert by_field({"train": steps, "data": {"eval_path": "/etc/hosts"}}, uploads) == {"data.eval_path": message}
+
+
+def test_preview_and_start_show_the_demo_refusal_next_to_the_field(tmp_path: Path) -> None:
+    result = actions.preview(demo_values(train__max_steps=5000), tmp_path, DEMO)
+    assert result.config is None
+    assert result.errors == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} (5000 asked)"}
+    started = actions.start_run(demo_values(train__max_steps=-1), tmp_path, policy=DEMO, visitor=VISITOR)
+    assert started.run_dir is None and "epoch-based runs (-1) are off" in started.errors["train.max_steps"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_restrict_values_forces_locked_fields_and_resets_foreign_data(tmp_path: Path) -> None:
+    values = default_values()
+    values.update({"model.name_or_path": "org/big", "quantization.mode": "4bit", "data.path": "/etc/passwd"})
+    restricted, changed = DEMO.restrict_values(values, visitor_uploads(tmp_path, VISITOR))
+    assert changed == ["model.name_or_path", "quantization.mode", "data.path"]
+    assert restricted["model.name_or_path"] == "assets/demo-model" and restricted["quantization.mode"] == "none"
+    assert restricted["data.path"] == "assets/datasets/demo_sft_train.jsonl"
+
+
+def test_configs_load_only_from_presets_or_uploads_and_come_back_restricted(tmp_path: Path) -> None:
+    saved = tmp_path / "configs" / "mine.yaml"
+    saved.parent.mkdir()
+    saved.write_text("model:\n  name_or_path: org/big\n")
+    assert [label for label, _ in actions.config_files(tmp_path, DEMO)] == ["preset: demo"]
+    values, message = actions.load_config_values(saved, tmp_path, DEMO)
+    assert values is None and "outside the folders the studio may read" in message
+    preset = actions.PRESETS_DIR / "demo.yaml"
+    values, message = actions.load_config_values(preset, tmp_path, DEMO)
+    assert values is not None and message == "✅ Loaded `demo.yaml`"
+
+
+def test_uploaded_config_is_restricted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    upload = tmp_path / "gradio" / "abc" / "big.yaml"
+    upload.parent.mkdir(parents=True)
+    upload.write_text("model:\n  name_or_path: org/big\nlaunch:\n  num_processes: 4\n")
+    values, message = actions.load_config_values(upload, tmp_path, DEMO)
+    assert values is not None and values["model.name_or_path"] == "assets/demo-model"
+    assert values["launch.num_processes"] == 1
+    assert message == ("✅ Loaded `big.yaml` (set back to the demo's values: model.name_or_path, launch.num_processes)")
+
+
+def test_nothing_is_saved_on_the_server_in_demo_mode(tmp_path: Path) -> None:
+    saved, download, message = actions.save_config_as(demo_values(), "mine", tmp_path, DEMO)
+    assert saved is None and download is None and "saves no configs on the server" in message
+    assert not (tmp_path / "configs").exists()
+    assert actions.model_choices(tmp_path, DEMO) == ["assets/demo-model"]
+
+
+def test_help_text_names_the_limit() -> None:
+    specs = {spec.path: spec for spec in leaf_specs()}
+    assert DEMO.help_for(specs["train.max_steps"]) == f"Optimizer steps to run: 1 to {CAP} in this demo."
+    assert DEMO.help_for(specs["train.max_length"]).endswith("At most 1024 in this demo.")
+    assert DEMO.help_for(specs["quantization.mode"]).endswith("Fixed in this demo.")
+    assert NORMAL.help_for(specs["train.max_steps"]) == specs["train.max_steps"].help
+
+
+def test_visitors_and_owners() -> None:
+    assert valid_visitor(VISITOR) == VISITOR
+    assert valid_visitor("short") is None and valid_visitor("../../etc/passwd-xxxxxxxx") is None
+    assert valid_visitor(None) is None and valid_visitor(42) is None
+    tag = owner_tag(VISITOR)
+    assert len(tag) == 32 and VISITOR not in tag
+    assert owns(DEMO, {"owner": tag}, VISITOR) is True
+    assert owns(DEMO, {"owner": tag}, "visitor-bbbbbbbbbbbbbbbb") is False
+    assert owns(DEMO, {}, VISITOR) is False and owns(DEMO, {"owner": tag}, None) is False
+    assert owns(NORMAL, {"owner": tag}, None) is True
+
+
+def test_place_in_line_reads_well() -> None:
+    assert [place_text(n) for n in (0, 1, 2)] == ["yours is next", "1 run ahead of yours", "2 runs ahead of yours"]
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, False),
+        ({"STUDIO_DEMO": "1"}, True),
+        ({"SPACE_ID": "me/studio"}, True),
+        ({"SPACE_ID": "me/studio", "STUDIO_DEMO": "0"}, False),
+        ({"STUDIO_DEMO": "0"}, False),
+    ],
+)
+def test_demo_mode_switch(env: dict[str, str], expected: bool) -> None:
+    assert launch.demo_wanted(env) is expected
+
+
+def test_demo_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("STUDIO_DEMO", "SPACE_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert launch.parser().parse_args([]).demo is False
+    assert launch.parser().parse_args(["--demo"]).demo is True
+    monkeypatch.setenv("SPACE_ID", "me/studio")
+    assert launch.parser().parse_args([]).demo is True
+
+
+def test_the_demo_preset_runs_in_demo_mode_as_it_is(tmp_path: Path) -> None:
+    """A visitor presses Start on the preset the page opens with: it must pass the demo's caps unchanged."""
+    preset = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
+    assert by_field(preset) == {}
+    assert actions.preview(actions.starting_values(), tmp_path, DEMO).errors == {}

@@ -1,0 +1,123 @@
+"""Property-based fuzzing of the Train tab's handlers with whatever a browser (or a script) could send.
+
+Every handler ends in a config or in problems placed on form fields: never an exception, never a process.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from hypothesis import event, example, given
+from hypothesis import strategies as st
+
+from engine.config import ConfigError, RunConfig
+from studio.form.schema import FieldSpec, default_values, leaf_specs, values_to_config
+from studio.train import actions
+from studio.train import dataset as dp
+from tests.helpers.fuzz_strategies import SPECIAL_TEXT, fuzz, odd_values
+
+SPECS = leaf_specs()
+SMALL_DATASET = "assets/datasets/demo_sft_eval.jsonl"  # valid and a tenth the size of the training set
+PATHS = {spec.path for spec in SPECS}
+
+
+def widget_value(spec: FieldSpec) -> st.SearchStrategy[Any]:
+    """What the spec's widget could hold, and what a hand-made request could put there instead."""
+    if spec.kind in ("int", "float"):
+        low = spec.minimum if spec.minimum is not None else -1e6
+        high = spec.maximum if spec.maximum is not None else 1e6
+        typed = st.integers(int(low), int(high)) if spec.kind == "int" else st.floats(low, high)
+        usual = st.one_of(typed, typed.map(str)) if spec.text_number else typed
+    elif spec.kind == "choice":
+        usual = st.sampled_from(spec.choices)
+    elif spec.kind == "bool":
+        usual = st.booleans()
+    else:
+        usual = st.one_of(st.just(spec.default if isinstance(spec.default, str) else ""), st.text(max_size=20))
+    return st.one_of(usual, st.sampled_from(SPECIAL_TEXT), odd_values)
+
+
+@st.composite
+def form_values(draw: st.DrawFn) -> dict[str, Any]:
+    """The default form with some fields changed (few or many), and now and then an unknown path."""
+    values = {**default_values(), "data.path": SMALL_DATASET}
+    changed = draw(st.lists(st.sampled_from(SPECS), max_size=draw(st.sampled_from([1, 3, 12]))))
+    for spec in changed:
+        values[spec.path] = draw(widget_value(spec))
+    if draw(st.integers(0, 9)) == 0:
+        values[draw(st.text(max_size=8))] = draw(odd_values)
+    return values
+
+
+def changed(changes: dict[str, Any]) -> dict[str, Any]:
+    """The default form with ``changes`` (path -> widget value)."""
+    return {**default_values(), **changes}
+
+
+# Inputs that once raised something other than a ConfigError, kept as fixed examples.
+DEEP_JSON = changed({"data.placeholders": '{"a": ' + "[" * 100_000})
+TEXT_CHECKBOX = changed({"model.trust_remote_code": "maybe", "train.packing": "false"})
+
+
+def placed(field: str) -> bool:
+    """Whether a problem's field is one the form shows (a widget, or an item of a list widget)."""
+    return field in PATHS or any(field.startswith(path + ".") for path in PATHS)
+
+
+def no_process() -> Any:
+    """Fail the test if anything starts a process."""
+    return mock.patch.object(subprocess, "Popen", side_effect=AssertionError("a process was started"))
+
+
+@fuzz(250)
+@given(form_values())
+@example(DEEP_JSON)
+@example(TEXT_CHECKBOX)
+def test_values_to_config_gives_a_config_or_field_problems(values: dict[str, Any]) -> None:
+    try:
+        config = values_to_config(values)
+    except ConfigError as exc:
+        assert exc.problems and all(placed(problem.field) for problem in exc.problems), exc.problems
+    else:
+        assert isinstance(config, RunConfig)
+
+
+@fuzz(100)
+@given(form_values())
+@example(DEEP_JSON)
+def test_preview_and_dataset_check_never_raise(values: dict[str, Any]) -> None:
+    workspace = Path(tempfile.gettempdir())  # never written by these handlers
+    with no_process():
+        result = actions.preview(values, workspace)
+        check = dp.check_dataset(values, with_tokens=False, workspace=workspace)
+    assert all(placed(field) for field in result.errors), result.errors
+    assert (result.config is None) == bool(result.errors)
+    assert (result.command == "") == bool(result.errors)
+    assert "Traceback" not in check.error and bool(check.error) != bool(check.summary)
+
+
+@fuzz(60)
+@given(form_values())
+@example(DEEP_JSON)
+def test_start_starts_one_run_or_nothing(values: dict[str, Any]) -> None:
+    workspace = Path(tempfile.mkdtemp(prefix="form-fuzz-"))
+    calls: list[Path] = []
+    try:
+        with no_process():
+            result = actions.start_run(values, workspace, launcher=calls.append)
+        runs_dir = workspace / "runs"
+        event("started" if result.run_dir else "refused")
+        if result.run_dir is None:
+            assert calls == [] and not runs_dir.exists()
+            assert all(placed(field) for field in result.errors), result.errors
+            assert result.message.startswith(("❌", "⏳"))
+        else:
+            assert calls == [result.run_dir] and result.run_dir.parent == runs_dir.resolve()
+            assert (result.run_dir / "config.yaml").is_file()
+    finally:
+        shutil.rmtree(workspace)

@@ -1,0 +1,317 @@
+"""The Train tab's handlers as plain functions, its Gradio wiring, and one real start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pytest
+import yaml
+from gradio.state_holder import SessionState
+
+from engine import runs
+from engine.config import RunConfig
+from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import update_status
+from engine.store.workspace import runs_dir
+from studio.context import StudioContext
+from studio.form.schema import config_to_values, default_values
+from studio.train import actions
+from studio.train import dataset as dp
+from studio.train.estimate import estimate_memory, model_shape, weight_bytes_per_param
+from studio.train.tab import build_train_tab
+
+
+def values(**changes: Any) -> dict[str, Any]:
+    """Default widget values with some fields changed (dotted paths written with __ for dots)."""
+    result = default_values()
+    result.update({key.replace("__", "."): value for key, value in changes.items()})
+    return result
+
+
+def run_dirs(workspace: Path) -> list[Path]:
+    root = runs_dir(workspace)
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+def fake_launcher(calls: list[Path]) -> Any:
+    """Stands in for engine.runs.start: records the call and marks the run starting (as start does)."""
+
+    def launch(run_dir: Path) -> int:
+        calls.append(run_dir)
+        time.sleep(0.2)  # widen the window a second click could slip through
+        update_status(run_dir, state="starting", supervisor_pid=None)
+        return 0
+
+    return launch
+
+
+# --- building -----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory: pytest.TempPathFactory) -> tuple[gr.Blocks, Any, StudioContext]:
+    with gr.Blocks() as demo:
+        ctx = StudioContext(workspace=tmp_path_factory.mktemp("ws"), current_run=gr.State(None), tabs=gr.Tabs())
+        form = build_train_tab(ctx)
+    return demo, form, ctx
+
+
+def test_tab_builds_every_config_field(tab: Any) -> None:
+    _, form, _ = tab
+    assert set(form.components) == set(form.paths) and len(form.paths) > 60
+    assert isinstance(form.components["model.name_or_path"], gr.Dropdown)  # the model combo box
+
+
+def test_studio_modules_do_not_import_the_training_stack() -> None:
+    code = (
+        "import sys, gradio as gr; from pathlib import Path; import tempfile\n"
+        "from studio.context import StudioContext; from studio.train.tab import build_train_tab\n"
+        "with gr.Blocks():\n"
+        "    build_train_tab(StudioContext(Path(tempfile.mkdtemp()), gr.State(None), gr.Tabs()))\n"
+        "heavy = {'torch', 'transformers', 'trl', 'peft', 'bitsandbytes', 'datasets'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, check=True, timeout=120)
+
+
+def call(demo: gr.Blocks, name: str, args: list[Any], state: SessionState | None = None) -> list[Any]:
+    """Run one event the way the server does (preprocess, fn, postprocess), without a browser."""
+    fn = next(fn for fn in demo.fns.values() if fn.name == name)
+    return asyncio.run(demo.process_api(fn, args, state=state or SessionState(demo)))["data"]
+
+
+def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None:
+    demo, form, _ = tab
+    widget = values(train__learning_rate=-1, adapter__r=0)  # below the Number widgets' minimum
+    out = call(demo, "on_change", [None, *(widget[path] for path in form.paths)])  # no visitor: not a demo
+    slots = dict(zip(form.paths, out[3:], strict=True))
+    assert (
+        slots["train.learning_rate"]["visible"] is True and "must be &gt; 0.0" in slots["train.learning_rate"]["value"]
+    )
+    assert slots["adapter.r"]["visible"] is True
+    assert slots["train.max_steps"]["visible"] is False
+    assert out[0].startswith("# The form has problems") and "train.learning_rate" in out[0]
+    ok = call(demo, "on_change", [None, *(default_values()[path] for path in form.paths)])
+    assert ok[0].startswith("name: null") and ok[1].startswith("python -m engine train config.yaml --run-dir")
+
+
+def test_start_through_gradio_sets_the_current_run_and_shows_the_monitor(tab: Any, monkeypatch: Any) -> None:
+    demo, form, ctx = tab
+    calls: list[Path] = []
+    monkeypatch.setattr(runs, "start", fake_launcher(calls))
+    state = SessionState(demo)
+    out = call(demo, "on_start", [None, *(values(name="wired")[path] for path in form.paths)], state)
+    assert len(calls) == 1 and state[ctx.current_run._id] == str(calls[0])
+    assert out[-1] == {"selected": "monitor", "__type__": "update"}
+    update_status(calls[0], state="completed")  # free the workspace for the other tests using it
+
+
+# --- preview, start -------------------------------------------------------------------------------------------
+
+
+def test_preview_shows_yaml_and_command_or_the_errors(tmp_path: Path) -> None:
+    good = actions.preview(values(name="my run"), tmp_path)
+    assert "name: my run" in good.yaml and not good.errors
+    assert good.command == f"python -m engine train config.yaml --run-dir {tmp_path}/runs/my-run"
+    bad = actions.preview(values(train__learning_rate=0), tmp_path)
+    assert bad.errors == {"train.learning_rate": "must be > 0.0"} and bad.config is None
+
+
+def test_invalid_form_starts_nothing(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    result = actions.start_run(values(train__per_device_batch_size=0), tmp_path, fake_launcher(calls))
+    assert result.run_dir is None and "train.per_device_batch_size" in result.errors
+    assert calls == [] and run_dirs(tmp_path) == []
+
+
+def test_bad_dataset_starts_nothing_and_names_the_row(tmp_path: Path) -> None:
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"instruction": "a", "output": "b"}\n{"instruction": "c", "output": ""}\n')
+    calls: list[Path] = []
+    result = actions.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
+    assert result.run_dir is None and "row 2" in result.data_error
+    assert calls == [] and run_dirs(tmp_path) == []
+
+
+def test_double_click_starts_one_run(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    launcher = fake_launcher(calls)
+    results: list[actions.StartResult] = []
+    form = values(name="twice")
+    threads = [
+        threading.Thread(target=lambda: results.append(actions.start_run(form, tmp_path, launcher))) for _ in "ab"
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(run_dirs(tmp_path)) == 1 and len(calls) == 1
+    assert sorted(result.run_dir is None for result in results) == [False, True]
+    refused = next(result for result in results if result.run_dir is None)
+    assert "another run is active" in refused.message
+
+
+def test_busy_workspace_refuses_with_a_clear_message(tmp_path: Path) -> None:
+    busy = runs.create_run(RunConfig(name="busy"), workspace=tmp_path)
+    # A live process whose command line names the engine, as a real supervisor's does.
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "engine"])
+    try:
+        update_status(busy, state="running", supervisor_pid=sleeper.pid)
+        calls: list[Path] = []
+        result = actions.start_run(values(), tmp_path, fake_launcher(calls))
+        assert result.run_dir is None and calls == []
+        assert "another run is active: busy (running)" in result.message and "Stop it first" in result.message
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert run_dirs(tmp_path) == [busy]
+
+
+# --- dataset panel ----------------------------------------------------------------------------------------------
+
+
+def test_dataset_check_of_the_demo_set_marks_the_loss(tmp_path: Path) -> None:
+    check = dp.check_dataset(values(), with_tokens=True, num_examples=2)
+    assert check.error == "" and check.format == "conversational"
+    assert "`conversational`" in check.summary and "carry loss" in check.summary
+    assert check.examples.count('class="ts-example"') == 2
+    first_row = json.loads((PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl").read_text().split("\n")[0])
+    answer = first_row["messages"][-1]["content"]
+    assert '<mark class="ts-loss"' in check.examples and answer in check.examples
+    assert '<span class="ts-prompt"' in check.examples and "&lt;|user|&gt;" in check.examples  # escaped
+
+
+def test_dataset_check_names_the_bad_row(tmp_path: Path) -> None:
+    data = tmp_path / "bad.jsonl"
+    rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}] * 3
+    rows.append({"messages": [{"role": "user", "content": "hi"}]})
+    data.write_text("\n".join(json.dumps(row) for row in rows))
+    check = dp.check_dataset(values(data__path=str(data)), with_tokens=False, workspace=tmp_path)
+    assert "row 4" in check.error and check.summary == ""
+    missing = dp.check_dataset(values(data__path=str(tmp_path / "nope.jsonl")), with_tokens=False, workspace=tmp_path)
+    assert "not found" in missing.error
+
+
+def test_dataset_check_ignores_fields_it_does_not_need_but_reports_its_own() -> None:
+    assert dp.check_dataset(values(train__learning_rate=-1), with_tokens=False).error == ""
+    assert "data.eval_size" in dp.check_dataset(values(data__eval_size=-1), with_tokens=False).error
+
+
+def test_upload_is_copied_into_the_workspace(tmp_path: Path) -> None:
+    upload = tmp_path / "ws" / "upload" / "mine.jsonl"  # uploads are read from the allowed folders only
+    upload.parent.mkdir(parents=True)
+    upload.write_text('{"text": "hello"}\n')
+    first = dp.copy_upload(upload, tmp_path / "ws")
+    assert first == (tmp_path / "ws" / "datasets" / "mine.jsonl").resolve() and first.read_text() == upload.read_text()
+    assert dp.copy_upload(upload, tmp_path / "ws") == first  # same content: reused
+    upload.write_text('{"text": "other"}\n')
+    assert dp.copy_upload(upload, tmp_path / "ws").name == "mine-1.jsonl"
+    with pytest.raises(ValueError, match="unsupported file type"):
+        dp.copy_upload(tmp_path / "x.exe", tmp_path / "ws")
+    assert "assets/datasets/demo_sft_train.jsonl" in dp.bundled_datasets()
+
+
+# --- config files, recent models, estimate -----------------------------------------------------------------
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    form = values(name="saved-run", train__learning_rate=0.001, adapter__target_modules="q_proj, v_proj")
+    saved, download, message = actions.save_config_as(form, "my config", tmp_path)
+    assert saved == tmp_path / "configs" / "my-config.yaml" and "Saved" in message
+    assert download is not None and download.read_text() == saved.read_text()
+    loaded, message = actions.load_config_values(saved, tmp_path)
+    assert loaded == config_to_values(actions.values_to_config(form)) and "Loaded" in message
+    assert ("saved: my-config", str(saved)) in actions.config_files(tmp_path)
+    assert any(label == "preset: demo" for label, _ in actions.config_files(tmp_path))
+    assert actions.save_config_as(values(train__seed=-1), "x", tmp_path)[0] is None
+
+
+def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: {learning_rate: [1, 2\n")
+    loaded, message = actions.load_config_values(broken, tmp_path)
+    assert loaded is None and "not valid YAML (line" in message
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("train:\n  learning_rate: -1\n  lerning: 2\n")
+    loaded, message = actions.load_config_values(wrong, tmp_path)
+    assert loaded is None and "train.learning_rate: must be &gt; 0.0" in message and "did you mean" in message
+
+
+def test_presets_load_into_the_form() -> None:
+    preset = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
+    loaded, _ = actions.load_config_values(preset)
+    steps = yaml.safe_load(preset.read_text())["train"]["max_steps"]
+    assert loaded is not None and loaded["train.max_steps"] == steps and loaded["data.eval_path"].endswith(".jsonl")
+
+
+def test_recent_models_are_remembered_most_recent_first(tmp_path: Path) -> None:
+    assert actions.model_choices(tmp_path) == ["assets/demo-model"]
+    actions.remember_model(tmp_path, "org/a")
+    actions.remember_model(tmp_path, "/models/b")
+    actions.remember_model(tmp_path, "org/a")
+    assert actions.recent_models(tmp_path) == ["org/a", "/models/b"]
+    assert (tmp_path / "studio" / "recent_models.json").is_file()
+    assert actions.model_choices(tmp_path) == ["assets/demo-model", "org/a", "/models/b"]
+
+
+def test_memory_estimate_adds_up() -> None:
+    estimate = estimate_memory(
+        total_params=1_000_000,
+        trainable_params=10_000,
+        weight_bytes=weight_bytes_per_param("bfloat16"),
+        batch_size=2,
+        max_length=128,
+        hidden_size=256,
+        num_layers=4,
+    )
+    assert estimate.weights == 2_000_000 and estimate.gradients == 40_000 and estimate.optimizer == 80_000
+    assert estimate.activations == 2 * 128 * 256 * 4 * 34
+    assert estimate.total == 2_000_000 + 40_000 + 80_000 + estimate.activations
+    assert weight_bytes_per_param("float32", "4bit") == 0.5 and weight_bytes_per_param("float32") == 4
+    eight_bit = estimate_memory(100, 100, 1.0, 1, 8, None, None, optimizer="paged_adamw_8bit")
+    assert eight_bit.optimizer == 200 and eight_bit.activations is None
+    checkpointed = estimate_memory(0, 0, 1.0, 1, 10, 10, 4, gradient_checkpointing=True)
+    assert checkpointed.activations < estimate_memory(0, 0, 1.0, 1, 10, 10, 4).activations
+    assert model_shape(PROJECT_ROOT / "assets" / "demo-model") == (256, 4)
+    assert model_shape("/no/such/model") == (None, None)
+
+
+def test_estimate_counts_the_demo_models_parameters() -> None:
+    import math
+
+    from safetensors import safe_open
+
+    from studio.train.estimate import estimate_run
+
+    # The base's count: every tensor of the saved model (embeddings tied, so stored once).
+    with safe_open(str(PROJECT_ROOT / "assets" / "demo-model" / "model.safetensors"), "pt") as weights:
+        base = sum(math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())  # noqa: SIM118
+    result = estimate_run(RunConfig())
+    found = re.search(r"([\d,]+) trainable of ([\d,]+) parameters", result.markdown)
+    assert not result.errors and found, result.markdown
+    trainable, total = (int(group.replace(",", "")) for group in found.groups())
+    assert trainable > 0 and total == base + trainable  # LoRA adds its weights to the base
+    assert "Memory per device" in result.markdown
+
+
+# --- one real run ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_start_runs_a_real_two_step_run(tmp_path: Path) -> None:
+    form = values(name="two-steps", train__max_steps=2, train__max_length=64, train__save_strategy="no")
+    result = actions.start_run(form, tmp_path)
+    assert result.run_dir is not None, result.message
+    final = runs.wait(result.run_dir, timeout=180)
+    assert final["state"] == "completed", final
+    assert final["step"] == 2 and (result.run_dir / "adapter").is_dir()
+    assert actions.recent_models(tmp_path) == ["assets/demo-model"]
