@@ -164,13 +164,13 @@ def _train(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace) -> int:
     from engine.runs.control import RunError, status
     from engine.runs.supervisor import supervise
-    from engine.store.rundir import checkpoint_steps
+    from engine.store.rundir import ACTIVE_STATES, checkpoint_steps
 
     run_dir = args.run_dir.resolve()
     current = status(run_dir)
     if not current:
         return _error(f"{run_dir} is not a run directory")
-    if current.get("state") in ("starting", "running", "stopping"):
+    if current.get("state") in ACTIVE_STATES:
         return _error("the run is still running; stop it before resuming")
     steps = checkpoint_steps(run_dir)
     checkpoint = args.checkpoint if args.checkpoint is not None else (steps[-1] if steps else None)

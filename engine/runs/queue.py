@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.store.rundir import read_status, update_status
+from engine.store.rundir import TRAINING_STATES, read_status, update_status
 from engine.store.workspace import workspace_of
 
 # A stopped run that is still going this long after its time limit is killed (it saves no checkpoint then).
@@ -128,7 +128,7 @@ def enforce_time_limits(workspace: Path, now: float | None = None) -> list[Path]
         if over > STOP_GRACE_SECONDS and runs.abort(run_dir):
             minutes = current["time_limit_s"] / 60
             update_status(run_dir, error=LIMIT_ERROR.format(minutes=minutes))  # the processes are gone: no race
-        elif current.get("state") in ("starting", "running"):
+        elif current.get("state") in TRAINING_STATES:
             runs.stop(run_dir)
         acted.append(run_dir)
     return acted

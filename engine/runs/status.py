@@ -28,7 +28,7 @@ from engine.store.workspace import runs_dir
 
 def is_active(run_status: dict[str, Any]) -> bool:
     """Whether a (reconciled) status belongs to a run that is still going."""
-    return run_status.get("state") in ACTIVE_STATES and run_status.get("state") != "queued"
+    return run_status.get("state") in ACTIVE_STATES
 
 
 def status(run_dir: Path) -> dict[str, Any]:
@@ -40,7 +40,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     current = read_status(run_dir)
     state = current.get("state")
-    if state in ACTIVE_STATES and state != "queued":
+    if state in ACTIVE_STATES:
         alive = is_alive(current.get("supervisor_pid")) or is_alive(current.get("pid"))
         if not alive and not _just_started(current):
             code = current.get("exit_code")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from engine.store.processes import engine_env
-from engine.store.rundir import ACTIVE_STATES, LOG_FILE, read_status, release_reserve, update_status
+from engine.store.rundir import LOG_FILE, OPEN_STATES, read_status, release_reserve, update_status
 
 NEARLY_FULL_BYTES = 1 << 20
 
@@ -77,7 +77,7 @@ def record_exit(run_dir: Path, code: int) -> None:
     if status.get("supervisor_pid") != os.getpid():
         return  # the run was started again meanwhile; its status belongs to the new supervisor
     try:
-        if status.get("state") in ACTIVE_STATES:
+        if status.get("state") in OPEN_STATES:
             update_status(
                 run_dir,
                 state="failed",

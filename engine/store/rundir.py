@@ -30,7 +30,11 @@ WEIGHT_FILES = ("*.safetensors", "*.bin")
 RESERVE_FILE = ".space-reserve"
 TRAINER_STATE_FILE = "trainer_state.json"
 
-ACTIVE_STATES = ("queued", "starting", "running", "stopping")
+# The states of a run (status.json's "state"): the one definition of which are active, open and final.
+QUEUED = "queued"
+ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is at work (or should be)
+TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
+OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
 FINAL_STATES = ("stopped", "completed", "failed")
 
 # Errors that mean the disk (or this process's share of it) is full.

@@ -18,7 +18,7 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
-from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE
+from engine.store.rundir import CONFIG_FILE, OPEN_STATES
 from engine.store.workspace import runs_dir
 from studio.charts import Point
 from studio.monitor.view import format_duration
@@ -153,7 +153,7 @@ def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] 
     statuses = [(run_dir, runs.status(run_dir)) for run_dir in run_dirs(workspace)]
     statuses = [(run_dir, status) for run_dir, status in statuses if visible is None or visible(status)]
     statuses.sort(key=lambda item: (item[1].get("created_at") or 0, item[0].name), reverse=True)
-    active = [run_dir for run_dir, status in statuses if status.get("state") in ACTIVE_STATES]
+    active = [run_dir for run_dir, status in statuses if status.get("state") in OPEN_STATES]
     newest = active or [run_dir for run_dir, _ in statuses]
     return str(newest[0].resolve()) if newest else None
 
