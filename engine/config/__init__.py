@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -19,7 +19,11 @@ from engine.config.sections import (
     TrainSection,
 )
 
+# The training methods (engine.training.methods registers one for each name here).
+TrainingMethod = Literal["sft"]
+
 __all__ = [
+    "TrainingMethod",
     "AdapterSection",
     "ConfigError",
     "DataSection",
@@ -39,6 +43,11 @@ class RunConfig(Section):
     """Everything a fine-tuning run needs, validated before any process starts."""
 
     name: str | None = Field(None, max_length=120, description="A short name for the run (shown in the run list).")
+    method: TrainingMethod = Field(
+        "sft",
+        description="How the model is trained: sft (supervised fine-tuning on instruction, chat, "
+        "prompt-completion or plain-text data, with the loss on the answers).",
+    )
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
     quantization: QuantizationSection = Field(
         default_factory=QuantizationSection, description="Quantized loading of the base (QLoRA)."

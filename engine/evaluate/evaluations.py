@@ -26,8 +26,12 @@ from engine.data.loading import looks_like_hub_id, resolve_path
 from engine.runs.artifacts import ArtifactError, FinishedRun, open_run, trained_weights
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of
+from engine.training.methods import method_of
 
 EVALUATIONS_DIR = "evaluations"
+# How runs are scored, by Method.evaluation: "answers" is eval loss and perplexity on the answer tokens, and
+# exact match of greedy answers against the references (engine.evaluate.worker).
+SCORINGS = ("answers",)
 DATA_EVAL, DATA_TRAIN = "eval", "train"
 JOB_KIND = "evaluate"
 
@@ -87,6 +91,13 @@ def summary_text(result: dict[str, Any] | None) -> str:
     return f"{_percent(base.get('exact_match'))} → {_percent(tuned.get('exact_match'))}, {loss}"
 
 
+def check_scoring(run: FinishedRun) -> None:
+    """Refuse a run whose method is scored in a way this module does not know (see Method.evaluation)."""
+    method = method_of(run.config)
+    if method.evaluation not in SCORINGS:
+        raise ArtifactError(f"{run.name} was trained with {method.name}, whose runs cannot be evaluated yet")
+
+
 def check_data_choice(run: FinishedRun, data: str) -> None:
     """Refuse a dataset choice that cannot work: no eval set in the config, or a file that does not exist."""
     if data == DATA_EVAL and not run.config.has_eval_data:
@@ -127,6 +138,7 @@ def start_evaluation(
     """
     run = open_run(run_dir)
     trained_weights(run, checkpoint, newest_checkpoint=True)
+    check_scoring(run)
     check_data_choice(run, data)
     workspace = Path(workspace or workspace_of(run.run_dir) or run.run_dir.parent)
     if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):

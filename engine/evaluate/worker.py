@@ -21,7 +21,14 @@ import torch
 from engine.data import load_rows, resolve_chat_template
 from engine.data.pipeline import select_rows, tokenize_rows
 from engine.data.tokenize import TokenizedRow
-from engine.evaluate.evaluations import DATA_EVAL, DATA_TRAIN, check_data_choice, new_evaluation_id, save_evaluation
+from engine.evaluate.evaluations import (
+    DATA_EVAL,
+    DATA_TRAIN,
+    check_data_choice,
+    check_scoring,
+    new_evaluation_id,
+    save_evaluation,
+)
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
 from engine.runs.artifacts import FinishedRun, TrainedWeights, open_run, trained_weights
@@ -220,6 +227,7 @@ def evaluate(
     began = time.time()
     run = open_run(run_dir)
     weights = trained_weights(run, checkpoint, newest_checkpoint=True)
+    check_scoring(run)
     check_data_choice(run, data)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)

@@ -1,4 +1,4 @@
-"""Pure builders from a RunConfig to the library objects: LoraConfig, BitsAndBytesConfig, SFTConfig.
+"""Pure builders from a RunConfig to the library objects: LoraConfig, BitsAndBytesConfig, the training arguments.
 
 They train nothing and touch no files, so tests check them directly against the objects the libraries expect.
 """
@@ -20,7 +20,6 @@ from engine.training.hardware import (
 if TYPE_CHECKING:
     from peft import LoraConfig
     from transformers import BitsAndBytesConfig
-    from trl import SFTConfig
 
 
 def torch_dtype(name: str) -> Any:
@@ -120,51 +119,56 @@ def _eval_args(config: RunConfig) -> dict[str, Any]:
     }
 
 
-def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> SFTConfig:
-    """TRL's SFTConfig (a transformers TrainingArguments) for this run, with device-aware defaults resolved."""
-    from trl import SFTConfig
-
+def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> dict[str, Any]:
+    """The TrainingArguments every method shares, with device-aware defaults resolved (pure: no library)."""
     train = config.train
     precision = resolve_precision(config, hardware)
-    return SFTConfig(
-        output_dir=str(output_dir),
-        learning_rate=train.learning_rate,
-        num_train_epochs=train.num_epochs,
-        max_steps=train.max_steps,
-        per_device_train_batch_size=train.per_device_batch_size,
-        gradient_accumulation_steps=train.gradient_accumulation_steps,
-        lr_scheduler_type=train.lr_scheduler,
-        warmup_steps=train.warmup if train.warmup < 1 else int(train.warmup),
-        weight_decay=train.weight_decay,
-        optim=train.optimizer,
-        max_grad_norm=train.max_grad_norm,
-        logging_steps=train.logging_steps,
-        save_strategy=train.save_strategy,
-        save_steps=train.save_steps,
-        save_total_limit=train.save_total_limit,
-        seed=train.seed,
-        data_seed=train.seed,
-        full_determinism=train.full_determinism,
-        bf16=precision == "bf16",
-        fp16=precision == "fp16",
-        use_cpu=resolve_device(config, hardware) == "cpu",
-        activation_checkpointing=resolve_gradient_checkpointing(config, hardware),
-        activation_checkpointing_kwargs={"use_reentrant": False},
-        neftune_noise_alpha=train.neftune_noise_alpha,
-        label_smoothing_factor=train.label_smoothing,
-        auto_find_batch_size=train.auto_find_batch_size,
-        report_to=[] if train.report_to == "none" else [train.report_to],
-        max_length=train.max_length,
-        packing=train.packing,
-        completion_only_loss=config.data.completion_only_loss,
-        # engine.data.prepare hands over labelled rows already cut to max_length; only packing needs TRL's pass.
-        dataset_kwargs=None if train.packing else {"skip_prepare_dataset": True},
+    return {
+        "output_dir": str(output_dir),
+        "learning_rate": train.learning_rate,
+        "num_train_epochs": train.num_epochs,
+        "max_steps": train.max_steps,
+        "per_device_train_batch_size": train.per_device_batch_size,
+        "gradient_accumulation_steps": train.gradient_accumulation_steps,
+        "lr_scheduler_type": train.lr_scheduler,
+        "warmup_steps": train.warmup if train.warmup < 1 else int(train.warmup),
+        "weight_decay": train.weight_decay,
+        "optim": train.optimizer,
+        "max_grad_norm": train.max_grad_norm,
+        "logging_steps": train.logging_steps,
+        "save_strategy": train.save_strategy,
+        "save_steps": train.save_steps,
+        "save_total_limit": train.save_total_limit,
+        "seed": train.seed,
+        "data_seed": train.seed,
+        "full_determinism": train.full_determinism,
+        "bf16": precision == "bf16",
+        "fp16": precision == "fp16",
+        "use_cpu": resolve_device(config, hardware) == "cpu",
+        "activation_checkpointing": resolve_gradient_checkpointing(config, hardware),
+        "activation_checkpointing_kwargs": {"use_reentrant": False},
+        "neftune_noise_alpha": train.neftune_noise_alpha,
+        "label_smoothing_factor": train.label_smoothing,
+        "auto_find_batch_size": train.auto_find_batch_size,
+        "report_to": [] if train.report_to == "none" else [train.report_to],
         # Tokens/s is computed from the non-padding tokens the Trainer counts.
-        include_num_input_tokens_seen="non_padding",
+        "include_num_input_tokens_seen": "non_padding",
         # Progress goes to metrics.jsonl and a line per log in train.log; tqdm's carriage returns would garble it.
-        disable_tqdm=True,
+        "disable_tqdm": True,
         # LoRA under DDP leaves the frozen base without gradients; searching for unused ones costs a pass.
-        ddp_find_unused_parameters=False,
-        dataloader_num_workers=0,
+        "ddp_find_unused_parameters": False,
+        "dataloader_num_workers": 0,
+        # Trainer would log a NaN / infinite loss as the mean of the finite ones before it (and 0.0 on the first
+        # step after a resume); the callback must see it to stop the run and keep later checkpoints out.
+        "logging_nan_inf_filter": False,
         **_eval_args(config),
-    )
+    }
+
+
+def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> Any:
+    """The run's training arguments: its method's TRL config class (a transformers TrainingArguments) with the
+    shared arguments and the method's own."""
+    from engine.training.methods import method_of
+
+    method = method_of(config)
+    return method.args_class()(**common_training_kwargs(config, output_dir, hardware), **method.training_kwargs(config))

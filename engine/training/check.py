@@ -13,6 +13,7 @@ from typing import Any
 from engine.config import ConfigError, Problem, RunConfig
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
+from engine.training.methods import method_of, require_format
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -88,6 +89,7 @@ def check_run(config: RunConfig) -> CheckReport:
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
     data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
+    require_format(method_of(config), data.format, data.source)
     return CheckReport(
         data=data,
         parameters=meta_parameter_count(config, hardware),

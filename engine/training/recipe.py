@@ -67,15 +67,16 @@ def _resume_marker(run_dir: Path, step: int) -> set[tuple[str, int]]:
 
 
 def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
-    """Load tokenizer, data and model, and wire them into TRL's SFTTrainer."""
+    """Load tokenizer, data and model, and hand them to the run's method for its TRL trainer."""
     from transformers import PrinterCallback
 
-    from engine.data import prepare_datasets, resolve_chat_template
+    from engine.data import resolve_chat_template
     from engine.training.builders import to_training_args
     from engine.training.hardware import detect_hardware, hardware_problems
-    from engine.training.lean_trainer import lean_sft_trainer_class
+    from engine.training.methods import TrainerParts, method_of, require_format
     from engine.training.modeling import count_parameters, load_model, load_tokenizer, make_trainable
 
+    method = method_of(config)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)
     if problems:
@@ -84,7 +85,8 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     tokenizer = load_tokenizer(config)
     # The template used for training is saved with the result, so chatting with it formats prompts the same way.
     tokenizer.chat_template = resolve_chat_template(tokenizer, config.data.chat_template)
-    data = prepare_datasets(config, tokenizer)
+    data = method.prepare_data(config, tokenizer)
+    require_format(method, data.report.format, data.report.source)
     for warning in data.report.warnings:
         print(f"data warning: {warning}", flush=True)
     # Seed before the adapter is created: LoRA's initial weights come from the global generator.
@@ -100,17 +102,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
             train_rows=data.report.num_rows,
         )
     args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
-    # Trainer would log a NaN / infinite loss as the mean of the finite ones before it (and 0.0 on the first
-    # step after a resume); the callback must see it to stop the run and keep later checkpoints out.
-    args.logging_nan_inf_filter = False
-    trainer = lean_sft_trainer_class()(
-        model=model,
-        args=args,
-        train_dataset=data.train,
-        eval_dataset=data.eval,
-        processing_class=tokenizer,
-        callbacks=[callback, *cpu_share],
-    )
+    trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, [callback, *cpu_share]))
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer

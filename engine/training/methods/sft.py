@@ -1,6 +1,8 @@
-"""TRL's SFTTrainer with the model's own loss, without the per-step metrics the studio never shows.
+"""Supervised fine-tuning with TRL's SFTTrainer: instruction, chat, prompt-completion and plain-text data, with
+the loss on the answers (engine.data masks the prompts).
 
-TRL 1.x computes every training loss through a fused LM head that also yields per-token entropy and top-1
+The trainer is SFTTrainer with the model's own loss, without the per-step metrics the studio never shows. TRL
+1.x computes every training loss through a fused LM head that also yields per-token entropy and top-1
 accuracy, and reads both back with ``.item()`` on every step. The run directory records neither, and on the
 small models this studio trains on a CPU that bookkeeping costs a measurable share of each step
 (benchmarks/throughput.py). The rows the engine hands over already carry ``labels`` (-100 where no loss), so
@@ -14,6 +16,47 @@ floating-point operations; the count cannot change while training, so it is take
 from __future__ import annotations
 
 from typing import Any
+
+from engine.config import RunConfig
+from engine.training.methods.base import Method, TrainerParts
+
+
+def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
+    """Tokenized train / eval datasets with labels (engine.data.prepare_datasets)."""
+    from engine.data import prepare_datasets
+
+    return prepare_datasets(config, tokenizer)
+
+
+def training_kwargs(config: RunConfig) -> dict[str, Any]:
+    """SFTConfig's own arguments."""
+    train = config.train
+    return {
+        "max_length": train.max_length,
+        "packing": train.packing,
+        "completion_only_loss": config.data.completion_only_loss,
+        # engine.data hands over labelled rows already cut to max_length; only packing needs TRL's pass.
+        "dataset_kwargs": None if train.packing else {"skip_prepare_dataset": True},
+    }
+
+
+def args_class() -> type:
+    """TRL's SFTConfig."""
+    from trl import SFTConfig
+
+    return SFTConfig
+
+
+def build_trainer(parts: TrainerParts) -> Any:
+    """The lean SFTTrainer over the prepared datasets."""
+    return lean_sft_trainer_class()(
+        model=parts.model,
+        args=parts.args,
+        train_dataset=parts.data.train,
+        eval_dataset=parts.data.eval,
+        processing_class=parts.tokenizer,
+        callbacks=parts.callbacks,
+    )
 
 
 def lean_sft_trainer_class() -> type:
@@ -42,3 +85,14 @@ def lean_sft_trainer_class() -> type:
             return 6 * ids.numel() * counted[1]
 
     return LeanSFTTrainer
+
+
+METHOD = Method(
+    name="sft",
+    title="Supervised fine-tuning",
+    formats=("alpaca", "conversational", "prompt_completion", "text"),
+    prepare_data=prepare_data,
+    training_kwargs=training_kwargs,
+    args_class=args_class,
+    build_trainer=build_trainer,
+)

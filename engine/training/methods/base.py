@@ -1,0 +1,59 @@
+"""What a training method is (see engine.training.methods): its description, and what the recipe hands it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import RunConfig
+
+
+@dataclass(frozen=True)
+class MetricChart:
+    """A chart of one logged metric that a method adds to the Monitor, beside loss, learning rate, gradient
+    norm and throughput (a metrics.jsonl key, as the trainer logs it)."""
+
+    key: str
+    title: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class TrainerParts:
+    """What the recipe has built when it asks a method for its trainer."""
+
+    config: RunConfig
+    model: Any  # ready to train: quantized, adapter attached
+    tokenizer: Any
+    data: Any  # what the method's prepare_data returned
+    args: Any  # what to_training_args returned (an instance of the method's args_class)
+    callbacks: list[Any]
+
+
+@dataclass(frozen=True)
+class Method:
+    """One training method.
+
+    - ``formats``: the dataset formats it trains on (``engine.data`` detects them); data in another format is
+      refused before launch.
+    - ``charts``: metrics of its own that the Monitor draws.
+    - ``evaluation``: how Evaluate scores its runs (``engine.evaluate``): ``"answers"`` is eval loss and
+      perplexity on the answer tokens, and exact match of greedy answers.
+    - ``prepare_data(config, tokenizer)``: the tokenized datasets, with ``.train``, ``.eval`` and ``.report``
+      (an ``engine.data.DataReport``).
+    - ``training_kwargs(config)``: the method's own arguments of its ``args_class`` (pure: no library import);
+      the arguments every method shares come from ``engine.training.builders.common_training_kwargs``.
+    - ``args_class()``: the TRL config class (a transformers TrainingArguments).
+    - ``build_trainer(parts)``: the TRL trainer, ready to ``train()``.
+    """
+
+    name: str
+    title: str
+    formats: tuple[str, ...]
+    prepare_data: Callable[[RunConfig, Any], Any]
+    training_kwargs: Callable[[RunConfig], dict[str, Any]]
+    args_class: Callable[[], type]
+    build_trainer: Callable[[TrainerParts], Any]
+    charts: tuple[MetricChart, ...] = ()
+    evaluation: str = "answers"

@@ -1,0 +1,84 @@
+"""The method seam: every method is registered under a name the config accepts, imports no ML library until it
+is used, and every TrainSection knob reaches the training arguments (or names the place that consumes it)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic.fields import FieldInfo
+
+from engine.config import ConfigError, RunConfig, TrainingMethod, TrainSection, parse_config
+from engine.store.paths import PROJECT_ROOT
+from engine.training.builders import common_training_kwargs
+from engine.training.hardware import Hardware
+from engine.training.methods import METHODS, method_of, require_format
+
+# TrainSection fields that are not training arguments, each with the place that consumes it instead
+# ("module:function"): such a place must read the field.
+CONSUMED_ELSEWHERE: dict[str, str] = {}
+# A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
+GPU = Hardware(gpu_count=1, bf16_supported=True)
+BASE = {"data": {"eval_size": 0.1}, "train": {"eval_strategy": "steps"}}
+
+
+def test_every_method_file_is_registered_under_a_name_the_config_accepts() -> None:
+    files = {path.stem for path in (PROJECT_ROOT / "engine/training/methods").glob("*.py")} - {"__init__", "base"}
+    assert set(METHODS) == files == set(typing.get_args(TrainingMethod))
+    assert method_of(RunConfig()).name == "sft"
+
+
+def test_the_registry_imports_no_training_library() -> None:
+    heavy = ("torch", "transformers", "trl", "peft", "datasets")
+    code = f"import sys, engine.training.methods; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_method_refuses_data_of_another_format() -> None:
+    sft = METHODS["sft"]
+    require_format(sft, "alpaca", "data.json")
+    with pytest.raises(ConfigError, match=r"method: data.json is preference data, and sft trains on alpaca"):
+        require_format(sft, "preference", "data.json")
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_shared_and_method_arguments_do_not_overlap(name: str, tmp_path: Path) -> None:
+    config = parse_config({**BASE, "method": name})
+    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].training_kwargs(config))
+
+
+def _other_value(info: FieldInfo, default: Any) -> Any:
+    """A valid value of a field that differs from ``default``."""
+    annotation = info.annotation
+    choices = typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+    if choices:
+        return next(choice for choice in choices if choice != default)
+    if default is None or isinstance(default, bool):
+        return 5.0 if default is None else not default
+    upper = next((m.le for m in info.metadata if getattr(m, "le", None) is not None), None)
+    if isinstance(default, int):
+        return default + 1 if upper is None or default + 1 <= upper else default - 1
+    return default * 2 if default and (upper is None or default * 2 <= upper) else min(0.5, (upper or 1) / 2)
+
+
+def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
+    return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).training_kwargs(config)}
+
+
+@pytest.mark.parametrize("field", sorted(TrainSection.model_fields))
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_train_field_reaches_the_training_arguments(field: str, method: str, tmp_path: Path) -> None:
+    base = parse_config({**BASE, "method": method})
+    if field in CONSUMED_ELSEWHERE:
+        module, function = CONSUMED_ELSEWHERE[field].split(":")
+        source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+        assert f"def {function}(" in source and f"train.{field}" in source
+        return
+    value = _other_value(TrainSection.model_fields[field], getattr(base.train, field))
+    changed = base.model_copy(update={"train": base.train.model_copy(update={field: value})})
+    assert _arguments(changed, tmp_path) != _arguments(base, tmp_path), f"train.{field} = {value!r} changes nothing"
