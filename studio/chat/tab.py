@@ -27,6 +27,7 @@ from engine.store.workspace import runs_dir
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
 from studio.form.schema import FieldSpec, leaf_specs, values_to_config
+from studio.markup import bold, message_html, progress_bar_html
 
 MODES = ("Chat", "Side by side")
 SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  # the widgets' order
@@ -93,33 +94,28 @@ def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
 # --- status line --------------------------------------------------------------------------------------------
 
 
-def _message(text: str, kind: str) -> str:
-    return f'<div class="ts-message ts-message-{kind}">{text}</div>'
-
-
 def status_html(client: ChatClient, caller: str | None = None) -> str:
     """What is loaded (or loading), in one line; for a caller who may not use it, only that it is not theirs."""
     if not client.may_use(caller):
-        return _message(f"No model loaded for you ({OTHERS_MODEL}). Pick one and press <b>Load</b>.", "warn")
+        return message_html(
+            [f"No model loaded for you ({OTHERS_MODEL}). Pick one and press ", bold("Load"), "."], "warn"
+        )
     if client.loading is not None:
         return _progress_html(client.loading.fraction, client.loading.message)
     info = client.info
     if info is None:
-        return _message("No model loaded. Pick one and press <b>Load</b>.", "warn")
+        return message_html(["No model loaded. Pick one and press ", bold("Load"), "."], "warn")
     facts = [f"{info.parameters / 1e6:,.1f}M parameters", info.device, f"loaded in {info.seconds:.1f} s"]
     if info.context_length:
         facts.insert(2, f"context {info.context_length} tokens")
     side = " · side by side available" if info.is_adapter else ""
-    return _message(f"<b>Loaded:</b> {html.escape(info.label)} — {' · '.join(facts)}{side}", "ok")
+    return message_html([bold("Loaded:"), f" {info.label} — {' · '.join(facts)}{side}"], "ok")
 
 
 def _progress_html(fraction: float, message: str) -> str:
     percent = max(0, min(100, round(100 * fraction)))
-    return (
-        f'<div class="ts-progress ts-chat-loading"><div class="ts-bar"><div class="ts-fill" '
-        f'style="width:{percent}%"></div></div><div class="ts-progress-text"><span>Loading… '
-        f"{html.escape(message)}</span><b>{percent}%</b></div></div>"
-    )
+    text = f"<span>Loading… {html.escape(message)}</span><b>{percent}%</b>"
+    return progress_bar_html(percent, text, "ts-chat-loading")
 
 
 # --- handlers -----------------------------------------------------------------------------------------------
@@ -139,7 +135,7 @@ def load_clicked(
         for _ in client.load(spec, owner=holder_for(spec, caller)):
             yield status_html(client, caller)
     except ChatError as exc:
-        yield _message(f"Could not load: {html.escape(str(exc))}", "error")
+        yield message_html(f"Could not load: {exc}", "error")
         return
     yield status_html(client, caller)
 
@@ -147,12 +143,12 @@ def load_clicked(
 def unload_clicked(client: ChatClient, caller: str | None = None) -> str:
     """Unload the model (its process exits, so its memory is freed); never another visitor's."""
     if not client.may_use(caller):
-        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
+        return message_html(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
     if client.pid is None and client.loading is None:
-        return _message("No model is loaded.", "warn")
+        return message_html("No model is loaded.", "warn")
     if not client.unload_for(caller):  # someone else's model was loaded since the check above
-        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
-    return _message("Unloaded: the model's memory is free again.", "ok")
+        return message_html(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
+    return message_html("Unloaded: the model's memory is free again.", "ok")
 
 
 def stop_clicked(client: ChatClient, caller: str | None = None) -> None:
@@ -195,7 +191,7 @@ def _finish_note(client: ChatClient) -> str:
     parts = {"cancelled": "Stopped.", "length": "Reached the token limit."}.get(finish.get("reason"), "")
     if finish.get("dropped"):
         parts += f" {finish['dropped']} early messages were left out to fit the model's context."
-    return _message(html.escape(parts.strip()), "warn") if parts.strip() else ""
+    return message_html(parts.strip(), "warn")
 
 
 def respond(
@@ -227,7 +223,7 @@ def respond(
     except ConfigError as exc:
         problem = problem or "Fix the sampling settings: " + "; ".join(map(str, exc.problems))
     if problem:
-        yield view(note=_message(html.escape(problem), "warn"))
+        yield view(note=message_html(problem, "warn"))
         return
     targets = [(chat, True)] if mode != "Side by side" else [(base, False), (tuned, True)]
     for history, _ in targets:
@@ -243,7 +239,7 @@ def respond(
         for history, _ in targets:  # an empty reply would be sent back to the model as if it had said nothing
             if history[-1]["role"] == "assistant" and not history[-1]["content"]:
                 history.pop()
-        yield view(note=_message(html.escape(f"The reply failed: {exc}"), "error"))
+        yield view(note=message_html(f"The reply failed: {exc}", "error"))
         return
     yield view(note=_finish_note(client))
 

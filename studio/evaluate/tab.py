@@ -25,11 +25,11 @@ from studio.jobs.view import (
     checkpoint_of,
     finished_runs,
     job_status,
-    message_html,
     progress_html,
     weight_choices,
 )
 from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+from studio.markup import message_html
 from studio.path_guard import allowed_roots, path_problem
 from studio.runs.data import resolve_run
 

@@ -32,11 +32,11 @@ from studio.jobs.view import (
     checkpoint_of,
     finished_runs,
     job_status,
-    message_html,
     progress_html,
     weight_choices,
 )
 from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+from studio.markup import message_html
 
 POLL_SECONDS = 0.5
 KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]

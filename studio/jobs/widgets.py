@@ -14,7 +14,8 @@ import gradio as gr
 from engine import jobs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owned_run_dirs, owns
-from studio.jobs.view import finished_runs, message_html, pick_run, running_job
+from studio.jobs.view import finished_runs, pick_run, running_job
+from studio.markup import message_html
 from studio.runs.data import resolve_run
 
 

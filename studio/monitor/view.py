@@ -13,17 +13,8 @@ from typing import Any
 
 from engine.runs.queue import limit_reached
 from studio.demo.policy import place_text
+from studio.markup import badge_html, format_duration, progress_bar_html
 from studio.monitor.feed import MetricsFeed, eta_seconds
-
-STATE_LABELS = {
-    "queued": "queued",
-    "starting": "starting",
-    "running": "running",
-    "stopping": "stopping",
-    "stopped": "stopped",
-    "completed": "completed",
-    "failed": "failed",
-}
 
 
 @dataclass(frozen=True)
@@ -49,16 +40,6 @@ def controls_for(status: dict[str, Any]) -> Controls:
     )
 
 
-def format_duration(seconds: float | None) -> str:
-    """1:05:09, 4:09 or 0:07; an em dash when unknown."""
-    if seconds is None or seconds < 0:
-        return "—"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
 def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float | None:
     """How long the current (or last) training process has run."""
     started = status.get("started_at")
@@ -66,14 +47,6 @@ def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float |
         return None
     ended = status.get("ended_at") if status.get("state") not in ("starting", "running", "stopping") else None
     return max(0.0, (ended or now or time.time()) - started)
-
-
-def badge_html(state: str | None) -> str:
-    """A coloured pill for the state (colours in assets/studio.css, keyed by state)."""
-    state = state or "unknown"
-    label = STATE_LABELS.get(state, state)
-    live = '<span class="ts-pulse"></span>' if state in ("starting", "running", "stopping") else ""
-    return f'<span class="ts-badge ts-state-{html.escape(state)}">{live}{html.escape(label)}</span>'
 
 
 def header_html(status: dict[str, Any], run_id: str, live: str = "") -> str:
@@ -92,10 +65,7 @@ def queue_html(ahead: int) -> str:
         f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
         "Cancel takes it out of the line"
     )
-    return (
-        '<div class="ts-progress ts-state-queued ts-queue"><div class="ts-bar"><div class="ts-fill" '
-        f'style="width:0%"></div></div><div class="ts-progress-text"><span>{text}</span></div></div>'
-    )
+    return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")
 
 
 def run_note(status: dict[str, Any]) -> str:
@@ -126,12 +96,8 @@ def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float |
         f"ETA {format_duration(eta)}" if state in ("running", "starting") else "",
         f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]
-    text = " · ".join(part for part in parts if part)
-    return (
-        f'<div class="ts-progress ts-state-{html.escape(state)}">'
-        f'<div class="ts-bar"><div class="ts-fill" style="width:{fraction * 100:.1f}%"></div></div>'
-        f'<div class="ts-progress-text"><span>{text}</span><span>{fraction * 100:.0f}%</span></div></div>'
-    )
+    text = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"
+    return progress_bar_html(fraction * 100, text, f"ts-state-{html.escape(state)}", decimals=1)
 
 
 def stats_html(feed: MetricsFeed | None) -> str:

@@ -21,7 +21,7 @@ from engine.evaluate import evaluations
 from engine.store.rundir import CONFIG_FILE, OPEN_STATES
 from engine.store.workspace import runs_dir
 from studio.charts import Point
-from studio.monitor.view import format_duration
+from studio.markup import format_duration
 
 COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
 

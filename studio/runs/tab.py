@@ -21,7 +21,7 @@ from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owns
-from studio.monitor.view import badge_html
+from studio.markup import badge_html, message_html
 from studio.runs.data import (
     COLUMNS,
     RunIndex,
@@ -129,15 +129,15 @@ def _unique(label: str, taken: dict[str, Any]) -> str:
 def ask_delete(workspace: Path, run_ids: list[str] | None) -> list[Any]:
     """Show the confirmation, or refuse at once when nothing is picked or a picked run is going."""
     if not run_ids:
-        return [gr.Row(visible=False), _message("Pick the runs to delete in “Selected runs” first.", "warn")]
+        return [gr.Row(visible=False), message_html("Pick the runs to delete in “Selected runs” first.", "warn")]
     busy = _active(workspace, run_ids)
     if busy:
         text = f"Cannot delete {', '.join(busy)}: still running. Stop or abort it on the Monitor first."
-        return [gr.Row(visible=False), _message(text, "error")]
+        return [gr.Row(visible=False), message_html(text, "error")]
     count = f"{len(run_ids)} run{'s' if len(run_ids) > 1 else ''}"
     return [
         gr.Row(visible=True),
-        _message(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
+        message_html(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
     ]
 
 
@@ -156,7 +156,7 @@ def delete_runs(
             refused.append(str(exc))
     parts = [f"Deleted {len(deleted)} run{'s' if len(deleted) != 1 else ''}."] if deleted else []
     parts += refused
-    return [gr.Row(visible=False), _message(" ".join(parts), "error" if refused else "ok"), []]
+    return [gr.Row(visible=False), message_html(" ".join(parts), "error" if refused else "ok"), []]
 
 
 def _active(workspace: Path, run_ids: list[str]) -> list[str]:
@@ -168,10 +168,6 @@ def _active(workspace: Path, run_ids: list[str]) -> list[str]:
         except runs.RunError:
             continue
     return busy
-
-
-def _message(text: str, kind: str) -> str:
-    return f'<div class="ts-message ts-message-{kind}">{html.escape(text)}</div>'
 
 
 class RunsTab:

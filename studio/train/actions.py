@@ -27,8 +27,9 @@ from engine.store.rundir import write_text_atomic
 from engine.store.workspace import runs_dir
 from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed
 from studio.form.schema import config_to_values, default_values, values_to_config
+from studio.markup import text_block
 from studio.path_guard import confine_file, form_config, gradio_upload_dir
-from studio.train.dataset import cached_tokenizer, text_block
+from studio.train.dataset import cached_tokenizer
 
 PRESETS_DIR = PROJECT_ROOT / "assets" / "presets"
 DEMO_PRESET = "demo.yaml"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from studio.form.schema import leaf_specs, values_to_data
+from studio.markup import text_block
 from studio.path_guard import confine_file, guard_config
 
 if TYPE_CHECKING:
@@ -129,12 +130,6 @@ def check_dataset(
     except DataError as exc:
         return DatasetCheck("", "", error_markdown(str(exc)), report.format)
     return DatasetCheck(summary_markdown(report), examples_html(examples), "", report.format)
-
-
-def text_block(text: str) -> str:
-    """Preformatted, wrapped, escaped text for a Markdown component (a code fence would not wrap)."""
-    escaped = html.escape(text.strip()).replace("\n", "<br>")
-    return f'<div style="white-space:pre-wrap;font-family:var(--font-mono,monospace);font-size:13px">{escaped}</div>'
 
 
 def error_markdown(message: str) -> str:

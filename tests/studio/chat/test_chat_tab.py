@@ -217,7 +217,7 @@ def test_demo_visitors_chat_only_with_their_own_model(workspace, client, adapter
     loading = load_clicked(client, workspace, "run:tuned", DEMO_MODE, ALICE)
     assert "Loading…" in next(loading)  # the model's name is on this line: no one else may read it
     for someone in (bob, None):
-        assert "another visitor's model is in use" in status_html(client, someone)
+        assert "another visitor's model is in use" in unescape(status_html(client, someone))
         assert "demo-dates" not in status_html(client, someone) and "tuned" not in status_html(client, someone)
     assert "Loaded:</b> demo-dates · final adapter" in final(loading)
     assert "run:tuned" not in [key for _, key in model_choices(workspace, DEMO_MODE, BOB)]
