@@ -16,6 +16,7 @@ import gradio as gr
 
 from engine import runs
 from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import OPEN_STATES
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
 from studio.demo.policy import (
@@ -73,7 +74,7 @@ def initial_view(
         return [gr.skip(), gr.skip(), visitor_out]
     chosen = pick_initial_run(workspace, lambda status: owns(policy, status, visitor))
     status = runs.status(Path(chosen)) if chosen else {}
-    if runs.is_active(status) or status.get("state") == "queued":
+    if status.get("state") in OPEN_STATES:
         return [chosen, gr.Tabs(selected="monitor"), visitor_out]
     return [chosen, gr.skip(), visitor_out]
 

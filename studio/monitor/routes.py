@@ -29,7 +29,7 @@ from starlette.concurrency import run_in_threadpool
 
 from engine import runs
 from engine.store.paths import PROJECT_ROOT
-from engine.store.rundir import LOG_FILE, METRICS_FILE, STATUS_FILE, log_tail
+from engine.store.rundir import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail
 from engine.store.workspace import runs_dir
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
 
@@ -139,7 +139,7 @@ def hold_seconds(run_dir: Path, wait: float) -> float:
     """How long to hold an answer: what the page asks, capped; at most a second for a run that is going or
     queued, so its elapsed time and place in line stay current while nothing is written."""
     state = runs.status(run_dir).get("state")
-    cap = ACTIVE_WAIT_SECONDS if state in ("queued", "starting", "running", "stopping") else MAX_WAIT_SECONDS
+    cap = ACTIVE_WAIT_SECONDS if state in OPEN_STATES else MAX_WAIT_SECONDS
     return max(0.0, min(wait, cap))
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
+from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES
 from studio.demo.policy import place_text
 from studio.markup import badge_html, format_duration, progress_bar_html
 from studio.monitor.feed import MetricsFeed, eta_seconds
@@ -33,10 +34,10 @@ def controls_for(status: dict[str, Any]) -> Controls:
     state = status.get("state")
     has_checkpoint = bool(status.get("checkpoints"))
     return Controls(
-        stop=state in ("queued", "starting", "running"),
+        stop=state in (QUEUED, *TRAINING_STATES),
         resume=state in ("stopped", "failed") and has_checkpoint,
-        abort=state in ("starting", "running", "stopping"),
-        stop_label="Cancel" if state == "queued" else "Stop",
+        abort=state in ACTIVE_STATES,
+        stop_label="Cancel" if state == QUEUED else "Stop",
     )
 
 
@@ -45,7 +46,7 @@ def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float |
     started = status.get("started_at")
     if not started:
         return None
-    ended = status.get("ended_at") if status.get("state") not in ("starting", "running", "stopping") else None
+    ended = status.get("ended_at") if status.get("state") not in ACTIVE_STATES else None
     return max(0.0, (ended or now or time.time()) - started)
 
 
@@ -86,14 +87,14 @@ def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float |
     if state == "completed":
         fraction = 1.0
     eta = None
-    if state in ("running", "starting") and feed is not None:
+    if state in TRAINING_STATES and feed is not None:
         eta = eta_seconds(step, max_steps, feed.seconds_per_step())
     epoch = status.get("epoch")
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
         f"elapsed {format_duration(elapsed_seconds(status, now))}",
-        f"ETA {format_duration(eta)}" if state in ("running", "starting") else "",
+        f"ETA {format_duration(eta)}" if state in TRAINING_STATES else "",
         f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]
     text = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"

@@ -18,7 +18,7 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
-from engine.store.rundir import CONFIG_FILE, OPEN_STATES
+from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE, OPEN_STATES
 from engine.store.workspace import runs_dir
 from studio.charts import Point
 from studio.markup import format_duration
@@ -45,7 +45,7 @@ class RunRow:
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
-        active = self.state in ("starting", "running", "stopping")
+        active = self.state in ACTIVE_STATES
         end = (now or time.time()) if active else self.ended_at
         duration = end - self.started_at if self.started_at and end else None
         started = self.started_at or self.created_at

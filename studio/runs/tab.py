@@ -17,6 +17,7 @@ import pandas as pd
 from gradio.components.plot import PlotData
 
 from engine import runs
+from engine.store.rundir import ACTIVE_STATES
 from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext
@@ -33,7 +34,6 @@ from studio.runs.data import (
 from studio.runs.data import resolve_run as _resolve_any
 
 REFRESH_SECONDS = 2.0
-ACTIVE = ("starting", "running", "stopping")
 
 
 def as_plot(figure: Figure) -> PlotData:
@@ -70,7 +70,7 @@ def list_view(
         ids = {row.run_id for row in rows}
         kept = [run_id for run_id in (selected or []) if run_id in ids]
         picker = gr.Dropdown(choices=choices, value=kept or None)  # None, not []: Gradio warns on an empty list
-    running = sum(row.state in ACTIVE for row in rows)
+    running = sum(row.state in ACTIVE_STATES for row in rows)
     summary = f"{len(rows)} run{'s' if len(rows) != 1 else ''}" + (f" · {running} running" if running else "")
     hint = "click a run to open it in the Monitor" if rows else "start one on the Train tab"
     if not rows:
