@@ -17,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import yaml
 
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, has_weights
-from engine.config import ConfigError
+from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
+from engine.config import ConfigError, load_config
 from engine.config.sections import DEMO_MODEL
-from engine.store.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_steps, read_status
+from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
@@ -46,15 +45,14 @@ def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | N
     bases, trained = [DEMO_MODEL], []
     for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
         try:
-            config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+            config = load_config(run_dir / CONFIG_FILE)
+        except ConfigError:
             continue  # a config being written or broken by hand: skip it, the next refresh shows it
-        name = config.get("name") or run_dir.name
-        base = (config.get("model") or {}).get("name_or_path") or DEMO_MODEL
+        name = config.name or run_dir.name
+        base = config.model.name_or_path
         bases += [base] if base not in bases else []
-        lora = (config.get("adapter") or {}).get("method", "lora") == "lora"
-        final = run_dir / (ADAPTER_DIR if lora else MODEL_DIR)
-        if has_weights(final):
+        final = final_weights(run_dir, config.adapter.is_lora)
+        if final is not None:
             trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
         steps = reversed(checkpoint_steps(run_dir))
         trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import jobs, runs
-from engine.store.rundir import ADAPTER_DIR, MODEL_DIR, checkpoint_steps
+from engine.config import ConfigError, load_config
+from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights
 from studio.markup import message_html, progress_bar_html
 from studio.runs.data import resolve_run, run_dirs
 
@@ -20,7 +21,13 @@ FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / m
 
 
 def _has_final_weights(run_dir: Path) -> bool:
-    return any(any((run_dir / name).glob("*.safetensors")) for name in (ADAPTER_DIR, MODEL_DIR))
+    """Whether the run's final adapter (LoRA) or model (full, freeze) holds weights; not when its config is
+    unreadable, since the config says which of the two it is."""
+    try:
+        config = load_config(run_dir / CONFIG_FILE)
+    except ConfigError:
+        return False
+    return final_weights(run_dir, config.adapter.is_lora) is not None
 
 
 def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> list[tuple[str, str]]:
