@@ -15,7 +15,6 @@ from typing import Any
 import gradio as gr
 
 from engine import runs
-from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import OPEN_STATES
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
@@ -32,15 +31,16 @@ from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
+from studio.path_guard import ASSETS_DIR
 from studio.runs.api import register_api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
 from studio.train.tab import build_train_tab
 
-CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
-TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
-CHAT_CSS_PATH = PROJECT_ROOT / "assets" / "chat.css"
-LIVE_CHARTS_JS = PROJECT_ROOT / "assets" / "live_charts.js"
+CSS_PATH = ASSETS_DIR / "studio.css"
+TOOLS_CSS_PATH = ASSETS_DIR / "evaluate_export.css"
+CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
+LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
 TITLE = "Tuning Studio"
 
 

@@ -35,8 +35,3 @@ class StudioContext:
 
             self.visitor = gr.State(None)
         return self.visitor
-
-    @property
-    def runs_dir(self) -> Path:
-        """Where this workspace's runs live."""
-        return self.workspace / "runs"

@@ -19,6 +19,7 @@ from studio.form.schema import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
+BUNDLED_DATASETS = ASSETS_DIR / "datasets"  # the demo sets shipped with the studio
 # The config fields that name something on disk (or a hub id).
 PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path")
 

@@ -18,16 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
+from engine.store.workspace import datasets_dir
 from studio.form.schema import leaf_specs, values_to_data
 from studio.markup import text_block
-from studio.path_guard import confine_file, guard_config
+from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
 
 if TYPE_CHECKING:
     from studio.form.widgets import ConfigForm
 
-BUNDLED_DIR = PROJECT_ROOT / "assets" / "datasets"
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
-DATASETS_DIR = "datasets"
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
 CHECK_PATHS = ("model.", "data.", "train.max_length", "train.seed")
 
@@ -37,20 +36,22 @@ _tokenizer_lock = threading.Lock()
 
 def bundled_datasets() -> list[str]:
     """The bundled demo sets, as project-relative paths the engine resolves from any directory."""
-    return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DIR.glob("*.jsonl"))]
+    return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DATASETS.glob("*.jsonl"))]
 
 
-def copy_upload(source: str | Path, workspace: Path) -> Path:
-    """Copy an uploaded file into ``WORKSPACE/datasets/`` (Gradio's temp copy does not outlive the session).
+def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None) -> Path:
+    """Copy an uploaded file into ``folder``, by default ``WORKSPACE/datasets/`` (Gradio's temp copy does not
+    outlive the session).
 
     A file of the same name and content is reused; a different one gets a numbered name. Raises ValueError
-    for a file type the engine cannot read, or a source outside the folders the studio may read.
+    for a file type the engine cannot read, or a source outside the folders the studio may read (``workspace``
+    being the one of them that is not always allowed).
     """
     source = Path(source)
     if source.suffix.lower() not in UPLOAD_SUFFIXES:
         raise ValueError(f"{source.name}: unsupported file type; upload one of {', '.join(UPLOAD_SUFFIXES)}")
     source = confine_file(source, workspace, "upload")
-    folder = Path(workspace) / DATASETS_DIR
+    folder = Path(folder) if folder is not None else datasets_dir(workspace)
     folder.mkdir(parents=True, exist_ok=True)
     target, number = folder / source.name, 1
     while target.exists() and not filecmp.cmp(source, target, shallow=False):

@@ -232,11 +232,12 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, si
         if not path:
             return [gr.skip(), ""]
         # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
-        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else ctx.workspace
-        if folder is None:
+        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else None
+        if ctx.policy.enabled and folder is None:
             return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
         try:
-            return [str(dp.copy_upload(path, folder)), ""]
+            # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
+            return [str(dp.copy_upload(path, folder or ctx.workspace, folder)), ""]
         except (ValueError, OSError) as exc:
             return [gr.skip(), dp.error_markdown(str(exc))]
 
