@@ -8,9 +8,11 @@ outlives a page refresh and a studio restart. Nothing here imports torch or the 
 
 from __future__ import annotations
 
+import functools
 import html
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gradio as gr
 
@@ -32,7 +34,7 @@ from studio.export.tab import build_export_tab
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
 from studio.path_guard import ASSETS_DIR
-from studio.runs.api import register_api
+from studio.runs import api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
 from studio.train.tab import build_train_tab
@@ -42,6 +44,7 @@ TOOLS_CSS_PATH = ASSETS_DIR / "evaluate_export.css"
 CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
 LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
 TITLE = "Tuning Studio"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
@@ -114,6 +117,25 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
 
         ensure_scheduler(workspace)
     return demo
+
+
+def register_api(workspace: Path) -> None:
+    """Publish the HTTP API's endpoints (studio.runs.api) inside the current ``gr.Blocks``."""
+    for fn in api.endpoints(workspace):
+        gr.api(_explained(fn), api_name=fn.__name__)
+
+
+def _explained(fn: F) -> F:
+    """Turn a RunError into gr.Error, whose message reaches the caller (other errors stay hidden)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except runs.RunError as exc:
+            raise gr.Error(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _visitor_component(workspace: Path, policy: DemoPolicy) -> Any:

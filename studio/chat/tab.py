@@ -304,7 +304,7 @@ class ChatTab:
         policy = ctx.policy
         self.status = gr.HTML(  # per visitor: shown on page load and whenever the visitor id arrives
             lambda who: status_html(self.client, caller_of(policy, who)),
-            inputs=[ctx.visitor_input()],
+            inputs=[ctx.visitor],
             elem_classes="ts-html",
             elem_id="ts-chat-status",
         )
@@ -341,7 +341,7 @@ class ChatTab:
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         client, workspace = self.client, self.workspace
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         relist = {
             "fn": lambda key, who: gr.Dropdown(
                 choices=(c := model_choices(workspace, policy, who)), value=_kept(key, c)

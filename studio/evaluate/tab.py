@@ -170,7 +170,7 @@ class EvaluateTab:
         private: dict[str, Any] = {"api_visibility": "private"}
         shown = [self.metrics, self.table, self.result]
         buttons = [self.start, self.cancel]
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         self.run.change(
             lambda run_id, who: run_changed(workspace, run_id, policy, who),
             [self.run, visitor],

@@ -239,7 +239,7 @@ class ExportTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         self.run.change(
             lambda run_id, kind, dtype, who: run_changed(workspace, run_id, kind, dtype, policy, who),
             [self.run, self.kind, self.dtype, visitor],

@@ -57,7 +57,7 @@ def refresh_on_open(ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.Sta
         lambda current, run_id, job_dir, who: tab_opened(
             ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who
         ),
-        [ctx.current_run, run, job, ctx.visitor_input()],
+        [ctx.current_run, run, job, ctx.visitor],
         [run, job, timer],
         api_visibility="private",
     )

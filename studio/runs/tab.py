@@ -224,7 +224,7 @@ class RunsTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         listing = {
             "fn": lambda previous, selected, who: list_view(self.index, previous, selected, policy, who),
             "inputs": [self.last_key, self.selected, visitor],

@@ -1,4 +1,5 @@
 """The dataset part of the Train tab: pick a file (upload, path or bundled set) and check it before launch.
+Its widgets are built in studio.train.tab; here are the plain checks and copies they call.
 
 The check shows the detected format, row and token counts, warnings, the first training rows with the
 loss-bearing tokens marked, or the DataError that names the bad row. The tokenizer (which imports
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
@@ -22,9 +23,6 @@ from engine.store.workspace import datasets_dir
 from studio.form.schema import leaf_specs, values_to_data
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
-
-if TYPE_CHECKING:
-    from studio.form.widgets import ConfigForm
 
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
@@ -184,58 +182,3 @@ def examples_html(examples: list[Any]) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
-
-
-# --- the panel's widgets -----------------------------------------------------------------------------------
-
-
-@dataclass
-class DatasetPanel:
-    """The components of the dataset panel that the tab wires to other events."""
-
-    path: Any  # the data.path textbox (a form field)
-    upload: Any
-    bundled: Any
-    check_button: Any
-    summary: Any
-    examples: Any
-    error: Any
-
-    @property
-    def outputs(self) -> list[Any]:
-        """The components a dataset check writes."""
-        return [self.summary, self.examples, self.error]
-
-
-def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
-    """Render the data section (from the schema) beside the check results; returns the panel's components."""
-    import gradio as gr  # here, so that the checks above stay importable without the UI toolkit
-
-    with gr.Accordion(title, open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=320):
-            with gr.Row(equal_height=False):
-                bundled = gr.Dropdown(
-                    choices=bundled_datasets(),
-                    value=None,
-                    label="Bundled sets",
-                    info="Demo data shipped with the studio.",
-                    scale=2,
-                )
-                upload = gr.UploadButton(
-                    "Upload a file…", file_types=list(UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
-                )
-            form.render_fields(["data.path", "data.format"], columns=1)
-            form.render_children(form.section("data"), columns=2)
-        with gr.Column(scale=1, min_width=320):
-            check_button = gr.Button("Check dataset", size="sm")
-            error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
-            summary = gr.Markdown(
-                "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
-            )
-            examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
-    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error)
-
-
-def check_outputs(result: DatasetCheck) -> list[Any]:
-    """Outputs for ``DatasetPanel.outputs``."""
-    return [result.summary, result.examples, result.error]
