@@ -25,7 +25,7 @@ from engine.store.paths import PathNotAllowed, confine, find_local_path
 from engine.store.rundir import read_status
 from engine.store.workspace import browser_secret_file, runs_dir, visitor_datasets_dir
 from studio.form.schema import FieldSpec, leaf_specs, to_widget
-from studio.path_guard import BUNDLED_DATASETS
+from studio.path_guard import BUNDLED_DATASETS, resolve_run
 
 DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
 VISITOR_STORAGE_KEY = "tuning-studio-visitor"
@@ -223,6 +223,12 @@ def check_owner(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> Path:
     if not owns(policy, read_status(Path(run_dir)), visitor):
         raise runs.RunError(f"no run {Path(run_dir).name!r} here")
     return Path(run_dir)
+
+
+def owned_run(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> Path:
+    """The run directory of a run id picked in the browser; RunError when it is not a run of the workspace or,
+    in demo mode, not the visitor's."""
+    return check_owner(resolve_run(workspace, run_id or ""), policy, visitor)
 
 
 def owns_run_id(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> bool:

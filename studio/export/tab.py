@@ -27,7 +27,7 @@ from engine.export import exports as export
 from engine.runs.artifacts import ArtifactError
 from engine.store.workspace import exports_dir
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owns_run_id
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.jobs.view import (
     checkpoint_of,
     finished_runs,
@@ -35,7 +35,7 @@ from studio.jobs.view import (
     progress_html,
     weight_choices,
 )
-from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
 from studio.markup import message_html
 
 POLL_SECONDS = 0.5

@@ -15,7 +15,7 @@ from engine import jobs, runs
 from engine.config import ConfigError, load_config
 from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights
 from studio.markup import message_html, progress_bar_html
-from studio.runs.data import resolve_run, run_dirs
+from studio.path_guard import resolve_run
 
 FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / model"
 
@@ -34,7 +34,7 @@ def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | N
     """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
     only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
-    for run_dir in run_dirs(workspace):
+    for run_dir in runs.run_dirs(workspace):
         current = runs.status(run_dir)
         if visible is not None and not visible(current):
             continue

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from studio.runs.data import COLUMNS, RunIndex, resolve_run
+from studio.path_guard import resolve_run
+from studio.runs.data import COLUMNS, RunIndex
 
 
 def endpoints(workspace: Path) -> list[Callable[..., Any]]:

@@ -21,8 +21,9 @@ from engine.store.rundir import ACTIVE_STATES
 from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owns
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns
 from studio.markup import badge_html, message_html
+from studio.path_guard import resolve_run
 from studio.runs.data import (
     COLUMNS,
     RunIndex,
@@ -31,7 +32,6 @@ from studio.runs.data import (
     loss_curve,
     read_config,
 )
-from studio.runs.data import resolve_run as _resolve_any
 
 REFRESH_SECONDS = 2.0
 
@@ -39,11 +39,6 @@ REFRESH_SECONDS = 2.0
 def as_plot(figure: Figure) -> PlotData:
     """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
     return PlotData(type="plotly", plot=json.dumps(figure))
-
-
-def resolve_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> Path:
-    """The directory of a run the visitor may see (any run outside demo mode); RunError otherwise."""
-    return check_owner(_resolve_any(workspace, run_id), policy, visitor)
 
 
 def list_view(
@@ -88,7 +83,7 @@ def list_view(
 def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
     """The current run and the tab switch for a clicked row."""
     try:
-        run_dir = resolve_run(workspace, run_id, policy, visitor)
+        run_dir = owned_run(workspace, run_id, policy, visitor)
     except runs.RunError as exc:
         gr.Warning(str(exc))
         return [gr.skip(), gr.skip()]
@@ -106,7 +101,7 @@ def compare_view(
     curves, configs = {}, {}
     for run_id in run_ids or []:
         try:
-            run_dir = resolve_run(workspace, run_id, policy, visitor)
+            run_dir = owned_run(workspace, run_id, policy, visitor)
         except runs.RunError:
             continue
         label = _unique(f"{read_config(run_dir).get('name') or run_id}", curves)
@@ -149,7 +144,7 @@ def delete_runs(
     deleted, refused = [], []
     for run_id in run_ids or []:
         try:
-            resolve_run(workspace, run_id, policy, visitor)
+            owned_run(workspace, run_id, policy, visitor)
             delete_run(workspace, run_id)
             deleted.append(run_id)
         except runs.RunError as exc:
