@@ -3,7 +3,7 @@
 The model runs in a chat worker process (engine.chat.client), never in the studio: replies stream in without
 blocking the page, a training run keeps its cores, and Unload frees the memory. One worker serves the whole
 studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode a
-run's model is loaded for the visitor who picked it (``caller_of``): another visitor is told only that someone
+run's model is loaded for the visitor who picked it (studio.chat.models): another visitor is told only that someone
 else's model is in use, and cannot chat with it, stop it or unload it; the bundled base model is open to all.
 The sampling widgets are built from ``engine.chat.client.SamplingParams`` (bounds, help text, validation).
 """
@@ -18,13 +18,11 @@ from typing import Any
 
 import gradio as gr
 
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
-from engine.config import ConfigError, load_config
-from engine.config.sections import DEMO_MODEL
-from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
-from engine.store.workspace import runs_dir
+from engine.chat.client import ChatClient, ChatError, SamplingParams
+from engine.config import ConfigError
+from studio.chat.models import caller_of, holder_for, model_choices, spec_for
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
+from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.schema import FieldSpec, leaf_specs, values_to_config
 from studio.markup import bold, message_html, progress_bar_html
 
@@ -34,59 +32,6 @@ OTHERS_MODEL = "another visitor's model is in use"
 CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it fits a 1366x768 screen
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, str]]
-
-
-# --- what can be loaded -------------------------------------------------------------------------------------
-
-
-def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
-    """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
-    mode only the visitor's runs)."""
-    bases, trained = [DEMO_MODEL], []
-    for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
-        try:
-            config = load_config(run_dir / CONFIG_FILE)
-        except ConfigError:
-            continue  # a config being written or broken by hand: skip it, the next refresh shows it
-        name = config.name or run_dir.name
-        base = config.model.name_or_path
-        bases += [base] if base not in bases else []
-        final = final_weights(run_dir, config.adapter.is_lora)
-        if final is not None:
-            trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
-        steps = reversed(checkpoint_steps(run_dir))
-        trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]
-    return [(f"Base · {base}", f"base:{base}") for base in bases] + trained
-
-
-def _created(run_dir: Path) -> float:
-    return read_status(run_dir).get("created_at") or 0.0
-
-
-def spec_for(workspace: Path, key: str | None) -> ModelSpec:
-    """The model spec of a dropdown key ("base:NAME", "run:ID" or "run:ID:STEP")."""
-    kind, _, rest = (key or "").partition(":")
-    if kind == "base" and rest:
-        return ModelSpec(base=rest)
-    if kind == "run" and rest:
-        run_id, _, step = rest.partition(":")
-        if "/" not in run_id and not run_id.startswith(".") and (not step or step.isdigit()):
-            return ModelSpec(run_dir=runs_dir(workspace) / run_id, checkpoint=int(step) if step else None)
-        raise ChatError(f"not a model of this workspace: {key}")
-    raise ChatError("pick a model to load first")
-
-
-def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
-    """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
-    it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
-    visitor = valid_visitor(visitor) if policy.enabled else None
-    return owner_tag(visitor) if visitor else None
-
-
-def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
-    """Whom a loaded model serves: a run's model its caller only (None outside demo mode: everyone); a base
-    model everyone, since the demo offers only the bundled one, which is public."""
-    return caller if spec.run_dir is not None else None
 
 
 # --- status line --------------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ from engine.config.sections import DEMO_MODEL
 from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import configs_dir, recent_models_file, runs_dir
-from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed
+from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed, visitor_uploads
+from studio.demo.queue import enqueue_run
 from studio.form.schema import config_to_values, default_values, values_to_config
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
@@ -238,7 +239,6 @@ def start_run(
     In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free.
     """
     from engine.data import DataError, inspect_dataset
-    from studio.demo.policy import visitor_uploads
 
     try:
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
@@ -273,8 +273,6 @@ def _enqueue(
     config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None, launcher: Callable[[Path], Any] | None
 ) -> StartResult:
     """Demo mode's Start: the run waits in line (a busy machine is no reason to refuse)."""
-    from studio.demo.queue import enqueue_run
-
     queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
     run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
     return StartResult(message, run_dir=run_dir)

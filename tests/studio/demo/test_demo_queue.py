@@ -16,7 +16,7 @@ from engine import runs
 from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, FINAL_STATES, read_status, update_status
 from studio.app import initial_view
-from studio.chat import tab as chat_tab
+from studio.chat import models as chat_models
 from studio.demo.policy import DemoPolicy, owned_run, owner_tag, valid_visitor
 from studio.demo.queue import Scheduler, resume_queued
 from studio.evaluate import tab as evaluate_tab
@@ -117,7 +117,7 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
         state.write_text('{"global_step": 5}')
     run_choices = tab_opened(tmp_path, "export", None, None, None, DEMO, ALICE)[0]
     assert [value for _, value in run_choices.choices] == [alice.name]
-    chat_keys = [key for _, key in chat_tab.model_choices(tmp_path, DEMO, ALICE)]
+    chat_keys = [key for _, key in chat_models.model_choices(tmp_path, DEMO, ALICE)]
     assert chat_keys == ["base:assets/demo-model", f"run:{alice.name}:5"]
     refused = export_tab.start_clicked(tmp_path, bob.name, "5", "adapter", "float32", "", "", "", True, DEMO, ALICE)
     assert refused[0] is None and "no run" in refused[2]
