@@ -8,14 +8,16 @@ outlives a page refresh and a studio restart. Nothing here imports torch or the 
 
 from __future__ import annotations
 
+import functools
 import html
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import gradio as gr
 
 from engine import runs
-from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import OPEN_STATES
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
 from studio.demo.policy import (
@@ -31,16 +33,18 @@ from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
-from studio.runs.api import register_api
+from studio.path_guard import ASSETS_DIR
+from studio.runs import api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
 from studio.train.tab import build_train_tab
 
-CSS_PATH = PROJECT_ROOT / "assets" / "studio.css"
-TOOLS_CSS_PATH = PROJECT_ROOT / "assets" / "evaluate_export.css"
-CHAT_CSS_PATH = PROJECT_ROOT / "assets" / "chat.css"
-LIVE_CHARTS_JS = PROJECT_ROOT / "assets" / "live_charts.js"
+CSS_PATH = ASSETS_DIR / "studio.css"
+TOOLS_CSS_PATH = ASSETS_DIR / "evaluate_export.css"
+CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
+LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
 TITLE = "Tuning Studio"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
@@ -73,7 +77,7 @@ def initial_view(
         return [gr.skip(), gr.skip(), visitor_out]
     chosen = pick_initial_run(workspace, lambda status: owns(policy, status, visitor))
     status = runs.status(Path(chosen)) if chosen else {}
-    if runs.is_active(status) or status.get("state") == "queued":
+    if status.get("state") in OPEN_STATES:
         return [chosen, gr.Tabs(selected="monitor"), visitor_out]
     return [chosen, gr.skip(), visitor_out]
 
@@ -113,6 +117,25 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
 
         ensure_scheduler(workspace)
     return demo
+
+
+def register_api(workspace: Path) -> None:
+    """Publish the HTTP API's endpoints (studio.runs.api) inside the current ``gr.Blocks``."""
+    for fn in api.endpoints(workspace):
+        gr.api(_explained(fn), api_name=fn.__name__)
+
+
+def _explained(fn: F) -> F:
+    """Turn a RunError into gr.Error, whose message reaches the caller (other errors stay hidden)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except runs.RunError as exc:
+            raise gr.Error(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 def _visitor_component(workspace: Path, policy: DemoPolicy) -> Any:

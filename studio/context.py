@@ -17,8 +17,9 @@ class StudioContext:
     when it starts a run, the Runs tab when a run is picked. ``tabs`` is the ``gr.Tabs`` container, whose
     ``selected`` the handlers set (by tab id: "train", "monitor", "runs") to switch the page to a tab.
     ``policy`` says what visitors may do (studio.demo.policy; no limits outside demo mode) and ``visitor`` is the
-    component holding the visitor id (a ``gr.BrowserState`` in demo mode): handlers take it as an input and ask
-    the policy whose runs to show.
+    component holding the visitor id (a ``gr.BrowserState`` in demo mode, else a ``gr.State(None)``: nobody in
+    particular): handlers take it as an input and ask the policy whose runs to show. The app makes these
+    components (studio.app); this module stays free of Gradio so the plain handlers can import it.
     """
 
     workspace: Path
@@ -26,17 +27,3 @@ class StudioContext:
     tabs: Any = None  # gr.Tabs
     policy: DemoPolicy = NORMAL
     visitor: Any = None  # gr.BrowserState[str | None] or gr.State(None)
-
-    def visitor_input(self) -> Any:
-        """The visitor component for a handler's inputs; a ``gr.State(None)`` (nobody in particular) is made on
-        first use when the app gave none. Call it while building the page."""
-        if self.visitor is None:
-            import gradio as gr  # here: the context is importable without the UI toolkit
-
-            self.visitor = gr.State(None)
-        return self.visitor
-
-    @property
-    def runs_dir(self) -> Path:
-        """Where this workspace's runs live."""
-        return self.workspace / "runs"

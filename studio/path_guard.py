@@ -1,5 +1,6 @@
 """Which paths the studio's handlers accept: those in the workspace, the bundled assets, Gradio's uploads, and
-folders the person who started the studio allowed (``--allow-path`` / STUDIO_ALLOWED_PATHS).
+folders the person who started the studio allowed (``--allow-path`` / STUDIO_ALLOWED_PATHS); and which run
+directory a run id picked in the browser names.
 
 Whoever can reach the page chooses these paths, so ``../`` tricks, absolute paths elsewhere and symlinks that
 leave the allowed folders are refused, each with a message next to its field. Hub ids (org/name) stay allowed.
@@ -13,12 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
+from engine import runs
 from engine.config import ConfigError, Problem, RunConfig
 from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
+from engine.store.rundir import CONFIG_FILE
+from engine.store.workspace import runs_dir
 from studio.form.schema import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
+BUNDLED_DATASETS = ASSETS_DIR / "datasets"  # the demo sets shipped with the studio
 # The config fields that name something on disk (or a hub id).
 PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path")
 
@@ -73,3 +78,13 @@ def confine_file(path: str | Path, workspace: Path | None, what: str) -> Path:
         return confine(path, allowed_roots(workspace))
     except PathNotAllowed as exc:
         raise PathNotAllowed(f"{what}: {exc}") from None
+
+
+def resolve_run(workspace: Path, run_id: str) -> Path:
+    """The directory of run ``run_id``; refuses (RunError) ids that are not a run of this workspace (no path
+    tricks)."""
+    root = runs_dir(workspace).resolve()
+    run_dir = (root / run_id).resolve()
+    if run_dir.parent != root or not (run_dir / CONFIG_FILE).is_file():
+        raise runs.RunError(f"no run {run_id!r} in {root}")
+    return run_dir

@@ -3,7 +3,7 @@
 The model runs in a chat worker process (engine.chat.client), never in the studio: replies stream in without
 blocking the page, a training run keeps its cores, and Unload frees the memory. One worker serves the whole
 studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode a
-run's model is loaded for the visitor who picked it (``caller_of``): another visitor is told only that someone
+run's model is loaded for the visitor who picked it (studio.chat.models): another visitor is told only that someone
 else's model is in use, and cannot chat with it, stop it or unload it; the bundled base model is open to all.
 The sampling widgets are built from ``engine.chat.client.SamplingParams`` (bounds, help text, validation).
 """
@@ -17,16 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import yaml
 
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, has_weights
+from engine.chat.client import ChatClient, ChatError, SamplingParams
 from engine.config import ConfigError
-from engine.config.sections import DEMO_MODEL
-from engine.store.rundir import ADAPTER_DIR, CONFIG_FILE, MODEL_DIR, checkpoint_steps, read_status
-from engine.store.workspace import runs_dir
+from studio.chat.models import caller_of, holder_for, model_choices, spec_for
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
+from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.schema import FieldSpec, leaf_specs, values_to_config
+from studio.markup import bold, message_html, progress_bar_html
 
 MODES = ("Chat", "Side by side")
 SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  # the widgets' order
@@ -36,90 +34,31 @@ STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: sm
 Conversation = list[dict[str, str]]
 
 
-# --- what can be loaded -------------------------------------------------------------------------------------
-
-
-def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
-    """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
-    mode only the visitor's runs)."""
-    bases, trained = [DEMO_MODEL], []
-    for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
-        try:
-            config = yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            continue  # a config being written or broken by hand: skip it, the next refresh shows it
-        name = config.get("name") or run_dir.name
-        base = (config.get("model") or {}).get("name_or_path") or DEMO_MODEL
-        bases += [base] if base not in bases else []
-        lora = (config.get("adapter") or {}).get("method", "lora") == "lora"
-        final = run_dir / (ADAPTER_DIR if lora else MODEL_DIR)
-        if has_weights(final):
-            trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
-        steps = reversed(checkpoint_steps(run_dir))
-        trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]
-    return [(f"Base · {base}", f"base:{base}") for base in bases] + trained
-
-
-def _created(run_dir: Path) -> float:
-    return read_status(run_dir).get("created_at") or 0.0
-
-
-def spec_for(workspace: Path, key: str | None) -> ModelSpec:
-    """The model spec of a dropdown key ("base:NAME", "run:ID" or "run:ID:STEP")."""
-    kind, _, rest = (key or "").partition(":")
-    if kind == "base" and rest:
-        return ModelSpec(base=rest)
-    if kind == "run" and rest:
-        run_id, _, step = rest.partition(":")
-        if "/" not in run_id and not run_id.startswith(".") and (not step or step.isdigit()):
-            return ModelSpec(run_dir=runs_dir(workspace) / run_id, checkpoint=int(step) if step else None)
-        raise ChatError(f"not a model of this workspace: {key}")
-    raise ChatError("pick a model to load first")
-
-
-def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
-    """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
-    it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
-    visitor = valid_visitor(visitor) if policy.enabled else None
-    return owner_tag(visitor) if visitor else None
-
-
-def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
-    """Whom a loaded model serves: a run's model its caller only (None outside demo mode: everyone); a base
-    model everyone, since the demo offers only the bundled one, which is public."""
-    return caller if spec.run_dir is not None else None
-
-
 # --- status line --------------------------------------------------------------------------------------------
-
-
-def _message(text: str, kind: str) -> str:
-    return f'<div class="ts-message ts-message-{kind}">{text}</div>'
 
 
 def status_html(client: ChatClient, caller: str | None = None) -> str:
     """What is loaded (or loading), in one line; for a caller who may not use it, only that it is not theirs."""
     if not client.may_use(caller):
-        return _message(f"No model loaded for you ({OTHERS_MODEL}). Pick one and press <b>Load</b>.", "warn")
+        return message_html(
+            [f"No model loaded for you ({OTHERS_MODEL}). Pick one and press ", bold("Load"), "."], "warn"
+        )
     if client.loading is not None:
         return _progress_html(client.loading.fraction, client.loading.message)
     info = client.info
     if info is None:
-        return _message("No model loaded. Pick one and press <b>Load</b>.", "warn")
+        return message_html(["No model loaded. Pick one and press ", bold("Load"), "."], "warn")
     facts = [f"{info.parameters / 1e6:,.1f}M parameters", info.device, f"loaded in {info.seconds:.1f} s"]
     if info.context_length:
         facts.insert(2, f"context {info.context_length} tokens")
     side = " · side by side available" if info.is_adapter else ""
-    return _message(f"<b>Loaded:</b> {html.escape(info.label)} — {' · '.join(facts)}{side}", "ok")
+    return message_html([bold("Loaded:"), f" {info.label} — {' · '.join(facts)}{side}"], "ok")
 
 
 def _progress_html(fraction: float, message: str) -> str:
     percent = max(0, min(100, round(100 * fraction)))
-    return (
-        f'<div class="ts-progress ts-chat-loading"><div class="ts-bar"><div class="ts-fill" '
-        f'style="width:{percent}%"></div></div><div class="ts-progress-text"><span>Loading… '
-        f"{html.escape(message)}</span><b>{percent}%</b></div></div>"
-    )
+    text = f"<span>Loading… {html.escape(message)}</span><b>{percent}%</b>"
+    return progress_bar_html(percent, text, "ts-chat-loading")
 
 
 # --- handlers -----------------------------------------------------------------------------------------------
@@ -139,7 +78,7 @@ def load_clicked(
         for _ in client.load(spec, owner=holder_for(spec, caller)):
             yield status_html(client, caller)
     except ChatError as exc:
-        yield _message(f"Could not load: {html.escape(str(exc))}", "error")
+        yield message_html(f"Could not load: {exc}", "error")
         return
     yield status_html(client, caller)
 
@@ -147,12 +86,12 @@ def load_clicked(
 def unload_clicked(client: ChatClient, caller: str | None = None) -> str:
     """Unload the model (its process exits, so its memory is freed); never another visitor's."""
     if not client.may_use(caller):
-        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
+        return message_html(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
     if client.pid is None and client.loading is None:
-        return _message("No model is loaded.", "warn")
+        return message_html("No model is loaded.", "warn")
     if not client.unload_for(caller):  # someone else's model was loaded since the check above
-        return _message(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
-    return _message("Unloaded: the model's memory is free again.", "ok")
+        return message_html(f"Nothing of yours to unload ({OTHERS_MODEL}).", "warn")
+    return message_html("Unloaded: the model's memory is free again.", "ok")
 
 
 def stop_clicked(client: ChatClient, caller: str | None = None) -> None:
@@ -195,7 +134,7 @@ def _finish_note(client: ChatClient) -> str:
     parts = {"cancelled": "Stopped.", "length": "Reached the token limit."}.get(finish.get("reason"), "")
     if finish.get("dropped"):
         parts += f" {finish['dropped']} early messages were left out to fit the model's context."
-    return _message(html.escape(parts.strip()), "warn") if parts.strip() else ""
+    return message_html(parts.strip(), "warn")
 
 
 def respond(
@@ -227,7 +166,7 @@ def respond(
     except ConfigError as exc:
         problem = problem or "Fix the sampling settings: " + "; ".join(map(str, exc.problems))
     if problem:
-        yield view(note=_message(html.escape(problem), "warn"))
+        yield view(note=message_html(problem, "warn"))
         return
     targets = [(chat, True)] if mode != "Side by side" else [(base, False), (tuned, True)]
     for history, _ in targets:
@@ -243,7 +182,7 @@ def respond(
         for history, _ in targets:  # an empty reply would be sent back to the model as if it had said nothing
             if history[-1]["role"] == "assistant" and not history[-1]["content"]:
                 history.pop()
-        yield view(note=_message(html.escape(f"The reply failed: {exc}"), "error"))
+        yield view(note=message_html(f"The reply failed: {exc}", "error"))
         return
     yield view(note=_finish_note(client))
 
@@ -310,7 +249,7 @@ class ChatTab:
         policy = ctx.policy
         self.status = gr.HTML(  # per visitor: shown on page load and whenever the visitor id arrives
             lambda who: status_html(self.client, caller_of(policy, who)),
-            inputs=[ctx.visitor_input()],
+            inputs=[ctx.visitor],
             elem_classes="ts-html",
             elem_id="ts-chat-status",
         )
@@ -347,7 +286,7 @@ class ChatTab:
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         client, workspace = self.client, self.workspace
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         relist = {
             "fn": lambda key, who: gr.Dropdown(
                 choices=(c := model_choices(workspace, policy, who)), value=_kept(key, c)

@@ -21,15 +21,13 @@ from typing import Any
 from engine import runs
 from engine.config import Problem, RunConfig
 from engine.config.sections import DEMO_MODEL
-from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, find_local_path
+from engine.store.paths import PathNotAllowed, confine, find_local_path
 from engine.store.rundir import read_status
-from engine.store.workspace import runs_dir
+from engine.store.workspace import browser_secret_file, runs_dir, visitor_datasets_dir
 from studio.form.schema import FieldSpec, leaf_specs, to_widget
+from studio.path_guard import BUNDLED_DATASETS, resolve_run
 
-BUNDLED_DATA = PROJECT_ROOT / "assets" / "datasets"
-DEFAULT_DATA = "assets/datasets/demo_sft_train.jsonl"
-VISITORS_DIR = "visitors"  # WORKSPACE/visitors/<owner>/datasets/ holds a visitor's uploads
-SECRET_FILE = ".browser-secret"
+DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
 VISITOR_STORAGE_KEY = "tuning-studio-visitor"
 _VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 # Fields a visitor cannot change, with the only value they may hold.
@@ -173,15 +171,15 @@ def owner_tag(visitor: str) -> str:
 
 
 def visitor_uploads(workspace: Path, visitor: str | None) -> Path | None:
-    """The folder that holds a visitor's uploads (``copy_upload`` adds datasets/ below it); None without one."""
+    """The folder that holds a visitor's uploaded datasets; None without a visitor id."""
     visitor = valid_visitor(visitor)
-    return Path(workspace).resolve() / VISITORS_DIR / owner_tag(visitor) if visitor else None
+    return visitor_datasets_dir(Path(workspace).resolve(), owner_tag(visitor)) if visitor else None
 
 
 def data_allowed(value: str, uploads: Path | None) -> bool:
     """Whether a data path is a bundled dataset or lies in the visitor's upload folder (never a hub id)."""
     local = find_local_path(value)
-    roots = [BUNDLED_DATA, *([uploads] if uploads else [])]
+    roots = [BUNDLED_DATASETS, *([uploads] if uploads else [])]
     try:
         confine(local if local is not None else value, roots)
     except PathNotAllowed:
@@ -191,7 +189,7 @@ def data_allowed(value: str, uploads: Path | None) -> bool:
 
 def browser_secret(workspace: Path) -> str:
     """The key that encrypts the visitor id in the browser, kept in the workspace so a restart keeps visitors."""
-    path = Path(workspace) / SECRET_FILE
+    path = browser_secret_file(workspace)
     try:
         return path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
@@ -225,6 +223,12 @@ def check_owner(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> Path:
     if not owns(policy, read_status(Path(run_dir)), visitor):
         raise runs.RunError(f"no run {Path(run_dir).name!r} here")
     return Path(run_dir)
+
+
+def owned_run(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> Path:
+    """The run directory of a run id picked in the browser; RunError when it is not a run of the workspace or,
+    in demo mode, not the visitor's."""
+    return check_owner(resolve_run(workspace, run_id or ""), policy, visitor)
 
 
 def owns_run_id(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> bool:

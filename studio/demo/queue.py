@@ -16,7 +16,7 @@ from typing import Any
 from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
-from engine.store.rundir import read_status, update_status
+from engine.store.rundir import OPEN_STATES, read_status, update_status
 from engine.store.workspace import workspace_of
 from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text, valid_visitor
 
@@ -28,7 +28,7 @@ NO_VISITOR = "❌ Not started: this page has no visitor id yet. Reload the page 
 def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[dict[str, Any]]:
     """The visitor's runs that are queued or going (statuses reconciled)."""
     statuses = [runs.status(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor)]
-    return [status for status in statuses if status.get("state") == "queued" or runs.is_active(status)]
+    return [status for status in statuses if status.get("state") in OPEN_STATES]
 
 
 def _busy_message(busy: list[dict[str, Any]]) -> str:

@@ -19,19 +19,18 @@ from engine.evaluate import evaluations
 from engine.runs.artifacts import ArtifactError
 from engine.store.rundir import CONFIG_FILE
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owns_run_id
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.evaluate import view
 from studio.jobs.view import (
     checkpoint_of,
     finished_runs,
     job_status,
-    message_html,
     progress_html,
     weight_choices,
 )
-from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
-from studio.path_guard import allowed_roots, path_problem
-from studio.runs.data import resolve_run
+from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
+from studio.markup import message_html
+from studio.path_guard import allowed_roots, path_problem, resolve_run
 
 POLL_SECONDS = 1.0
 DATA_CHOICES = [("Eval set", evaluations.DATA_EVAL), ("Training set", evaluations.DATA_TRAIN), ("A file", "file")]
@@ -170,7 +169,7 @@ class EvaluateTab:
         private: dict[str, Any] = {"api_visibility": "private"}
         shown = [self.metrics, self.table, self.result]
         buttons = [self.start, self.cancel]
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         self.run.change(
             lambda run_id, who: run_changed(workspace, run_id, policy, who),
             [self.run, visitor],

@@ -27,16 +27,16 @@ from engine.export import exports as export
 from engine.runs.artifacts import ArtifactError
 from engine.store.workspace import exports_dir
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owns_run_id
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.jobs.view import (
     checkpoint_of,
     finished_runs,
     job_status,
-    message_html,
     progress_html,
     weight_choices,
 )
-from studio.jobs.widgets import action_buttons, cancel_job, owned_run, refresh_on_open
+from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
+from studio.markup import message_html
 
 POLL_SECONDS = 0.5
 KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]
@@ -239,7 +239,7 @@ class ExportTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         self.run.change(
             lambda run_id, kind, dtype, who: run_changed(workspace, run_id, kind, dtype, policy, who),
             [self.run, self.kind, self.dtype, visitor],

@@ -12,21 +12,29 @@ from pathlib import Path
 from typing import Any
 
 from engine import jobs, runs
-from engine.store.rundir import ADAPTER_DIR, MODEL_DIR, checkpoint_steps
-from studio.runs.data import resolve_run, run_dirs
+from engine.config import ConfigError, load_config
+from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights
+from studio.markup import message_html, progress_bar_html
+from studio.path_guard import resolve_run
 
 FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / model"
 
 
 def _has_final_weights(run_dir: Path) -> bool:
-    return any(any((run_dir / name).glob("*.safetensors")) for name in (ADAPTER_DIR, MODEL_DIR))
+    """Whether the run's final adapter (LoRA) or model (full, freeze) holds weights; not when its config is
+    unreadable, since the config says which of the two it is."""
+    try:
+        config = load_config(run_dir / CONFIG_FILE)
+    except ConfigError:
+        return False
+    return final_weights(run_dir, config.adapter.is_lora) is not None
 
 
 def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> list[tuple[str, str]]:
     """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
     only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
-    for run_dir in run_dirs(workspace):
+    for run_dir in runs.run_dirs(workspace):
         current = runs.status(run_dir)
         if visible is not None and not visible(current):
             continue
@@ -64,11 +72,6 @@ def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str
     return ids[0] if ids else None
 
 
-def message_html(text: str, kind: str = "ok") -> str:
-    """A coloured one-line message (kinds: ok, warn, error; styles in assets/studio.css)."""
-    return f'<div class="ts-message ts-message-{kind}">{html.escape(text)}</div>' if text else ""
-
-
 def progress_html(status: dict[str, Any] | None, what: str) -> str:
     """A job's progress: a bar with its phase while it runs; what happened once it is over."""
     if not status:
@@ -81,14 +84,10 @@ def progress_html(status: dict[str, Any] | None, what: str) -> str:
     if state == "failed":
         return message_html(f"{what.capitalize()} failed: {status.get('error') or 'unknown error'}", "error")
     done, total = status.get("done") or 0, status.get("total") or 0
-    percent = 100 * done / total if total else 0
     count = f"<b>{done} / {total}</b>" if total else ""
     phase = html.escape(str(status.get("phase") or "starting"))
-    return (
-        f'<div class="ts-progress ts-job-progress"><div class="ts-bar"><div class="ts-fill ts-fill-live" '
-        f'style="width:{percent:.0f}%"></div></div><div class="ts-progress-text"><span>'
-        f'<span class="ts-pulse"></span> {phase}</span><span>{count}</span></div></div>'
-    )
+    text = f'<span><span class="ts-pulse"></span> {phase}</span><span>{count}</span>'
+    return progress_bar_html(100 * done / total if total else 0, text, "ts-job-progress", "ts-fill ts-fill-live")
 
 
 def job_status(job_dir: str | None) -> dict[str, Any] | None:

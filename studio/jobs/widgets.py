@@ -13,9 +13,9 @@ import gradio as gr
 
 from engine import jobs
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owned_run_dirs, owns
-from studio.jobs.view import finished_runs, message_html, pick_run, running_job
-from studio.runs.data import resolve_run
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
+from studio.jobs.view import finished_runs, pick_run, running_job
+from studio.markup import message_html
 
 
 def action_buttons(running: bool) -> list[Any]:
@@ -56,12 +56,7 @@ def refresh_on_open(ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.Sta
         lambda current, run_id, job_dir, who: tab_opened(
             ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who
         ),
-        [ctx.current_run, run, job, ctx.visitor_input()],
+        [ctx.current_run, run, job, ctx.visitor],
         [run, job, timer],
         api_visibility="private",
     )
-
-
-def owned_run(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> Path:
-    """The run directory of a picked run id, refused (RunError) when it is not the visitor's in demo mode."""
-    return check_owner(resolve_run(workspace, run_id or ""), policy, visitor)

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs import queue as run_queue
-from engine.store.rundir import CONFIG_FILE
+from engine.store.rundir import CONFIG_FILE, QUEUED
 from studio import charts
 from studio.charts import Figure
 from studio.monitor.feed import MetricsFeed
@@ -169,7 +169,7 @@ def live_panels(
     run's place in line instead) and the latest numbers."""
     if run_dir is None or status is None:
         return {"progress": "", "stats": ""}
-    if status.get("state") == "queued":
+    if status.get("state") == QUEUED:
         progress = queue_html(run_queue.runs_ahead(run_dir) or 0)
     else:
         progress = progress_html(status, feed, now or time.time())

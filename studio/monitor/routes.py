@@ -28,14 +28,14 @@ from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
 from engine import runs
-from engine.store.paths import PROJECT_ROOT
-from engine.store.rundir import LOG_FILE, METRICS_FILE, STATUS_FILE, log_tail
+from engine.store.rundir import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail
 from engine.store.workspace import runs_dir
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
+from studio.path_guard import ASSETS_DIR
 
 CHARTS_PATH = "/studio/live/charts"
 PLOTLY_PATH = "/studio/live/plotly.js"
-PLOTLY_FILE = PROJECT_ROOT / "assets" / "vendor" / "plotly-basic.min.js"  # scatter traces are all it needs
+PLOTLY_FILE = ASSETS_DIR / "vendor" / "plotly-basic.min.js"  # scatter traces are all it needs
 MAX_SMOOTHING = 0.99  # the slider's top; an EMA weight of 1 would never move
 MAX_WAIT_SECONDS = 10.0  # a held answer comes back at least this often, so a page that left lets go
 ACTIVE_WAIT_SECONDS = 1.0  # ... and at least once a second for a run that is going or queued
@@ -139,7 +139,7 @@ def hold_seconds(run_dir: Path, wait: float) -> float:
     """How long to hold an answer: what the page asks, capped; at most a second for a run that is going or
     queued, so its elapsed time and place in line stay current while nothing is written."""
     state = runs.status(run_dir).get("state")
-    cap = ACTIVE_WAIT_SECONDS if state in ("queued", "starting", "running", "stopping") else MAX_WAIT_SECONDS
+    cap = ACTIVE_WAIT_SECONDS if state in OPEN_STATES else MAX_WAIT_SECONDS
     return max(0.0, min(wait, cap))
 
 

@@ -178,7 +178,7 @@ class MonitorTab:
         policy = self.ctx.policy
         resume = {
             "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),
-            "inputs": [*run, self.ctx.visitor_input()],
+            "inputs": [*run, self.ctx.visitor],
         }
         self.resume.click(**resume, outputs=None, **private).then(**poll)
         self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)

@@ -12,18 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
+from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES
 from studio.demo.policy import place_text
+from studio.markup import badge_html, format_duration, progress_bar_html
 from studio.monitor.feed import MetricsFeed, eta_seconds
-
-STATE_LABELS = {
-    "queued": "queued",
-    "starting": "starting",
-    "running": "running",
-    "stopping": "stopping",
-    "stopped": "stopped",
-    "completed": "completed",
-    "failed": "failed",
-}
 
 
 @dataclass(frozen=True)
@@ -42,21 +34,11 @@ def controls_for(status: dict[str, Any]) -> Controls:
     state = status.get("state")
     has_checkpoint = bool(status.get("checkpoints"))
     return Controls(
-        stop=state in ("queued", "starting", "running"),
+        stop=state in (QUEUED, *TRAINING_STATES),
         resume=state in ("stopped", "failed") and has_checkpoint,
-        abort=state in ("starting", "running", "stopping"),
-        stop_label="Cancel" if state == "queued" else "Stop",
+        abort=state in ACTIVE_STATES,
+        stop_label="Cancel" if state == QUEUED else "Stop",
     )
-
-
-def format_duration(seconds: float | None) -> str:
-    """1:05:09, 4:09 or 0:07; an em dash when unknown."""
-    if seconds is None or seconds < 0:
-        return "—"
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float | None:
@@ -64,16 +46,8 @@ def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float |
     started = status.get("started_at")
     if not started:
         return None
-    ended = status.get("ended_at") if status.get("state") not in ("starting", "running", "stopping") else None
+    ended = status.get("ended_at") if status.get("state") not in ACTIVE_STATES else None
     return max(0.0, (ended or now or time.time()) - started)
-
-
-def badge_html(state: str | None) -> str:
-    """A coloured pill for the state (colours in assets/studio.css, keyed by state)."""
-    state = state or "unknown"
-    label = STATE_LABELS.get(state, state)
-    live = '<span class="ts-pulse"></span>' if state in ("starting", "running", "stopping") else ""
-    return f'<span class="ts-badge ts-state-{html.escape(state)}">{live}{html.escape(label)}</span>'
 
 
 def header_html(status: dict[str, Any], run_id: str, live: str = "") -> str:
@@ -92,10 +66,7 @@ def queue_html(ahead: int) -> str:
         f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
         "Cancel takes it out of the line"
     )
-    return (
-        '<div class="ts-progress ts-state-queued ts-queue"><div class="ts-bar"><div class="ts-fill" '
-        f'style="width:0%"></div></div><div class="ts-progress-text"><span>{text}</span></div></div>'
-    )
+    return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")
 
 
 def run_note(status: dict[str, Any]) -> str:
@@ -116,22 +87,18 @@ def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float |
     if state == "completed":
         fraction = 1.0
     eta = None
-    if state in ("running", "starting") and feed is not None:
+    if state in TRAINING_STATES and feed is not None:
         eta = eta_seconds(step, max_steps, feed.seconds_per_step())
     epoch = status.get("epoch")
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
         f"elapsed {format_duration(elapsed_seconds(status, now))}",
-        f"ETA {format_duration(eta)}" if state in ("running", "starting") else "",
+        f"ETA {format_duration(eta)}" if state in TRAINING_STATES else "",
         f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]
-    text = " · ".join(part for part in parts if part)
-    return (
-        f'<div class="ts-progress ts-state-{html.escape(state)}">'
-        f'<div class="ts-bar"><div class="ts-fill" style="width:{fraction * 100:.1f}%"></div></div>'
-        f'<div class="ts-progress-text"><span>{text}</span><span>{fraction * 100:.0f}%</span></div></div>'
-    )
+    text = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"
+    return progress_bar_html(fraction * 100, text, f"ts-state-{html.escape(state)}", decimals=1)
 
 
 def stats_html(feed: MetricsFeed | None) -> str:

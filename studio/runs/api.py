@@ -1,39 +1,24 @@
 """The studio's HTTP API (``gradio_client`` / MCP): list runs, read a run's status and metrics, stop, resume.
 
 The page's own events are private plumbing (they take session state); these endpoints take plain run ids,
-so a script can watch and steer runs the same way the page does.
+so a script can watch and steer runs the same way the page does. They are plain functions: a run they cannot
+act on raises ``engine.runs.RunError``, which studio.app turns into the message the caller sees when it
+registers them.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
-
-import gradio as gr
+from typing import Any
 
 from engine import runs
-from studio.runs.data import COLUMNS, RunIndex, resolve_run
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _explained(fn: F) -> F:
-    """Turn a RunError into gr.Error, whose message reaches the caller (other errors stay hidden)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except runs.RunError as exc:
-            raise gr.Error(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
+from studio.path_guard import resolve_run
+from studio.runs.data import COLUMNS, RunIndex
 
 
-def register_api(workspace: Path) -> None:
-    """Declare the endpoints inside the current ``gr.Blocks``."""
+def endpoints(workspace: Path) -> list[Callable[..., Any]]:
+    """The API's functions for one workspace; each is published under its own name."""
     index = RunIndex(workspace)
 
     def list_runs() -> list[dict[str, Any]]:
@@ -57,5 +42,4 @@ def register_api(workspace: Path) -> None:
         """Continue a stopped or failed run from its newest checkpoint; returns the supervisor's pid."""
         return runs.resume(resolve_run(workspace, run_id))
 
-    for fn in (list_runs, run_status, run_metrics, stop_run, resume_run):
-        gr.api(_explained(fn), api_name=fn.__name__)
+    return [list_runs, run_status, run_metrics, stop_run, resume_run]

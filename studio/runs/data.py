@@ -18,10 +18,10 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
-from engine.store.rundir import CONFIG_FILE, OPEN_STATES
-from engine.store.workspace import runs_dir
+from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE, OPEN_STATES
 from studio.charts import Point
-from studio.monitor.view import format_duration
+from studio.markup import format_duration
+from studio.path_guard import resolve_run
 
 COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
 
@@ -45,7 +45,7 @@ class RunRow:
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
-        active = self.state in ("starting", "running", "stopping")
+        active = self.state in ACTIVE_STATES
         end = (now or time.time()) if active else self.ended_at
         duration = end - self.started_at if self.started_at and end else None
         started = self.started_at or self.created_at
@@ -85,7 +85,7 @@ class RunIndex:
 
     def rows(self) -> list[RunRow]:
         """Every run, newest first."""
-        dirs = run_dirs(self.workspace)
+        dirs = runs.run_dirs(self.workspace)
         with self._lock:
             for gone in set(self._tails) - set(dirs):
                 del self._tails[gone]
@@ -129,28 +129,13 @@ def _refresh_evaluation(run_dir: Path, tail: _Tail) -> None:
         tail.evaluation = evaluations.summary_text(evaluations.latest_evaluation(run_dir)) if mtime else ""
 
 
-def resolve_run(workspace: Path, run_id: str) -> Path:
-    """The directory of run ``run_id``; refuses ids that are not a run of this workspace (no path tricks)."""
-    root = runs_dir(workspace).resolve()
-    run_dir = (root / run_id).resolve()
-    if run_dir.parent != root or not (run_dir / CONFIG_FILE).is_file():
-        raise runs.RunError(f"no run {run_id!r} in {root}")
-    return run_dir
-
-
-def run_dirs(workspace: Path) -> list[Path]:
-    """The run directories of a workspace (those holding a config), in no particular order."""
-    root = runs_dir(workspace)
-    return [child for child in root.iterdir() if (child / CONFIG_FILE).is_file()] if root.is_dir() else []
-
-
 def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
     """The run a freshly loaded page shows: the newest active run, else the newest run, else None; only runs
     whose status ``visible`` accepts (in demo mode, the visitor's own).
 
     Reads statuses only (no metrics), so a page load costs the same however long the runs are.
     """
-    statuses = [(run_dir, runs.status(run_dir)) for run_dir in run_dirs(workspace)]
+    statuses = [(run_dir, runs.status(run_dir)) for run_dir in runs.run_dirs(workspace)]
     statuses = [(run_dir, status) for run_dir, status in statuses if visible is None or visible(status)]
     statuses.sort(key=lambda item: (item[1].get("created_at") or 0, item[0].name), reverse=True)
     active = [run_dir for run_dir, status in statuses if status.get("state") in OPEN_STATES]

@@ -17,11 +17,13 @@ import pandas as pd
 from gradio.components.plot import PlotData
 
 from engine import runs
+from engine.store.rundir import ACTIVE_STATES
 from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, check_owner, owns
-from studio.monitor.view import badge_html
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns
+from studio.markup import badge_html, message_html
+from studio.path_guard import resolve_run
 from studio.runs.data import (
     COLUMNS,
     RunIndex,
@@ -30,20 +32,13 @@ from studio.runs.data import (
     loss_curve,
     read_config,
 )
-from studio.runs.data import resolve_run as _resolve_any
 
 REFRESH_SECONDS = 2.0
-ACTIVE = ("starting", "running", "stopping")
 
 
 def as_plot(figure: Figure) -> PlotData:
     """A figure dict as gr.Plot's payload: JSON that plotly.js draws, without importing plotly.py."""
     return PlotData(type="plotly", plot=json.dumps(figure))
-
-
-def resolve_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> Path:
-    """The directory of a run the visitor may see (any run outside demo mode); RunError otherwise."""
-    return check_owner(_resolve_any(workspace, run_id), policy, visitor)
 
 
 def list_view(
@@ -70,7 +65,7 @@ def list_view(
         ids = {row.run_id for row in rows}
         kept = [run_id for run_id in (selected or []) if run_id in ids]
         picker = gr.Dropdown(choices=choices, value=kept or None)  # None, not []: Gradio warns on an empty list
-    running = sum(row.state in ACTIVE for row in rows)
+    running = sum(row.state in ACTIVE_STATES for row in rows)
     summary = f"{len(rows)} run{'s' if len(rows) != 1 else ''}" + (f" · {running} running" if running else "")
     hint = "click a run to open it in the Monitor" if rows else "start one on the Train tab"
     if not rows:
@@ -88,7 +83,7 @@ def list_view(
 def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
     """The current run and the tab switch for a clicked row."""
     try:
-        run_dir = resolve_run(workspace, run_id, policy, visitor)
+        run_dir = owned_run(workspace, run_id, policy, visitor)
     except runs.RunError as exc:
         gr.Warning(str(exc))
         return [gr.skip(), gr.skip()]
@@ -106,7 +101,7 @@ def compare_view(
     curves, configs = {}, {}
     for run_id in run_ids or []:
         try:
-            run_dir = resolve_run(workspace, run_id, policy, visitor)
+            run_dir = owned_run(workspace, run_id, policy, visitor)
         except runs.RunError:
             continue
         label = _unique(f"{read_config(run_dir).get('name') or run_id}", curves)
@@ -129,15 +124,15 @@ def _unique(label: str, taken: dict[str, Any]) -> str:
 def ask_delete(workspace: Path, run_ids: list[str] | None) -> list[Any]:
     """Show the confirmation, or refuse at once when nothing is picked or a picked run is going."""
     if not run_ids:
-        return [gr.Row(visible=False), _message("Pick the runs to delete in “Selected runs” first.", "warn")]
+        return [gr.Row(visible=False), message_html("Pick the runs to delete in “Selected runs” first.", "warn")]
     busy = _active(workspace, run_ids)
     if busy:
         text = f"Cannot delete {', '.join(busy)}: still running. Stop or abort it on the Monitor first."
-        return [gr.Row(visible=False), _message(text, "error")]
+        return [gr.Row(visible=False), message_html(text, "error")]
     count = f"{len(run_ids)} run{'s' if len(run_ids) > 1 else ''}"
     return [
         gr.Row(visible=True),
-        _message(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
+        message_html(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
     ]
 
 
@@ -149,14 +144,14 @@ def delete_runs(
     deleted, refused = [], []
     for run_id in run_ids or []:
         try:
-            resolve_run(workspace, run_id, policy, visitor)
+            owned_run(workspace, run_id, policy, visitor)
             delete_run(workspace, run_id)
             deleted.append(run_id)
         except runs.RunError as exc:
             refused.append(str(exc))
     parts = [f"Deleted {len(deleted)} run{'s' if len(deleted) != 1 else ''}."] if deleted else []
     parts += refused
-    return [gr.Row(visible=False), _message(" ".join(parts), "error" if refused else "ok"), []]
+    return [gr.Row(visible=False), message_html(" ".join(parts), "error" if refused else "ok"), []]
 
 
 def _active(workspace: Path, run_ids: list[str]) -> list[str]:
@@ -168,10 +163,6 @@ def _active(workspace: Path, run_ids: list[str]) -> list[str]:
         except runs.RunError:
             continue
     return busy
-
-
-def _message(text: str, kind: str) -> str:
-    return f'<div class="ts-message ts-message-{kind}">{html.escape(text)}</div>'
 
 
 class RunsTab:
@@ -228,7 +219,7 @@ class RunsTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor_input()
+        policy, visitor = self.ctx.policy, self.ctx.visitor
         listing = {
             "fn": lambda previous, selected, who: list_view(self.index, previous, selected, policy, who),
             "inputs": [self.last_key, self.selected, visitor],

@@ -22,18 +22,18 @@ import yaml
 from engine import runs
 from engine.config import ConfigError, Problem, RunConfig, parse_config, save_config
 from engine.config.sections import DEMO_MODEL
-from engine.store.paths import PROJECT_ROOT, confine
+from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
-from engine.store.workspace import runs_dir
-from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed
+from engine.store.workspace import configs_dir, recent_models_file, runs_dir
+from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed, visitor_uploads
+from studio.demo.queue import enqueue_run
 from studio.form.schema import config_to_values, default_values, values_to_config
-from studio.path_guard import confine_file, form_config, gradio_upload_dir
-from studio.train.dataset import cached_tokenizer, text_block
+from studio.markup import text_block
+from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
+from studio.train.dataset import cached_tokenizer
 
-PRESETS_DIR = PROJECT_ROOT / "assets" / "presets"
+PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
-CONFIGS_DIR = "configs"
-RECENT_MODELS_FILE = Path("studio") / "recent_models.json"
 MAX_RECENT = 10
 
 # One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
@@ -47,7 +47,7 @@ _start_lock = threading.Lock()
 def recent_models(workspace: Path) -> list[str]:
     """Models used in this workspace, most recent first ([] when none or the file is unreadable)."""
     try:
-        names = json.loads((Path(workspace) / RECENT_MODELS_FILE).read_text(encoding="utf-8"))
+        names = json.loads(recent_models_file(workspace).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     return [name for name in names if isinstance(name, str)] if isinstance(names, list) else []
@@ -56,7 +56,7 @@ def recent_models(workspace: Path) -> list[str]:
 def remember_model(workspace: Path, name: str) -> list[str]:
     """Put ``name`` first in the recent models list; returns the new list."""
     names = [name] + [other for other in recent_models(workspace) if other != name]
-    write_text_atomic(Path(workspace) / RECENT_MODELS_FILE, json.dumps(names[:MAX_RECENT], indent=1))
+    write_text_atomic(recent_models_file(workspace), json.dumps(names[:MAX_RECENT], indent=1))
     return names[:MAX_RECENT]
 
 
@@ -147,7 +147,7 @@ def save_config_as(
     stem = config_name(name or config.name or "")
     if not stem:
         return None, None, "❌ Give the config a name first."
-    target = Path(workspace) / CONFIGS_DIR / f"{stem}.yaml"
+    target = configs_dir(workspace) / f"{stem}.yaml"
     try:
         save_config(config, target)
         # Gradio serves downloads from the temp dir; the workspace may lie outside the paths it allows.
@@ -204,7 +204,7 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
     presets = [(f"preset: {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
     if policy.enabled:
         return presets
-    saved = [(f"saved: {p.stem}", str(p)) for p in sorted((Path(workspace) / CONFIGS_DIR).glob("*.y*ml"))]
+    saved = [(f"saved: {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
     return presets + saved
 
 
@@ -239,7 +239,6 @@ def start_run(
     In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free.
     """
     from engine.data import DataError, inspect_dataset
-    from studio.demo.policy import visitor_uploads
 
     try:
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
@@ -274,8 +273,6 @@ def _enqueue(
     config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None, launcher: Callable[[Path], Any] | None
 ) -> StartResult:
     """Demo mode's Start: the run waits in line (a busy machine is no reason to refuse)."""
-    from studio.demo.queue import enqueue_run
-
     queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
     run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
     return StartResult(message, run_dir=run_dir)

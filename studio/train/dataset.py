@@ -1,4 +1,5 @@
 """The dataset part of the Train tab: pick a file (upload, path or bundled set) and check it before launch.
+Its widgets are built in studio.train.tab; here are the plain checks and copies they call.
 
 The check shows the detected format, row and token counts, warnings, the first training rows with the
 loss-bearing tokens marked, or the DataError that names the bad row. The tokenizer (which imports
@@ -14,19 +15,16 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
+from engine.store.workspace import datasets_dir
 from studio.form.schema import leaf_specs, values_to_data
-from studio.path_guard import confine_file, guard_config
+from studio.markup import text_block
+from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
 
-if TYPE_CHECKING:
-    from studio.form.widgets import ConfigForm
-
-BUNDLED_DIR = PROJECT_ROOT / "assets" / "datasets"
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
-DATASETS_DIR = "datasets"
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
 CHECK_PATHS = ("model.", "data.", "train.max_length", "train.seed")
 
@@ -36,20 +34,22 @@ _tokenizer_lock = threading.Lock()
 
 def bundled_datasets() -> list[str]:
     """The bundled demo sets, as project-relative paths the engine resolves from any directory."""
-    return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DIR.glob("*.jsonl"))]
+    return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DATASETS.glob("*.jsonl"))]
 
 
-def copy_upload(source: str | Path, workspace: Path) -> Path:
-    """Copy an uploaded file into ``WORKSPACE/datasets/`` (Gradio's temp copy does not outlive the session).
+def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None) -> Path:
+    """Copy an uploaded file into ``folder``, by default ``WORKSPACE/datasets/`` (Gradio's temp copy does not
+    outlive the session).
 
     A file of the same name and content is reused; a different one gets a numbered name. Raises ValueError
-    for a file type the engine cannot read, or a source outside the folders the studio may read.
+    for a file type the engine cannot read, or a source outside the folders the studio may read (``workspace``
+    being the one of them that is not always allowed).
     """
     source = Path(source)
     if source.suffix.lower() not in UPLOAD_SUFFIXES:
         raise ValueError(f"{source.name}: unsupported file type; upload one of {', '.join(UPLOAD_SUFFIXES)}")
     source = confine_file(source, workspace, "upload")
-    folder = Path(workspace) / DATASETS_DIR
+    folder = Path(folder) if folder is not None else datasets_dir(workspace)
     folder.mkdir(parents=True, exist_ok=True)
     target, number = folder / source.name, 1
     while target.exists() and not filecmp.cmp(source, target, shallow=False):
@@ -131,12 +131,6 @@ def check_dataset(
     return DatasetCheck(summary_markdown(report), examples_html(examples), "", report.format)
 
 
-def text_block(text: str) -> str:
-    """Preformatted, wrapped, escaped text for a Markdown component (a code fence would not wrap)."""
-    escaped = html.escape(text.strip()).replace("\n", "<br>")
-    return f'<div style="white-space:pre-wrap;font-family:var(--font-mono,monospace);font-size:13px">{escaped}</div>'
-
-
 def error_markdown(message: str) -> str:
     """A dataset problem, shown whole (row lists span several lines)."""
     return f"❌ **The dataset cannot be used**\n\n{text_block(message)}"
@@ -188,58 +182,3 @@ def examples_html(examples: list[Any]) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0]
-
-
-# --- the panel's widgets -----------------------------------------------------------------------------------
-
-
-@dataclass
-class DatasetPanel:
-    """The components of the dataset panel that the tab wires to other events."""
-
-    path: Any  # the data.path textbox (a form field)
-    upload: Any
-    bundled: Any
-    check_button: Any
-    summary: Any
-    examples: Any
-    error: Any
-
-    @property
-    def outputs(self) -> list[Any]:
-        """The components a dataset check writes."""
-        return [self.summary, self.examples, self.error]
-
-
-def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
-    """Render the data section (from the schema) beside the check results; returns the panel's components."""
-    import gradio as gr  # here, so that the checks above stay importable without the UI toolkit
-
-    with gr.Accordion(title, open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
-        with gr.Column(scale=1, min_width=320):
-            with gr.Row(equal_height=False):
-                bundled = gr.Dropdown(
-                    choices=bundled_datasets(),
-                    value=None,
-                    label="Bundled sets",
-                    info="Demo data shipped with the studio.",
-                    scale=2,
-                )
-                upload = gr.UploadButton(
-                    "Upload a file…", file_types=list(UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
-                )
-            form.render_fields(["data.path", "data.format"], columns=1)
-            form.render_children(form.section("data"), columns=2)
-        with gr.Column(scale=1, min_width=320):
-            check_button = gr.Button("Check dataset", size="sm")
-            error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
-            summary = gr.Markdown(
-                "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
-            )
-            examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
-    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error)
-
-
-def check_outputs(result: DatasetCheck) -> list[Any]:
-    """Outputs for ``DatasetPanel.outputs``."""
-    return [result.summary, result.examples, result.error]

@@ -2,6 +2,7 @@
 
 Layout: the form on the left (model, quantization, adapter, the dataset panel, the training loop and launch,
 in two to four columns); actions on the right (run name and Start, estimate, preview, config files).
+The dataset panel's widgets are built here; its checks are plain functions in studio.train.dataset.
 Handlers are thin: they turn positional widget values into ``path -> value`` and call the plain functions of
 studio.train.actions and studio.train.dataset. Form events use ``preprocess=False`` so that an out-of-range
 number reaches pydantic and comes back as a message next to its field instead of a Gradio error toast.
@@ -84,6 +85,56 @@ class Sidebar:
     config_message: Any
 
 
+@dataclasses.dataclass
+class DatasetPanel:
+    """The components of the dataset panel that the tab wires to other events."""
+
+    path: Any  # the data.path textbox (a form field)
+    upload: Any
+    bundled: Any
+    check_button: Any
+    summary: Any
+    examples: Any
+    error: Any
+
+    @property
+    def outputs(self) -> list[Any]:
+        """The components a dataset check writes."""
+        return [self.summary, self.examples, self.error]
+
+
+def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
+    """Render the data section (from the schema) beside the check results; returns the panel's components."""
+    with gr.Accordion(title, open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=320):
+            with gr.Row(equal_height=False):
+                bundled = gr.Dropdown(
+                    choices=dp.bundled_datasets(),
+                    value=None,
+                    label="Bundled sets",
+                    info="Demo data shipped with the studio.",
+                    scale=2,
+                )
+                upload = gr.UploadButton(
+                    "Upload a file…", file_types=list(dp.UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
+                )
+            form.render_fields(["data.path", "data.format"], columns=1)
+            form.render_children(form.section("data"), columns=2)
+        with gr.Column(scale=1, min_width=320):
+            check_button = gr.Button("Check dataset", size="sm")
+            error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
+            summary = gr.Markdown(
+                "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
+            )
+            examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
+    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error)
+
+
+def check_outputs(result: dp.DatasetCheck) -> list[Any]:
+    """Outputs for ``DatasetPanel.outputs``."""
+    return [result.summary, result.examples, result.error]
+
+
 def build_train_tab(ctx: StudioContext) -> ConfigForm:
     """Build the Train tab's components and events inside the current ``gr.Tab``; returns the form."""
     overrides = {
@@ -98,7 +149,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             form.render_section("model", columns=2)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
-            panel = dp.build_dataset_panel(form)
+            panel = build_dataset_panel(form)
             form.render_section("train", columns=3, title="Training")
             form.render_section("launch", columns=3)
             form.render_rest(columns=3, skip=["name"])
@@ -163,17 +214,17 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     )
 
 
-def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel) -> None:
+def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetPanel) -> None:
     """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer)."""
 
     def check(visitor: str | None, args: tuple[Any, ...], with_tokens: bool) -> list[Any]:
         values = form.values(args)
         refusal = _demo_data_refusal(ctx, values, visitor)
         if refusal:
-            return dp.check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
-        return dp.check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
+            return check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
+        return check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
 
-    inputs = [ctx.visitor_input(), *form.inputs]
+    inputs = [ctx.visitor, *form.inputs]
     quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **RAW)
     quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **RAW)
 
@@ -184,9 +235,9 @@ def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str 
     return "\n".join(f"{path}: {message}" for path, message in problems.items())
 
 
-def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
     """Live preview and per-field errors on every change; the dataset check; the estimate."""
-    inputs = [ctx.visitor_input(), *form.inputs]
+    inputs = [ctx.visitor, *form.inputs]
 
     def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
         return actions.preview(form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, visitor))
@@ -224,19 +275,20 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, sid
     side.estimate_button.click(on_estimate, inputs, outputs, **RAW)
 
 
-def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
     """Dataset upload / bundled pick, and config load / save."""
-    visitor_input = ctx.visitor_input()
+    visitor_input = ctx.visitor
 
     def on_upload(path: str | None, visitor: str | None) -> list[Any]:
         if not path:
             return [gr.skip(), ""]
         # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
-        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else ctx.workspace
-        if folder is None:
+        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else None
+        if ctx.policy.enabled and folder is None:
             return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
         try:
-            return [str(dp.copy_upload(path, folder)), ""]
+            # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
+            return [str(dp.copy_upload(path, folder or ctx.workspace, folder)), ""]
         except (ValueError, OSError) as exc:
             return [gr.skip(), dp.error_markdown(str(exc))]
 
@@ -266,7 +318,7 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, si
     side.save_name.submit(on_save, [side.save_name, *form.inputs], outputs, **RAW)
 
 
-def _wire_start(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, side: Sidebar) -> None:
+def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
     """Start: disable the button, validate and start (one at a time; queued in demo mode), re-enable; on success
     show the Monitor."""
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
@@ -289,7 +341,7 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: dp.DatasetPanel, si
     disable = side.start.click(
         lambda: gr.update(interactive=False, value="Starting…"), None, side.start, queue=False, **quiet
     )
-    started = disable.then(on_start, [ctx.visitor_input(), *form.inputs], outputs, concurrency_limit=1, **RAW)
+    started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, concurrency_limit=1, **RAW)
     started.then(lambda: gr.update(interactive=True, value=START_LABEL), None, side.start, **quiet)
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from engine.config import ConfigError, RunConfig, parse_config
+from engine import runs
+from engine.config import ConfigError, RunConfig, parse_config, save_config
 from engine.store.paths import PROJECT_ROOT
 from studio.form.schema import default_values
-from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config
-from studio.runs.data import resolve_run
+from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config, resolve_run
 from studio.train import actions
 from studio.train import dataset as dp
 from tests.helpers.side_effects import tree
@@ -134,8 +134,15 @@ def test_saved_config_names_and_run_ids_cannot_leave_the_workspace(places: dict[
     workspace = places["workspace"]
     saved, _, message = actions.save_config_as(default_values(), "../../../evil", workspace)
     assert saved == workspace / "configs" / "evil.yaml" and "Saved" in message
-    from engine import runs
-
     for run_id in ("../outside", "..", "/etc", "../ws/datasets"):
         with pytest.raises(runs.RunError, match="no run"):
             resolve_run(workspace, run_id)
+
+
+def test_resolve_run_refuses_paths_outside_the_workspace(tmp_path: Path) -> None:
+    (tmp_path / "runs" / "ok").mkdir(parents=True)
+    save_config(parse_config({"name": "ok"}), tmp_path / "runs" / "ok" / "config.yaml")
+    assert resolve_run(tmp_path, "ok").name == "ok"
+    for bad in ("../ok", "ok/../../x", "/etc", "missing"):
+        with pytest.raises(runs.RunError):
+            resolve_run(tmp_path, bad)

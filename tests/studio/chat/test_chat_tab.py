@@ -16,15 +16,13 @@ from engine.config import ConfigError, load_config, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
-from studio.chat import tab as chat_tab
+from studio.chat.models import caller_of, model_choices, spec_for
 from studio.chat.tab import (
     SAMPLING,
     clear_clicked,
     load_clicked,
-    model_choices,
     parse_sampling_widgets,
     respond,
-    spec_for,
     status_html,
     stop_clicked,
     unload_clicked,
@@ -211,13 +209,13 @@ def test_demo_visitors_chat_only_with_their_own_model(workspace, client, adapter
     """In demo mode Alice's run model serves Alice only: Bob neither reads its name nor chats with, stops or
     unloads it, not even while it loads; the bundled base model is open to both."""
     update_status(adapter_run, owner=owner_tag(ALICE))
-    caller_of = chat_tab.caller_of  # a visitor as the chat worker knows them: their owner tag, in demo mode only
+    # a visitor as the chat worker knows them: their owner tag, in demo mode only
     alice, bob = caller_of(DEMO_MODE, ALICE), caller_of(DEMO_MODE, BOB)
     assert (alice, caller_of(DEMO_MODE, "not-an-id"), caller_of(DemoPolicy(), ALICE)) == (owner_tag(ALICE), None, None)
     loading = load_clicked(client, workspace, "run:tuned", DEMO_MODE, ALICE)
     assert "Loading…" in next(loading)  # the model's name is on this line: no one else may read it
     for someone in (bob, None):
-        assert "another visitor's model is in use" in status_html(client, someone)
+        assert "another visitor's model is in use" in unescape(status_html(client, someone))
         assert "demo-dates" not in status_html(client, someone) and "tuned" not in status_html(client, someone)
     assert "Loaded:</b> demo-dates · final adapter" in final(loading)
     assert "run:tuned" not in [key for _, key in model_choices(workspace, DEMO_MODE, BOB)]

@@ -94,7 +94,7 @@ def test_memory_caps_are_refused_next_to_their_field() -> None:
 
 def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path) -> None:
     uploads = visitor_uploads(tmp_path, VISITOR)
-    mine = uploads / "datasets" / "mine.jsonl"
+    mine = uploads / "mine.jsonl"
     mine.parent.mkdir(parents=True)
     mine.write_text('{"text": "hi"}\n')
     elsewhere = tmp_path / "runs" / "someone" / "train.log"

@@ -16,8 +16,8 @@ from engine import runs
 from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, FINAL_STATES, read_status, update_status
 from studio.app import initial_view
-from studio.chat import tab as chat_tab
-from studio.demo.policy import DemoPolicy, owner_tag, valid_visitor
+from studio.chat import models as chat_models
+from studio.demo.policy import DemoPolicy, owned_run, owner_tag, valid_visitor
 from studio.demo.queue import Scheduler, resume_queued
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab
@@ -26,7 +26,7 @@ from studio.monitor import tab as monitor_tab
 from studio.monitor.live import FEEDS, live_panels
 from studio.monitor.session import MonitorSession
 from studio.runs.data import RunIndex
-from studio.runs.tab import delete_runs, list_view, resolve_run
+from studio.runs.tab import delete_runs, list_view
 from studio.train import actions
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
 
@@ -99,7 +99,7 @@ def test_each_visitor_sees_and_acts_on_their_own_runs(tmp_path: Path, processes:
     assert list(list_view(index, None, None, DEMO, None)[1]["Run id"]) == []
     assert list_view(index, None, None)[1]["Run id"].tolist() == [bob.name, alice.name]  # not a demo: all
     with pytest.raises(runs.RunError, match="no run"):
-        resolve_run(tmp_path, bob.name, DEMO, ALICE)
+        owned_run(tmp_path, bob.name, DEMO, ALICE)
     message = delete_runs(tmp_path, [bob.name], DEMO, ALICE)[1]
     assert "no run" in message and bob.is_dir()
     # The page load: a new visitor gets an id and no run; a known one lands on their own run.
@@ -117,7 +117,7 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
         state.write_text('{"global_step": 5}')
     run_choices = tab_opened(tmp_path, "export", None, None, None, DEMO, ALICE)[0]
     assert [value for _, value in run_choices.choices] == [alice.name]
-    chat_keys = [key for _, key in chat_tab.model_choices(tmp_path, DEMO, ALICE)]
+    chat_keys = [key for _, key in chat_models.model_choices(tmp_path, DEMO, ALICE)]
     assert chat_keys == ["base:assets/demo-model", f"run:{alice.name}:5"]
     refused = export_tab.start_clicked(tmp_path, bob.name, "5", "adapter", "float32", "", "", "", True, DEMO, ALICE)
     assert refused[0] is None and "no run" in refused[2]

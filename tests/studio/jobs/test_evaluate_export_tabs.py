@@ -204,7 +204,7 @@ def free_port() -> int:
 def fetch_status(workspace: Path, policy: DemoPolicy, path: Path) -> int:
     """The HTTP status a browser gets for ``/gradio_api/file=PATH`` from a studio page with the Export tab."""
     with gr.Blocks() as page:
-        export_tab.build_export_tab(StudioContext(workspace, policy=policy))
+        export_tab.build_export_tab(StudioContext(workspace, policy=policy, visitor=gr.State(None)))
     port = free_port()
     page.launch(server_port=port, prevent_thread_lock=True, quiet=True)
     try:

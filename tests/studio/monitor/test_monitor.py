@@ -19,7 +19,7 @@ from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed, eta_seconds
 from studio.monitor.live import FEEDS, live_panels, run_of_token
 from studio.monitor.session import MonitorSession
-from studio.monitor.view import Controls, controls_for, format_duration, progress_html
+from studio.monitor.view import Controls, controls_for, progress_html
 
 
 def write_run(root: Path, name: str = "run", **status) -> Path:
@@ -95,11 +95,9 @@ def test_feed_marks_resumes_and_measures_speed_after_them(tmp_path):
     assert feed.points("eval_loss") == [(9, 1.2)]
 
 
-def test_eta_and_duration_formatting():
+def test_eta():
     assert eta_seconds(10, 100, 0.5) == 45
     assert eta_seconds(10, 0, 0.5) is None and eta_seconds(10, 100, None) is None
-    assert format_duration(45) == "0:45" and format_duration(3 * 3600 + 62) == "3:01:02"
-    assert format_duration(None) == "—"
 
 
 @pytest.mark.parametrize(

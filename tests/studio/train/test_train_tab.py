@@ -60,7 +60,7 @@ def fake_launcher(calls: list[Path]) -> Any:
 @pytest.fixture(scope="module")
 def tab(tmp_path_factory: pytest.TempPathFactory) -> tuple[gr.Blocks, Any, StudioContext]:
     with gr.Blocks() as demo:
-        ctx = StudioContext(workspace=tmp_path_factory.mktemp("ws"), current_run=gr.State(None), tabs=gr.Tabs())
+        ctx = StudioContext(tmp_path_factory.mktemp("ws"), gr.State(None), gr.Tabs(), visitor=gr.State(None))
         form = build_train_tab(ctx)
     return demo, form, ctx
 
@@ -76,7 +76,8 @@ def test_studio_modules_do_not_import_the_training_stack() -> None:
         "import sys, gradio as gr; from pathlib import Path; import tempfile\n"
         "from studio.context import StudioContext; from studio.train.tab import build_train_tab\n"
         "with gr.Blocks():\n"
-        "    build_train_tab(StudioContext(Path(tempfile.mkdtemp()), gr.State(None), gr.Tabs()))\n"
+        "    visitor = gr.State(None)\n"
+        "    build_train_tab(StudioContext(Path(tempfile.mkdtemp()), gr.State(None), gr.Tabs(), visitor=visitor))\n"
         "heavy = {'torch', 'transformers', 'trl', 'peft', 'bitsandbytes', 'datasets'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )

@@ -1,0 +1,64 @@
+"""What the Chat tab can load, and for whom: the model list, the spec a pick stands for, and (in demo mode)
+whose a loaded model is. Plain functions of the workspace and the demo policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.chat.client import ChatError, ModelSpec
+from engine.config import ConfigError, load_config
+from engine.config.sections import DEMO_MODEL
+from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
+from engine.store.workspace import runs_dir
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
+
+
+def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
+    """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
+    mode only the visitor's runs)."""
+    bases, trained = [DEMO_MODEL], []
+    for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
+        try:
+            config = load_config(run_dir / CONFIG_FILE)
+        except ConfigError:
+            continue  # a config being written or broken by hand: skip it, the next refresh shows it
+        name = config.name or run_dir.name
+        base = config.model.name_or_path
+        bases += [base] if base not in bases else []
+        final = final_weights(run_dir, config.adapter.is_lora)
+        if final is not None:
+            trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
+        steps = reversed(checkpoint_steps(run_dir))
+        trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]
+    return [(f"Base · {base}", f"base:{base}") for base in bases] + trained
+
+
+def _created(run_dir: Path) -> float:
+    return read_status(run_dir).get("created_at") or 0.0
+
+
+def spec_for(workspace: Path, key: str | None) -> ModelSpec:
+    """The model spec of a dropdown key ("base:NAME", "run:ID" or "run:ID:STEP")."""
+    kind, _, rest = (key or "").partition(":")
+    if kind == "base" and rest:
+        return ModelSpec(base=rest)
+    if kind == "run" and rest:
+        run_id, _, step = rest.partition(":")
+        if "/" not in run_id and not run_id.startswith(".") and (not step or step.isdigit()):
+            return ModelSpec(run_dir=runs_dir(workspace) / run_id, checkpoint=int(step) if step else None)
+        raise ChatError(f"not a model of this workspace: {key}")
+    raise ChatError("pick a model to load first")
+
+
+def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
+    """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
+    it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
+    visitor = valid_visitor(visitor) if policy.enabled else None
+    return owner_tag(visitor) if visitor else None
+
+
+def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
+    """Whom a loaded model serves: a run's model its caller only (None outside demo mode: everyone); a base
+    model everyone, since the demo offers only the bundled one, which is public."""
+    return caller if spec.run_dir is not None else None
