@@ -1,4 +1,4 @@
-// The Monitor's live charts (see studio/live_charts.py for why they live outside Gradio's events).
+// The Monitor's live charts (see studio/monitor/live.py for why they live outside Gradio's events).
 //
 // While the Monitor is on screen, ask the studio for the charts whose data changed and hand each to
 // Plotly.react, which updates the chart in place and keeps the user's zoom; the progress bar and the stats
@@ -11,12 +11,11 @@
   const RETRY_MS = 1000; // after a failed request: the studio restarting, the network blinking
   const WATCH_MS = 100; // how often a held request checks that its question still stands
   const HOLD_SECONDS = 8; // the longest the server holds a question
-  const SMALL_CHART_MS = 1000; // the three small charts, which a person glances at, redraw once a second
+  const SMALL_CHART_MS = 1000; // the small charts, which a person glances at, redraw once a second
   const LOG_MS = 1000; // so does the log, and only while its section is open
   const PRELOAD_MS = 500; // after the page has loaded, so the page itself comes first
   const CHARTS_PATH = "/studio/live/charts";
   const PLOTLY_PATH = "/studio/live/plotly.js";
-  const ALL = ["loss", "learning_rate", "grad_norm", "throughput"];
   let plotly = null; // our own plotly.js (the basic bundle), whether or not Gradio has loaded its copy
   let plotlyLoading = null;
   let refused = null; // a token the studio does not know (it restarted): wait for the header to change
@@ -116,7 +115,8 @@
       small = { drawnAt: 0, size: -1 };
       logAt = 0;
     }
-    const wanted = now - small.drawnAt >= SMALL_CHART_MS ? ALL.filter((name) => divs[name]) : ["loss"];
+    // Every chart on the page (the Monitor draws the run's method's own charts beside the common ones).
+    const wanted = now - small.drawnAt >= SMALL_CHART_MS ? Object.keys(divs) : ["loss"];
     const hold = holdSeconds(q, divs, wanted, now);
     const wantLog = q.logOpen && now - logAt >= LOG_MS;
     const have = {};

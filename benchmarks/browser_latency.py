@@ -89,7 +89,7 @@ def stop_and_wait(page: Any, run_dir: Path) -> dict[str, float]:
 
     def done() -> bool:
         now = runs.status(run_dir)
-        return now["state"] == "stopped" and bool(now["checkpoints"]) and not any(is_alive(p) for p in pids)
+        return now.state == "stopped" and bool(now.checkpoints) and not any(is_alive(p) for p in pids)
 
     wait_until(done, 120, 0.02, "the stop to finish")
     gone = time.time() - clicked

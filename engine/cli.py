@@ -162,22 +162,14 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from engine.runs.control import RunError, status
+    from engine.runs.control import RunError, resume_point
     from engine.runs.supervisor import supervise
-    from engine.store.rundir import ACTIVE_STATES, checkpoint_steps
 
     run_dir = args.run_dir.resolve()
-    current = status(run_dir)
-    if not current:
-        return _error(f"{run_dir} is not a run directory")
-    if current.get("state") in ACTIVE_STATES:
-        return _error("the run is still running; stop it before resuming")
-    steps = checkpoint_steps(run_dir)
-    checkpoint = args.checkpoint if args.checkpoint is not None else (steps[-1] if steps else None)
-    if checkpoint is None:
-        return _error("the run has no checkpoint to resume from; start it again instead")
-    if checkpoint not in steps:
-        return _error(str(RunError(f"no checkpoint {checkpoint}; the run has {', '.join(map(str, steps))}")))
+    try:
+        checkpoint = resume_point(run_dir, args.checkpoint)
+    except RunError as exc:
+        return _error(str(exc))
     print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
     return supervise(run_dir, checkpoint, echo=True)
 
@@ -223,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return serve_standby(args.workspace, args.owner)
         if args.command == "standby-worker":
-            from engine.runs.standby import serve_standby_worker
+            from engine.training.warm_worker import serve_standby_worker
 
             return exit_at_once(serve_standby_worker())
         if args.command == "supervise":

@@ -25,6 +25,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +95,39 @@ def log_tail(job_dir: Path, max_bytes: int = 3000) -> str:
     return file_tail(Path(job_dir) / LOG_FILE, max_bytes)
 
 
-def status(job_dir: Path) -> dict[str, Any]:
+@dataclass
+class JobStatus:
+    """A job's record (job.json) and progress (progress.json) in one, as ``status`` reconciles them."""
+
+    job_dir: str
+    job_id: str
+    kind: str | None = None
+    labels: dict[str, Any] = field(default_factory=dict)  # e.g. run_id, run_dir: for finding the job again
+    command: list[str] = field(default_factory=list)
+    pid: int | None = None
+    created_at: float | None = None
+    state: str | None = None  # starting, running, then one of FINAL_STATES
+    phase: str | None = None  # what it is doing, in words
+    done: int | None = None
+    total: int | None = None
+    error: str | None = None
+    result: dict[str, Any] | None = None  # what a completed job made (paths, summary)
+    started_at: float | None = None
+    ended_at: float | None = None
+    updated_at: float | None = None
+    partials: list[str] = field(default_factory=list)
+    log_tail: str | None = None  # the end of job.log, for a failed job
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the job is still going."""
+        return self.state not in FINAL_STATES
+
+
+_JOB_FIELDS = {item.name for item in fields(JobStatus)}
+
+
+def status(job_dir: Path) -> JobStatus:
     """The job's progress merged with its record, reconciled against its process.
 
     A job that is not final while its process is gone crashed (or was killed): it is recorded as failed, with
@@ -114,14 +147,15 @@ def status(job_dir: Path) -> dict[str, Any]:
         progress["updated_at"] = time.time()
         _write_json(job_dir / PROGRESS_FILE, progress)
     merged = {**record, **progress, "job_dir": str(job_dir), "job_id": job_dir.name}
-    if merged.get("state") == "failed":
-        merged["log_tail"] = log_tail(job_dir)
-    return merged
+    current = JobStatus(**{key: value for key, value in merged.items() if key in _JOB_FIELDS})
+    if current.state == "failed":
+        current.log_tail = log_tail(job_dir)
+    return current
 
 
-def is_running(job_status: dict[str, Any]) -> bool:
-    """Whether a (reconciled) job status belongs to a job still going."""
-    return bool(job_status) and job_status.get("state") not in FINAL_STATES
+def is_running(job_status: JobStatus | None) -> bool:
+    """Whether a (reconciled) job status belongs to a job still going; False for no job at all."""
+    return job_status is not None and job_status.is_running
 
 
 def cancel(job_dir: Path) -> bool:
@@ -133,7 +167,7 @@ def cancel(job_dir: Path) -> bool:
     return signal_group(pid, signal.SIGTERM)
 
 
-def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
+def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> JobStatus:
     """Block until the job is final (or the timeout passes); returns its status."""
     deadline = time.time() + timeout
     while True:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 import gradio as gr
 
 from engine import runs
-from engine.store.rundir import OPEN_STATES
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
 from studio.demo.policy import (
@@ -75,9 +74,8 @@ def initial_view(
         visitor = visitor_out = new_visitor_id()
     if current:
         return [gr.skip(), gr.skip(), visitor_out]
-    chosen = pick_initial_run(workspace, lambda status: owns(policy, status, visitor))
-    status = runs.status(Path(chosen)) if chosen else {}
-    if status.get("state") in OPEN_STATES:
+    chosen = pick_initial_run(workspace, lambda status: owns(policy, status.owner, visitor))
+    if chosen and runs.status(Path(chosen)).is_open:
         return [chosen, gr.Tabs(selected="monitor"), visitor_out]
     return [chosen, gr.skip(), visitor_out]
 

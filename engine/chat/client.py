@@ -140,7 +140,7 @@ def resolve_model(spec: ModelSpec) -> ResolvedModel:
         )
     final = result_dir(run_dir, is_adapter)
     if not has_weights(final):
-        state = read_status(run_dir).get("state", "unknown")
+        state = read_status(run_dir).state or "unknown"
         hint = f"pick one of its checkpoints ({', '.join(map(str, steps))})" if steps else "it has no checkpoint yet"
         raise ChatError(f"{name} has no final {final.name} yet (it is {state}); {hint}")
     return ResolvedModel(f"{name} · final {final.name}", config, final, is_adapter)

@@ -49,7 +49,7 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def _results(plan: ExportPlan, metrics: FinalMetrics) -> str:
-    rows = [("steps", str(plan.run.status.get("step") or metrics.step or "—"))]
+    rows = [("steps", str(plan.run.status.step or metrics.step or "—"))]
     if metrics.train_loss is not None:
         rows.append(("final train loss", f"{metrics.train_loss:.4f}"))
     if metrics.mean_train_loss is not None:

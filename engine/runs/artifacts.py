@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from engine.config import RunConfig, load_config
-from engine.runs.status import is_active, status
-from engine.store.rundir import CONFIG_FILE, checkpoint_path, checkpoint_steps, final_weights
+from engine.runs.status import status
+from engine.store.rundir import CONFIG_FILE, RunStatus, checkpoint_path, checkpoint_steps, final_weights
 
 
 class ArtifactError(RuntimeError):
@@ -35,7 +34,7 @@ class FinishedRun:
 
     run_dir: Path
     config: RunConfig
-    status: dict[str, Any]
+    status: RunStatus
 
     @property
     def name(self) -> str:
@@ -49,10 +48,9 @@ def open_run(run_dir: Path) -> FinishedRun:
     if not (run_dir / CONFIG_FILE).is_file():
         raise ArtifactError(f"no run at {run_dir} (it has no {CONFIG_FILE})")
     current = status(run_dir)
-    if is_active(current):
+    if current.is_active:
         raise ArtifactError(
-            f"{current.get('name') or run_dir.name} is still {current.get('state')}; "
-            "wait for it to finish or stop it first"
+            f"{current.name or run_dir.name} is still {current.state}; wait for it to finish or stop it first"
         )
     return FinishedRun(run_dir, load_config(run_dir / CONFIG_FILE), current)
 
@@ -75,7 +73,7 @@ def trained_weights(run: FinishedRun, checkpoint: int | None = None, newest_chec
         return TrainedWeights(final, final.name, is_adapter)
     if newest_checkpoint and steps:
         return TrainedWeights(checkpoint_path(run.run_dir, steps[-1]), f"checkpoint-{steps[-1]}", is_adapter)
-    state = run.status.get("state", "unknown")
+    state = run.status.state or "unknown"
     what = "adapter" if is_adapter else "model"
     hint = f"pick one of its checkpoints ({', '.join(map(str, steps))})" if steps else "it has no checkpoint either"
     raise ArtifactError(f"{run.name} has no final {what} (it is {state}); resume it to completion, or {hint}")

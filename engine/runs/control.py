@@ -19,7 +19,7 @@ from pathlib import Path
 
 from engine.config import RunConfig, save_config
 from engine.runs import standby
-from engine.runs.status import is_active, status
+from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
 from engine.store.rundir import CONFIG_FILE, checkpoint_steps, read_status, update_status
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
@@ -56,9 +56,9 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
     current = status(run_dir)
-    if is_active(current):
+    if current.is_active:
         raise RunError("the run is already running")
-    _wait_for_exit(current.get("supervisor_pid"))
+    _wait_for_exit(current.supervisor_pid)
     update_status(
         run_dir,
         state="starting",
@@ -106,32 +106,40 @@ def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:
 
 def resume(run_dir: Path, checkpoint: int | None = None) -> int:
     """Continue a stopped or failed run from its newest (or the given) checkpoint; returns the supervisor pid."""
+    return start(run_dir, resume_point(run_dir, checkpoint))
+
+
+def resume_point(run_dir: Path, checkpoint: int | None = None) -> int:
+    """The checkpoint a resume continues from: the given one, else the newest. RunError when the run cannot be
+    resumed (missing, active, completed, failed on a bad loss, no such checkpoint)."""
+    if not (Path(run_dir) / CONFIG_FILE).is_file():
+        raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
     current = status(run_dir)
-    if is_active(current):
+    if current.is_active:
         raise RunError("the run is still running; stop it before resuming")
-    if current.get("state") == "completed":
+    if current.state == "completed":
         raise RunError("the run has completed; there is nothing to resume")
-    if current.get("state") == "failed" and current.get("bad_loss_step") is not None:
+    if current.state == "failed" and current.bad_loss_step is not None:
         # The checkpoint restores the optimizer, the schedule and the data order: resuming would replay the
         # very steps that went bad. The checkpoints stay for chat and export.
         raise RunError(
-            f"the run failed because its loss went bad at step {current['bad_loss_step']}; resuming would repeat "
+            f"the run failed because its loss went bad at step {current.bad_loss_step}; resuming would repeat "
             "the same steps and fail again. Start a new run with a lower learning rate."
         )
     steps = checkpoint_steps(Path(run_dir))
     if not steps:
         raise RunError("the run has no checkpoint to resume from; start it again instead")
     if checkpoint is None:
-        checkpoint = steps[-1]
-    elif checkpoint not in steps:
+        return steps[-1]
+    if checkpoint not in steps:
         raise RunError(f"no checkpoint {checkpoint}; the run has {', '.join(map(str, steps))}")
-    return start(run_dir, checkpoint)
+    return checkpoint
 
 
 def _run_roots(run_dir: Path) -> list[int]:
     """The live processes that head a run: its supervisor, and its worker (rank 0) in case the supervisor died."""
     current = read_status(run_dir)
-    return [pid for pid in (current.get("supervisor_pid"), current.get("pid")) if is_alive(pid)]
+    return [pid for pid in (current.supervisor_pid, current.pid) if is_alive(pid)]
 
 
 def stop(run_dir: Path) -> bool:
@@ -201,6 +209,6 @@ def delete(run_dir: Path) -> None:
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunError(f"{run_dir.name} is not a run")
     current = status(run_dir)
-    if is_active(current):
-        raise RunError(f"{current.get('name') or run_dir.name} is {current['state']}; stop it before deleting it")
+    if current.is_active:
+        raise RunError(f"{current.name or run_dir.name} is {current.state}; stop it before deleting it")
     shutil.rmtree(run_dir)

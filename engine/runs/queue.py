@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.store.rundir import TRAINING_STATES, read_status, update_status
+from engine.store.rundir import QUEUED, TRAINING_STATES, RunStatus, read_status, update_status
 from engine.store.workspace import workspace_of
 
 # A stopped run that is still going this long after its time limit is killed (it saves no checkpoint then).
@@ -26,21 +26,21 @@ LIMIT_ERROR = "the run reached its time limit ({minutes:g} min) and was ended"
 Launcher = Callable[[Path, "int | None"], Any]
 
 
-def _queued_key(item: tuple[Path, dict[str, Any]]) -> tuple[float, str]:
+def _queued_key(item: tuple[Path, RunStatus]) -> tuple[float, str]:
     run_dir, current = item
-    return (current.get("queued_at") or current.get("created_at") or 0.0, run_dir.name)
+    return (current.queued_at or current.created_at or 0.0, run_dir.name)
 
 
 def queued_runs(workspace: Path) -> list[Path]:
     """The workspace's queued runs, oldest first (by when they joined the queue)."""
     found = [(run_dir, read_status(run_dir)) for run_dir in runs.run_dirs(workspace)]
-    return [run_dir for run_dir, _ in sorted((i for i in found if i[1].get("state") == "queued"), key=_queued_key)]
+    return [run_dir for run_dir, _ in sorted((i for i in found if i[1].state == QUEUED), key=_queued_key)]
 
 
 def runs_ahead(run_dir: Path) -> int | None:
     """How many runs go before this queued run: the active ones and those queued earlier. None if not queued."""
     run_dir = Path(run_dir).resolve()
-    if read_status(run_dir).get("state") != "queued":
+    if read_status(run_dir).state != QUEUED:
         return None
     workspace = workspace_of(run_dir)
     line = [queued.resolve() for queued in queued_runs(workspace)]
@@ -66,7 +66,7 @@ def start_next_queued(workspace: Path, launcher: Launcher | None = None) -> Path
         if not line or runs.active_runs(workspace):
             return None
         run_dir = line[0]
-        checkpoint = read_status(run_dir).get("resume_checkpoint")
+        checkpoint = read_status(run_dir).resume_checkpoint
         # Before the process exists, so nothing else writes the status meanwhile; the time limit counts from here.
         update_status(run_dir, launched_at=time.time())
         try:
@@ -77,11 +77,11 @@ def start_next_queued(workspace: Path, launcher: Launcher | None = None) -> Path
     return run_dir
 
 
-def enqueue(run_dir: Path, **fields: Any) -> dict[str, Any]:
+def enqueue(run_dir: Path, **fields: Any) -> RunStatus:
     """Put an existing, idle run back in the queue (``fields`` such as ``resume_checkpoint`` go to its status)."""
     current = runs.status(run_dir)
-    if runs.is_active(current) or current.get("state") == "queued":
-        raise runs.RunError(f"{current.get('name') or Path(run_dir).name} is already {current.get('state')}")
+    if current.is_open:
+        raise runs.RunError(f"{current.name or Path(run_dir).name} is already {current.state}")
     return update_status(
         run_dir, state="queued", queued_at=time.time(), cancelled=None, error=None, ended_at=None, **fields
     )
@@ -94,26 +94,26 @@ def cancel_queued(run_dir: Path) -> bool:
     """
     run_dir = Path(run_dir)
     with runs.start_lock(workspace_of(run_dir)):
-        if read_status(run_dir).get("state") != "queued":
+        if read_status(run_dir).state != QUEUED:
             return False
         update_status(run_dir, state="stopped", cancelled=True, ended_at=time.time(), resume_checkpoint=None)
     return True
 
 
-def over_time(current: dict[str, Any], now: float | None = None) -> float | None:
+def over_time(current: RunStatus, now: float | None = None) -> float | None:
     """Seconds a run has trained past its time limit (``time_limit_s`` from ``launched_at``), or None if within."""
-    limit, launched = current.get("time_limit_s"), current.get("launched_at")
+    limit, launched = current.time_limit_s, current.launched_at
     if not limit or not launched:
         return None
     over = (now or time.time()) - launched - limit
     return over if over >= 0 else None
 
 
-def limit_reached(current: dict[str, Any]) -> bool:
+def limit_reached(current: RunStatus) -> bool:
     """Whether a finished run ended because of its time limit (read from its status; nothing extra is written)."""
-    if current.get("state") not in ("stopped", "failed") or current.get("cancelled"):
+    if current.state not in ("stopped", "failed") or current.cancelled:
         return False
-    return over_time(current, current.get("ended_at") or time.time()) is not None
+    return over_time(current, current.ended_at or time.time()) is not None
 
 
 def enforce_time_limits(workspace: Path, now: float | None = None) -> list[Path]:
@@ -126,9 +126,9 @@ def enforce_time_limits(workspace: Path, now: float | None = None) -> list[Path]
         if over is None:
             continue
         if over > STOP_GRACE_SECONDS and runs.abort(run_dir):
-            minutes = current["time_limit_s"] / 60
+            minutes = current.time_limit_s / 60
             update_status(run_dir, error=LIMIT_ERROR.format(minutes=minutes))  # the processes are gone: no race
-        elif current.get("state") in TRAINING_STATES:
+        elif current.state in TRAINING_STATES:
             runs.stop(run_dir)
         acted.append(run_dir)
     return acted

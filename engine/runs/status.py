@@ -7,7 +7,7 @@ says a run is going while none of its processes lives is a crashed run, and is r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from engine.store.processes import is_alive
 from engine.store.rundir import (
     ACTIVE_STATES,
     CONFIG_FILE,
-    FINAL_STATES,
+    RunStatus,
     checkpoint_steps,
     iter_metrics,
     log_tail,
@@ -26,12 +26,7 @@ from engine.store.rundir import read_metrics as _read_metrics
 from engine.store.workspace import runs_dir
 
 
-def is_active(run_status: dict[str, Any]) -> bool:
-    """Whether a (reconciled) status belongs to a run that is still going."""
-    return run_status.get("state") in ACTIVE_STATES
-
-
-def status(run_dir: Path) -> dict[str, Any]:
+def status(run_dir: Path) -> RunStatus:
     """The run's status, reconciled against its processes.
 
     A status that says starting / running / stopping while neither the supervisor nor the worker lives is a
@@ -39,42 +34,42 @@ def status(run_dir: Path) -> dict[str, Any]:
     """
     run_dir = Path(run_dir)
     current = read_status(run_dir)
-    state = current.get("state")
+    state = current.state
     if state in ACTIVE_STATES:
-        alive = is_alive(current.get("supervisor_pid")) or is_alive(current.get("pid"))
+        alive = is_alive(current.supervisor_pid) or is_alive(current.pid)
         if not alive and not _just_started(current):
-            code = current.get("exit_code")
+            code = current.exit_code
             why = f"exit code {code}" if code is not None else "exit code unknown"
             current = _record(
                 run_dir, current, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
             )
-    if current.get("state") == "failed":
-        current["log_tail"] = log_tail(run_dir)
-    current["checkpoints"] = checkpoint_steps(run_dir)
-    current["run_dir"] = str(run_dir)
+    if current.state == "failed":
+        current.log_tail = log_tail(run_dir)
+    current.checkpoints = checkpoint_steps(run_dir)
+    current.run_dir = str(run_dir)
     return current
 
 
-def _record(run_dir: Path, current: dict[str, Any], **changes: Any) -> dict[str, Any]:
+def _record(run_dir: Path, current: RunStatus, **changes: Any) -> RunStatus:
     """Write a reconciled status; a reader on a full (or read-only) disk still gets the reconciled view."""
     try:
         return update_status(run_dir, **changes)
     except OSError as exc:
         changes["error"] = f"{changes.get('error')}; the status could not be saved: {exc.strerror or exc}"
-        return {**current, **changes}
+        return replace(current, **changes)
 
 
-def _just_started(current: dict[str, Any]) -> bool:
+def _just_started(current: RunStatus) -> bool:
     """A status written a moment ago may not have its pid yet; give the supervisor a grace period."""
-    return current.get("supervisor_pid") is None and time.time() - current.get("updated_at", 0) < 5
+    return current.supervisor_pid is None and time.time() - (current.updated_at or 0) < 5
 
 
-def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> dict[str, Any]:
+def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> RunStatus:
     """Block until the run reaches a final state (or the timeout passes); returns the status."""
     deadline = time.time() + timeout
     while True:
         current = status(run_dir)
-        if current.get("state") in FINAL_STATES or time.time() > deadline:
+        if current.is_final or time.time() > deadline:
             return current
         time.sleep(poll)
 
@@ -108,15 +103,15 @@ def summarize(run_dir: Path) -> RunSummary:
     return RunSummary(
         run_id=run_dir.name,
         run_dir=run_dir,
-        name=current.get("name") or run_dir.name,
-        state=current.get("state", "unknown"),
-        step=current.get("step") or 0,
-        max_steps=current.get("max_steps") or 0,
+        name=current.name or run_dir.name,
+        state=(current.state or "unknown"),
+        step=current.step or 0,
+        max_steps=current.max_steps or 0,
         last_loss=losses[-1] if losses else None,
         best_loss=min(losses) if losses else None,
-        created_at=current.get("created_at"),
-        started_at=current.get("started_at"),
-        ended_at=current.get("ended_at"),
+        created_at=current.created_at,
+        started_at=current.started_at,
+        ended_at=current.ended_at,
     )
 
 
@@ -128,7 +123,7 @@ def run_dirs(workspace: Path) -> list[Path]:
 
 def active_runs(workspace: Path) -> list[Path]:
     """Runs of the workspace that are still going; reads only their statuses, so it is cheap to ask often."""
-    return [run_dir for run_dir in run_dirs(workspace) if is_active(status(run_dir))]
+    return [run_dir for run_dir in run_dirs(workspace) if status(run_dir).is_active]
 
 
 def list_runs(workspace: Path) -> list[RunSummary]:

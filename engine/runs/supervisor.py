@@ -74,10 +74,10 @@ def _copy_output(source: IO[bytes], log: IO[bytes]) -> None:
 def record_exit(run_dir: Path, code: int) -> None:
     """Store the exit code; a worker that died without a final state becomes a failed run that says why."""
     status = read_status(run_dir)
-    if status.get("supervisor_pid") != os.getpid():
+    if status.supervisor_pid != os.getpid():
         return  # the run was started again meanwhile; its status belongs to the new supervisor
     try:
-        if status.get("state") in OPEN_STATES:
+        if status.state in OPEN_STATES:
             update_status(
                 run_dir,
                 state="failed",

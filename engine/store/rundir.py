@@ -1,4 +1,5 @@
-"""The run directory contract: file names, atomic status writes and append-only metrics.
+"""The run directory contract: file names, the typed status and its states, atomic status writes, append-only
+metrics, checkpoints, and where the final result lives.
 
 Every write here is atomic (write a temporary file, then rename) or append-only with whole lines, so a reader
 in another process never sees half a status or half a metrics line. Only the standard library is imported:
@@ -14,6 +15,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,7 @@ ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is a
 TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
 OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
 FINAL_STATES = ("stopped", "completed", "failed")
+RUN_STATES = (*OPEN_STATES, *FINAL_STATES)
 
 # Errors that mean the disk (or this process's share of it) is full.
 DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
@@ -98,24 +101,97 @@ def _write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def read_status(run_dir: Path) -> dict[str, Any]:
-    """The raw status.json of a run ({} if it has none yet). Use engine.runs.status for the reconciled view."""
+@dataclass
+class RunStatus:
+    """A run's status.json, typed. Written by the worker, the supervisor and engine.runs; ``engine.runs.status``
+    adds the reconciled view (``log_tail``, ``checkpoints``, ``run_dir``), which is never stored."""
+
+    state: str | None = None  # one of RUN_STATES; None before anything was written
+    name: str | None = None
+    created_at: float | None = None
+    updated_at: float | None = None
+    started_at: float | None = None  # the worker began (each start and resume)
+    ended_at: float | None = None
+    pid: int | None = None  # the worker (rank 0)
+    supervisor_pid: int | None = None
+    step: int | None = None
+    max_steps: int | None = None
+    epoch: float | None = None
+    exit_code: int | None = None
+    error: str | None = None  # why the run failed (or ended at its time limit)
+    bad_loss_step: int | None = None  # the step whose loss went NaN / infinite: such a run is not resumed
+    trainable_params: int | None = None
+    total_params: int | None = None
+    train_rows: int | None = None
+    result: str | None = None  # the final adapter / model directory of a completed run
+    # The queue (engine.runs.queue) and demo mode.
+    queued_at: float | None = None
+    launched_at: float | None = None  # the queue started it: its time limit counts from here
+    time_limit_s: float | None = None
+    resume_checkpoint: int | None = None  # a queued resume starts from this checkpoint
+    cancelled: bool | None = None  # taken out of the queue before it started
+    owner: str | None = None  # demo mode: a digest of the visitor who started it
+    # The reconciled view (engine.runs.status), never stored.
+    log_tail: str | None = None
+    checkpoints: list[int] = field(default_factory=list)
+    run_dir: str | None = None
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunStatus:
+        """A status from status.json's content; keys this engine does not know are left out."""
+        return cls(**{key: value for key, value in values.items() if key in _STATUS_FIELDS})
+
+    @property
+    def is_active(self) -> bool:
+        """A process of the run is at work (starting, running, stopping)."""
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_open(self) -> bool:
+        """The run has not ended: it waits in line or is active."""
+        return self.state in OPEN_STATES
+
+    @property
+    def is_final(self) -> bool:
+        """The run has ended (stopped, completed, failed)."""
+        return self.state in FINAL_STATES
+
+
+_STATUS_FIELDS = {item.name for item in fields(RunStatus)}
+_VIEW_FIELDS = ("log_tail", "checkpoints", "run_dir")
+STORED_FIELDS = _STATUS_FIELDS - set(_VIEW_FIELDS)
+
+
+def _read_status_file(run_dir: Path) -> dict[str, Any]:
     try:
-        return json.loads((run_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        stored = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except json.JSONDecodeError:
         # Only a hand-edited file can be half-written (writes are atomic); treat it as unknown.
         return {}
+    return stored if isinstance(stored, dict) else {}
 
 
-def update_status(run_dir: Path, **changes: Any) -> dict[str, Any]:
-    """Merge ``changes`` into status.json and write it atomically; returns the new status."""
-    status = read_status(run_dir)
-    status.update(changes)
-    status["updated_at"] = time.time()
-    write_text_atomic(run_dir / STATUS_FILE, json.dumps(status, indent=1, sort_keys=True))
-    return status
+def read_status(run_dir: Path) -> RunStatus:
+    """The stored status of a run (empty if it has none yet). Use engine.runs.status for the reconciled view."""
+    return RunStatus.from_dict(_read_status_file(run_dir))
+
+
+def update_status(run_dir: Path, **changes: Any) -> RunStatus:
+    """Merge ``changes`` into status.json and write it atomically; returns the new status.
+
+    Only RunStatus's stored fields may change (a misspelt one is a TypeError, not a silent new key); the file
+    keeps just the keys ever written, and those of other engine versions.
+    """
+    unknown = set(changes) - STORED_FIELDS
+    if unknown:
+        raise TypeError(f"not a stored field of RunStatus: {', '.join(sorted(unknown))}")
+    stored = _read_status_file(run_dir)
+    stored.update(changes)
+    stored["updated_at"] = time.time()
+    write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(stored, indent=1, sort_keys=True))
+    return RunStatus.from_dict(stored)
 
 
 def append_metrics(run_dir: Path, events: list[dict[str, Any]]) -> None:

@@ -35,7 +35,7 @@ def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | N
 
 
 def _created(run_dir: Path) -> float:
-    return read_status(run_dir).get("created_at") or 0.0
+    return read_status(run_dir).created_at or 0.0
 
 
 def spec_for(workspace: Path, key: str | None) -> ModelSpec:

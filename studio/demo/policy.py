@@ -205,22 +205,22 @@ def browser_secret(workspace: Path) -> str:
 # --- whose runs ------------------------------------------------------------------------------------------------
 
 
-def owns(policy: DemoPolicy, status: Mapping[str, Any], visitor: str | None) -> bool:
-    """Whether the visitor may see and act on a run with this status (always, outside demo mode)."""
+def owns(policy: DemoPolicy, owner: str | None, visitor: str | None) -> bool:
+    """Whether the visitor may see and act on a run whose status names ``owner`` (always, outside demo mode)."""
     if not policy.enabled:
         return True
     visitor = valid_visitor(visitor)
-    return bool(visitor) and status.get("owner") == owner_tag(visitor)
+    return bool(visitor) and owner == owner_tag(visitor)
 
 
 def owned_run_dirs(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[Path]:
     """The run directories the visitor may see (every run, outside demo mode)."""
-    return [run_dir for run_dir in runs.run_dirs(workspace) if owns(policy, read_status(run_dir), visitor)]
+    return [run_dir for run_dir in runs.run_dirs(workspace) if owns(policy, read_status(run_dir).owner, visitor)]
 
 
 def check_owner(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> Path:
     """``run_dir`` when the visitor owns it; else the same RunError as for a run that does not exist."""
-    if not owns(policy, read_status(Path(run_dir)), visitor):
+    if not owns(policy, read_status(Path(run_dir)).owner, visitor):
         raise runs.RunError(f"no run {Path(run_dir).name!r} here")
     return Path(run_dir)
 
@@ -235,4 +235,4 @@ def owns_run_id(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor
     """Whether a run id picked in the browser names a run the visitor may use (any id outside demo mode)."""
     if not policy.enabled:
         return True
-    return bool(run_id) and owns(policy, read_status(runs_dir(workspace) / Path(str(run_id)).name), visitor)
+    return bool(run_id) and owns(policy, read_status(runs_dir(workspace) / Path(str(run_id)).name).owner, visitor)

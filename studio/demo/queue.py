@@ -16,7 +16,7 @@ from typing import Any
 from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
-from engine.store.rundir import OPEN_STATES, read_status, update_status
+from engine.store.rundir import OPEN_STATES, RunStatus, read_status, update_status
 from engine.store.workspace import workspace_of
 from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text, valid_visitor
 
@@ -25,16 +25,16 @@ SCHEDULER_SECONDS = 1.0
 NO_VISITOR = "❌ Not started: this page has no visitor id yet. Reload the page and try again."
 
 
-def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[dict[str, Any]]:
+def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[RunStatus]:
     """The visitor's runs that are queued or going (statuses reconciled)."""
     statuses = [runs.status(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor)]
-    return [status for status in statuses if status.get("state") in OPEN_STATES]
+    return [status for status in statuses if status.state in OPEN_STATES]
 
 
-def _busy_message(busy: list[dict[str, Any]]) -> str:
+def _busy_message(busy: list[RunStatus]) -> str:
     run = busy[0]
     return (
-        f"⏳ Not started: you already have a run {run.get('state')}: `{run.get('name')}`. One run per visitor at a "
+        f"⏳ Not started: you already have a run {run.state}: `{run.name}`. One run per visitor at a "
         "time: wait for it to finish, or stop it on the Monitor."
     )
 
@@ -42,7 +42,7 @@ def _busy_message(busy: list[dict[str, Any]]) -> str:
 def queue_message(run_dir: Path) -> str:
     """What Start says about a run: started, or its place in line."""
     current = read_status(Path(run_dir))
-    name = current.get("name") or Path(run_dir).name
+    name = current.name or Path(run_dir).name
     ahead = run_queue.runs_ahead(Path(run_dir))
     if ahead is None:
         return f"🚀 Started `{name}`"
@@ -84,18 +84,18 @@ def resume_queued(
     """
     run_dir = check_owner(run_dir, policy, visitor)
     current = runs.status(run_dir)
-    if current.get("state") == "completed":
+    if current.state == "completed":
         raise runs.RunError("the run has completed; there is nothing to resume")
-    if not current.get("checkpoints"):
+    if not current.checkpoints:
         raise runs.RunError("the run has no checkpoint to resume from; start a new run instead")
-    if current.get("state") == "failed" and current.get("bad_loss_step") is not None:
+    if current.state == "failed" and current.bad_loss_step is not None:
         raise runs.RunError("the run's loss went bad; resuming would repeat it. Start a new run instead.")
     workspace = workspace_of(run_dir)
     with runs.start_lock(workspace):
         busy = visitor_busy(workspace, policy, visitor)
         if busy:
             raise runs.RunError(_busy_message(busy).removeprefix("⏳ Not started: "))
-        run_queue.enqueue(run_dir, resume_checkpoint=current["checkpoints"][-1], time_limit_s=policy.time_limit_s)
+        run_queue.enqueue(run_dir, resume_checkpoint=current.checkpoints[-1], time_limit_s=policy.time_limit_s)
     run_queue.start_next_queued(workspace, launcher)
     return queue_message(run_dir)
 

@@ -115,7 +115,7 @@ def poll(job_dir: str | None, which: str) -> list[Any]:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), *unchanged]
     if jobs.is_running(status):
         return [job_dir, gr.skip(), progress_html(status, "evaluation"), *action_buttons(True), *unchanged]
-    result_path = (status.get("result") or {}).get("path")
+    result_path = (status.result or {}).get("path")
     result = evaluations.read_evaluation(Path(result_path)) if result_path else None
     shown = result_view(result, which) if result else unchanged
     return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *action_buttons(False), *shown]

@@ -24,6 +24,7 @@ import gradio as gr
 
 from engine import jobs, runs
 from engine.export import exports as export
+from engine.jobs import JobStatus
 from engine.runs.artifacts import ArtifactError
 from engine.store.workspace import exports_dir
 from studio.context import StudioContext
@@ -122,9 +123,9 @@ def start_clicked(
     return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *action_buttons(True), "", hidden]
 
 
-def result_html(status: dict[str, Any]) -> str:
+def result_html(status: JobStatus) -> str:
     """Where the export went, what it holds, and the hub repo it was pushed to."""
-    result = status.get("result") or {}
+    result = status.result or {}
     if not result.get("path"):
         return ""
     files = ", ".join(result.get("files") or [])
@@ -166,7 +167,7 @@ def poll(job_dir: str | None, policy: DemoPolicy = NORMAL) -> list[Any]:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
     if jobs.is_running(status):
         return [job_dir, gr.skip(), progress_html(status, "export"), *action_buttons(True), gr.skip(), gr.skip()]
-    download = download_button((status.get("result") or {}).get("zip"), policy)
+    download = download_button((status.result or {}).get("zip"), policy)
     return [
         None,
         gr.Timer(active=False),

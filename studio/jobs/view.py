@@ -9,11 +9,11 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine import jobs, runs
 from engine.config import ConfigError, load_config
-from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights
+from engine.jobs import JobStatus
+from engine.store.rundir import CONFIG_FILE, RunStatus, checkpoint_steps, final_weights
 from studio.markup import message_html, progress_bar_html
 from studio.path_guard import resolve_run
 
@@ -30,7 +30,7 @@ def _has_final_weights(run_dir: Path) -> bool:
     return final_weights(run_dir, config.adapter.is_lora) is not None
 
 
-def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> list[tuple[str, str]]:
+def finished_runs(workspace: Path, visible: Callable[[RunStatus], bool] | None = None) -> list[tuple[str, str]]:
     """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
     only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
@@ -38,9 +38,9 @@ def finished_runs(workspace: Path, visible: Callable[[dict[str, Any]], bool] | N
         current = runs.status(run_dir)
         if visible is not None and not visible(current):
             continue
-        if runs.is_active(current) or not (_has_final_weights(run_dir) or checkpoint_steps(run_dir)):
+        if current.is_active or not (_has_final_weights(run_dir) or checkpoint_steps(run_dir)):
             continue
-        found.append((current.get("created_at") or 0, run_dir.name, current.get("name") or run_dir.name))
+        found.append((current.created_at or 0, run_dir.name, current.name or run_dir.name))
     found.sort(reverse=True)
     return [(f"{name} · {run_id}", run_id) for _, run_id, name in found]
 
@@ -72,25 +72,25 @@ def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str
     return ids[0] if ids else None
 
 
-def progress_html(status: dict[str, Any] | None, what: str) -> str:
+def progress_html(status: JobStatus | None, what: str) -> str:
     """A job's progress: a bar with its phase while it runs; what happened once it is over."""
-    if not status:
+    if status is None:
         return ""
-    state = status.get("state")
+    state = status.state
     if state == "completed":
         return message_html(f"{what.capitalize()} finished.", "ok")
     if state == "cancelled":
         return message_html(f"{what.capitalize()} cancelled; nothing half-written was kept.", "warn")
     if state == "failed":
-        return message_html(f"{what.capitalize()} failed: {status.get('error') or 'unknown error'}", "error")
-    done, total = status.get("done") or 0, status.get("total") or 0
+        return message_html(f"{what.capitalize()} failed: {status.error or 'unknown error'}", "error")
+    done, total = status.done or 0, status.total or 0
     count = f"<b>{done} / {total}</b>" if total else ""
-    phase = html.escape(str(status.get("phase") or "starting"))
+    phase = html.escape(str(status.phase or "starting"))
     text = f'<span><span class="ts-pulse"></span> {phase}</span><span>{count}</span>'
     return progress_bar_html(100 * done / total if total else 0, text, "ts-job-progress", "ts-fill ts-fill-live")
 
 
-def job_status(job_dir: str | None) -> dict[str, Any] | None:
+def job_status(job_dir: str | None) -> JobStatus | None:
     """The reconciled status of the job a page follows, or None when it follows none (or it vanished)."""
     if not job_dir or not Path(job_dir).is_dir():
         return None

@@ -41,7 +41,7 @@ def tab_opened(
 ) -> list[Any]:
     """Offer the finished runs as they are now, and pick up a running job of ``kind`` (after a page reload);
     in demo mode only the visitor's runs and jobs."""
-    choices = finished_runs(workspace, lambda status: owns(policy, status, visitor))
+    choices = finished_runs(workspace, lambda status: owns(policy, status.owner, visitor))
     mine = [run_dir.name for run_dir in owned_run_dirs(workspace, policy, visitor)] if policy.enabled else None
     job_dir = job_dir or running_job(workspace, kind, mine)
     timer = gr.Timer(active=True) if job_dir else gr.skip()

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs import queue as run_queue
-from engine.store.rundir import CONFIG_FILE, QUEUED
+from engine.store.rundir import CONFIG_FILE, QUEUED, RunStatus
 from studio import charts
 from studio.charts import Figure
 from studio.monitor.feed import MetricsFeed
@@ -163,13 +163,13 @@ def changed_charts(
 
 
 def live_panels(
-    run_dir: Path | None, status: dict[str, Any] | None, feed: MetricsFeed | None, now: float | None = None
+    run_dir: Path | None, status: RunStatus | None, feed: MetricsFeed | None, now: float | None = None
 ) -> dict[str, str]:
     """The two panels that change with every logged step, sent with the charts: the progress bar (a queued
     run's place in line instead) and the latest numbers."""
     if run_dir is None or status is None:
         return {"progress": "", "stats": ""}
-    if status.get("state") == QUEUED:
+    if status.state == QUEUED:
         progress = queue_html(run_queue.runs_ahead(run_dir) or 0)
     else:
         progress = progress_html(status, feed, now or time.time())

@@ -138,7 +138,7 @@ async def wait_for_change(request: Request, run_dir: Path, since: str, seconds: 
 def hold_seconds(run_dir: Path, wait: float) -> float:
     """How long to hold an answer: what the page asks, capped; at most a second for a run that is going or
     queued, so its elapsed time and place in line stay current while nothing is written."""
-    state = runs.status(run_dir).get("state")
+    state = runs.status(run_dir).state
     cap = ACTIVE_WAIT_SECONDS if state in OPEN_STATES else MAX_WAIT_SECONDS
     return max(0.0, min(wait, cap))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.store.rundir import CONFIG_FILE
+from engine.store.rundir import CONFIG_FILE, RunStatus
 from studio.monitor.live import live_token
 from studio.monitor.view import EMPTY_HTML, Controls, controls_for, error_html, header_html
 
@@ -42,7 +42,7 @@ class MonitorSession:
     def __init__(self) -> None:
         self.lock = threading.Lock()  # a timer tick and a button's refresh may run at the same time
         self.run_dir: str | None = None
-        self.status: dict[str, Any] = {}
+        self.status = RunStatus()
         self._sent: dict[str, Any] = {}
 
     def update(self, run_dir: str | None) -> MonitorUpdate:
@@ -52,7 +52,7 @@ class MonitorSession:
                 self.run_dir, self._sent = run_dir, {}
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
-                self.status = {}
+                self.status = RunStatus()
                 self._empty(update)
                 return update
             self.status = runs.status(Path(run_dir))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
-from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES
+from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES, RunStatus
 from studio.demo.policy import place_text
 from studio.markup import badge_html, format_duration, progress_bar_html
 from studio.monitor.feed import MetricsFeed, eta_seconds
@@ -28,11 +28,11 @@ class Controls:
     stop_label: str = "Stop"  # "Cancel" for a queued run: it leaves the line
 
 
-def controls_for(status: dict[str, Any]) -> Controls:
+def controls_for(status: RunStatus) -> Controls:
     """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when stopped
     or failed with a checkpoint."""
-    state = status.get("state")
-    has_checkpoint = bool(status.get("checkpoints"))
+    state = status.state
+    has_checkpoint = bool(status.checkpoints)
     return Controls(
         stop=state in (QUEUED, *TRAINING_STATES),
         resume=state in ("stopped", "failed") and has_checkpoint,
@@ -41,21 +41,21 @@ def controls_for(status: dict[str, Any]) -> Controls:
     )
 
 
-def elapsed_seconds(status: dict[str, Any], now: float | None = None) -> float | None:
+def elapsed_seconds(status: RunStatus, now: float | None = None) -> float | None:
     """How long the current (or last) training process has run."""
-    started = status.get("started_at")
+    started = status.started_at
     if not started:
         return None
-    ended = status.get("ended_at") if status.get("state") not in ACTIVE_STATES else None
+    ended = status.ended_at if status.state not in ACTIVE_STATES else None
     return max(0.0, (ended or now or time.time()) - started)
 
 
-def header_html(status: dict[str, Any], run_id: str, live: str = "") -> str:
+def header_html(status: RunStatus, run_id: str, live: str = "") -> str:
     """Run name, badge and id; ``live`` is the token the page script asks for the run's charts with."""
-    name = html.escape(str(status.get("name") or run_id))
+    name = html.escape(str(status.name or run_id))
     return (
         f'<div class="ts-run-head" data-live="{html.escape(live)}">'
-        f'<span class="ts-run-name">{name}</span>{badge_html(status.get("state"))}'
+        f'<span class="ts-run-name">{name}</span>{badge_html(status.state)}'
         f'<span class="ts-run-id">{html.escape(run_id)}</span></div>'
     )
 
@@ -69,27 +69,27 @@ def queue_html(ahead: int) -> str:
     return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")
 
 
-def run_note(status: dict[str, Any]) -> str:
+def run_note(status: RunStatus) -> str:
     """Why a run ended when the state alone does not say: cancelled in the queue, or its time limit."""
-    if status.get("cancelled"):
+    if status.cancelled:
         return "cancelled before it started"
     if limit_reached(status):
         return f"ended at its time limit ({status['time_limit_s'] / 60:g} min)"
     return ""
 
 
-def progress_html(status: dict[str, Any], feed: MetricsFeed | None, now: float | None = None) -> str:
+def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None = None) -> str:
     """A progress bar with step / max_steps, epoch, elapsed time and ETA (and why it ended, when that needs
     saying)."""
-    step, max_steps = int(status.get("step") or 0), int(status.get("max_steps") or 0)
-    state = status.get("state") or "unknown"
+    step, max_steps = int(status.step or 0), int(status.max_steps or 0)
+    state = status.state or "unknown"
     fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
     if state == "completed":
         fraction = 1.0
     eta = None
     if state in TRAINING_STATES and feed is not None:
         eta = eta_seconds(step, max_steps, feed.seconds_per_step())
-    epoch = status.get("epoch")
+    epoch = status.epoch
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
@@ -120,18 +120,18 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "—"
 
 
-def error_html(status: dict[str, Any]) -> str:
+def error_html(status: RunStatus) -> str:
     """For a failed run: what went wrong and the end of its log; empty otherwise."""
-    if status.get("state") != "failed":
+    if status.state != "failed":
         return ""
-    error = html.escape(str(status.get("error") or "the run failed without a message"))
-    code = status.get("exit_code")
+    error = html.escape(str(status.error or "the run failed without a message"))
+    code = status.exit_code
     hint = (
         "Resume continues from the newest checkpoint."
-        if status.get("checkpoints")
+        if status.checkpoints
         else "There is no checkpoint to resume from; start a new run from the Train tab."
     )
-    tail = html.escape(_last_lines(status.get("log_tail") or "", 8))
+    tail = html.escape(_last_lines(status.log_tail or "", 8))
     exit_note = f" (exit code {code})" if code is not None else ""
     return (
         f'<div class="ts-error"><div class="ts-error-title">Run failed{exit_note}: {error}</div>'

@@ -9,6 +9,7 @@ registers them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def endpoints(workspace: Path) -> list[Callable[..., Any]]:
 
     def run_status(run_id: str) -> dict[str, Any]:
         """The reconciled status of one run (state, step, max_steps, epoch, error, checkpoints, ...)."""
-        return runs.status(resolve_run(workspace, run_id))
+        return asdict(runs.status(resolve_run(workspace, run_id)))
 
     def run_metrics(run_id: str, offset: int = 0) -> dict[str, Any]:
         """Metric events written since byte ``offset``, and the offset to pass next time."""

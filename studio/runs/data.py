@@ -18,7 +18,7 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
-from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE, OPEN_STATES
+from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE, OPEN_STATES, RunStatus
 from studio.charts import Point
 from studio.markup import format_duration
 from studio.path_guard import resolve_run
@@ -104,17 +104,17 @@ class RunIndex:
         _refresh_evaluation(run_dir, tail)
         return RunRow(
             run_id=run_dir.name,
-            name=status.get("name") or run_dir.name,
-            state=status.get("state", "unknown"),
-            step=status.get("step") or 0,
-            max_steps=status.get("max_steps") or 0,
+            name=status.name or run_dir.name,
+            state=(status.state or "unknown"),
+            step=status.step or 0,
+            max_steps=status.max_steps or 0,
             last_loss=tail.last_loss,
             best_loss=tail.best_loss,
-            created_at=status.get("created_at"),
-            started_at=status.get("started_at"),
-            ended_at=status.get("ended_at"),
+            created_at=status.created_at,
+            started_at=status.started_at,
+            ended_at=status.ended_at,
             evaluation=tail.evaluation,
-            owner=status.get("owner"),
+            owner=status.owner,
         )
 
 
@@ -129,7 +129,7 @@ def _refresh_evaluation(run_dir: Path, tail: _Tail) -> None:
         tail.evaluation = evaluations.summary_text(evaluations.latest_evaluation(run_dir)) if mtime else ""
 
 
-def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] | None = None) -> str | None:
+def pick_initial_run(workspace: Path, visible: Callable[[RunStatus], bool] | None = None) -> str | None:
     """The run a freshly loaded page shows: the newest active run, else the newest run, else None; only runs
     whose status ``visible`` accepts (in demo mode, the visitor's own).
 
@@ -137,8 +137,8 @@ def pick_initial_run(workspace: Path, visible: Callable[[dict[str, Any]], bool] 
     """
     statuses = [(run_dir, runs.status(run_dir)) for run_dir in runs.run_dirs(workspace)]
     statuses = [(run_dir, status) for run_dir, status in statuses if visible is None or visible(status)]
-    statuses.sort(key=lambda item: (item[1].get("created_at") or 0, item[0].name), reverse=True)
-    active = [run_dir for run_dir, status in statuses if status.get("state") in OPEN_STATES]
+    statuses.sort(key=lambda item: (item[1].created_at or 0, item[0].name), reverse=True)
+    active = [run_dir for run_dir, status in statuses if status.state in OPEN_STATES]
     newest = active or [run_dir for run_dir, _ in statuses]
     return str(newest[0].resolve()) if newest else None
 

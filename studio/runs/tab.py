@@ -53,7 +53,7 @@ def list_view(
     Only the visitor's runs in demo mode. The picker is only updated when the set of runs changes, so a refresh
     never disturbs someone choosing.
     """
-    rows = [row for row in index.rows() if owns(policy, {"owner": row.owner}, visitor)]
+    rows = [row for row in index.rows() if owns(policy, row.owner, visitor)]
     cells = [row.cells() for row in rows]
     choices = [(f"{row.name} · {row.run_id}", row.run_id) for row in rows]
     key = {"cells": [tuple(c) for c in cells], "choices": choices}
@@ -158,7 +158,7 @@ def _active(workspace: Path, run_ids: list[str]) -> list[str]:
     busy = []
     for run_id in run_ids:
         try:
-            if runs.is_active(runs.status(resolve_run(workspace, run_id))):
+            if runs.status(resolve_run(workspace, run_id)).is_active:
                 busy.append(run_id)
         except runs.RunError:
             continue

@@ -157,11 +157,11 @@ def test_two_visitors_take_turns(
     bob.screenshot(path=str(artifacts / "42-demo-runs-own-only.png"))
 
     # Bob's run starts by itself once Alice's has ended, and completes.
-    first, second = sorted(runs.run_dirs(demo_workspace), key=lambda d: runs.status(d)["created_at"])
+    first, second = sorted(runs.run_dirs(demo_workspace), key=lambda d: runs.status(d).created_at)
     done = runs.wait(second, timeout=300)
-    assert done["state"] == "completed" and done["step"] == 2, done
+    assert done.state == "completed" and done.step == 2, done
     alice_done = runs.status(first)
-    assert alice_done["state"] == "completed" and done["launched_at"] >= alice_done["ended_at"]
+    assert alice_done.state == "completed" and done.launched_at >= alice_done.ended_at
 
     # A refresh keeps the visitor (the id lives in the browser): Bob still sees his run on the Monitor.
     bob.reload()

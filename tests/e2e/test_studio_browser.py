@@ -127,8 +127,8 @@ def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
     monitor.wait_state("stopped", timeout=90)
     wait_until(lambda: monitor.enabled("resume"), 10, what="Resume to be enabled")
     assert not monitor.enabled("stop") and not monitor.enabled("abort")
-    stopped_at = runs.status(run_dir)["step"]
-    assert 0 < stopped_at < MAX_STEPS and stopped_at in runs.status(run_dir)["checkpoints"]
+    stopped_at = runs.status(run_dir).step
+    assert 0 < stopped_at < MAX_STEPS and stopped_at in runs.status(run_dir).checkpoints
     monitor.shot(artifacts, "02-monitor-stopped")
     log("02-monitor-stopped")
 
@@ -179,9 +179,9 @@ def test_reload_second_tab_and_studio_restart_during_a_run(studio, browser, star
     page.close()
 
     studio.kill()
-    step = runs.status(run_dir)["step"]
-    wait_until(lambda: runs.status(run_dir)["step"] > step + 2, 30, what="training to go on without the studio")
-    assert runs.status(run_dir)["state"] == "running"
+    step = runs.status(run_dir).step
+    wait_until(lambda: runs.status(run_dir).step > step + 2, 30, what="training to go on without the studio")
+    assert runs.status(run_dir).state == "running"
 
     startup = studio.start()
     page, monitor = open_studio(browser, studio.url)

@@ -50,10 +50,10 @@ def test_start_from_the_form(studio: Any, browser: Any, workspace: Path, artifac
     started = runs.run_dirs(workspace)
     assert len(started) == 1, f"a double click started {len(started)} runs"
     run_dir = started[0]
-    assert runs.status(run_dir)["state"] in {"starting", "running", "completed"}
+    assert runs.status(run_dir).state in {"starting", "running", "completed"}
     final = runs.wait(run_dir, timeout=240)
-    assert final["state"] == "completed", final
-    assert final["step"] == 8
+    assert final.state == "completed", final
+    assert final.step == 8
     # The run trained what the form said: its config holds the typed values.
     config_text = (run_dir / "config.yaml").read_text()
     assert "max_steps: 8" in config_text and "learning_rate: 0.003" in config_text

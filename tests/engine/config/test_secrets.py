@@ -61,7 +61,7 @@ def test_tokens_in_the_environment_never_reach_the_run_directory(tokens_in_env: 
     run_dir = runs.create_run(demo_config(max_steps=2), workspace=tmp_path)
     runs.start(run_dir)  # as the studio starts a run: the process inherits this environment
     final = runs.wait(run_dir, timeout=300)
-    assert final["state"] == "completed", final
+    assert final.state == "completed", final
     files = [path for path in tmp_path.rglob("*") if path.is_file()]
     names = {path.name for path in files}
     assert {"config.yaml", "status.json", "metrics.jsonl", "train.log", "adapter_model.safetensors"} <= names

@@ -81,9 +81,9 @@ def sample_ids(tokenizer) -> torch.Tensor:
 def test_evaluation_puts_the_tuned_model_ahead_and_lands_in_the_run_list(run_dir, workspace):
     job_dir = evaluations.start_evaluation(run_dir, max_rows=40, workspace=workspace)
     status = jobs.wait(job_dir, timeout=300)
-    assert status["state"] == "completed", status
-    result = evaluations.read_evaluation(Path(status["result"]["path"]))
-    assert Path(status["result"]["path"]).parent == run_dir / "evaluations"
+    assert status.state == "completed", status
+    result = evaluations.read_evaluation(Path(status.result["path"]))
+    assert Path(status.result["path"]).parent == run_dir / "evaluations"
     base, tuned = result["base"], result["tuned"]
     print(f"\nexact match base {base['exact_match']:.0%} -> tuned {tuned['exact_match']:.0%}")
     assert tuned["eval_loss"] < base["eval_loss"]
@@ -205,8 +205,8 @@ def _wait_for_partial(job_dir: Path) -> list[str]:
     deadline = time.time() + 60
     while time.time() < deadline:
         status = jobs.status(job_dir)
-        if status.get("partials"):
-            return status["partials"]
+        if status.partials:
+            return status.partials
         assert jobs.is_running(status), status
         time.sleep(0.05)
     raise AssertionError("the export never started writing")
@@ -220,14 +220,14 @@ def test_a_cancelled_or_killed_export_leaves_no_directory(run_dir, workspace):
     assert all(Path(p).exists() for p in partials)
     assert jobs.cancel(job_dir)
     status = jobs.wait(job_dir, timeout=60)
-    assert status["state"] == "cancelled" and status["error"] == "cancelled by the user"
+    assert status.state == "cancelled" and status.error == "cancelled by the user"
     assert not (root / "cancelled").exists() and set(root.iterdir()) == before
 
     job_dir = start_export(plan_export(run_dir, kind="merged", out="killed"))
     partials = _wait_for_partial(job_dir)
-    os.killpg(os.getpgid(jobs.status(job_dir)["pid"]), signal.SIGKILL)
+    os.killpg(os.getpgid(jobs.status(job_dir).pid), signal.SIGKILL)
     status = jobs.wait(job_dir, timeout=30)  # the reader reconciles the dead job and removes its partial output
-    assert status["state"] == "failed" and "ended without finishing" in status["error"]
+    assert status.state == "failed" and "ended without finishing" in status.error
     assert not any(Path(p).exists() for p in partials) and set(root.iterdir()) == before
 
 
@@ -235,14 +235,14 @@ def test_push_fails_offline_with_a_clear_message_and_the_token_never_reaches_a_f
     plan = plan_export(run_dir, out="for-the-hub")
     job_dir = start_export(plan, push_to="someone/demo-adapter", token=TOKEN, make_zip=True)
     status = jobs.wait(job_dir, timeout=120)
-    assert status["state"] == "failed"
-    assert "the export is saved at" in status["error"] and "pushing to someone/demo-adapter failed" in status["error"]
-    assert "offline mode is enabled" in status["error"]
+    assert status.state == "failed"
+    assert "the export is saved at" in status.error and "pushing to someone/demo-adapter failed" in status.error
+    assert "offline mode is enabled" in status.error
     assert (plan.target / "adapter_model.safetensors").is_file() and plan.zip_path.is_file()
-    assert status["result"]["path"] == str(plan.target)
+    assert status.result["path"] == str(plan.target)
     leaks = [path for path in workspace.rglob("*") if path.is_file() and TOKEN.encode() in path.read_bytes()]
     assert leaks == []
-    assert TOKEN not in " ".join(status["command"]) and TOKEN not in jobs.log_tail(job_dir, 10**6)
+    assert TOKEN not in " ".join(status.command) and TOKEN not in jobs.log_tail(job_dir, 10**6)
 
 
 def test_push_without_any_token_says_so(run_dir, workspace, tmp_path):

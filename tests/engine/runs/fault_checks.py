@@ -52,21 +52,21 @@ def running(pid: int | None) -> bool:
 def run_processes(run_dir: Path) -> list[int]:
     """Every live process of a run: the supervisor's tree, torchrun ranks in their own sessions included."""
     current = runs.status(run_dir)
-    roots = [pid for pid in (current.get("supervisor_pid"), current.get("pid")) if pid]
+    roots = [pid for pid in (current.supervisor_pid, current.pid) if pid]
     return sorted({pid for root in roots for pid in process_tree(root) if running(pid)})
 
 
 def assert_true_state(run_dir: Path, state: str, processes: list[int] = ()) -> dict[str, Any]:
     """The reconciled status says ``state``, and nothing of the run (``processes`` too) runs any more."""
     current = runs.status(run_dir)
-    assert current["state"] == state, current
-    pids = [*processes, current.get("supervisor_pid"), current.get("pid")]
+    assert current.state == state, current
+    pids = [*processes, current.supervisor_pid, current.pid]
     # The worker writes its final state just before it exits, and the supervisor then records the exit code.
     wait_until(lambda: not any(running(pid) for pid in pids), 30, f"the processes of a {state} run to end", 0.05)
     current = runs.status(run_dir)
-    assert current["state"] == state, current  # and the exiting processes did not change it
+    assert current.state == state, current  # and the exiting processes did not change it
     if state in ("stopped", "completed"):
-        assert current["step"] == max(train_losses(run_dir)), current  # the status step is the last trained one
+        assert current.step == max(train_losses(run_dir)), current  # the status step is the last trained one
     return current
 
 
@@ -132,7 +132,7 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str, poll: fl
 
 
 def worker_pid(run_dir: Path) -> int:
-    return wait_until(lambda: runs.status(run_dir).get("pid"), 60, "the worker's pid")
+    return wait_until(lambda: runs.status(run_dir).pid, 60, "the worker's pid")
 
 
 def stop_frozen_worker(run_dir: Path, pid: int) -> None:

@@ -62,7 +62,7 @@ def uninterrupted_run(root: Path, config: RunConfig) -> Path:
     key = config.to_yaml()
     if key not in _references:
         run_dir = start_run(root / f"reference-{len(_references)}", config)
-        assert runs.wait(run_dir, timeout=240)["state"] == "completed", runs.status(run_dir)
+        assert runs.wait(run_dir, timeout=240).state == "completed", runs.status(run_dir)
         _references[key] = run_dir
     return _references[key]
 
@@ -99,10 +99,10 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int
     assert len(processes) == 2  # supervisor and worker
     assert runs.stop(run_dir)  # a hung worker cannot act on Stop...
     time.sleep(1)
-    assert runs.status(run_dir)["state"] == "running"  # ...and truly still runs
+    assert runs.status(run_dir).state == "running"  # ...and truly still runs
     assert runs.abort(run_dir)  # abort ends it all the same
     aborted = assert_true_state(run_dir, "failed", processes)
-    assert aborted["error"] == "aborted by the user"
+    assert aborted.error == "aborted by the user"
     frozen_mid_save = [step for step in checkpoint_dirs(run_dir) if step not in checkpoint_steps(run_dir)]
     kept = assert_checkpoints_intact(run_dir, cut_short=tuple(frozen_mid_save))  # the freeze may hit a save
     assert kept and kept[-1] >= 2, kept
@@ -115,9 +115,9 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int
     catch_save_in_progress(run_dir, pid, cut)
     os.kill(pid, signal.SIGKILL)  # while the checkpoint is half-written
     crashed = runs.wait(run_dir, timeout=60)
-    assert crashed["state"] == "failed" and "SIGKILL" in crashed["error"], crashed
-    assert "train step" in crashed["log_tail"]  # the end of the log says where it was
-    assert crashed["checkpoints"] == kept
+    assert crashed.state == "failed" and "SIGKILL" in crashed.error, crashed
+    assert "train step" in crashed.log_tail  # the end of the log says where it was
+    assert crashed.checkpoints == kept
     assert assert_checkpoints_intact(run_dir, cut_short=(cut,)) == kept  # there, but not offered for resume
     assert_steps_once(run_dir, max(cut, logged))
     resume_to_completion(run_dir, reference)  # the resumed worker removes the half-written checkpoint
@@ -135,7 +135,7 @@ def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
     for pid in ranks:
         os.kill(pid, signal.SIGSTOP)  # both ranks hang (a stuck collective)
     assert runs.abort(run_dir)
-    assert runs.status(run_dir)["error"] == "aborted by the user"
+    assert runs.status(run_dir).error == "aborted by the user"
     assert_true_state(run_dir, "failed", processes)
     # The SIGSTOP may land while the ranks save the next checkpoint (it did once, at step 4): that one may be cut
     # short, and must then not be offered for resume.
@@ -159,7 +159,7 @@ def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
         update_status(run_dir, state="running", supervisor_pid=gone.pid, pid=None)
         assert runs.abort(run_dir)
         assert rank.wait(timeout=10) == -signal.SIGKILL
-        assert runs.status(run_dir)["error"] == "aborted by the user"
+        assert runs.status(run_dir).error == "aborted by the user"
         assert not runs.abort(run_dir)  # nothing left to abort
     finally:
         rank.kill()
@@ -188,16 +188,16 @@ def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path
     wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
-    assert stopped["state"] == "stopped", stopped
-    good = stopped["step"]
+    assert stopped.state == "stopped", stopped
+    good = stopped.step
     poison_embeddings(model_dir)  # the base model changes under the stopped run: the next loss is NaN
 
     runs.resume(run_dir)
     failed = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "failed")
-    assert failed["exit_code"] == 1 and failed["bad_loss_step"] == good + 1
-    assert f"the loss became nan at step {good + 1}" in failed["error"]
-    assert f"checkpoints up to step {good} are kept" in failed["error"]
+    assert failed.exit_code == 1 and failed.bad_loss_step == good + 1
+    assert f"the loss became nan at step {good + 1}" in failed.error
+    assert f"checkpoints up to step {good} are kept" in failed.error
     losses = assert_steps_once(run_dir, good + 1)
     assert losses[good + 1] != losses[good + 1]  # NaN, logged once
     assert assert_checkpoints_intact(run_dir)[-1] == good  # nothing saved after the loss went bad
@@ -247,9 +247,9 @@ def test_disk_full_during_a_checkpoint_fails_clearly_and_resumes(
     run_dir = start_run(small_disk, fault_config())
     failed = runs.wait(run_dir, timeout=180)
     assert_true_state(run_dir, "failed")
-    assert failed["error"].startswith("the disk is full: no space left on device (ENOSPC) while saving checkpoint 4")
-    assert failed["error"].endswith("Free some space, then resume from checkpoint 2.")
-    assert failed["checkpoints"] == [2]
+    assert failed.error.startswith("the disk is full: no space left on device (ENOSPC) while saving checkpoint 4")
+    assert failed.error.endswith("Free some space, then resume from checkpoint 2.")
+    assert failed.checkpoints == [2]
     assert assert_checkpoints_intact(run_dir) == [2]  # the half-written checkpoint 4 is gone
     assert_steps_once(run_dir, 4)
 
@@ -267,7 +267,7 @@ def test_a_status_write_on_a_full_disk_uses_the_reserve(small_disk: Path):
         append_metrics(run_dir, [{"event": "train", "step": 1, "pad": "x" * 100_000}])
     assert (run_dir / "metrics.jsonl").read_bytes() == b""  # no half line left behind
     update_status(run_dir, state="failed", error="the disk is full")
-    assert runs.status(run_dir)["state"] == "failed"
+    assert runs.status(run_dir).state == "failed"
     assert not (run_dir / ".space-reserve").exists()
 
 
@@ -313,7 +313,7 @@ def test_two_starts_at_once_start_exactly_one_run(reference: dict[int, float], t
     assert runs.run_dirs(workspace) == [Path(started[0])]
 
     run_dir = Path(started[0])
-    assert runs.wait(run_dir, timeout=240)["state"] == "completed", runs.status(run_dir)
+    assert runs.wait(run_dir, timeout=240).state == "completed", runs.status(run_dir)
     assert_true_state(run_dir, "completed")
     assert assert_steps_once(run_dir, MAX_STEPS) == reference
     assert assert_checkpoints_intact(run_dir)[-1] == MAX_STEPS
@@ -349,7 +349,7 @@ def test_stop_during_evaluation_and_during_a_save(references: Callable[[RunConfi
     stop_frozen_worker(run_dir, pid)
     stopped = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "stopped")
-    assert stopped["step"] == 5  # the evaluation finished, then the next step ended with a checkpoint
+    assert stopped.step == 5  # the evaluation finished, then the next step ended with a checkpoint
     assert assert_checkpoints_intact(run_dir)[-1] == 5
     assert [e["step"] for e in iter_metrics(run_dir) if e["event"] == "eval"] == [4]  # whole, and once
     assert_steps_once(run_dir, 5)
@@ -360,7 +360,7 @@ def test_stop_during_evaluation_and_during_a_save(references: Callable[[RunConfi
     stop_frozen_worker(run_dir, pid)
     stopped = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "stopped")
-    assert stopped["step"] == 7  # the save completed, and the next step saved again and stopped
+    assert stopped.step == 7  # the save completed, and the next step saved again and stopped
     assert assert_checkpoints_intact(run_dir)[-2:] == [6, 7]
     assert_steps_once(run_dir, 7)
 

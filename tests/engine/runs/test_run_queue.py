@@ -64,11 +64,11 @@ def test_start_next_queued_starts_the_oldest_only_when_idle(tmp_path: Path, proc
     before = time.time()
     assert run_queue.start_next_queued(tmp_path, start) == older
     assert calls == [(older.name, None)]
-    assert runs.status(older)["state"] == "running" and read_status(older)["launched_at"] >= before
+    assert runs.status(older).state == "running" and read_status(older).launched_at >= before
     # The older run is active now: the newer one waits, however often the scheduler asks.
     assert run_queue.start_next_queued(tmp_path, start) is None
     assert run_queue.start_next_queued(tmp_path, start) is None
-    assert calls == [(older.name, None)] and read_status(newer)["state"] == "queued"
+    assert calls == [(older.name, None)] and read_status(newer).state == "queued"
     update_status(older, state="completed", pid=None, supervisor_pid=None)
     assert run_queue.start_next_queued(tmp_path, start) == newer
     assert calls == [(older.name, None), (newer.name, None)]
@@ -82,7 +82,7 @@ def test_a_run_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
 
     assert run_queue.start_next_queued(tmp_path, refuse) is None
     status = runs.status(run_dir)
-    assert status["state"] == "failed" and status["error"] == "could not start: no such model"
+    assert status.state == "failed" and status.error == "could not start: no such model"
     assert run_queue.queued_runs(tmp_path) == []
 
 
@@ -91,8 +91,8 @@ def test_cancel_takes_a_queued_run_out_of_the_line(tmp_path: Path) -> None:
     second = new_run(tmp_path, "second", 200.0)
     assert run_queue.cancel_queued(first) is True
     status = runs.status(first)
-    assert status["state"] == "stopped" and status["cancelled"] is True and status["ended_at"]
-    assert not runs.is_active(status) and runs.wait(first, timeout=1)["state"] == "stopped"
+    assert status.state == "stopped" and status.cancelled is True and status.ended_at
+    assert not status.is_active and runs.wait(first, timeout=1).state == "stopped"
     assert run_queue.queued_runs(tmp_path) == [second] and run_queue.runs_ahead(second) == 0
     assert run_queue.cancel_queued(first) is False  # not queued any more
 
@@ -101,7 +101,7 @@ def test_a_queued_resume_starts_from_its_checkpoint(tmp_path: Path, processes: l
     run_dir = new_run(tmp_path, "resumed", 100.0)
     update_status(run_dir, state="stopped", ended_at=time.time())
     run_queue.enqueue(run_dir, resume_checkpoint=20)
-    assert read_status(run_dir)["state"] == "queued" and read_status(run_dir)["ended_at"] is None
+    assert read_status(run_dir).state == "queued" and read_status(run_dir).ended_at is None
     with pytest.raises(runs.RunError, match="already queued"):
         run_queue.enqueue(run_dir)
     calls: list[tuple[str, int | None]] = []
@@ -133,5 +133,5 @@ def test_a_run_still_going_long_after_its_limit_is_killed_with_the_reason(tmp_pa
     update_status(run_dir, state="stopping", pid=pid, supervisor_pid=pid, launched_at=now - 200, time_limit_s=60)
     assert run_queue.enforce_time_limits(tmp_path, now) == [run_dir]
     status = runs.status(run_dir)
-    assert status["state"] == "failed" and status["error"] == "the run reached its time limit (1 min) and was ended"
+    assert status.state == "failed" and status.error == "the run reached its time limit (1 min) and was ended"
     assert not is_alive(pid)

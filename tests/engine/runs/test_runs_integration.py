@@ -60,8 +60,8 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 120) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         current = runs.status(run_dir)
-        assert current.get("state") != "failed", current
-        if (current.get("step") or 0) >= step and current.get("state") == "running":
+        assert current.state != "failed", current
+        if (current.step or 0) >= step and current.state == "running":
             return
         time.sleep(0.05)
     raise AssertionError(f"run did not reach step {step}")
@@ -89,9 +89,9 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_run_completes_with_finite_falling_losses(reference_run: Path):
     status = runs.status(reference_run)
-    assert status["state"] == "completed" and status["exit_code"] == 0
-    assert status["step"] == MAX_STEPS and status["max_steps"] == MAX_STEPS
-    assert status["trainable_params"] > 0
+    assert status.state == "completed" and status.exit_code == 0
+    assert status.step == MAX_STEPS and status.max_steps == MAX_STEPS
+    assert status.trainable_params > 0
     losses = train_losses(reference_run)
     assert sorted(losses) == list(range(1, MAX_STEPS + 1))
     assert all(math.isfinite(loss) for loss in losses.values())
@@ -128,14 +128,14 @@ def test_sigterm_stops_with_checkpoint_and_resume_matches(reference_run: Path, t
     wait_for_step(run_dir, 4)
     assert runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
-    assert stopped["state"] == "stopped", stopped
-    assert stopped["checkpoints"] and stopped["checkpoints"][-1] == stopped["step"] < MAX_STEPS
+    assert stopped.state == "stopped", stopped
+    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < MAX_STEPS
     runs.resume(run_dir)
     finished = runs.wait(run_dir, timeout=180)
-    assert finished["state"] == "completed", finished
+    assert finished.state == "completed", finished
     assert train_losses(run_dir) == train_losses(reference_run)  # exactly, step by step
     markers = [event for event in iter_metrics(run_dir) if event["event"] == "resume"]
-    assert [marker["step"] for marker in markers] == [stopped["step"]]
+    assert [marker["step"] for marker in markers] == [stopped.step]
 
 
 def test_status_of_a_vanished_process_reads_failed(tmp_path: Path):
@@ -147,9 +147,9 @@ def test_status_of_a_vanished_process_reads_failed(tmp_path: Path):
 
     update_status(run_dir, state="running", pid=gone.pid, supervisor_pid=gone.pid)
     status = runs.status(run_dir)
-    assert status["state"] == "failed"
-    assert "gone" in status["error"]
-    assert "out of memory" in status["log_tail"]
+    assert status.state == "failed"
+    assert "gone" in status.error
+    assert "out of memory" in status.log_tail
 
 
 @pytest.mark.parametrize("mode", ["4bit", "8bit"])
@@ -158,7 +158,7 @@ def test_qlora_runs_on_cpu(mode: str, tmp_path: Path):
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
     runs.start(run_dir)
     status = runs.wait(run_dir, timeout=180)
-    assert status["state"] == "completed", status
+    assert status.state == "completed", status
     losses = train_losses(run_dir)
     assert sorted(losses) == [1, 2, 3, 4] and all(math.isfinite(v) for v in losses.values())
     assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
@@ -172,8 +172,8 @@ def test_full_fine_tune_saves_a_transformers_model(tmp_path: Path):
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
     runs.start(run_dir)
     status = runs.wait(run_dir, timeout=180)
-    assert status["state"] == "completed", status
-    assert status["trainable_params"] == status["total_params"]
+    assert status.state == "completed", status
+    assert status.trainable_params == status.total_params
     tuned = AutoModelForCausalLM.from_pretrained(run_dir / "model")
     base = AutoModelForCausalLM.from_pretrained(DEMO_MODEL)
     changed = [
@@ -192,11 +192,11 @@ def test_two_processes_stop_together_and_resume(tmp_path: Path):
     wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
-    assert stopped["state"] == "stopped", stopped
-    assert stopped["checkpoints"][-1] == stopped["step"]
+    assert stopped.state == "stopped", stopped
+    assert stopped.checkpoints[-1] == stopped.step
     runs.resume(run_dir)
     finished = runs.wait(run_dir, timeout=180)
-    assert finished["state"] == "completed", finished
+    assert finished.state == "completed", finished
     assert sorted(train_losses(run_dir)) == list(range(1, 9))
     log = (run_dir / "train.log").read_text()
     assert log.count("model: ") == 4  # two ranks, twice (start and resume)

@@ -68,8 +68,8 @@ def test_a_ready_standby_trains_the_next_run(tmp_path: Path, owner: subprocess.P
     pid = runs.start(run_dir)
     assert pid == process.pid  # the warm process took the run: no new supervisor was started
     final = runs.wait(run_dir, timeout=180)
-    assert final["state"] == "completed" and final["step"] == 3, final
-    assert final["supervisor_pid"] == process.pid
+    assert final.state == "completed" and final.step == 3, final
+    assert final.supervisor_pid == process.pid
     log = (run_dir / "train.log").read_text()
     assert "warm) ===" in log and "train step 3/3" in log and "completed: 3 steps" in log
     assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()

@@ -98,5 +98,5 @@ def test_a_run_beside_a_busy_program_trains_on_the_free_core(tmp_path: Path):
     finally:
         process.kill()
         process.wait()
-    assert final["state"] == "completed", final
+    assert final.state == "completed", final
     assert "training with 1 of 2 threads" in (run_dir / "train.log").read_text()

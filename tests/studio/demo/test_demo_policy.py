@@ -174,10 +174,10 @@ def test_visitors_and_owners() -> None:
     assert valid_visitor(None) is None and valid_visitor(42) is None
     tag = owner_tag(VISITOR)
     assert len(tag) == 32 and VISITOR not in tag
-    assert owns(DEMO, {"owner": tag}, VISITOR) is True
-    assert owns(DEMO, {"owner": tag}, "visitor-bbbbbbbbbbbbbbbb") is False
-    assert owns(DEMO, {}, VISITOR) is False and owns(DEMO, {"owner": tag}, None) is False
-    assert owns(NORMAL, {"owner": tag}, None) is True
+    assert owns(DEMO, tag, VISITOR) is True
+    assert owns(DEMO, tag, "visitor-bbbbbbbbbbbbbbbb") is False
+    assert owns(DEMO, None, VISITOR) is False and owns(DEMO, tag, None) is False
+    assert owns(NORMAL, tag, None) is True
 
 
 def test_place_in_line_reads_well() -> None:

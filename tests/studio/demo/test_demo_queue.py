@@ -14,7 +14,7 @@ import pytest
 
 from engine import runs
 from engine.runs import queue as run_queue
-from engine.store.rundir import CONFIG_FILE, FINAL_STATES, read_status, update_status
+from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_status, update_status
 from studio.app import initial_view
 from studio.chat import models as chat_models
 from studio.demo.policy import DemoPolicy, owned_run, owner_tag, valid_visitor
@@ -59,22 +59,22 @@ def finish(run_dir: Path) -> None:
 def test_start_queues_one_run_per_visitor_with_the_place_in_line(tmp_path: Path, processes: list[Any]) -> None:
     launcher = stand_in(processes)
     alice = start(tmp_path, ALICE, launcher)
-    assert alice.message == "🚀 Started `alice`" and runs.status(alice.run_dir)["state"] == "running"
+    assert alice.message == "🚀 Started `alice`" and runs.status(alice.run_dir).state == "running"
     bob = start(tmp_path, BOB, launcher)
     assert bob.message == "⏳ `bob` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
-    assert read_status(bob.run_dir)["state"] == "queued"
+    assert read_status(bob.run_dir).state == "queued"
     carol = start(tmp_path, CAROL, launcher)
     assert "2 runs ahead of yours" in carol.message
     again = start(tmp_path, BOB, launcher)
     assert again.run_dir is None and again.message.startswith("⏳ Not started: you already have a run queued: `bob`")
     # The owner is recorded in the status (a digest of the visitor id), never in the config.
     status = read_status(bob.run_dir)
-    assert status["owner"] == owner_tag(BOB) and status["time_limit_s"] == DEMO.time_limit_s
-    assert "owner" not in (bob.run_dir / CONFIG_FILE).read_text() and BOB not in status.values()
+    assert status.owner == owner_tag(BOB) and status.time_limit_s == DEMO.time_limit_s
+    assert "owner" not in (bob.run_dir / CONFIG_FILE).read_text() and BOB not in (bob.run_dir / STATUS_FILE).read_text()
     # The machine frees up: the scheduler starts the oldest queued run (Bob's), and Carol moves up.
     finish(alice.run_dir)
     assert Scheduler(tmp_path, launcher=lambda run_dir, _: launcher(run_dir)).tick() == bob.run_dir
-    assert run_queue.runs_ahead(carol.run_dir) == 1 and runs.status(bob.run_dir)["state"] == "running"
+    assert run_queue.runs_ahead(carol.run_dir) == 1 and runs.status(bob.run_dir).state == "running"
 
 
 def test_no_visitor_id_starts_nothing(tmp_path: Path, processes: list[Any]) -> None:
@@ -147,7 +147,7 @@ def test_monitor_shows_the_queue_and_cancel(tmp_path: Path, processes: list[Any]
     assert update.controls.stop and update.controls.stop_label == "Cancel" and not update.controls.abort
     monitor_tab.stop_clicked(str(bob))  # Cancel
     status = runs.status(bob)
-    assert status["state"] == "stopped" and status["cancelled"] is True
+    assert status.state == "stopped" and status.cancelled is True
     after = MonitorSession().update(str(bob))
     assert "cancelled before it started" in live_panels_of(bob)["progress"] and "stopped" in after.header
     assert not after.controls.stop and not after.controls.resume
@@ -165,7 +165,7 @@ def test_resume_joins_the_queue(tmp_path: Path, processes: list[Any]) -> None:
     assert resume_queued(alice, DEMO, ALICE, lambda run_dir, _: launcher(run_dir)) == (
         "⏳ `alice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
     )
-    assert runs.status(bob)["state"] == "running" and read_status(alice)["resume_checkpoint"] == 3
+    assert runs.status(bob).state == "running" and read_status(alice).resume_checkpoint == 3
     with pytest.raises(runs.RunError, match="already have a run queued"):
         resume_queued(alice, DEMO, ALICE)
 
@@ -175,16 +175,16 @@ def test_two_real_tiny_runs_take_turns(tmp_path: Path) -> None:
     first = start(tmp_path, ALICE, None, train__max_steps=2).run_dir
     second = start(tmp_path, BOB, None, train__max_steps=2).run_dir
     try:
-        assert read_status(second)["state"] == "queued"
+        assert read_status(second).state == "queued"
         scheduler = Scheduler(tmp_path)
         deadline = time.time() + 240
-        while runs.status(second)["state"] not in FINAL_STATES and time.time() < deadline:
+        while runs.status(second).state not in FINAL_STATES and time.time() < deadline:
             scheduler.tick()
             time.sleep(0.5)
         done = [runs.status(run_dir) for run_dir in (first, second)]
-        assert [status["state"] for status in done] == ["completed", "completed"], done
-        assert [status["step"] for status in done] == [2, 2]
-        assert done[1]["launched_at"] >= done[0]["ended_at"]  # one at a time
+        assert [status.state for status in done] == ["completed", "completed"], done
+        assert [status.step for status in done] == [2, 2]
+        assert done[1].launched_at >= done[0].ended_at  # one at a time
     finally:
         for run_dir in (first, second):
             runs.abort(run_dir)

@@ -17,6 +17,7 @@ import pytest
 
 from engine.config import parse_config, save_config
 from engine.evaluate import evaluations
+from engine.jobs import JobStatus
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
@@ -145,7 +146,8 @@ def test_evaluate_view_marks_right_and_wrong():
     assert len(evaluate_view.predictions_frame(result, "Fixed by tuning")) == 1
     assert evaluations.summary_text(result) == "0% → 50%, loss 2 → 0.5"
     assert "No evaluation of this run yet" in evaluate_view.metrics_html(None)
-    assert "width:40%" in progress_html({"state": "running", "phase": "base: eval loss", "done": 2, "total": 5}, "x")
+    running = JobStatus("job", "job", state="running", phase="base: eval loss", done=2, total=5)
+    assert "width:40%" in progress_html(running, "x")
 
 
 def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):

@@ -14,7 +14,7 @@ import pytest
 
 from engine import runs
 from engine.config import RunConfig, save_config
-from engine.store.rundir import METRICS_FILE, update_status
+from engine.store.rundir import METRICS_FILE, RunStatus, update_status
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed, eta_seconds
 from studio.monitor.live import FEEDS, live_panels, run_of_token
@@ -114,7 +114,7 @@ def test_eta():
     ],
 )
 def test_controls_follow_the_state(state, checkpoints, expected):
-    assert controls_for({"state": state, "checkpoints": checkpoints}) == expected
+    assert controls_for(RunStatus(state=state, checkpoints=checkpoints)) == expected
 
 
 def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_process):
@@ -184,5 +184,5 @@ def test_refresh_sends_skip_for_unchanged_outputs(tmp_path):
 
 
 def test_progress_of_a_run_without_max_steps_yet():
-    html = progress_html({"state": "starting", "step": 0, "max_steps": 0}, None, now=0)
+    html = progress_html(RunStatus(state="starting", step=0, max_steps=0), None, now=0)
     assert "step 0</b> / ?" in html and "ETA —" in html

@@ -313,6 +313,6 @@ def test_start_runs_a_real_two_step_run(tmp_path: Path) -> None:
     result = actions.start_run(form, tmp_path)
     assert result.run_dir is not None, result.message
     final = runs.wait(result.run_dir, timeout=180)
-    assert final["state"] == "completed", final
-    assert final["step"] == 2 and (result.run_dir / "adapter").is_dir()
+    assert final.state == "completed", final
+    assert final.step == 2 and (result.run_dir / "adapter").is_dir()
     assert actions.recent_models(tmp_path) == ["assets/demo-model"]
