@@ -152,6 +152,11 @@
       logAt = now;
       logVersion = body.version;
     }
+    // The charts a training method adds show for runs of that method only (hidden until the answer says so).
+    for (const [name, div] of Object.entries(divs)) {
+      const box = div.closest(".ts-method-chart");
+      if (box) box.classList.toggle("ts-shown", name in body.keys);
+    }
     const Plotly = await loadPlotly();
     for (const [name, figure] of Object.entries(body.figures)) {
       await Plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });

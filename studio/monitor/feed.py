@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
+from engine.config import ConfigError, load_config
+from engine.store.rundir import CONFIG_FILE
+from engine.training.methods import METHODS, method_charts
 from studio.charts import DecimatedSeries, Point
 
 # The series the Monitor draws, by the metrics.jsonl key they come from.
-SERIES = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second")
+SERIES = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second", *method_charts())
 RATE_WINDOW = 20  # recent train events used for the ETA: follows speed changes, ignores the warm-up
 
 
@@ -31,6 +34,7 @@ class MetricsFeed:
         self.best_loss: float | None = None
         self.recent: deque[tuple[float, int]] = deque(maxlen=RATE_WINDOW)  # (time, step) of train events
         self.events_read = 0
+        self.charts = _charts_of(self.run_dir)  # the metrics keys of the run's method's own charts
 
     def poll(self) -> bool:
         """Read the lines appended since the last poll; True when there was anything new."""
@@ -79,3 +83,12 @@ def eta_seconds(step: int, max_steps: int, seconds_per_step: float | None) -> fl
     if not seconds_per_step or not max_steps or max_steps <= 0:
         return None
     return max(0, max_steps - step) * seconds_per_step
+
+
+def _charts_of(run_dir: Path) -> tuple[str, ...]:
+    """The metrics keys of the charts the run's method adds to the Monitor (none for an unreadable config)."""
+    try:
+        method = METHODS[load_config(run_dir / CONFIG_FILE).method]
+    except (ConfigError, OSError, KeyError):
+        return ()
+    return tuple(chart.key for chart in method.charts)

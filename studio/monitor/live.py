@@ -35,18 +35,25 @@ from typing import Any
 
 from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, QUEUED, RunStatus
+from engine.training.methods import method_charts
 from studio import charts
 from studio.charts import Figure
 from studio.monitor.feed import MetricsFeed
 from studio.monitor.view import progress_html, queue_html, stats_html
 
-CHARTS = ("loss", "learning_rate", "grad_norm", "throughput")
-# title, y-axis unit, colour and metrics key of the three small charts
-SMALL_CHARTS = {
+# title, y-axis unit, colour and metrics key of the small charts: three every run has, then those the training
+# methods add (engine.training.methods; a run shows its own method's only)
+COMMON_CHARTS = {
     "learning_rate": ("Learning rate", "lr", charts.COLORS[2], "learning_rate"),
     "grad_norm": ("Gradient norm", "norm", charts.COLORS[4], "grad_norm"),
     "throughput": ("Throughput", "tokens/s", charts.COLORS[3], "tokens_per_second"),
 }
+METHOD_CHARTS = {
+    key: (chart.title, chart.unit, charts.COLORS[(5 + number) % len(charts.COLORS)], key)
+    for number, (key, chart) in enumerate(method_charts().items())
+}
+SMALL_CHARTS = {**COMMON_CHARTS, **METHOD_CHARTS}
+CHARTS = ("loss", *SMALL_CHARTS)
 NO_RUN = ""  # the token of "no run": the page gets the empty charts
 _KEY = secrets.token_bytes(32)  # signs tokens; a restarted studio serves freshly loaded pages new ones
 
@@ -154,12 +161,15 @@ def changed_charts(
     log_y: bool = False,
     wanted: tuple[str, ...] = CHARTS,
 ) -> dict[str, Any]:
-    """What the page lacks: ``{"keys": {chart: key}, "figures": {chart: figure}}`` with a figure for each
-    ``wanted`` chart whose key differs from ``have`` (the keys the page holds). ``run_key`` names the run in
-    the keys, so switching runs redraws every chart."""
-    keys = {name: f"{run_key}|{key}" for name, key in chart_keys(feed, smoothing, log_y).items() if name in wanted}
+    """What the page lacks: ``{"keys": {chart: key}, "figures": {chart: figure}, "hidden": [chart]}`` with a
+    figure for each ``wanted`` chart whose key differs from ``have`` (the keys the page holds); ``hidden`` are
+    the charts of other training methods than the run's, which the page hides. ``run_key`` names the run in the
+    keys, so switching runs redraws every chart."""
+    hidden = [name for name in wanted if name in METHOD_CHARTS and (feed is None or name not in feed.charts)]
+    shown = [name for name in wanted if name not in hidden]
+    keys = {name: f"{run_key}|{key}" for name, key in chart_keys(feed, smoothing, log_y).items() if name in shown}
     figures = {name: chart_figure(name, feed, smoothing, log_y) for name, key in keys.items() if have.get(name) != key}
-    return {"keys": keys, "figures": figures}
+    return {"keys": keys, "figures": figures, "hidden": hidden}
 
 
 def live_panels(

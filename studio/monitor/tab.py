@@ -21,6 +21,7 @@ from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.demo.queue import resume_queued
+from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
 
 # State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
@@ -140,9 +141,14 @@ class MonitorTab:
                 )
                 self.log_y = gr.Checkbox(False, label="Log scale", elem_id="ts-log-y", interactive=True)
         with gr.Row():
-            for name in ("learning_rate", "grad_norm", "throughput"):
+            for name in COMMON_CHARTS:
                 with gr.Column(min_width=260):
                     gr.HTML(chart_html(name), elem_id=f"ts-{name.replace('_', '-')}-chart", elem_classes="ts-chart")
+        if METHOD_CHARTS:  # the page script shows those of the run's method and hides the others
+            with gr.Row(elem_classes="ts-method-charts"):
+                for name in METHOD_CHARTS:
+                    with gr.Column(min_width=260, elem_classes="ts-method-chart"):
+                        gr.HTML(chart_html(name), elem_classes="ts-chart")
         with gr.Accordion("train.log", open=False):
             gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
         with gr.Accordion("config.yaml", open=False):

@@ -15,7 +15,7 @@ from engine.config import ConfigError, Problem, RunConfig
 from engine.training.methods import sft
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
-__all__ = ["METHODS", "Method", "MetricChart", "TrainerParts", "method_of", "require_format"]
+__all__ = ["METHODS", "Method", "MetricChart", "TrainerParts", "method_charts", "method_of", "require_format"]
 
 
 # The registry: one entry per method file.
@@ -25,6 +25,15 @@ METHODS: dict[str, Method] = {method.name: method for method in (sft.METHOD,)}
 def method_of(config: RunConfig) -> Method:
     """The method a run trains with."""
     return METHODS[config.method]
+
+
+def method_charts() -> dict[str, MetricChart]:
+    """Every chart a method adds to the Monitor, by its metrics key (the page has a place for each)."""
+    found: dict[str, MetricChart] = {}
+    for method in METHODS.values():
+        for chart in method.charts:
+            found.setdefault(chart.key, chart)
+    return found
 
 
 def require_format(method: Method, fmt: str, source: str) -> None:
