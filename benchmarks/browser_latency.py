@@ -83,7 +83,7 @@ def point_latencies(page: Any, run_dir: Path, seconds: float) -> list[float]:
 def stop_and_wait(page: Any, run_dir: Path) -> dict[str, float]:
     """Click Stop; seconds until the checkpoint is on disk and no process of the run lives."""
     before = runs.status(run_dir)
-    pids = [before.get("pid"), before.get("supervisor_pid")]
+    pids = [before.pid, before.supervisor_pid]
     clicked = time.time()
     page.locator("#ts-stop").click()
 

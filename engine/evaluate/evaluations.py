@@ -23,7 +23,7 @@ from typing import Any
 
 from engine import jobs
 from engine.data.loading import looks_like_hub_id, resolve_path
-from engine.runs.artifacts import ArtifactError, FinishedRun, open_run, trained_weights
+from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of
 from engine.training.methods import method_of
@@ -109,6 +109,16 @@ def check_data_choice(run: FinishedRun, data: str) -> None:
         raise ArtifactError(f"data file not found: {data}")
 
 
+def check_request(run_dir: Path, data: str, checkpoint: int | None) -> tuple[FinishedRun, TrainedWeights]:
+    """The run and the weights an evaluation would score; ArtifactError for a missing or running run, one
+    without weights, a method Evaluate cannot score, or a data choice that cannot work."""
+    run = open_run(run_dir)
+    weights = trained_weights(run, checkpoint, newest_checkpoint=True)
+    check_scoring(run)
+    check_data_choice(run, data)
+    return run, weights
+
+
 def evaluate_args(
     run_dir: Path,
     data: str = DATA_EVAL,
@@ -136,10 +146,7 @@ def start_evaluation(
     Raises ArtifactError (missing or running run, no weights, bad data choice) before anything starts, and
     JobError when an evaluation of this run is already going.
     """
-    run = open_run(run_dir)
-    trained_weights(run, checkpoint, newest_checkpoint=True)
-    check_scoring(run)
-    check_data_choice(run, data)
+    run, _ = check_request(run_dir, data, checkpoint)
     workspace = Path(workspace or workspace_of(run.run_dir) or run.run_dir.parent)
     if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):
         raise jobs.JobError(f"{run.name} is already being evaluated; wait for it or cancel it")

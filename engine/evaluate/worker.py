@@ -24,14 +24,13 @@ from engine.data.tokenize import TokenizedRow
 from engine.evaluate.evaluations import (
     DATA_EVAL,
     DATA_TRAIN,
-    check_data_choice,
-    check_scoring,
+    check_request,
     new_evaluation_id,
     save_evaluation,
 )
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
-from engine.runs.artifacts import FinishedRun, TrainedWeights, open_run, trained_weights
+from engine.runs.artifacts import FinishedRun, TrainedWeights
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
 
@@ -225,10 +224,7 @@ def evaluate(
     """
     progress = progress or Progress(None)
     began = time.time()
-    run = open_run(run_dir)
-    weights = trained_weights(run, checkpoint, newest_checkpoint=True)
-    check_scoring(run)
-    check_data_choice(run, data)
+    run, weights = check_request(run_dir, data, checkpoint)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)
     eval_set = load_eval_set(run, tokenizer, data, max_rows)
