@@ -104,7 +104,7 @@ def summarize(run_dir: Path) -> RunSummary:
         run_id=run_dir.name,
         run_dir=run_dir,
         name=current.name or run_dir.name,
-        state=(current.state or "unknown"),
+        state=current.state or "unknown",
         step=current.step or 0,
         max_steps=current.max_steps or 0,
         last_loss=losses[-1] if losses else None,

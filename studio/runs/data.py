@@ -105,7 +105,7 @@ class RunIndex:
         return RunRow(
             run_id=run_dir.name,
             name=status.name or run_dir.name,
-            state=(status.state or "unknown"),
+            state=status.state or "unknown",
             step=status.step or 0,
             max_steps=status.max_steps or 0,
             last_loss=tail.last_loss,
