@@ -1,7 +1,7 @@
 """The headless command line.
 
     python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
-    python -m engine resume DIR [--checkpoint N]         continue a stopped or crashed run
+    python -m engine resume DIR [--checkpoint N]         continue a stopped, aborted or crashed run
     python -m engine check CONFIG.yaml                   validate config and dataset without training
     python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
                                                          score base and fine-tuned model
@@ -39,7 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("config", type=Path, help="the run's YAML config")
     train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
     train.add_argument("--workspace", type=Path, default=Path("workspace"), help="where new runs go by default")
-    resume = commands.add_parser("resume", help="continue a stopped or crashed run from a checkpoint")
+    resume = commands.add_parser("resume", help="continue a stopped, aborted or crashed run from a checkpoint")
     resume.add_argument("run_dir", type=Path)
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
     check = commands.add_parser("check", help="validate a config and its dataset without training")

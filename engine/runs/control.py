@@ -21,8 +21,10 @@ from engine.config import RunConfig, save_config
 from engine.runs import standby
 from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
-from engine.store.rundir import CONFIG_FILE, checkpoint_steps, read_status, update_status
+from engine.store.rundir import ABORTED, CONFIG_FILE, checkpoint_steps, read_status, update_status
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
+
+ABORTED_BY_USER = "aborted by the user"
 
 
 class RunError(RuntimeError):
@@ -170,9 +172,10 @@ def run_processes(run_dir: Path) -> list[int]:
     return list(dict.fromkeys(pid for root in roots for pid in process_tree(root)))
 
 
-def abort(run_dir: Path, timeout: float = 10.0) -> bool:
+def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -> bool:
     """Kill the run and every process it started (torchrun ranks included), even a hung or stopped one; no
-    checkpoint is saved. Returns once they are gone; False if the run was not running."""
+    checkpoint is saved. The run reads ``aborted`` (not failed: nothing went wrong in it), with ``reason`` as
+    its error. Returns once they are gone; False if the run was not running."""
     run_dir = Path(run_dir)
     pids = run_processes(run_dir)
     if not any(is_alive(pid) for pid in pids):
@@ -182,7 +185,7 @@ def abort(run_dir: Path, timeout: float = 10.0) -> bool:
     # A dying worker could still write its status: wait for the end before saying "aborted".
     while any(is_alive(pid) for pid in pids) and time.time() < deadline:
         time.sleep(0.02)
-    update_status(run_dir, state="failed", ended_at=time.time(), error="aborted by the user")
+    update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
     return True
 
 

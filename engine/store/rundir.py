@@ -32,12 +32,20 @@ WEIGHT_FILES = ("*.safetensors", "*.bin")
 RESERVE_FILE = ".space-reserve"
 TRAINER_STATE_FILE = "trainer_state.json"
 
-# The states of a run (status.json's "state"): the one definition of which are active, open and final.
+# The states of a run (status.json's "state"): the one definition of which are active, open, final and
+# resumable.
 QUEUED = "queued"
+STOPPED = "stopped"  # stopped on request after a step, with a checkpoint (or cancelled while queued)
+COMPLETED = "completed"
+FAILED = "failed"  # the training process crashed or could not start
+ABORTED = "aborted"  # killed on request (Abort, or a time limit past its grace): no checkpoint saved at the end
 ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is at work (or should be)
 TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
 OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
-FINAL_STATES = ("stopped", "completed", "failed")
+FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED)
+# Ended without completing: such a run continues from its newest whole checkpoint when it has one. An aborted
+# run keeps every checkpoint saved before the kill, so it resumes like a stopped one (losing the steps since).
+RESUMABLE_STATES = (STOPPED, FAILED, ABORTED)
 RUN_STATES = (*OPEN_STATES, *FINAL_STATES)
 
 # Errors that mean the disk (or this process's share of it) is full.
@@ -118,7 +126,7 @@ class RunStatus:
     max_steps: int | None = None
     epoch: float | None = None
     exit_code: int | None = None
-    error: str | None = None  # why the run failed (or ended at its time limit)
+    error: str | None = None  # why the run failed or was aborted (by the user, or at its time limit)
     bad_loss_step: int | None = None  # the step whose loss went NaN / infinite: such a run is not resumed
     trainable_params: int | None = None
     total_params: int | None = None
@@ -153,8 +161,13 @@ class RunStatus:
 
     @property
     def is_final(self) -> bool:
-        """The run has ended (stopped, completed, failed)."""
+        """The run has ended (stopped, completed, failed, aborted)."""
         return self.state in FINAL_STATES
+
+    @property
+    def is_resumable(self) -> bool:
+        """The run ended without completing (stopped, failed, aborted); a checkpoint is needed too."""
+        return self.state in RESUMABLE_STATES
 
 
 _STATUS_FIELDS = {item.name for item in fields(RunStatus)}

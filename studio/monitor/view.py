@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
-from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES, RunStatus
+from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, QUEUED, TRAINING_STATES, RunStatus
 from studio.demo.policy import place_text
 from studio.markup import badge_html, format_duration, progress_bar_html
 from studio.monitor.feed import MetricsFeed, eta_seconds
@@ -29,13 +29,13 @@ class Controls:
 
 
 def controls_for(status: RunStatus) -> Controls:
-    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when stopped
-    or failed with a checkpoint."""
+    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when it ended
+    without completing (stopped, failed, aborted) and has a checkpoint."""
     state = status.state
     has_checkpoint = bool(status.checkpoints)
     return Controls(
         stop=state in (QUEUED, *TRAINING_STATES),
-        resume=state in ("stopped", "failed") and has_checkpoint,
+        resume=status.is_resumable and has_checkpoint,
         abort=state in ACTIVE_STATES,
         stop_label="Cancel" if state == QUEUED else "Stop",
     )
@@ -70,11 +70,14 @@ def queue_html(ahead: int) -> str:
 
 
 def run_note(status: RunStatus) -> str:
-    """Why a run ended when the state alone does not say: cancelled in the queue, or its time limit."""
+    """Why a run ended when the state alone does not say: cancelled in the queue, its time limit, or who
+    aborted it."""
     if status.cancelled:
         return "cancelled before it started"
     if limit_reached(status):
-        return f"ended at its time limit ({status['time_limit_s'] / 60:g} min)"
+        return f"ended at its time limit ({status.time_limit_s / 60:g} min)"
+    if status.state == ABORTED:
+        return status.error or "aborted"
     return ""
 
 
@@ -84,7 +87,7 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     step, max_steps = int(status.step or 0), int(status.max_steps or 0)
     state = status.state or "unknown"
     fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
-    if state == "completed":
+    if state == COMPLETED:
         fraction = 1.0
     eta = None
     if state in TRAINING_STATES and feed is not None:
@@ -121,8 +124,9 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
 
 
 def error_html(status: RunStatus) -> str:
-    """For a failed run: what went wrong and the end of its log; empty otherwise."""
-    if status.state != "failed":
+    """For a failed run: what went wrong and the end of its log; empty otherwise (an aborted run did not fail:
+    its progress line says who ended it)."""
+    if status.state != FAILED:
         return ""
     error = html.escape(str(status.error or "the run failed without a message"))
     code = status.exit_code
