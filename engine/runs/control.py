@@ -21,7 +21,7 @@ from engine.config import RunConfig, save_config
 from engine.runs import standby
 from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
-from engine.store.rundir import ABORTED, CONFIG_FILE, checkpoint_steps, read_status, update_status
+from engine.store.rundir import ABORTED, CONFIG_FILE, checkpoint_steps, next_segment, read_status, update_status
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
 
 ABORTED_BY_USER = "aborted by the user"
@@ -66,10 +66,10 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
         state="starting",
         error=None,
         exit_code=None,
-        ended_at=None,
         pid=None,
         supervisor_pid=None,
         bad_loss_step=None,
+        **next_segment(current),  # the elapsed time of earlier segments is kept, not restarted
     )
     warm = _claim_standby(run_dir, checkpoint)
     if warm:  # the standby records itself as the supervisor before its worker touches the status

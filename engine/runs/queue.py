@@ -16,7 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.store.rundir import ABORTED, FAILED, QUEUED, STOPPED, TRAINING_STATES, RunStatus, read_status, update_status
+from engine.store.rundir import (
+    ABORTED,
+    FAILED,
+    QUEUED,
+    STOPPED,
+    TRAINING_STATES,
+    RunStatus,
+    next_segment,
+    read_status,
+    update_status,
+)
 from engine.store.workspace import workspace_of
 
 # A stopped run that is still going this long after its time limit is killed (it saves no checkpoint then) and
@@ -84,7 +94,7 @@ def enqueue(run_dir: Path, **fields: Any) -> RunStatus:
     if current.is_open:
         raise runs.RunError(f"{current.name or Path(run_dir).name} is already {current.state}")
     return update_status(
-        run_dir, state="queued", queued_at=time.time(), cancelled=None, error=None, ended_at=None, **fields
+        run_dir, state=QUEUED, queued_at=time.time(), cancelled=None, error=None, **next_segment(current), **fields
     )
 
 

@@ -118,8 +118,9 @@ class RunStatus:
     name: str | None = None
     created_at: float | None = None
     updated_at: float | None = None
-    started_at: float | None = None  # the worker began (each start and resume)
-    ended_at: float | None = None
+    started_at: float | None = None  # the worker began (each start and resume): the current segment's start
+    ended_at: float | None = None  # the current (last) segment ended
+    earlier_seconds: float | None = None  # how long the run's earlier segments ran (before its latest resume)
     pid: int | None = None  # the worker (rank 0)
     supervisor_pid: int | None = None
     step: int | None = None
@@ -168,6 +169,30 @@ class RunStatus:
     def is_resumable(self) -> bool:
         """The run ended without completing (stopped, failed, aborted); a checkpoint is needed too."""
         return self.state in RESUMABLE_STATES
+
+    def segment_seconds(self, now: float | None = None) -> float | None:
+        """How long the current segment (one process, from the run's start or latest resume) has run, or the
+        last one ran; None before a worker began."""
+        if not self.started_at:
+            return None
+        ended = None if self.is_active else self.ended_at
+        return max(0.0, (ended or now or time.time()) - self.started_at)
+
+    def total_seconds(self, now: float | None = None) -> float | None:
+        """How long the run has trained over all its segments: the earlier ones and the current one."""
+        segment = self.segment_seconds(now)
+        if segment is None:
+            return self.earlier_seconds
+        return (self.earlier_seconds or 0.0) + segment
+
+
+def next_segment(current: RunStatus) -> dict[str, Any]:
+    """The status changes that close a run's last segment before it goes again (start, resume, back in the
+    queue): its length joins ``earlier_seconds`` and its times are cleared, so closing it twice counts it once."""
+    earlier = current.earlier_seconds or 0.0
+    if current.started_at and current.ended_at and not current.is_active:
+        earlier += max(0.0, current.ended_at - current.started_at)
+    return {"earlier_seconds": earlier or None, "started_at": None, "ended_at": None}
 
 
 _STATUS_FIELDS = {item.name for item in fields(RunStatus)}

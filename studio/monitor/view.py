@@ -7,14 +7,13 @@ is, when it will end) are tested as plain functions.
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
 from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, QUEUED, TRAINING_STATES, RunStatus
 from studio.demo.policy import place_text
-from studio.markup import badge_html, format_duration, progress_bar_html
+from studio.markup import badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import MetricsFeed, eta_seconds
 
 
@@ -39,15 +38,6 @@ def controls_for(status: RunStatus) -> Controls:
         abort=state in ACTIVE_STATES,
         stop_label="Cancel" if state == QUEUED else "Stop",
     )
-
-
-def elapsed_seconds(status: RunStatus, now: float | None = None) -> float | None:
-    """How long the current (or last) training process has run."""
-    started = status.started_at
-    if not started:
-        return None
-    ended = status.ended_at if status.state not in ACTIVE_STATES else None
-    return max(0.0, (ended or now or time.time()) - started)
 
 
 def header_html(status: RunStatus, run_id: str, live: str = "") -> str:
@@ -96,7 +86,7 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
-        f"elapsed {format_duration(elapsed_seconds(status, now))}",
+        f"elapsed {run_time_text(status, now)}",
         f"ETA {format_duration(eta)}" if state in TRAINING_STATES else "",
         f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]

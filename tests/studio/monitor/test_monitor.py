@@ -180,6 +180,17 @@ def test_a_run_ended_at_its_time_limit_says_so(tmp_path):
         assert "<b>ended at its time limit (2 min)</b>" in live_panels_of(run_dir, now)["progress"]
 
 
+def test_elapsed_time_counts_every_segment_of_a_resumed_run(tmp_path, live_process):
+    now = time.time()
+    resumed = write_run(
+        tmp_path, "resumed", state="running", started_at=now - 130, earlier_seconds=593, supervisor_pid=live_process
+    )
+    assert "elapsed 12:03 total · 2:10 this segment" in live_panels_of(resumed, now)["progress"]
+    single = write_run(tmp_path, "single", state="stopped", started_at=now - 200, ended_at=now - 70)
+    progress = live_panels_of(single, now)["progress"]
+    assert "elapsed 2:10" in progress and "total" not in progress
+
+
 def test_a_dead_running_run_reads_failed(tmp_path):
     run_dir = write_run(tmp_path, state="running", step=3, max_steps=30, supervisor_pid=2**22 + 17)
     update = MonitorSession().update(str(run_dir))
