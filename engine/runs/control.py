@@ -21,7 +21,18 @@ from engine.config import RunConfig, save_config
 from engine.runs import standby
 from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
-from engine.store.rundir import ABORTED, CONFIG_FILE, checkpoint_steps, next_segment, read_status, update_status
+from engine.store.rundir import (
+    ABORTED,
+    COMPLETED,
+    CONFIG_FILE,
+    FAILED,
+    STATUS_FILE,
+    checkpoint_steps,
+    is_run_dir,
+    next_segment,
+    read_status,
+    update_status,
+)
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
 
 ABORTED_BY_USER = "aborted by the user"
@@ -113,24 +124,26 @@ def resume(run_dir: Path, checkpoint: int | None = None) -> int:
 
 def resume_point(run_dir: Path, checkpoint: int | None = None) -> int:
     """The checkpoint a resume continues from: the given one, else the newest. RunError when the run cannot be
-    resumed (missing, active, completed, failed on a bad loss, no such checkpoint)."""
-    if not (Path(run_dir) / CONFIG_FILE).is_file():
-        raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
+    resumed (not a run, active, completed, failed on a bad loss, never started, no such checkpoint)."""
+    if not is_run_dir(Path(run_dir)):
+        raise RunError(f"{run_dir} is not a run directory (it has no {CONFIG_FILE} and {STATUS_FILE})")
     current = status(run_dir)
     if current.is_active:
         raise RunError("the run is still running; stop it before resuming")
-    if current.state == "completed":
-        raise RunError("the run has completed; there is nothing to resume")
-    if current.state == "failed" and current.bad_loss_step is not None:
+    if current.state == COMPLETED:
+        raise RunError("the run has completed; there is nothing to resume. Start a new run to train more")
+    if current.state == FAILED and current.bad_loss_step is not None:
         # The checkpoint restores the optimizer, the schedule and the data order: resuming would replay the
         # very steps that went bad. The checkpoints stay for chat and export.
         raise RunError(
             f"the run failed because its loss went bad at step {current.bad_loss_step}; resuming would repeat "
             "the same steps and fail again. Start a new run with a lower learning rate."
         )
+    if not current.is_resumable:
+        raise RunError(f"the run is {current.state}; only a stopped, failed or aborted run can be resumed")
     steps = checkpoint_steps(Path(run_dir))
     if not steps:
-        raise RunError("the run has no checkpoint to resume from; start it again instead")
+        raise RunError("the run has no checkpoint to resume from; start a new run instead")
     if checkpoint is None:
         return steps[-1]
     if checkpoint not in steps:

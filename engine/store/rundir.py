@@ -200,6 +200,11 @@ _VIEW_FIELDS = ("log_tail", "checkpoints", "run_dir")
 STORED_FIELDS = _STATUS_FIELDS - set(_VIEW_FIELDS)
 
 
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` holds a run: its config and its status (a folder with only a config.yaml is not one)."""
+    return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / STATUS_FILE).is_file()
+
+
 def _read_status_file(run_dir: Path) -> dict[str, Any]:
     try:
         stored = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
