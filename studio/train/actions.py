@@ -31,6 +31,7 @@ from studio.form.schema import config_to_values, default_values, values_to_confi
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
 from studio.train.dataset import cached_tokenizer
+from studio.train.estimate import target_module_problems
 
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
@@ -244,6 +245,9 @@ def start_run(
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+    module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start
+    if module_errors:
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=module_errors)
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
         inspect_dataset(config.data, cached_tokenizer(config), config.train.max_length, config.train.seed)

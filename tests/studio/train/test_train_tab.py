@@ -116,6 +116,18 @@ def test_start_through_gradio_sets_the_current_run_and_shows_the_monitor(tab: An
     update_status(calls[0], state="completed")  # free the workspace for the other tests using it
 
 
+def test_unknown_target_module_is_refused_at_start_next_to_the_field(tab: Any, monkeypatch: Any) -> None:
+    demo, form, ctx = tab
+    calls: list[Path] = []
+    monkeypatch.setattr(runs, "start", fake_launcher(calls))
+    before = run_dirs(ctx.workspace)  # the module's workspace is shared with the other tests of the tab
+    widget = values(name="typo", adapter__target_modules="q_proj, foo")
+    out = call(demo, "on_start", [None, *(widget[path] for path in form.paths)], SessionState(demo))
+    assert calls == [] and run_dirs(ctx.workspace) == before
+    slot = next(item for item in out if isinstance(item, dict) and "no module foo" in str(item.get("value")))
+    assert slot["visible"] is True and "q_proj" in slot["value"] and "gate_proj" in slot["value"]
+
+
 # --- preview, start -------------------------------------------------------------------------------------------
 
 
@@ -141,6 +153,18 @@ def test_bad_dataset_starts_nothing_and_names_the_row(tmp_path: Path) -> None:
     result = actions.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
     assert result.run_dir is None and "row 2" in result.data_error
     assert calls == [] and run_dirs(tmp_path) == []
+
+
+def test_target_modules_are_matched_as_peft_matches_them_at_start(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    bad = actions.start_run(values(adapter__target_modules="foo,mlp"), tmp_path, fake_launcher(calls))
+    message = bad.errors["adapter.target_modules"]
+    # mlp is a module but not a layer LoRA can adapt; the choices are the linear layers' names.
+    assert "no module foo, mlp that LoRA can adapt" in message
+    assert "down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj" in message
+    assert bad.run_dir is None and calls == [] and run_dirs(tmp_path) == []
+    good = actions.start_run(values(adapter__target_modules="q_proj, self_attn.v_proj"), tmp_path, fake_launcher(calls))
+    assert good.errors == {} and good.run_dir is not None and calls == [good.run_dir]
 
 
 def test_double_click_starts_one_run(tmp_path: Path) -> None:
