@@ -21,6 +21,7 @@ import yaml
 
 from engine import runs
 from engine.config import ConfigError, Problem, RunConfig, parse_config, save_config
+from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
 from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
@@ -145,7 +146,11 @@ def save_config_as(
         config = values_to_config(values)
     except ConfigError as exc:
         return None, None, f"❌ Not saved: the form has problems.\n\n{text_block(str(exc))}"
-    stem = config_name(name or config.name or "")
+    typed = name or config.name or ""
+    problem = name_problem(typed) if typed.strip() else None  # the rule every name that becomes a file obeys
+    if problem:
+        return None, None, f"❌ Not saved: the name is not usable: {problem}."
+    stem = config_name(typed)
     if not stem:
         return None, None, "❌ Give the config a name first."
     target = configs_dir(workspace) / f"{stem}.yaml"

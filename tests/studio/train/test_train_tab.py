@@ -100,6 +100,9 @@ def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None
     )
     assert slots["adapter.r"]["visible"] is True
     assert slots["train.max_steps"]["visible"] is False
+    long_name = call(demo, "on_change", [None, *(values(name="n" * 300)[path] for path in form.paths)])
+    name_slot = dict(zip(form.paths, long_name[3:], strict=True))["name"]
+    assert name_slot["visible"] is True and "too long: 300 characters, at most 120" in name_slot["value"]
     assert out[0].startswith("# The form has problems") and "train.learning_rate" in out[0]
     ok = call(demo, "on_change", [None, *(default_values()[path] for path in form.paths)])
     assert ok[0].startswith("name: null") and ok[1].startswith("python -m engine train config.yaml --run-dir")
@@ -258,6 +261,10 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert ("saved: my-config", str(saved)) in actions.config_files(tmp_path)
     assert any(label == "preset: demo" for label, _ in actions.config_files(tmp_path))
     assert actions.save_config_as(values(train__seed=-1), "x", tmp_path)[0] is None
+    for bad in ("n" * 300, "nul\x00byte"):  # once a crash in the file system ("File name too long")
+        saved, download, message = actions.save_config_as(form, bad, tmp_path)
+        assert (saved, download) == (None, None) and message.startswith("❌ Not saved: the name is not usable: ")
+    assert sorted(path.name for path in (tmp_path / "configs").iterdir()) == ["my-config.yaml"]
 
 
 def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
