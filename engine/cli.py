@@ -1,7 +1,7 @@
 """The headless command line.
 
     python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
-    python -m engine resume DIR [--checkpoint N]         continue a stopped or crashed run
+    python -m engine resume DIR [--checkpoint N]         continue a stopped, aborted or crashed run
     python -m engine check CONFIG.yaml                   validate config and dataset without training
     python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
                                                          score base and fine-tuned model
@@ -23,10 +23,13 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.config import ConfigError, load_config
+from engine.config import ConfigError, RunConfig, load_config
 from engine.export.exports import DTYPES, KINDS
+
+if TYPE_CHECKING:
+    from engine.training.check import CheckReport
 
 EXIT_BAD_INPUT = 2
 REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX")
@@ -39,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("config", type=Path, help="the run's YAML config")
     train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
     train.add_argument("--workspace", type=Path, default=Path("workspace"), help="where new runs go by default")
-    resume = commands.add_parser("resume", help="continue a stopped or crashed run from a checkpoint")
+    resume = commands.add_parser("resume", help="continue a stopped, aborted or crashed run from a checkpoint")
     resume.add_argument("run_dir", type=Path)
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
     check = commands.add_parser("check", help="validate a config and its dataset without training")
@@ -148,11 +151,28 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
+def _preflight(config: RunConfig) -> CheckReport:
+    """The checks a config passes before any run starts (``check`` and ``train`` share them): fields, dataset,
+    hardware, the model's files and LoRA target modules. Raises ConfigError or DataError."""
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
+    from engine.training.check import check_run
+
+    return check_run(config)
+
+
 def _train(args: argparse.Namespace) -> int:
+    from engine.data import DataError
     from engine.runs.control import RunError, create_run
     from engine.runs.supervisor import supervise
 
     config = load_config(args.config)
+    try:
+        # Refused here, with one line, before a run directory exists: not by a traceback from the worker.
+        print("\n".join(_preflight(config).lines()), flush=True)
+    except (ConfigError, DataError) as exc:
+        return _error(str(exc))
     try:
         run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
     except RunError as exc:
@@ -175,15 +195,11 @@ def _resume(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace) -> int:
-    import warnings
-
-    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
     from engine.data import DataError
-    from engine.training.check import check_run
 
     config = load_config(args.config)
     try:
-        report = check_run(config)
+        report = _preflight(config)
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
     print("\n".join(report.lines()))

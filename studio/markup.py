@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from engine.store.rundir import ACTIVE_STATES
+from engine.store.rundir import ACTIVE_STATES, RunStatus
 
 
 class Html(str):
@@ -64,6 +64,14 @@ def format_duration(seconds: float | None) -> str:
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def run_time_text(status: RunStatus, now: float | None = None) -> str:
+    """How long a run has trained: "12:03 total · 2:10 this segment" once it was resumed, else just "2:10"."""
+    total = status.total_seconds(now)
+    if not status.earlier_seconds:
+        return format_duration(total)
+    return f"{format_duration(total)} total · {format_duration(status.segment_seconds(now))} this segment"
 
 
 def text_block(text: str) -> str:

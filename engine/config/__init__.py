@@ -6,9 +6,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.config.errors import ConfigError, Problem, problems_from_validation
+from engine.config.names import check_name
 from engine.config.sections import (
     AdapterSection,
     DataSection,
@@ -42,7 +43,10 @@ __all__ = [
 class RunConfig(Section):
     """Everything a fine-tuning run needs, validated before any process starts."""
 
-    name: str | None = Field(None, max_length=120, description="A short name for the run (shown in the run list).")
+    name: str | None = Field(
+        None,
+        description="A short name for the run (shown in the run list, and part of its directory's name).",
+    )
     method: TrainingMethod = Field(
         "sft",
         description="How the model is trained: sft (supervised fine-tuning on instruction, chat, "
@@ -56,6 +60,12 @@ class RunConfig(Section):
     data: DataSection = Field(default_factory=DataSection, description="The dataset.")
     train: TrainSection = Field(default_factory=TrainSection, description="The training loop.")
     launch: LaunchSection = Field(default_factory=LaunchSection, description="Processes and devices.")
+
+    @field_validator("name")
+    @classmethod
+    def _usable_name(cls, value: str | None) -> str | None:
+        """A name becomes part of a file name: the one rule of engine.config.names (blank means no name)."""
+        return check_name(value) if value and value.strip() else value
 
     @model_validator(mode="after")
     def _check_combinations(self) -> RunConfig:

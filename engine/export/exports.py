@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine import jobs
+from engine.config.names import name_problem
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.paths import is_hub_id
 from engine.store.workspace import exports_dir, workspace_of
@@ -58,6 +59,11 @@ def resolve_target(root: Path, out: str | Path) -> Path:
     directory that is not empty.
     """
     root = Path(root).resolve()
+    # Before the path is touched: a NUL byte or an over-long name would stop the file system calls below with
+    # a ValueError or OSError ("File name too long") instead of a refusal.
+    problem = name_problem(Path(str(out)).name or str(out))
+    if problem:
+        raise ExportError(f"the export name is not usable: {problem}")
     out = Path(out).expanduser()
     target = (root / out if len(out.parts) == 1 and not out.is_absolute() else out).resolve()
     if target == root or root not in target.parents:

@@ -21,8 +21,21 @@ from engine.config import RunConfig, save_config
 from engine.runs import standby
 from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
-from engine.store.rundir import CONFIG_FILE, checkpoint_steps, read_status, update_status
+from engine.store.rundir import (
+    ABORTED,
+    COMPLETED,
+    CONFIG_FILE,
+    FAILED,
+    STATUS_FILE,
+    checkpoint_steps,
+    is_run_dir,
+    next_segment,
+    read_status,
+    update_status,
+)
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
+
+ABORTED_BY_USER = "aborted by the user"
 
 
 class RunError(RuntimeError):
@@ -64,10 +77,10 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
         state="starting",
         error=None,
         exit_code=None,
-        ended_at=None,
         pid=None,
         supervisor_pid=None,
         bad_loss_step=None,
+        **next_segment(current),  # the elapsed time of earlier segments is kept, not restarted
     )
     warm = _claim_standby(run_dir, checkpoint)
     if warm:  # the standby records itself as the supervisor before its worker touches the status
@@ -111,24 +124,26 @@ def resume(run_dir: Path, checkpoint: int | None = None) -> int:
 
 def resume_point(run_dir: Path, checkpoint: int | None = None) -> int:
     """The checkpoint a resume continues from: the given one, else the newest. RunError when the run cannot be
-    resumed (missing, active, completed, failed on a bad loss, no such checkpoint)."""
-    if not (Path(run_dir) / CONFIG_FILE).is_file():
-        raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
+    resumed (not a run, active, completed, failed on a bad loss, never started, no such checkpoint)."""
+    if not is_run_dir(Path(run_dir)):
+        raise RunError(f"{run_dir} is not a run directory (it has no {CONFIG_FILE} and {STATUS_FILE})")
     current = status(run_dir)
     if current.is_active:
         raise RunError("the run is still running; stop it before resuming")
-    if current.state == "completed":
-        raise RunError("the run has completed; there is nothing to resume")
-    if current.state == "failed" and current.bad_loss_step is not None:
+    if current.state == COMPLETED:
+        raise RunError("the run has completed; there is nothing to resume. Start a new run to train more")
+    if current.state == FAILED and current.bad_loss_step is not None:
         # The checkpoint restores the optimizer, the schedule and the data order: resuming would replay the
         # very steps that went bad. The checkpoints stay for chat and export.
         raise RunError(
             f"the run failed because its loss went bad at step {current.bad_loss_step}; resuming would repeat "
             "the same steps and fail again. Start a new run with a lower learning rate."
         )
+    if not current.is_resumable:
+        raise RunError(f"the run is {current.state}; only a stopped, failed or aborted run can be resumed")
     steps = checkpoint_steps(Path(run_dir))
     if not steps:
-        raise RunError("the run has no checkpoint to resume from; start it again instead")
+        raise RunError("the run has no checkpoint to resume from; start a new run instead")
     if checkpoint is None:
         return steps[-1]
     if checkpoint not in steps:
@@ -170,9 +185,10 @@ def run_processes(run_dir: Path) -> list[int]:
     return list(dict.fromkeys(pid for root in roots for pid in process_tree(root)))
 
 
-def abort(run_dir: Path, timeout: float = 10.0) -> bool:
+def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -> bool:
     """Kill the run and every process it started (torchrun ranks included), even a hung or stopped one; no
-    checkpoint is saved. Returns once they are gone; False if the run was not running."""
+    checkpoint is saved. The run reads ``aborted`` (not failed: nothing went wrong in it), with ``reason`` as
+    its error. Returns once they are gone; False if the run was not running."""
     run_dir = Path(run_dir)
     pids = run_processes(run_dir)
     if not any(is_alive(pid) for pid in pids):
@@ -182,7 +198,7 @@ def abort(run_dir: Path, timeout: float = 10.0) -> bool:
     # A dying worker could still write its status: wait for the end before saying "aborted".
     while any(is_alive(pid) for pid in pids) and time.time() < deadline:
         time.sleep(0.02)
-    update_status(run_dir, state="failed", ended_at=time.time(), error="aborted by the user")
+    update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
     return True
 
 

@@ -16,10 +16,21 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
-from engine.store.rundir import QUEUED, TRAINING_STATES, RunStatus, read_status, update_status
+from engine.store.rundir import (
+    ABORTED,
+    FAILED,
+    QUEUED,
+    STOPPED,
+    TRAINING_STATES,
+    RunStatus,
+    next_segment,
+    read_status,
+    update_status,
+)
 from engine.store.workspace import workspace_of
 
-# A stopped run that is still going this long after its time limit is killed (it saves no checkpoint then).
+# A stopped run that is still going this long after its time limit is killed (it saves no checkpoint then) and
+# reads ``aborted`` with LIMIT_ERROR as the reason: the studio ended it, it did not crash.
 STOP_GRACE_SECONDS = 60.0
 LIMIT_ERROR = "the run reached its time limit ({minutes:g} min) and was ended"
 
@@ -72,7 +83,7 @@ def start_next_queued(workspace: Path, launcher: Launcher | None = None) -> Path
         try:
             (launcher or _default_launcher)(run_dir, checkpoint)
         except (runs.RunError, OSError) as exc:
-            update_status(run_dir, state="failed", ended_at=time.time(), error=f"could not start: {exc}")
+            update_status(run_dir, state=FAILED, ended_at=time.time(), error=f"could not start: {exc}")
             return None
     return run_dir
 
@@ -83,7 +94,7 @@ def enqueue(run_dir: Path, **fields: Any) -> RunStatus:
     if current.is_open:
         raise runs.RunError(f"{current.name or Path(run_dir).name} is already {current.state}")
     return update_status(
-        run_dir, state="queued", queued_at=time.time(), cancelled=None, error=None, ended_at=None, **fields
+        run_dir, state=QUEUED, queued_at=time.time(), cancelled=None, error=None, **next_segment(current), **fields
     )
 
 
@@ -96,7 +107,7 @@ def cancel_queued(run_dir: Path) -> bool:
     with runs.start_lock(workspace_of(run_dir)):
         if read_status(run_dir).state != QUEUED:
             return False
-        update_status(run_dir, state="stopped", cancelled=True, ended_at=time.time(), resume_checkpoint=None)
+        update_status(run_dir, state=STOPPED, cancelled=True, ended_at=time.time(), resume_checkpoint=None)
     return True
 
 
@@ -110,8 +121,9 @@ def over_time(current: RunStatus, now: float | None = None) -> float | None:
 
 
 def limit_reached(current: RunStatus) -> bool:
-    """Whether a finished run ended because of its time limit (read from its status; nothing extra is written)."""
-    if current.state not in ("stopped", "failed") or current.cancelled:
+    """Whether a finished run ended because of its time limit: stopped by it, or aborted after the grace period
+    (read from its status; nothing extra is written). A crash is a crash even past the limit."""
+    if current.state not in (STOPPED, ABORTED) or current.cancelled:
         return False
     return over_time(current, current.ended_at or time.time()) is not None
 
@@ -125,10 +137,9 @@ def enforce_time_limits(workspace: Path, now: float | None = None) -> list[Path]
         over = over_time(current, now)
         if over is None:
             continue
-        if over > STOP_GRACE_SECONDS and runs.abort(run_dir):
-            minutes = current.time_limit_s / 60
-            update_status(run_dir, error=LIMIT_ERROR.format(minutes=minutes))  # the processes are gone: no race
-        elif current.state in TRAINING_STATES:
+        reason = LIMIT_ERROR.format(minutes=current.time_limit_s / 60)
+        killed = over > STOP_GRACE_SECONDS and runs.abort(run_dir, reason=reason)
+        if not killed and current.state in TRAINING_STATES:
             runs.stop(run_dir)
         acted.append(run_dir)
     return acted

@@ -15,6 +15,7 @@ from engine.store.processes import is_alive
 from engine.store.rundir import (
     ACTIVE_STATES,
     CONFIG_FILE,
+    FAILED,
     RunStatus,
     checkpoint_steps,
     iter_metrics,
@@ -40,10 +41,13 @@ def status(run_dir: Path) -> RunStatus:
         if not alive and not _just_started(current):
             code = current.exit_code
             why = f"exit code {code}" if code is not None else "exit code unknown"
+            # It ended when it was last heard from, not when a reader noticed (perhaps days later): the run's
+            # elapsed time must not grow while nothing ran.
+            ended = max(current.updated_at or time.time(), current.started_at or 0.0)
             current = _record(
-                run_dir, current, state="failed", ended_at=time.time(), error=f"the training process is gone ({why})"
+                run_dir, current, state=FAILED, ended_at=ended, error=f"the training process is gone ({why})"
             )
-    if current.state == "failed":
+    if current.state == FAILED:
         current.log_tail = log_tail(run_dir)
     current.checkpoints = checkpoint_steps(run_dir)
     current.run_dir = str(run_dir)

@@ -32,12 +32,20 @@ WEIGHT_FILES = ("*.safetensors", "*.bin")
 RESERVE_FILE = ".space-reserve"
 TRAINER_STATE_FILE = "trainer_state.json"
 
-# The states of a run (status.json's "state"): the one definition of which are active, open and final.
+# The states of a run (status.json's "state"): the one definition of which are active, open, final and
+# resumable.
 QUEUED = "queued"
+STOPPED = "stopped"  # stopped on request after a step, with a checkpoint (or cancelled while queued)
+COMPLETED = "completed"
+FAILED = "failed"  # the training process crashed or could not start
+ABORTED = "aborted"  # killed on request (Abort, or a time limit past its grace): no checkpoint saved at the end
 ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is at work (or should be)
 TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
 OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
-FINAL_STATES = ("stopped", "completed", "failed")
+FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED)
+# Ended without completing: such a run continues from its newest whole checkpoint when it has one. An aborted
+# run keeps every checkpoint saved before the kill, so it resumes like a stopped one (losing the steps since).
+RESUMABLE_STATES = (STOPPED, FAILED, ABORTED)
 RUN_STATES = (*OPEN_STATES, *FINAL_STATES)
 
 # Errors that mean the disk (or this process's share of it) is full.
@@ -110,15 +118,16 @@ class RunStatus:
     name: str | None = None
     created_at: float | None = None
     updated_at: float | None = None
-    started_at: float | None = None  # the worker began (each start and resume)
-    ended_at: float | None = None
+    started_at: float | None = None  # the worker began (each start and resume): the current segment's start
+    ended_at: float | None = None  # the current (last) segment ended
+    earlier_seconds: float | None = None  # how long the run's earlier segments ran (before its latest resume)
     pid: int | None = None  # the worker (rank 0)
     supervisor_pid: int | None = None
     step: int | None = None
     max_steps: int | None = None
     epoch: float | None = None
     exit_code: int | None = None
-    error: str | None = None  # why the run failed (or ended at its time limit)
+    error: str | None = None  # why the run failed or was aborted (by the user, or at its time limit)
     bad_loss_step: int | None = None  # the step whose loss went NaN / infinite: such a run is not resumed
     trainable_params: int | None = None
     total_params: int | None = None
@@ -153,13 +162,47 @@ class RunStatus:
 
     @property
     def is_final(self) -> bool:
-        """The run has ended (stopped, completed, failed)."""
+        """The run has ended (stopped, completed, failed, aborted)."""
         return self.state in FINAL_STATES
+
+    @property
+    def is_resumable(self) -> bool:
+        """The run ended without completing (stopped, failed, aborted); a checkpoint is needed too."""
+        return self.state in RESUMABLE_STATES
+
+    def segment_seconds(self, now: float | None = None) -> float | None:
+        """How long the current segment (one process, from the run's start or latest resume) has run, or the
+        last one ran; None before a worker began."""
+        if not self.started_at:
+            return None
+        ended = None if self.is_active else self.ended_at
+        return max(0.0, (ended or now or time.time()) - self.started_at)
+
+    def total_seconds(self, now: float | None = None) -> float | None:
+        """How long the run has trained over all its segments: the earlier ones and the current one."""
+        segment = self.segment_seconds(now)
+        if segment is None:
+            return self.earlier_seconds
+        return (self.earlier_seconds or 0.0) + segment
+
+
+def next_segment(current: RunStatus) -> dict[str, Any]:
+    """The status changes that close a run's last segment before it goes again (start, resume, back in the
+    queue): its length joins ``earlier_seconds`` and its times are cleared, so closing it twice counts it once."""
+    earlier = current.earlier_seconds or 0.0
+    if current.started_at and current.ended_at and not current.is_active:
+        earlier += max(0.0, current.ended_at - current.started_at)
+    return {"earlier_seconds": earlier or None, "started_at": None, "ended_at": None}
 
 
 _STATUS_FIELDS = {item.name for item in fields(RunStatus)}
 _VIEW_FIELDS = ("log_tail", "checkpoints", "run_dir")
 STORED_FIELDS = _STATUS_FIELDS - set(_VIEW_FIELDS)
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` holds a run: its config and its status (a folder with only a config.yaml is not one)."""
+    return (Path(path) / CONFIG_FILE).is_file() and (Path(path) / STATUS_FILE).is_file()
 
 
 def _read_status_file(run_dir: Path) -> dict[str, Any]:

@@ -61,20 +61,51 @@ def linear_module_names(model: Any) -> list[str]:
     return sorted(names)
 
 
+# What peft's LoRA can wrap (peft raises "Target module ... is not supported" for anything else); matched by
+# class name so that bitsandbytes' quantized linears and transformers' Conv1D count without importing them.
+LORA_LAYER_TYPES = (
+    "Linear",
+    "Embedding",
+    "Conv1d",
+    "Conv2d",
+    "Conv3d",
+    "MultiheadAttention",
+    "Conv1D",
+    "Linear4bit",
+    "Linear8bitLt",
+)
+
+
+def lora_layer_names(model: Any) -> list[str]:
+    """Full names of the model's modules that LoRA can adapt."""
+    return [name for name, module in model.named_modules() if type(module).__name__ in LORA_LAYER_TYPES]
+
+
 def check_target_modules(config: RunConfig, model: Any) -> None:
-    """Refuse LoRA target module names the model does not have, listing the ones it does."""
+    """Refuse LoRA target modules that name no layer LoRA can adapt in ``model``, listing the linear ones it has.
+
+    A name matches as peft matches it (``check_target_module_exists``: the full module name, or its ending
+    after a dot, so ``q_proj`` and ``self_attn.q_proj`` both work), so what passes here is what peft wraps.
+    """
     targets = config.adapter.target_modules
-    if isinstance(targets, str):
+    if not config.adapter.is_lora or isinstance(targets, str):  # auto, all-linear: peft picks the modules
         return
-    module_names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    missing = [name for name in targets if name not in module_names]
+    from peft import LoraConfig
+    from peft.tuners.tuners_utils import check_target_module_exists
+
+    layers = lora_layer_names(model)
+    missing = [
+        target
+        for target in targets
+        if not any(check_target_module_exists(LoraConfig(target_modules=[target]), name) for name in layers)
+    ]
     if missing:
-        available = ", ".join(linear_module_names(model))
         raise ConfigError(
             [
                 Problem(
                     "adapter.target_modules",
-                    f"the model has no module {', '.join(missing)}; it has: {available}",
+                    f"the model has no module {', '.join(missing)} that LoRA can adapt; its linear layers are: "
+                    f"{', '.join(linear_module_names(model))} (or auto, all-linear)",
                 )
             ]
         )

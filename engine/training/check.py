@@ -52,12 +52,10 @@ def planned_steps(config: RunConfig, train_rows: int) -> int:
     return math.ceil(config.train.num_epochs * math.ceil(train_rows / per_step))
 
 
-def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCount:
-    """Trainable and total parameters, from a weightless (meta device) copy of the model."""
+def meta_model(config: RunConfig) -> Any:
+    """A weightless (meta device) copy of the config's model: its module names and shapes, no weights read."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from engine.training.modeling import make_trainable
 
     model_config = AutoConfig.from_pretrained(
         resolve_model_source(config.model.name_or_path),
@@ -65,7 +63,14 @@ def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCoun
         trust_remote_code=config.model.trust_remote_code,
     )
     with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
+        return AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
+
+
+def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCount:
+    """Trainable and total parameters, from a weightless (meta device) copy of the model."""
+    from engine.training.modeling import make_trainable
+
+    model = meta_model(config)
     # Quantization changes how weights are stored, not what is trainable: count the unquantized layout.
     unquantized = config.model_copy(update={"quantization": config.quantization.model_copy(update={"mode": "none"})})
     cpu_view = Hardware(gpu_count=0, bf16_supported=False) if not hardware.has_gpu else hardware

@@ -75,13 +75,25 @@ def _json(payload: Any, status_code: int = 200) -> Response:
     )
 
 
+class BadQuery(ValueError):
+    """A query the page never sends (answered 400, without a traceback in the log)."""
+
+
 def _have(text: str) -> dict[str, str]:
-    """The page's chart keys; anything malformed means it holds nothing."""
+    """The page's chart keys (chart -> key, both text); anything malformed means it holds nothing.
+
+    JSON nested deeper than the parser's recursion limit raises RecursionError, which is no ValueError: it is
+    refused as a bad query rather than left to become a server error.
+    """
     try:
         value = json.loads(text)
+    except RecursionError:
+        raise BadQuery("have: the value is nested too deeply") from None
     except ValueError:
         return {}
-    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}  # a nested value is no key the page holds
 
 
 @dataclass(frozen=True)
@@ -161,7 +173,10 @@ def live_routes(workspace: Path) -> list[APIRoute]:
         if not await logged_in(request):
             return _json({"error": "log in first"}, 401)
         wanted = tuple(name for name in charts.split(",") if name in CHARTS)
-        query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait, log)
+        try:
+            query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait, log)
+        except BadQuery as exc:
+            return _json({"error": str(exc)}, 400)
         run_dir = None
         if run != NO_RUN:
             run_dir = run_of_token(runs_root, run)

@@ -7,14 +7,13 @@ is, when it will end) are tested as plain functions.
 from __future__ import annotations
 
 import html
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
-from engine.store.rundir import ACTIVE_STATES, QUEUED, TRAINING_STATES, RunStatus
+from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, QUEUED, TRAINING_STATES, RunStatus
 from studio.demo.policy import place_text
-from studio.markup import badge_html, format_duration, progress_bar_html
+from studio.markup import badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import MetricsFeed, eta_seconds
 
 
@@ -29,25 +28,16 @@ class Controls:
 
 
 def controls_for(status: RunStatus) -> Controls:
-    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when stopped
-    or failed with a checkpoint."""
+    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when it ended
+    without completing (stopped, failed, aborted) and has a checkpoint."""
     state = status.state
     has_checkpoint = bool(status.checkpoints)
     return Controls(
         stop=state in (QUEUED, *TRAINING_STATES),
-        resume=state in ("stopped", "failed") and has_checkpoint,
+        resume=status.is_resumable and has_checkpoint,
         abort=state in ACTIVE_STATES,
         stop_label="Cancel" if state == QUEUED else "Stop",
     )
-
-
-def elapsed_seconds(status: RunStatus, now: float | None = None) -> float | None:
-    """How long the current (or last) training process has run."""
-    started = status.started_at
-    if not started:
-        return None
-    ended = status.ended_at if status.state not in ACTIVE_STATES else None
-    return max(0.0, (ended or now or time.time()) - started)
 
 
 def header_html(status: RunStatus, run_id: str, live: str = "") -> str:
@@ -70,11 +60,14 @@ def queue_html(ahead: int) -> str:
 
 
 def run_note(status: RunStatus) -> str:
-    """Why a run ended when the state alone does not say: cancelled in the queue, or its time limit."""
+    """Why a run ended when the state alone does not say: cancelled in the queue, its time limit, or who
+    aborted it."""
     if status.cancelled:
         return "cancelled before it started"
     if limit_reached(status):
-        return f"ended at its time limit ({status['time_limit_s'] / 60:g} min)"
+        return f"ended at its time limit ({status.time_limit_s / 60:g} min)"
+    if status.state == ABORTED:
+        return status.error or "aborted"
     return ""
 
 
@@ -84,7 +77,7 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     step, max_steps = int(status.step or 0), int(status.max_steps or 0)
     state = status.state or "unknown"
     fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
-    if state == "completed":
+    if state == COMPLETED:
         fraction = 1.0
     eta = None
     if state in TRAINING_STATES and feed is not None:
@@ -93,7 +86,7 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
-        f"elapsed {format_duration(elapsed_seconds(status, now))}",
+        f"elapsed {run_time_text(status, now)}",
         f"ETA {format_duration(eta)}" if state in TRAINING_STATES else "",
         f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
     ]
@@ -121,8 +114,9 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
 
 
 def error_html(status: RunStatus) -> str:
-    """For a failed run: what went wrong and the end of its log; empty otherwise."""
-    if status.state != "failed":
+    """For a failed run: what went wrong and the end of its log; empty otherwise (an aborted run did not fail:
+    its progress line says who ended it)."""
+    if status.state != FAILED:
         return ""
     error = html.escape(str(status.error or "the run failed without a message"))
     code = status.exit_code

@@ -18,9 +18,9 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
-from engine.store.rundir import ACTIVE_STATES, CONFIG_FILE, OPEN_STATES, RunStatus
+from engine.store.rundir import CONFIG_FILE, OPEN_STATES, RunStatus
 from studio.charts import Point
-from studio.markup import format_duration
+from studio.markup import run_time_text
 from studio.path_guard import resolve_run
 
 COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
@@ -40,14 +40,12 @@ class RunRow:
     created_at: float | None
     started_at: float | None
     ended_at: float | None
+    earlier_seconds: float | None = None  # how long the run trained before its latest resume
     evaluation: str = ""  # the newest evaluation: exact match and eval loss, base → tuned
     owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
-        active = self.state in ACTIVE_STATES
-        end = (now or time.time()) if active else self.ended_at
-        duration = end - self.started_at if self.started_at and end else None
         started = self.started_at or self.created_at
         return [
             self.name,
@@ -56,10 +54,16 @@ class RunRow:
             _round(self.last_loss),
             _round(self.best_loss),
             time.strftime("%b %d %H:%M", time.localtime(started)) if started else "—",
-            format_duration(duration),
+            run_time_text(self.timing(), now),
             self.evaluation,
             self.run_id,
         ]
+
+    def timing(self) -> RunStatus:
+        """The status fields the run's elapsed time is worked out from (one rule with the Monitor's)."""
+        return RunStatus(
+            state=self.state, started_at=self.started_at, ended_at=self.ended_at, earlier_seconds=self.earlier_seconds
+        )
 
 
 def _round(value: float | None) -> float | None:
@@ -113,6 +117,7 @@ class RunIndex:
             created_at=status.created_at,
             started_at=status.started_at,
             ended_at=status.ended_at,
+            earlier_seconds=status.earlier_seconds,
             evaluation=tail.evaluation,
             owner=status.owner,
         )

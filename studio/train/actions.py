@@ -21,6 +21,7 @@ import yaml
 
 from engine import runs
 from engine.config import ConfigError, Problem, RunConfig, parse_config, save_config
+from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
 from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
@@ -31,6 +32,7 @@ from studio.form.schema import config_to_values, default_values, values_to_confi
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
 from studio.train.dataset import cached_tokenizer
+from studio.train.estimate import target_module_problems
 
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
@@ -144,7 +146,11 @@ def save_config_as(
         config = values_to_config(values)
     except ConfigError as exc:
         return None, None, f"❌ Not saved: the form has problems.\n\n{text_block(str(exc))}"
-    stem = config_name(name or config.name or "")
+    typed = name or config.name or ""
+    problem = name_problem(typed) if typed.strip() else None  # the rule every name that becomes a file obeys
+    if problem:
+        return None, None, f"❌ Not saved: the name is not usable: {problem}."
+    stem = config_name(typed)
     if not stem:
         return None, None, "❌ Give the config a name first."
     target = configs_dir(workspace) / f"{stem}.yaml"
@@ -244,6 +250,9 @@ def start_run(
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+    module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start
+    if module_errors:
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=module_errors)
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
         inspect_dataset(config.data, cached_tokenizer(config), config.train.max_length, config.train.seed)

@@ -124,6 +124,32 @@ class RunEstimate:
     errors: dict[str, str]
 
 
+def target_module_problems(config: Any) -> dict[str, str]:
+    """Field errors for LoRA target modules that name no layer of the model, checked on a weightless copy of
+    it (``engine.training.check.meta_model``), naming the layers it has; {} when there is nothing to check.
+
+    Only a list of module names is checked (auto and all-linear are peft's choice), so a Start with the usual
+    settings does not pay for importing torch and transformers.
+    """
+    adapter = config.adapter
+    if not adapter.is_lora or isinstance(adapter.target_modules, str):
+        return {}
+    from engine.config import ConfigError
+    from engine.training.builders import check_target_modules
+    from engine.training.check import meta_model
+
+    try:
+        model = meta_model(config)
+    except Exception as exc:  # no such model, no network for a hub id, an unknown architecture, ...
+        first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        return {"model.name_or_path": f"cannot read the model to check its modules: {first}"}
+    try:
+        check_target_modules(config, model)
+    except ConfigError as exc:
+        return exc.by_field()
+    return {}
+
+
 def estimate_run(config: Any) -> RunEstimate:
     """Trainable / total parameters (``engine.training.check.check_run``, a weightless model) and the memory estimate.
 

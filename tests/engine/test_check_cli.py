@@ -78,3 +78,27 @@ def test_missing_model_is_a_clear_error(tmp_path: Path):
     assert result.returncode == 2
     assert "model.name_or_path" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_train_refuses_an_unreachable_model_like_check_before_anything_starts(tmp_path: Path):
+    """``train`` runs check's pre-flight: one clear line and exit 2, no traceback, no run directory."""
+    import yaml
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"model": {"name_or_path": "someone/does-not-exist"}}))
+    workspace = tmp_path / "workspace"
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1")
+    train = subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(config), "--workspace", str(workspace)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+        env=env,
+    )
+    check = run_check(tmp_path, {"model": {"name_or_path": "someone/does-not-exist"}})
+    assert (train.returncode, check.returncode) == (2, 2)
+    assert "Traceback" not in train.stderr and "model.name_or_path" in train.stderr
+    errors = [line for line in train.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "someone/does-not-exist" in errors[0]
+    assert not (workspace / "runs").exists() or not any((workspace / "runs").iterdir())

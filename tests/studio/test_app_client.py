@@ -110,6 +110,21 @@ def test_live_charts_route_answers_for_the_runs_of_its_workspace(studio):
         assert b"window.Plotly" in response.read()
 
 
+def test_live_charts_route_refuses_a_deeply_nested_have_quietly(studio, capfd, caplog):
+    url, run_dir = studio
+    query = {
+        "run": live_token(run_dir),
+        "have": "[" * 2000 + "]" * 2000,
+    }  # past the parser's depth, within the URL size
+    status, body = get_json(url + "studio/live/charts?" + urllib.parse.urlencode(query))
+    assert (status, body) == (400, {"error": "have: the value is nested too deeply"})
+    nested = {"run": live_token(run_dir), "have": json.dumps({"loss": [[["x"]]], "lr": {"a": 1}})}
+    status, answer = get_json(url + "studio/live/charts?" + urllib.parse.urlencode(nested))
+    assert status == 200 and answer["figures"]["loss"]["data"][0]["y"] == [3.0, 1.5]  # holds nothing: all sent
+    logged = capfd.readouterr().err + caplog.text
+    assert "Traceback" not in logged and "RecursionError" not in logged
+
+
 def test_live_charts_route_holds_the_answer_until_the_trainer_writes(studio):
     url, hand_run = studio
     run_dir = hand_run.parent / "20260101-000001-wait-live"

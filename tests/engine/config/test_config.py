@@ -42,6 +42,10 @@ def test_defaults_are_valid_and_cpu_friendly():
         ({"adapter": {"target_modules": " , "}}, "adapter.target_modules", "at least one module"),
         ({"data": {"eval_size": 2.5}}, "data.eval_size", "whole number"),
         ({"train": {"warmup": 3.5}}, "train.warmup", "whole number"),
+        ({"name": "n" * 300}, "name", "too long: 300 characters, at most 120"),
+        ({"name": "a\x00b"}, "name", "no control characters allowed"),
+        ({"name": "runs/../x"}, "name", "no / or \\ allowed"),
+        ({"name": "é" * 110}, "name", "too long for a file name"),
     ],
 )
 def test_bad_values_name_their_field(data, field, fragment):
@@ -122,3 +126,16 @@ def test_every_shipped_preset_loads():
     assert presets, "no presets shipped"
     for preset in presets:
         load_config(preset)
+
+
+def test_one_name_rule_for_runs_saved_configs_and_exports(tmp_path: Path):
+    from engine.config.names import name_problem
+    from engine.export.exports import ExportError, resolve_target
+
+    assert parse_config({"name": "  my run 2  "}).name == "my run 2" and name_problem("my run 2") is None
+    for bad in ("x" * 300, "a\x00b"):
+        # The export's file system calls would stop at these with "File name too long" / "embedded null byte".
+        with pytest.raises(ExportError, match="the export name is not usable") as refused:
+            resolve_target(tmp_path, bad)
+        assert str(refused.value).endswith(name_problem(bad))
+    assert resolve_target(tmp_path, "fine") == (tmp_path / "fine").resolve()

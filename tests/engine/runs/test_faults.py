@@ -101,7 +101,7 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int
     time.sleep(1)
     assert runs.status(run_dir).state == "running"  # ...and truly still runs
     assert runs.abort(run_dir)  # abort ends it all the same
-    aborted = assert_true_state(run_dir, "failed", processes)
+    aborted = assert_true_state(run_dir, "aborted", processes)  # killed on request: not a crash
     assert aborted.error == "aborted by the user"
     frozen_mid_save = [step for step in checkpoint_dirs(run_dir) if step not in checkpoint_steps(run_dir)]
     kept = assert_checkpoints_intact(run_dir, cut_short=tuple(frozen_mid_save))  # the freeze may hit a save
@@ -136,7 +136,7 @@ def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
         os.kill(pid, signal.SIGSTOP)  # both ranks hang (a stuck collective)
     assert runs.abort(run_dir)
     assert runs.status(run_dir).error == "aborted by the user"
-    assert_true_state(run_dir, "failed", processes)
+    assert_true_state(run_dir, "aborted", processes)
     # The SIGSTOP may land while the ranks save the next checkpoint (it did once, at step 4): that one may be cut
     # short, and must then not be offered for resume.
     frozen_mid_save = [step for step in checkpoint_dirs(run_dir) if step not in checkpoint_steps(run_dir)]
@@ -159,8 +159,11 @@ def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
         update_status(run_dir, state="running", supervisor_pid=gone.pid, pid=None)
         assert runs.abort(run_dir)
         assert rank.wait(timeout=10) == -signal.SIGKILL
-        assert runs.status(run_dir).error == "aborted by the user"
+        aborted = runs.status(run_dir)
+        assert (aborted.state, aborted.error) == ("aborted", "aborted by the user")
+        assert aborted.is_final and aborted.is_resumable and not aborted.is_active
         assert not runs.abort(run_dir)  # nothing left to abort
+        assert runs.status(run_dir).state == "aborted"  # a later reader does not turn it into a crash
     finally:
         rank.kill()
 

@@ -34,7 +34,7 @@ def test_the_newest_checkpoint_unless_one_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("changes", "refusal"),
     [
-        ({"state": "completed"}, "has completed"),
+        ({"state": "completed"}, "has completed; there is nothing to resume. Start a new run"),
         ({"state": "failed", "bad_loss_step": 5}, "loss went bad at step 5"),
     ],
 )
@@ -52,3 +52,19 @@ def test_completed_and_bad_loss_runs_are_refused_by_the_cli_too(tmp_path: Path, 
 def test_a_folder_without_a_run_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="not a run directory"):
         resume_point(tmp_path)
+
+
+def test_a_folder_with_only_a_config_is_not_a_run_for_the_cli(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("name: mine\n")  # a config kept in a folder, never run
+    cli = subprocess.run(
+        [sys.executable, "-m", "engine", "resume", str(tmp_path)], capture_output=True, text=True, cwd=PROJECT_ROOT
+    )
+    assert cli.returncode == 2 and "is not a run directory" in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_a_run_that_never_started_is_not_resumed(tmp_path: Path) -> None:
+    run_dir = _run_with_checkpoints(tmp_path, 2)  # queued, as create_run leaves it
+    with pytest.raises(RunError, match="the run is queued; only a stopped, failed or aborted run can be resumed"):
+        resume_point(run_dir)
+    update_status(run_dir, state="aborted")
+    assert resume_point(run_dir) == 2

@@ -133,5 +133,7 @@ def test_a_run_still_going_long_after_its_limit_is_killed_with_the_reason(tmp_pa
     update_status(run_dir, state="stopping", pid=pid, supervisor_pid=pid, launched_at=now - 200, time_limit_s=60)
     assert run_queue.enforce_time_limits(tmp_path, now) == [run_dir]
     status = runs.status(run_dir)
-    assert status.state == "failed" and status.error == "the run reached its time limit (1 min) and was ended"
+    # Ended by the studio, not crashed: aborted, with the limit as the reason, and said so in the Monitor.
+    assert status.state == "aborted" and status.error == "the run reached its time limit (1 min) and was ended"
+    assert run_queue.limit_reached(status) is True
     assert not is_alive(pid)

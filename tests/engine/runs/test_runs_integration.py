@@ -136,6 +136,10 @@ def test_sigterm_stops_with_checkpoint_and_resume_matches(reference_run: Path, t
     assert train_losses(run_dir) == train_losses(reference_run)  # exactly, step by step
     markers = [event for event in iter_metrics(run_dir) if event["event"] == "resume"]
     assert [marker["step"] for marker in markers] == [stopped.step]
+    # The first segment's time is kept: the total runs on from it, the current segment starts at the resume.
+    assert finished.earlier_seconds == pytest.approx(stopped.ended_at - stopped.started_at)
+    assert finished.started_at >= stopped.ended_at
+    assert finished.total_seconds() == pytest.approx(finished.earlier_seconds + finished.segment_seconds())
 
 
 def test_status_of_a_vanished_process_reads_failed(tmp_path: Path):

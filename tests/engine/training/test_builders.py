@@ -247,6 +247,10 @@ def test_target_modules_checked_against_the_model(tiny_model):
         check_target_modules(parse_config({"adapter": {"target_modules": "q_proj,query"}}), tiny_model)
     message = caught.value.by_field()["adapter.target_modules"]
     assert "no module query" in message and "gate_proj" in message
+    # peft's rule: a dotted ending of the module name matches; a module that is not a layer (mlp) does not.
+    check_target_modules(parse_config({"adapter": {"target_modules": "self_attn.q_proj,mlp.up_proj"}}), tiny_model)
+    with pytest.raises(ConfigError, match="no module mlp that LoRA can adapt"):
+        check_target_modules(parse_config({"adapter": {"target_modules": "q_proj,mlp"}}), tiny_model)
 
 
 def test_trainable_parameters_by_method(tiny_model):

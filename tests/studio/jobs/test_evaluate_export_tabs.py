@@ -157,6 +157,9 @@ def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
     outside = export_tab.start_clicked(*args, "../x", "", "", True)
     assert outside[0] is None and "outside the workspace's exports directory" in unescape(outside[2])
     assert "is not a hub repo id" in export_tab.start_clicked(*args, "ok", "not a repo!", "", True)[2]
+    for bad in ("x" * 300, "nul\x00byte"):  # once a crash: "File name too long", "embedded null byte"
+        refused = export_tab.start_clicked(*args, bad, "", "", True)
+        assert refused[0] is None and "the export name is not usable" in unescape(refused[2])
     assert (
         "Pick a run first." in export_tab.start_clicked(workspace, None, "", "adapter", "float32", "", "", "", True)[2]
     )

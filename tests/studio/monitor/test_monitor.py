@@ -110,6 +110,8 @@ def test_eta():
         ("failed", [10], Controls(stop=False, resume=True, abort=False)),
         ("failed", [], Controls(stop=False, resume=False, abort=False)),
         ("completed", [10], Controls(stop=False, resume=False, abort=False)),
+        ("aborted", [10], Controls(stop=False, resume=True, abort=False)),  # resumes from the last checkpoint
+        ("aborted", [], Controls(stop=False, resume=False, abort=False)),
         ("queued", [], Controls(stop=True, resume=False, abort=False, stop_label="Cancel")),  # leaves the line
     ],
 )
@@ -154,6 +156,39 @@ def test_session_on_stopped_and_failed_runs(tmp_path):
     assert "CUDA out of memory" in update.error and "exit code 1" in update.error
     assert "RuntimeError" in update.error  # the end of the log says why
     assert "no checkpoint" in update.error
+
+
+def test_an_aborted_run_is_not_shown_as_failed(tmp_path):
+    run_dir = write_run(
+        tmp_path, state="aborted", error="aborted by the user", step=7, max_steps=30, checkpoints=[5], exit_code=None
+    )
+    (run_dir / "train.log").write_text("train step 7\n")
+    update = MonitorSession().update(str(run_dir))
+    assert update.error == ""  # no red "Run failed" box
+    assert "ts-state-aborted" in update.header and ">aborted<" in update.header
+    assert update.controls == Controls(stop=False, resume=True, abort=False)
+    progress = live_panels_of(run_dir)["progress"]
+    assert "<b>aborted by the user</b>" in progress and "ts-state-aborted" in progress
+
+
+def test_a_run_ended_at_its_time_limit_says_so(tmp_path):
+    now = time.time()
+    limit = {"launched_at": now - 200, "time_limit_s": 120, "ended_at": now - 10}
+    aborted = write_run(tmp_path, "killed", state="aborted", error="the run reached its time limit", **limit)
+    stopped = write_run(tmp_path, "stopped", state="stopped", **limit)
+    for run_dir in (aborted, stopped):
+        assert "<b>ended at its time limit (2 min)</b>" in live_panels_of(run_dir, now)["progress"]
+
+
+def test_elapsed_time_counts_every_segment_of_a_resumed_run(tmp_path, live_process):
+    now = time.time()
+    resumed = write_run(
+        tmp_path, "resumed", state="running", started_at=now - 130, earlier_seconds=593, supervisor_pid=live_process
+    )
+    assert "elapsed 12:03 total · 2:10 this segment" in live_panels_of(resumed, now)["progress"]
+    single = write_run(tmp_path, "single", state="stopped", started_at=now - 200, ended_at=now - 70)
+    progress = live_panels_of(single, now)["progress"]
+    assert "elapsed 2:10" in progress and "total" not in progress
 
 
 def test_a_dead_running_run_reads_failed(tmp_path):

@@ -58,6 +58,13 @@ def test_index_lists_newest_first_and_tails_losses_incrementally(tmp_path, monke
     assert all(offset > 0 for _, offset in offsets)  # the second refresh read only what was appended
 
 
+def test_duration_is_the_total_over_resumes_and_the_current_segment(tmp_path):
+    write_run(tmp_path, "once", 100.0, state="completed", started_at=1000.0, ended_at=1130.0)
+    write_run(tmp_path, "twice", 200.0, state="completed", started_at=2000.0, ended_at=2130.0, earlier_seconds=593.0)
+    duration = {row.run_id: row.cells()[6] for row in RunIndex(tmp_path).rows()}
+    assert duration == {"once": "2:10", "twice": "12:03 total · 2:10 this segment"}
+
+
 def test_pick_initial_run_prefers_the_newest_active_run(tmp_path, live_pid):
     assert pick_initial_run(tmp_path) is None
     write_run(tmp_path, "a-active", 100.0, state="running", supervisor_pid=live_pid)

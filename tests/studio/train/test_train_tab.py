@@ -100,6 +100,9 @@ def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None
     )
     assert slots["adapter.r"]["visible"] is True
     assert slots["train.max_steps"]["visible"] is False
+    long_name = call(demo, "on_change", [None, *(values(name="n" * 300)[path] for path in form.paths)])
+    name_slot = dict(zip(form.paths, long_name[3:], strict=True))["name"]
+    assert name_slot["visible"] is True and "too long: 300 characters, at most 120" in name_slot["value"]
     assert out[0].startswith("# The form has problems") and "train.learning_rate" in out[0]
     ok = call(demo, "on_change", [None, *(default_values()[path] for path in form.paths)])
     assert ok[0].startswith("name: null") and ok[1].startswith("python -m engine train config.yaml --run-dir")
@@ -114,6 +117,18 @@ def test_start_through_gradio_sets_the_current_run_and_shows_the_monitor(tab: An
     assert len(calls) == 1 and state[ctx.current_run._id] == str(calls[0])
     assert out[-1] == {"selected": "monitor", "__type__": "update"}
     update_status(calls[0], state="completed")  # free the workspace for the other tests using it
+
+
+def test_unknown_target_module_is_refused_at_start_next_to_the_field(tab: Any, monkeypatch: Any) -> None:
+    demo, form, ctx = tab
+    calls: list[Path] = []
+    monkeypatch.setattr(runs, "start", fake_launcher(calls))
+    before = run_dirs(ctx.workspace)  # the module's workspace is shared with the other tests of the tab
+    widget = values(name="typo", adapter__target_modules="q_proj, foo")
+    out = call(demo, "on_start", [None, *(widget[path] for path in form.paths)], SessionState(demo))
+    assert calls == [] and run_dirs(ctx.workspace) == before
+    slot = next(item for item in out if isinstance(item, dict) and "no module foo" in str(item.get("value")))
+    assert slot["visible"] is True and "q_proj" in slot["value"] and "gate_proj" in slot["value"]
 
 
 # --- preview, start -------------------------------------------------------------------------------------------
@@ -141,6 +156,18 @@ def test_bad_dataset_starts_nothing_and_names_the_row(tmp_path: Path) -> None:
     result = actions.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
     assert result.run_dir is None and "row 2" in result.data_error
     assert calls == [] and run_dirs(tmp_path) == []
+
+
+def test_target_modules_are_matched_as_peft_matches_them_at_start(tmp_path: Path) -> None:
+    calls: list[Path] = []
+    bad = actions.start_run(values(adapter__target_modules="foo,mlp"), tmp_path, fake_launcher(calls))
+    message = bad.errors["adapter.target_modules"]
+    # mlp is a module but not a layer LoRA can adapt; the choices are the linear layers' names.
+    assert "no module foo, mlp that LoRA can adapt" in message
+    assert "down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj" in message
+    assert bad.run_dir is None and calls == [] and run_dirs(tmp_path) == []
+    good = actions.start_run(values(adapter__target_modules="q_proj, self_attn.v_proj"), tmp_path, fake_launcher(calls))
+    assert good.errors == {} and good.run_dir is not None and calls == [good.run_dir]
 
 
 def test_double_click_starts_one_run(tmp_path: Path) -> None:
@@ -234,6 +261,10 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert ("saved: my-config", str(saved)) in actions.config_files(tmp_path)
     assert any(label == "preset: demo" for label, _ in actions.config_files(tmp_path))
     assert actions.save_config_as(values(train__seed=-1), "x", tmp_path)[0] is None
+    for bad in ("n" * 300, "nul\x00byte"):  # once a crash in the file system ("File name too long")
+        saved, download, message = actions.save_config_as(form, bad, tmp_path)
+        assert (saved, download) == (None, None) and message.startswith("❌ Not saved: the name is not usable: ")
+    assert sorted(path.name for path in (tmp_path / "configs").iterdir()) == ["my-config.yaml"]
 
 
 def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
