@@ -179,11 +179,12 @@ def _check(args: argparse.Namespace) -> int:
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
     from engine.data import DataError
+    from engine.data.template_guard import TRAIN_BUDGET_S
     from engine.training.check import check_run
 
     config = load_config(args.config)
     try:
-        report = check_run(config)
+        report = check_run(config, TRAIN_BUDGET_S)  # the training run's budget: check refuses what train would
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
     print("\n".join(report.lines()))
