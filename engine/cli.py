@@ -157,9 +157,10 @@ def _preflight(config: RunConfig) -> CheckReport:
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
+    from engine.data.template_guard import TRAIN_BUDGET_S
     from engine.training.check import check_run
 
-    return check_run(config)
+    return check_run(config, TRAIN_BUDGET_S)  # the training run's budget: check refuses what train would
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -11,6 +11,11 @@ class DataError(ValueError):
     """
 
 
+def render_error(source: str, number: int, message: str) -> DataError:
+    """The error for a row the chat template cannot render (its raise_exception, a syntax error, …)."""
+    return DataError(f"{source} row {number}: cannot render it with the chat template: {message}")
+
+
 def kind_of(value: object) -> str:
     """How a JSON value reads in a message: 'a string', 'a list', 'null', ..."""
     if value is None:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config.sections import DataSection
-from engine.data.errors import DataError
+from engine.data.errors import DataError, render_error
 from engine.data.formats import detect_format, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
+from engine.data.template_guard import CHECK_BUDGET_S, Conversation, probe_template, special_tokens_of
 from engine.data.tokenize import TokenizedRow, closes_assistant_turns, resolve_chat_template, tokenize_row
 from engine.data.validation import validate_rows
 
@@ -123,9 +124,7 @@ def tokenize_rows(
             tokenized = tokenize_row(tokenizer, loaded.rows[index], template, max_length, data.completion_only_loss)
         except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise DataError(
-                f"{loaded.source} row {index + 1}: cannot render it with the chat template: {message}"
-            ) from None
+            raise render_error(loaded.source, index + 1, message) from None
         too_long += tokenized.truncated
         if tokenized.num_loss_tokens == 0:
             dropped += 1
@@ -164,14 +163,40 @@ def require_trainable(tokenized: TokenizedSet, data: DataSection, source: str, m
     raise DataError(f"{source}: no training row has a token to learn from within max_length {max_length}; {hint}")
 
 
-def inspect_dataset(data: DataSection, tokenizer: Any = None, max_length: int = 1024, seed: int = 42) -> DataReport:
+def guard_chat_template(
+    data: DataSection, tokenizer: Any, parts: list[tuple[LoadedRows, list[int]]], budget_s: float
+) -> None:
+    """Before rendering ``parts`` (rows by index) in this process, render them with ``data.chat_template`` in a
+    child process under ``budget_s`` CPU seconds and a memory limit (engine.data.template_guard); raise DataError
+    when the template exceeds either or fails on a row. The tokenizer's own template is trusted: no child then."""
+    if not data.chat_template:
+        return
+    conversations = [
+        Conversation(loaded.source, index + 1, row["messages"], row.get("prompt_turns", 0))
+        for loaded, indices in parts
+        for index in indices
+        if "messages" in (row := loaded.rows[index])
+    ]
+    probe_template(data.chat_template, conversations, special_tokens_of(tokenizer), data.completion_only_loss, budget_s)
+
+
+def inspect_dataset(
+    data: DataSection,
+    tokenizer: Any = None,
+    max_length: int = 1024,
+    seed: int = 42,
+    template_budget_s: float = CHECK_BUDGET_S,
+) -> DataReport:
     """Check a dataset without training: load, detect, validate, split; count tokens if a tokenizer is given.
 
     Raises DataError with every problem found. ``seed`` picks the held-out rows (use config.train.seed).
+    ``template_budget_s``: CPU seconds a configured chat template may take to render the rows (see
+    guard_chat_template); the default suits a check someone waits for.
     """
     loaded, train_idx, eval_loaded, eval_idx = select_rows(data, seed)
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
     if tokenizer is not None:
+        guard_chat_template(data, tokenizer, [(loaded, train_idx)], template_budget_s)
         tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
         require_trainable(tokenized, data, loaded.source, max_length)
         add_token_counts(report, tokenized)

@@ -21,11 +21,13 @@ from engine.data.pipeline import (
     DataReport,
     TokenizedSet,
     add_token_counts,
+    guard_chat_template,
     require_trainable,
     select_rows,
     start_report,
     tokenize_rows,
 )
+from engine.data.template_guard import TRAIN_BUDGET_S
 
 if TYPE_CHECKING:
     import datasets
@@ -51,6 +53,8 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
     data, max_length = config.data, config.train.max_length
     loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
     with_labels = not config.train.packing
+    parts = [(loaded, train_idx), *([(eval_loaded, eval_idx)] if eval_loaded is not None else [])]
+    guard_chat_template(data, tokenizer, parts, TRAIN_BUDGET_S)
     train_set = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
     require_trainable(train_set, data, loaded.source, max_length)
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)

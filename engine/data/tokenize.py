@@ -37,6 +37,10 @@ _CHARS_PER_TOKEN = 32
 _MARGIN_TOKENS = 16
 
 
+# The conversation closes_assistant_turns renders to see what a template puts after an answer.
+PROBE_MESSAGES = [{"role": "user", "content": "Probe question"}, {"role": "assistant", "content": "Probe answer 7"}]
+
+
 @dataclass
 class TokenizedRow:
     """One example as the model sees it, cut to max_length."""
@@ -98,18 +102,32 @@ def assistant_spans(
     return full, spans
 
 
+def render_plan(messages: list[dict[str, str]], prompt_turns: int = 0) -> list[tuple[int, bool]]:
+    """Every render ``assistant_spans`` may make of a conversation, as (end, add_generation_prompt): the text of
+    ``messages[:end]``. The whole conversation comes first; then, for each assistant turn that carries loss, the
+    prefix before it with a generation prompt and the conversation up to it (the last turn reuses the whole).
+
+    engine.data.template_guard renders this list in a child process, so it must hold every render made here.
+    """
+    plan = [(len(messages), False)]
+    for index, message in enumerate(messages):
+        if message["role"] == "assistant" and index >= prompt_turns:
+            plan.append((index, True))
+            if index < len(messages) - 1:
+                plan.append((index + 1, False))
+    return plan
+
+
 def closes_assistant_turns(tokenizer: Any, template: str) -> bool:
     """Whether the template puts something (an end-of-turn or eos token) after an assistant's answer.
 
     Without it the loss never covers a stop signal, and the trained model does not know when to stop.
     """
-    probe = "Probe answer 7"
-    messages = [{"role": "user", "content": "Probe question"}, {"role": "assistant", "content": probe}]
     try:
-        full, spans = assistant_spans(tokenizer, messages, template)
+        full, spans = assistant_spans(tokenizer, PROBE_MESSAGES, template)
     except Exception:  # a template this unusual fails on real rows too, with a message naming the row
         return True
-    return bool(spans) and full[spans[-1][0] : spans[-1][1]].strip() != probe
+    return bool(spans) and full[spans[-1][0] : spans[-1][1]].strip() != PROBE_MESSAGES[-1]["content"]
 
 
 def _span_by_prefix(

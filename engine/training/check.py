@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import ConfigError, Problem, RunConfig
+from engine.data.template_guard import CHECK_BUDGET_S
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
 from engine.training.methods import method_of, require_format
@@ -77,8 +78,12 @@ def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCoun
     return count_parameters(make_trainable(model, unquantized, cpu_view))
 
 
-def check_run(config: RunConfig) -> CheckReport:
-    """Validate everything a run needs before it starts; raises ConfigError or DataError with a clear message."""
+def check_run(config: RunConfig, template_budget_s: float = CHECK_BUDGET_S) -> CheckReport:
+    """Validate everything a run needs before it starts; raises ConfigError or DataError with a clear message.
+
+    ``template_budget_s``: CPU seconds a configured chat template may take to render the training rows (the
+    default suits a check someone waits for; engine.data.template_guard).
+    """
     from engine.data import inspect_dataset
 
     # Rows first: a broken file is reported in a moment, before torch and transformers are imported.
@@ -93,7 +98,7 @@ def check_run(config: RunConfig) -> CheckReport:
         raise ConfigError(
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
-    data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
+    data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed, template_budget_s)
     require_format(method_of(config), data.format, data.source)
     return CheckReport(
         data=data,

@@ -20,6 +20,7 @@ import gradio as gr
 
 from engine.chat.client import ChatClient, ChatError, SamplingParams
 from engine.config import ConfigError
+from studio import lanes
 from studio.chat.models import caller_of, holder_for, model_choices, spec_for
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
@@ -314,9 +315,13 @@ class ChatTab:
         def send(who: str | None, *values: Any) -> Iterator[list[Any]]:
             yield from respond(client, *values, caller=caller_of(policy, who))
 
-        self.load.click(load, [self.model, visitor], [self.status], **private)
+        self.load.click(load, [self.model, visitor], [self.status], **private, **lanes.NO_LANE)
         self.unload.click(
-            lambda who: unload_clicked(client, caller_of(policy, who)), [visitor], [self.status], **private
+            lambda who: unload_clicked(client, caller_of(policy, who)),
+            [visitor],
+            [self.status],
+            **private,
+            **lanes.NO_LANE,
         )
         self.mode.change(
             lambda mode: [gr.Chatbot(visible=mode != "Side by side"), gr.Row(visible=mode == "Side by side")],
@@ -332,6 +337,7 @@ class ChatTab:
             outputs,
             show_progress="minimal",
             **private,
+            **lanes.NO_LANE,
         )
         # Stop reaches the worker directly; the streaming handler then ends by itself with the partial reply kept.
         self.stop.click(

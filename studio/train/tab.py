@@ -15,6 +15,7 @@ from typing import Any
 
 import gradio as gr
 
+from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
 from studio.form.schema import FieldSpec
@@ -225,8 +226,9 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
         return check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
 
     inputs = [ctx.visitor, *form.inputs]
-    quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **RAW)
-    quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **RAW)
+    lane = {**RAW, **lanes.DATASET_CHECK}
+    quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **lane)
+    quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **lane)
 
 
 def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str | None) -> str:
@@ -272,7 +274,7 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
         return [message, _problems(unplaced), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
-    side.estimate_button.click(on_estimate, inputs, outputs, **RAW)
+    side.estimate_button.click(on_estimate, inputs, outputs, **RAW, **lanes.ESTIMATE)
 
 
 def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
@@ -341,7 +343,7 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     disable = side.start.click(
         lambda: gr.update(interactive=False, value="Starting…"), None, side.start, queue=False, **quiet
     )
-    started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, concurrency_limit=1, **RAW)
+    started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, **RAW, **lanes.START)
     started.then(lambda: gr.update(interactive=True, value=START_LABEL), None, side.start, **quiet)
 
 
