@@ -118,7 +118,8 @@ def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:
 
 
 def resume(run_dir: Path, checkpoint: int | None = None) -> int:
-    """Continue a stopped or failed run from its newest (or the given) checkpoint; returns the supervisor pid."""
+    """Continue a stopped, failed or aborted run from its newest (or the given) checkpoint; returns the
+    supervisor pid."""
     return start(run_dir, resume_point(run_dir, checkpoint))
 
 

@@ -77,25 +77,20 @@ def enqueue_run(
 def resume_queued(
     run_dir: Path, policy: DemoPolicy, visitor: str | None, launcher: run_queue.Launcher | None = None
 ) -> str:
-    """Queue a stopped or failed run of the visitor to continue from its newest checkpoint; returns the message.
+    """Queue a stopped, failed or aborted run of the visitor to continue from its newest checkpoint; returns the
+    message.
 
     Raises RunError when it cannot (not theirs, nothing to resume from, another of their runs is busy).
     ``launcher`` as for engine.runs.queue.start_next_queued.
     """
     run_dir = check_owner(run_dir, policy, visitor)
-    current = runs.status(run_dir)
-    if current.state == "completed":
-        raise runs.RunError("the run has completed; there is nothing to resume")
-    if not current.checkpoints:
-        raise runs.RunError("the run has no checkpoint to resume from; start a new run instead")
-    if current.state == "failed" and current.bad_loss_step is not None:
-        raise runs.RunError("the run's loss went bad; resuming would repeat it. Start a new run instead.")
+    checkpoint = runs.resume_point(run_dir)  # the engine's one rule of what can be resumed, and from where
     workspace = workspace_of(run_dir)
     with runs.start_lock(workspace):
         busy = visitor_busy(workspace, policy, visitor)
         if busy:
             raise runs.RunError(_busy_message(busy).removeprefix("⏳ Not started: "))
-        run_queue.enqueue(run_dir, resume_checkpoint=current.checkpoints[-1], time_limit_s=policy.time_limit_s)
+        run_queue.enqueue(run_dir, resume_checkpoint=checkpoint, time_limit_s=policy.time_limit_s)
     run_queue.start_next_queued(workspace, launcher)
     return queue_message(run_dir)
 

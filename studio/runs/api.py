@@ -40,7 +40,7 @@ def endpoints(workspace: Path) -> list[Callable[..., Any]]:
         return runs.stop(resolve_run(workspace, run_id))
 
     def resume_run(run_id: str) -> int:
-        """Continue a stopped or failed run from its newest checkpoint; returns the supervisor's pid."""
+        """Continue a stopped, failed or aborted run from its newest checkpoint; returns the supervisor's pid."""
         return runs.resume(resolve_run(workspace, run_id))
 
     return [list_runs, run_status, run_metrics, stop_run, resume_run]

@@ -133,7 +133,9 @@ def test_uploads_come_from_gradios_folder_or_the_workspace(places: dict[str, Pat
 def test_saved_config_names_and_run_ids_cannot_leave_the_workspace(places: dict[str, Path]) -> None:
     workspace = places["workspace"]
     saved, _, message = actions.save_config_as(default_values(), "../../../evil", workspace)
-    assert saved == workspace / "configs" / "evil.yaml" and "Saved" in message
+    # A name with a path separator is refused (names become file names), so nothing lands outside the workspace.
+    assert saved is None and "not usable" in message and "/" in message
+    assert not list(places["workspace"].parent.rglob("evil.yaml"))
     for run_id in ("../outside", "..", "/etc", "../ws/datasets"):
         with pytest.raises(runs.RunError, match="no run"):
             resolve_run(workspace, run_id)

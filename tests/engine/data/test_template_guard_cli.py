@@ -1,5 +1,6 @@
 """The command line refuses a chat template that would fill the memory: ``check`` before anything loads a model,
-``train`` in its worker before a step, with the run recorded as failed and the reason in its status."""
+``train`` with the same pre-flight, before a run directory exists (the worker's own guard is tested in
+test_template_guard.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import pytest
 import yaml
 
 from engine.store.paths import PROJECT_ROOT
-from engine.store.rundir import read_status
 from tests.helpers.engine_cli import run_check
 
 pytestmark = pytest.mark.integration
@@ -40,7 +40,7 @@ def test_check_refuses_the_template(tmp_path: Path) -> None:
     assert f"error: {refusal('1,800')}" in result.stderr  # the training rows, as the check tokenizes them
 
 
-def test_train_fails_before_a_step_with_the_reason(tmp_path: Path) -> None:
+def test_train_refuses_it_before_a_run_exists(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "-m", "engine", "train", str(write_config(tmp_path)), "--run-dir", str(run_dir)],
@@ -50,8 +50,7 @@ def test_train_fails_before_a_step_with_the_reason(tmp_path: Path) -> None:
         cwd=tmp_path,
         env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
     )
-    assert result.returncode != 0
-    status = read_status(run_dir)
-    # the training and the held-out rows, as training tokenizes both
-    assert status.state == "failed" and refusal("2,000") in (status.error or ""), status
-    assert status.step in (0, None)
+    # train runs check's pre-flight: the same refusal, exit 2, and no run directory left behind
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"error: {refusal('1,800')}" in result.stderr
+    assert not (run_dir / "status.json").exists()

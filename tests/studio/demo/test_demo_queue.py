@@ -166,7 +166,7 @@ def test_resume_joins_the_queue(tmp_path: Path, processes: list[Any]) -> None:
         "⏳ `alice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
     )
     assert runs.status(bob).state == "running" and read_status(alice).resume_checkpoint == 3
-    with pytest.raises(runs.RunError, match="already have a run queued"):
+    with pytest.raises(runs.RunError, match="the run is queued; only a stopped, failed or aborted run"):
         resume_queued(alice, DEMO, ALICE)
 
 
