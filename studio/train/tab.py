@@ -318,6 +318,17 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
 
     outputs = [side.config_message, side.download, side.config_choice]
     side.save_name.submit(on_save, [side.save_name, *form.inputs], outputs, **RAW)
+    # The list is read again on every page load (no triggers: gr.on runs at load), so a config saved in an
+    # earlier page life, or from another browser tab, is listed after a reload, not only those of server start.
+    gr.on(
+        None,
+        lambda: gr.update(choices=actions.config_files(ctx.workspace, ctx.policy)),
+        None,
+        side.config_choice,
+        show_progress="hidden",
+        concurrency_limit=None,  # a directory listing: milliseconds
+        **PRIVATE,
+    )
 
 
 def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:

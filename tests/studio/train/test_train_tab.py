@@ -347,3 +347,17 @@ def test_start_runs_a_real_two_step_run(tmp_path: Path) -> None:
     assert final.state == "completed", final
     assert final.step == 2 and (result.run_dir / "adapter").is_dir()
     assert actions.recent_models(tmp_path) == ["assets/demo-model"]
+
+
+def test_saved_configs_are_listed_again_on_every_page_load(tab: Any) -> None:
+    """A config saved after the server started (an earlier page life, another tab) is in the list after a reload:
+    the Train tab reads the list at page load, not once when the page is built."""
+    demo, _, ctx = tab
+    choice = next(c for c in demo.blocks.values() if isinstance(c, gr.Dropdown) and "saved config" in str(c.label))
+    loads = [f for f in demo.fns.values() if ("load" in [e for _, e in f.targets]) and choice in f.outputs]
+    assert len(loads) == 1, "one page-load event refreshes the saved configs"
+    saved, _, message = actions.save_config_as(values(), "saved-after-build", ctx.workspace)
+    assert saved is not None, message
+    assert not any("saved-after-build" in str(entry) for entry in choice.choices)  # built before it existed
+    refreshed = loads[0].fn()
+    assert any(value == str(saved) or "saved-after-build" in str(value) for _, value in refreshed["choices"])
