@@ -107,8 +107,9 @@ def start_clicked(
     return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *action_buttons(True)]
 
 
-def poll(job_dir: str | None, which: str) -> list[Any]:
-    """The timer's handler: progress while the job runs; its result (and the timer off) once it is over."""
+def poll(job_dir: str | None, which: str, run_id: str | None = None) -> list[Any]:
+    """The timer's handler: progress while the job runs; its result (and the timer off) once it is over. With
+    ``run_id`` (the run the page shows) the result of an evaluation of another run is not shown under its name."""
     status = job_status(job_dir)
     unchanged = [gr.skip()] * 3
     if status is None:
@@ -117,8 +118,19 @@ def poll(job_dir: str | None, which: str) -> list[Any]:
         return [job_dir, gr.skip(), progress_html(status, "evaluation"), *action_buttons(True), *unchanged]
     result_path = (status.result or {}).get("path")
     result = evaluations.read_evaluation(Path(result_path)) if result_path else None
+    if run_id is not None and status.labels.get("run_id") != run_id:
+        result = None  # the page moved on to another run meanwhile: its own cards stay
     shown = result_view(result, which) if result else unchanged
     return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *action_buttons(False), *shown]
+
+
+def pending_view(job_dir: str | None) -> list[Any]:
+    """Once Start has started an evaluation: empty the cards and the table at once (those of an earlier
+    evaluation would read as this one's until it ends); nothing changes when Start was refused."""
+    if not job_dir:
+        return [gr.skip()] * 3
+    _, table, result = result_view(None)
+    return [view.PENDING_HTML, table, result]
 
 
 class EvaluateTab:
@@ -182,10 +194,10 @@ class EvaluateTab:
             [visitor, self.run, self.weights, self.data, self.path, self.max_rows],
             [self.job, self.timer, self.progress, *buttons],
             **private,
-        )
+        ).then(pending_view, [self.job], shown, show_progress="hidden", **private)
         self.timer.tick(
             poll,
-            [self.job, self.filter],
+            [self.job, self.filter, self.run],
             [self.job, self.timer, self.progress, *buttons, *shown],
             show_progress="hidden",
             **private,

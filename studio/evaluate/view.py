@@ -47,6 +47,9 @@ def caption(result: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+PENDING_HTML = '<div class="ts-empty">Evaluating… the scores of this evaluation appear here when it ends.</div>'
+
+
 def metrics_html(result: dict[str, Any] | None) -> str:
     """The metric cards (eval loss, perplexity, exact match: base → fine-tuned) and a caption."""
     if not result:

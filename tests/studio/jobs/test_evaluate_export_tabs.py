@@ -227,3 +227,17 @@ def test_exports_are_served_by_url_only_outside_demo_mode(tmp_path, policy, expe
     archive.parent.mkdir()
     archive.write_bytes(b"PK another visitor's adapter")
     assert fetch_status(tmp_path, policy, archive) == expected
+
+
+def test_a_new_evaluation_empties_the_cards_and_another_runs_result_stays_away(workspace, run_dir):
+    """Start empties the cards at once (an earlier evaluation's would read as this one's), and the result of an
+    evaluation of run A is not drawn once the page shows run B."""
+    assert evaluate_tab.pending_view(None) == [gr.skip()] * 3  # Start refused: nothing changes
+    job = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 6)[0]
+    metrics, table, result = evaluate_tab.pending_view(job)
+    assert metrics == evaluate_view.PENDING_HTML and result is None and len(table.value["data"]) == 0
+    elsewhere = poll_until_done(lambda j, w: evaluate_tab.poll(j, w, "another-run"), job, evaluate_view.FILTERS[0])
+    assert "Evaluation finished." in elsewhere[2]
+    assert elsewhere[5:] == [gr.skip()] * 3  # the cards of the run on the page stay
+    own = evaluate_tab.poll(job, evaluate_view.FILTERS[0], RUN_ID)
+    assert "Eval loss" in own[5] and own[7]["run_id"] == RUN_ID
