@@ -248,11 +248,16 @@ class ChatTab:
                 elem_id="ts-chat-mode",
             )
         policy = ctx.policy
-        self.status = gr.HTML(  # per visitor: shown on page load and whenever the visitor id arrives
+        self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-status")
+        # Per visitor: shown on page load and whenever the visitor id arrives (gr.on with no triggers runs at load
+        # and on a change of its inputs). Not a callable value: Gradio would publish that load event in the API.
+        gr.on(
+            None,
             lambda who: status_html(self.client, caller_of(policy, who)),
-            inputs=[ctx.visitor],
-            elem_classes="ts-html",
-            elem_id="ts-chat-status",
+            [ctx.visitor],
+            self.status,
+            show_progress="hidden",
+            api_visibility="private",
         )
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, elem_id="ts-chat-main"):
