@@ -106,6 +106,15 @@
     if (following) box.scrollTop = box.scrollHeight;
   }
 
+  // Empty every chart at once (before the new run's first answer arrives, which can take a while) and forget
+  // what it showed, so the next answer draws each chart whole.
+  function clearCharts(divs) {
+    for (const div of Object.values(divs)) {
+      if (plotly && div.data) plotly.purge(div);
+      delete div.dataset.key;
+    }
+  }
+
   async function ask(divs) {
     const now = Date.now();
     const q = question();
@@ -114,6 +123,7 @@
       // Another run: every chart and the log at once, not when their once-a-second turn comes.
       small = { drawnAt: 0, size: -1 };
       logAt = 0;
+      if (last) clearCharts(divs); // the new run's header must never sit over the old run's curves
     }
     // Every chart on the page (the Monitor draws the run's method's own charts beside the common ones).
     const wanted = now - small.drawnAt >= SMALL_CHART_MS ? Object.keys(divs) : ["loss"];

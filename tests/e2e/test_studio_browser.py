@@ -207,6 +207,35 @@ def test_reload_second_tab_and_studio_restart_during_a_run(studio, browser, star
     print(f"studio restart took {startup:.1f}s")
 
 
+# Every animation frame: is the header already another run's while the loss chart still shows the old run's steps?
+WATCH_STALE_CHARTS_JS = """([oldName, oldSteps]) => {
+  window.tsStaleFrames = 0;
+  const same = (a, b) => a.length === b.length && a.every((v, i) => v === b[i]);
+  const look = () => {
+    const name = document.querySelector('.ts-run-name')?.innerText || '';
+    const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
+    const trace = plot && plot.data && plot.data.find((t) => t.name === 'train loss');
+    if (name && !name.includes(oldName) && trace && same(trace.x, oldSteps)) window.tsStaleFrames += 1;
+    requestAnimationFrame(look);
+  };
+  requestAnimationFrame(look);
+}"""
+
+
+def check_the_old_charts_go_at_once(page: Any, monitor: Monitor, table: Any, workspace: Path, old: list[int]) -> None:
+    """Open another run while a finished one is on the Monitor: no frame shows the new run's header over the old
+    run's curve (the page script empties the charts as soon as the run changes)."""
+    other = next(path for path in (workspace / "runs").iterdir() if "e2e-restart" in path.name)
+    other_steps = sorted({e["step"] for e in iter_metrics(other) if e.get("event") == "train"})
+    assert other_steps and other_steps != old  # else the check below could not tell the two runs apart
+    page.evaluate(WATCH_STALE_CHARTS_JS, ["e2e-live", old])
+    page.get_by_role("tab", name="Runs").click()
+    table.get_by_role("gridcell").filter(has_text="e2e-restart").first.click()
+    wait_until(lambda: "e2e-restart" in page.locator(".ts-run-name").inner_text(), 20, what="the other run's header")
+    wait_until(lambda: monitor.steps() == other_steps, 20, what="the other run's curve")
+    assert page.evaluate("() => window.tsStaleFrames") == 0
+
+
 def test_runs_tab_open_compare_delete(studio, browser, workspace, artifacts):
     page, monitor = open_studio(browser, studio.url)
     page.get_by_role("tab", name="Runs").click()
@@ -220,7 +249,8 @@ def test_runs_tab_open_compare_delete(studio, browser, workspace, artifacts):
     wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 10)
     monitor.wait_state("completed", timeout=20)
     assert "e2e-live" in page.locator(".ts-run-name").inner_text()
-    monitor.wait_points(MAX_STEPS, timeout=20)
+    live_steps = monitor.wait_points(MAX_STEPS, timeout=20)
+    check_the_old_charts_go_at_once(page, monitor, table, workspace, live_steps)
 
     page.get_by_role("tab", name="Runs").click()
     picker = page.locator("#ts-runs-selected input")
