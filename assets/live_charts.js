@@ -106,6 +106,16 @@
     if (following) box.scrollTop = box.scrollHeight;
   }
 
+  // The header's run changes in a Gradio update; a mutation observer runs before the browser paints that update, so
+  // the old curves are gone in the very frame the new header first shows (the loop would notice only on its next
+  // turn, up to WATCH_MS later).
+  let drawnToken = null; // the run whose curves the charts hold
+  new MutationObserver(() => {
+    if (drawnToken === null || question().token === drawnToken) return;
+    clearCharts(chartDivs());
+    drawnToken = null;
+  }).observe(document.documentElement, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-live"] });
+
   // Empty every chart at once (before the new run's first answer arrives, which can take a while) and forget
   // what it showed, so the next answer draws each chart whole.
   function clearCharts(divs) {
@@ -123,7 +133,7 @@
       // Another run: every chart and the log at once, not when their once-a-second turn comes.
       small = { drawnAt: 0, size: -1 };
       logAt = 0;
-      if (last) clearCharts(divs); // the new run's header must never sit over the old run's curves
+      if (drawnToken !== q.token) clearCharts(divs); // the new run's header must never sit over the old run's curves
     }
     // Every chart on the page (the Monitor draws the run's method's own charts beside the common ones).
     const wanted = now - small.drawnAt >= SMALL_CHART_MS ? Object.keys(divs) : ["loss"];
@@ -168,6 +178,7 @@
       if (box) box.classList.toggle("ts-shown", name in body.keys);
     }
     const Plotly = await loadPlotly();
+    drawnToken = q.token;
     for (const [name, figure] of Object.entries(body.figures)) {
       await Plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
       divs[name].dataset.key = body.keys[name];
