@@ -133,7 +133,6 @@
       // Another run: every chart and the log at once, not when their once-a-second turn comes.
       small = { drawnAt: 0, size: -1 };
       logAt = 0;
-      if (drawnToken !== q.token) clearCharts(divs); // the new run's header must never sit over the old run's curves
     }
     // Every chart on the page (the Monitor draws the run's method's own charts beside the common ones).
     const wanted = now - small.drawnAt >= SMALL_CHART_MS ? Object.keys(divs) : ["loss"];
