@@ -1,9 +1,9 @@
 """Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
 
 Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
-STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS, STUDIO_DEMO); a flag wins over its
-variable. It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set it binds
-0.0.0.0:7860 as a Space must, and serves the public demo mode unless STUDIO_DEMO=0.
+STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS, STUDIO_DEMO, STUDIO_MAX_UPLOAD_MB); a flag
+wins over its variable. It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set
+it binds 0.0.0.0:7860 as a Space must, and serves the public demo mode unless STUDIO_DEMO=0.
 The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
 network unless asked (and then, please, with --auth).
 """
@@ -15,6 +15,10 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from studio.demo.policy import DemoPolicy
 
 ROOT = Path(__file__).resolve().parent
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"  # read by studio.path_guard
@@ -100,7 +104,24 @@ def parser() -> argparse.ArgumentParser:
         "time in a queue, see only their own runs, and name no server path (env STUDIO_DEMO=1; on by default "
         "on a Hugging Face Space unless STUDIO_DEMO=0)",
     )
+    p.add_argument(
+        "--max-upload-mb",
+        type=float,
+        default=float(env("STUDIO_MAX_UPLOAD_MB")) if env("STUDIO_MAX_UPLOAD_MB") else None,
+        metavar="MB",
+        help="largest file a page may upload (default 2048; 20 in demo mode; env STUDIO_MAX_UPLOAD_MB)",
+    )
     return p
+
+
+def studio_policy(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DemoPolicy:
+    """The rules the studio serves under: demo mode's (one trusted proxy in front of a Space) or none, with the
+    upload cap of --max-upload-mb."""
+    from studio.demo.policy import DemoPolicy
+
+    env = os.environ if environ is None else environ
+    proxy_hops = 1 if env.get("SPACE_ID") else 0  # a Space's proxy appends the visitor's address
+    return DemoPolicy(enabled=bool(args.demo), max_upload_mb=args.max_upload_mb, proxy_hops=proxy_hops)
 
 
 def allow_paths(folders: list[Path]) -> None:
@@ -126,11 +147,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     auth = logins(args)
     from studio.app import build_app, launch_options  # after parsing: --help stays instant
-    from studio.demo.policy import NORMAL, DemoPolicy
 
     args.workspace.mkdir(parents=True, exist_ok=True)
     allow_paths(args.allow_path)
-    policy = DemoPolicy(enabled=True) if args.demo else NORMAL
+    policy = studio_policy(args)
     if policy.enabled:
         print(f"demo mode: the bundled model only, at most {policy.max_steps} steps, one run at a time in a queue")
     demo = build_app(args.workspace, policy)
@@ -145,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
         server_port=args.port,
         share=args.share,
         auth=auth,
-        **launch_options(args.workspace),
+        **launch_options(args.workspace, policy),
     )
 
 

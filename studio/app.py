@@ -19,15 +19,8 @@ import gradio as gr
 from engine import runs
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
-from studio.demo.policy import (
-    NORMAL,
-    VISITOR_STORAGE_KEY,
-    DemoPolicy,
-    browser_secret,
-    new_visitor_id,
-    owns,
-    valid_visitor,
-)
+from studio.demo.identity import client_address
+from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.monitor.routes import live_routes
@@ -64,14 +57,15 @@ def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
 
 
 def initial_view(
-    workspace: Path, current: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    workspace: Path, current: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, client: str = ""
 ) -> list[Any]:
-    """On page load: the visitor id (a new one for a new visitor in demo mode); keep the session's run, else
-    pick the newest active (else newest) run the visitor may see; an active or queued one brings the Monitor
-    to the front, so a refresh during training lands back on its charts."""
+    """On page load: the visitor token (a new one, signed here, for a page without a valid one in demo mode, as
+    long as ``client``'s address has not had its share); keep the session's run, else pick the newest active
+    (else newest) run the visitor may see; an active or queued one brings the Monitor to the front, so a refresh
+    during training lands back on its charts."""
     visitor_out: Any = gr.skip()
-    if policy.enabled and valid_visitor(visitor) is None:
-        visitor = visitor_out = new_visitor_id()
+    if policy.enabled and policy.visitor(visitor) is None:
+        visitor = visitor_out = policy.new_visitor(client)  # None past the limit: the page then starts nothing
     if current:
         return [gr.skip(), gr.skip(), visitor_out]
     chosen = pick_initial_run(workspace, lambda status: owns(policy, status.owner, visitor))
@@ -80,16 +74,25 @@ def initial_view(
     return [chosen, gr.skip(), visitor_out]
 
 
+def request_client(request: gr.Request | None, policy: DemoPolicy) -> str:
+    """The address a page's request comes from, as the policy counts new visitors (its trusted proxy hops)."""
+    if request is None:
+        return ""
+    peer = request.client.host if request.client else None
+    return client_address(peer, dict(request.headers or {}), policy.proxy_hops)
+
+
 def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
     """The whole studio for one workspace (its runs live in ``workspace/runs``); ``policy`` turns on demo mode
     (studio.demo.policy), which also starts the queue's scheduler thread."""
     workspace = Path(workspace).resolve()
+    policy = policy.bound_to(workspace)  # its key signs and checks visitor tokens
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
         gr.HTML(header_html(workspace, policy), elem_classes="ts-html")
         if not policy.enabled:  # the API takes run ids with no visitor behind them: not for a public demo
             register_api(workspace)  # first, so the public endpoints get their plain names
         current_run = gr.State(None)  # the run directory the Monitor shows, per browser tab
-        visitor = _visitor_component(workspace, policy)
+        visitor = _visitor_component(policy)
         with gr.Tabs(selected="train", elem_id="ts-tabs") as tabs:
             ctx = StudioContext(workspace, current_run, tabs, policy, visitor)
             with gr.Tab("Train", id="train", elem_id="ts-tab-train"):
@@ -104,8 +107,12 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
                 build_evaluate_tab(ctx)
             with gr.Tab("Export", id="export", elem_id="ts-tab-export"):
                 build_export_tab(ctx)
+
+        def on_load(current: str | None, visitor_id: str | None, request: gr.Request) -> list[Any]:
+            return initial_view(workspace, current, policy, visitor_id, request_client(request, policy))
+
         demo.load(
-            lambda current, visitor_id: initial_view(workspace, current, policy, visitor_id),
+            on_load,
             [current_run, visitor],
             [current_run, tabs, visitor],
             api_visibility="private",
@@ -136,12 +143,12 @@ def _explained(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _visitor_component(workspace: Path, policy: DemoPolicy) -> Any:
-    """Who is looking: in demo mode an id kept (encrypted) in the browser, so it survives a refresh and, with
-    the key kept in the workspace, a studio restart; otherwise nobody in particular."""
+def _visitor_component(policy: DemoPolicy) -> Any:
+    """Who is looking: in demo mode the visitor's token kept in the browser, so it survives a refresh and, with
+    the signing key kept in the workspace, a studio restart; otherwise nobody in particular."""
     if not policy.enabled:
         return gr.State(None)
-    return gr.BrowserState(None, storage_key=VISITOR_STORAGE_KEY, secret=browser_secret(workspace))
+    return gr.BrowserState(None, storage_key=VISITOR_STORAGE_KEY, secret=policy.storage_secret)
 
 
 def theme() -> gr.themes.Base:
@@ -156,11 +163,13 @@ def theme() -> gr.themes.Base:
     ).set(body_background_fill="#f8fafc", block_radius="10px")
 
 
-def launch_options(workspace: Path) -> dict[str, Any]:
-    """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the live charts' page script, and
-    the plain HTTP routes it reads (studio.monitor.routes) for ``workspace``'s runs."""
+def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, Any]:
+    """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the live charts' page script, the
+    plain HTTP routes it reads (studio.monitor.routes) for ``workspace``'s runs, and the largest upload (the
+    demo's cap in demo mode, ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
     script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
     return {
+        "max_file_size": int(policy.upload_limit_mb * MB),
         "theme": theme(),
         "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH],
         "head": f"<script>{script}</script>",

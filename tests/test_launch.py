@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.cookiejar
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 import launch
 from engine.store.paths import PROJECT_ROOT
 from studio.path_guard import ALLOWED_PATHS_ENV
+from tests.helpers.servers import free_port
 
 FAKE_TOKENS = {"HF_TOKEN": "hf_FakeTokenForTests0123456789abcdef", "WANDB_API_KEY": "f" * 40}
 
@@ -56,14 +56,27 @@ def test_main_launches_with_the_resolved_options(clean_env: pytest.MonkeyPatch, 
     # A stand-in for studio.app: what main hands to Gradio is the point, not the page (nor Gradio's import time).
     fake_app = types.ModuleType("studio.app")
     fake_app.build_app = lambda workspace, policy=None: FakeBlocks()  # type: ignore[attr-defined]
-    fake_app.launch_options = lambda workspace: {"head": str(workspace)}  # type: ignore[attr-defined]
+    fake_app.launch_options = lambda workspace, policy: {  # type: ignore[attr-defined]
+        "head": str(workspace),
+        "max_file_size": policy.upload_limit_mb,
+    }
     clean_env.setitem(sys.modules, "studio.app", fake_app)
     clean_env.setenv("STUDIO_NO_STANDBY", "1")
     launch.main(["--workspace", str(tmp_path / "ws"), "--port", "7999"])
     assert (launched["server_name"], launched["server_port"], launched["auth"]) == ("127.0.0.1", 7999, None)
     assert launched["share"] is False and launched["head"] == str(tmp_path / "ws")  # the options for this workspace
-    launch.main(["--workspace", str(tmp_path / "ws"), "--auth", "u:p"])
-    assert launched["auth"] == [("u", "p")]
+    assert launched["max_file_size"] == 2048  # one's own studio: a large cap
+    launch.main(["--workspace", str(tmp_path / "ws"), "--auth", "u:p", "--demo"])
+    assert launched["auth"] == [("u", "p")] and launched["max_file_size"] == 20  # a small one in demo mode
+    clean_env.setenv("STUDIO_MAX_UPLOAD_MB", "5")
+    launch.main(["--workspace", str(tmp_path / "ws")])
+    assert launched["max_file_size"] == 5
+
+
+def test_a_space_trusts_one_proxy_for_visitor_addresses(clean_env: pytest.MonkeyPatch) -> None:
+    args = launch.parser().parse_args(["--demo"])
+    assert launch.studio_policy(args, {}).proxy_hops == 0  # no proxy: X-Forwarded-For is the client's to invent
+    assert launch.studio_policy(args, {"SPACE_ID": "user/space"}).proxy_hops == 1
 
 
 def test_logins_come_from_flags_a_file_and_the_environment(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -87,12 +100,6 @@ def test_allow_path_adds_folders_for_the_path_checks(clean_env: pytest.MonkeyPat
 
 
 # --- a real studio with a login -----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def status_of(client: urllib.request.OpenerDirector, url: str, data: dict[str, str] | None = None) -> tuple[int, str]:

@@ -10,7 +10,7 @@ configs/                    configs saved from the Train tab
 studio/recent_models.json   the Train tab's recent models
 .standby/                   the warm standby's handshake files (engine.runs.standby)
 .start.lock                 one Start at a time, across studios on the same workspace
-.browser-secret             demo mode: the key that encrypts visitor ids kept in browsers
+.visitor-key                demo mode: the key that signs visitor tokens (never sent to a browser)
 ```
 """
 
@@ -27,7 +27,7 @@ VISITORS_DIR = "visitors"
 RECENT_MODELS_FILE = "studio/recent_models.json"
 STANDBY_DIR = ".standby"
 START_LOCK_FILE = ".start.lock"
-BROWSER_SECRET_FILE = ".browser-secret"
+VISITOR_KEY_FILE = ".visitor-key"
 
 
 def runs_dir(workspace: Path) -> Path:
@@ -75,9 +75,9 @@ def start_lock_file(workspace: Path) -> Path:
     return Path(workspace) / START_LOCK_FILE
 
 
-def browser_secret_file(workspace: Path) -> Path:
-    """Demo mode's key for the visitor ids kept in browsers (it survives a studio restart)."""
-    return Path(workspace) / BROWSER_SECRET_FILE
+def visitor_key_file(workspace: Path) -> Path:
+    """Demo mode's key that signs visitor tokens (kept, so a studio restart keeps its visitors)."""
+    return Path(workspace) / VISITOR_KEY_FILE
 
 
 def workspace_of(run_dir: Path) -> Path | None:

@@ -11,7 +11,7 @@ from engine.config import ConfigError, load_config
 from engine.config.sections import DEMO_MODEL
 from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
 from engine.store.workspace import runs_dir
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag, valid_visitor
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag
 
 
 def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
@@ -54,7 +54,7 @@ def spec_for(workspace: Path, key: str | None) -> ModelSpec:
 def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
     """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
     it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
-    visitor = valid_visitor(visitor) if policy.enabled else None
+    visitor = policy.visitor(visitor)
     return owner_tag(visitor) if visitor else None
 
 

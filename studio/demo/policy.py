@@ -3,18 +3,18 @@
 ``DemoPolicy`` is the one object that decides them; the studio keeps it in ``StudioContext.policy`` and every
 handler asks it. With ``enabled`` false (the default) nothing changes. With it on, visitors train only the
 bundled demo model, for a capped number of steps, on the bundled datasets or a file they upload; they never
-name a path on the server, never push to the hub, and see only their own runs. A visitor is a random id kept
-in their browser (``gr.BrowserState``); a run records its owner as a digest of that id in status.json.
+name a path on the server, never push to the hub, and see only their own runs. A visitor is a token the server
+minted and signed (studio.demo.identity), kept in their browser (``gr.BrowserState``) across refreshes; a run
+records its owner as a digest of that token in status.json. ``bound_to(workspace)`` gives the policy its signing
+key and its limiter of new visitors per client address; a policy without them knows no visitor.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import os
-import re
-import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +23,16 @@ from engine.config import Problem, RunConfig
 from engine.config.sections import DEMO_MODEL
 from engine.store.paths import PathNotAllowed, confine, find_local_path
 from engine.store.rundir import read_status
-from engine.store.workspace import browser_secret_file, runs_dir, visitor_datasets_dir
+from engine.store.workspace import runs_dir, visitor_datasets_dir
+from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
 from studio.form.schema import FieldSpec, leaf_specs, to_widget
 from studio.path_guard import BUNDLED_DATASETS, resolve_run
 
 DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
 VISITOR_STORAGE_KEY = "tuning-studio-visitor"
-_VISITOR_ID = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+MB = 1024 * 1024
+DEMO_UPLOAD_MB = 20.0  # the demo sets are a few hundred kB; a visitor's own set of a few thousand rows fits
+STUDIO_UPLOAD_MB = 2048.0  # one's own studio: large datasets are fine, a runaway upload is not
 # Fields a visitor cannot change, with the only value they may hold.
 LOCKED: dict[str, Any] = {
     "model.name_or_path": DEMO_MODEL,
@@ -54,6 +57,50 @@ class DemoPolicy:
     max_length: int = 1024  # the default: the demo sets are short rows anyway
     max_accumulation: int = 8
     max_checkpoints: int = 3
+    max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo
+    visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
+    max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
+    new_visitors_per_window: int = 10  # new visitor tokens per client address ...
+    new_visitor_window_minutes: float = 10.0  # ... in any window this long
+    proxy_hops: int = 0  # trusted proxies in front of the studio (1 on a Hugging Face Space)
+    key: bytes = field(default=b"", repr=False, compare=False)  # signs visitor tokens; set by bound_to
+    limiter: MintLimiter | None = field(default=None, repr=False, compare=False)
+
+    def bound_to(self, workspace: Path) -> DemoPolicy:
+        """This policy with the workspace's signing key and a fresh limiter of new visitors (demo mode only)."""
+        if not self.enabled:
+            return self
+        limiter = MintLimiter(self.new_visitors_per_window, self.new_visitor_window_minutes * 60)
+        return dataclasses.replace(self, key=visitor_key(workspace), limiter=limiter)
+
+    def visitor(self, token: object) -> str | None:
+        """The visitor a token from the browser names, when the server signed it; None otherwise (and always
+        outside demo mode, where nobody in particular is looking)."""
+        return verify_token(self.key, token) if self.enabled else None
+
+    def new_visitor(self, client: str) -> str | None:
+        """A new visitor token for a page from ``client`` (an address); None when that address has had its
+        share of new tokens for now (see ``new_visitor_wait``)."""
+        if not self.enabled or not self.key or (self.limiter and not self.limiter.allow(client)):
+            return None
+        return mint_token(self.key)
+
+    def new_visitor_wait(self, client: str) -> float:
+        """Seconds until ``client`` may get a new visitor token again."""
+        return self.limiter.retry_in(client) if self.limiter else 0.0
+
+    @property
+    def storage_secret(self) -> str:
+        """The secret Gradio's BrowserState encrypts with. Gradio publishes it in the page config, so it is a
+        stable value derived one-way from the key (a restart keeps what browsers stored), not a protection."""
+        return hashlib.sha256(b"browser-storage:" + self.key).hexdigest()[:32]
+
+    @property
+    def upload_limit_mb(self) -> float:
+        """The largest file a page may upload, in MB (Gradio refuses a bigger one before it is stored)."""
+        if self.max_upload_mb is not None:
+            return self.max_upload_mb
+        return DEMO_UPLOAD_MB if self.enabled else STUDIO_UPLOAD_MB
 
     @property
     def time_limit_s(self) -> float:
@@ -155,24 +202,14 @@ def place_text(ahead: int) -> str:
 # --- visitors -----------------------------------------------------------------------------------------------
 
 
-def new_visitor_id() -> str:
-    """A fresh, unguessable visitor id (it is the visitor's only key to their runs)."""
-    return secrets.token_urlsafe(18)
-
-
-def valid_visitor(value: Any) -> str | None:
-    """The visitor id from the browser when it is well formed, else None."""
-    return value if isinstance(value, str) and _VISITOR_ID.match(value) else None
-
-
 def owner_tag(visitor: str) -> str:
-    """What a run records as its owner: a digest, so a status file never holds the key itself."""
+    """What a run records as its owner: a digest, so a status file never holds the token itself."""
     return hashlib.sha256(visitor.encode()).hexdigest()[:32]
 
 
-def visitor_uploads(workspace: Path, visitor: str | None) -> Path | None:
-    """The folder that holds a visitor's uploaded datasets; None without a visitor id."""
-    visitor = valid_visitor(visitor)
+def visitor_uploads(workspace: Path, policy: DemoPolicy, visitor: str | None) -> Path | None:
+    """The folder that holds a visitor's uploaded datasets; None without a (signed) visitor token."""
+    visitor = policy.visitor(visitor)
     return visitor_datasets_dir(Path(workspace).resolve(), owner_tag(visitor)) if visitor else None
 
 
@@ -187,21 +224,6 @@ def data_allowed(value: str, uploads: Path | None) -> bool:
     return True
 
 
-def browser_secret(workspace: Path) -> str:
-    """The key that encrypts the visitor id in the browser, kept in the workspace so a restart keeps visitors."""
-    path = browser_secret_file(workspace)
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        pass
-    secret = secrets.token_urlsafe(24)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(secret)
-    return secret
-
-
 # --- whose runs ------------------------------------------------------------------------------------------------
 
 
@@ -209,7 +231,7 @@ def owns(policy: DemoPolicy, owner: str | None, visitor: str | None) -> bool:
     """Whether the visitor may see and act on a run whose status names ``owner`` (always, outside demo mode)."""
     if not policy.enabled:
         return True
-    visitor = valid_visitor(visitor)
+    visitor = policy.visitor(visitor)
     return bool(visitor) and owner == owner_tag(visitor)
 
 

@@ -18,17 +18,37 @@ from engine.config import RunConfig
 from engine.runs import queue as run_queue
 from engine.store.rundir import OPEN_STATES, RunStatus, read_status, update_status
 from engine.store.workspace import workspace_of
-from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text, valid_visitor
+from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text
+from studio.demo.quota import start_refusal
 
 log = logging.getLogger(__name__)
 SCHEDULER_SECONDS = 1.0
-NO_VISITOR = "❌ Not started: this page has no visitor id yet. Reload the page and try again."
+NO_VISITOR = (
+    "❌ Not started: this page has no visitor id. Reload the page; if it still has none, this address has had "
+    "its share of new visitor ids for now: try again in a few minutes."
+)
 
 
 def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[RunStatus]:
     """The visitor's runs that are queued or going (statuses reconciled)."""
     statuses = [runs.status(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor)]
     return [status for status in statuses if status.state in OPEN_STATES]
+
+
+def queue_full(workspace: Path, policy: DemoPolicy) -> str | None:
+    """Why the demo's line takes no more runs (every visitor's queued runs at ``policy.max_queued_runs``)."""
+    waiting = len(run_queue.queued_runs(workspace))
+    if waiting < policy.max_queued_runs:
+        return None
+    return f"the demo's line is full ({waiting} runs waiting): try again in a few minutes"
+
+
+def _refusal(workspace: Path, policy: DemoPolicy, visitor: str) -> str | None:
+    """Why the visitor may not put a run in line now: one of theirs is busy, the line is full, or their disk."""
+    busy = visitor_busy(workspace, policy, visitor)
+    if busy:
+        return _busy_message(busy).removeprefix("⏳ Not started: ")
+    return queue_full(workspace, policy) or start_refusal(workspace, policy, visitor)
 
 
 def _busy_message(busy: list[RunStatus]) -> str:
@@ -58,13 +78,13 @@ def enqueue_run(
 ) -> tuple[Path | None, str]:
     """Create the visitor's run in state ``queued`` (owner and time limit in its status) and start it at once
     when the machine is free. Returns the run directory (None when refused) and the message for the page."""
-    visitor = valid_visitor(visitor)
+    visitor = policy.visitor(visitor)
     if visitor is None:
         return None, NO_VISITOR
     with runs.start_lock(Path(workspace)):  # a double click must not queue two runs
-        busy = visitor_busy(workspace, policy, visitor)
-        if busy:
-            return None, _busy_message(busy)
+        refusal = _refusal(workspace, policy, visitor)
+        if refusal:
+            return None, f"⏳ Not started: {refusal}"
         try:
             run_dir = runs.create_run(config, workspace=Path(workspace))
             update_status(run_dir, owner=owner_tag(visitor), time_limit_s=policy.time_limit_s)
@@ -87,9 +107,9 @@ def resume_queued(
     checkpoint = runs.resume_point(run_dir)  # the engine's one rule of what can be resumed, and from where
     workspace = workspace_of(run_dir)
     with runs.start_lock(workspace):
-        busy = visitor_busy(workspace, policy, visitor)
-        if busy:
-            raise runs.RunError(_busy_message(busy).removeprefix("⏳ Not started: "))
+        refusal = _refusal(workspace, policy, visitor)
+        if refusal:
+            raise runs.RunError(refusal)
         run_queue.enqueue(run_dir, resume_checkpoint=checkpoint, time_limit_s=policy.time_limit_s)
     run_queue.start_next_queued(workspace, launcher)
     return queue_message(run_dir)

@@ -247,7 +247,7 @@ def start_run(
     from engine.data import DataError, inspect_dataset
 
     try:
-        config = checked_config(values, workspace, policy, visitor_uploads(workspace, visitor))
+        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor))
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start

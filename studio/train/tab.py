@@ -11,6 +11,7 @@ number reaches pydantic and comes back as a message next to its field instead of
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,9 +19,10 @@ import gradio as gr
 from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
+from studio.demo.quota import upload_refusal
 from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget
-from studio.train import actions
+from studio.train import actions, eval_pairing
 from studio.train import dataset as dp
 
 START_LABEL = "Start training"
@@ -97,11 +99,15 @@ class DatasetPanel:
     summary: Any
     examples: Any
     error: Any
+    use_max_length: Any  # a button that sets train.max_length to the check's suggestion, shown when there is one
+    suggestion: Any  # gr.State: that suggestion
+    notice: Any  # what the change of training file did to the eval file (studio.train.eval_pairing)
+    seen: Any  # gr.State: the (training path, eval path) of the last check
 
     @property
     def outputs(self) -> list[Any]:
         """The components a dataset check writes."""
-        return [self.summary, self.examples, self.error]
+        return [self.summary, self.examples, self.error, self.use_max_length, self.suggestion]
 
 
 def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
@@ -123,17 +129,23 @@ def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPane
             form.render_children(form.section("data"), columns=2)
         with gr.Column(scale=1, min_width=320):
             check_button = gr.Button("Check dataset", size="sm")
+            notice = gr.Markdown(elem_classes=["ts-data-notice"])
             error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
             summary = gr.Markdown(
                 "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
             )
+            use_max_length = gr.Button("Use max length", size="sm", visible=False, elem_id="train-use-max-length")
             examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
-    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error)
+    seen = gr.State((form.components["data.path"].value, form.components["data.eval_path"].value))
+    parts = {"use_max_length": use_max_length, "suggestion": gr.State(None), "notice": notice, "seen": seen}
+    return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error, **parts)
 
 
 def check_outputs(result: dp.DatasetCheck) -> list[Any]:
     """Outputs for ``DatasetPanel.outputs``."""
-    return [result.summary, result.examples, result.error]
+    tokens = result.max_length
+    button = gr.update(visible=bool(tokens), value=f"Use max length {tokens:,}" if tokens else "Use max length")
+    return [result.summary, result.examples, result.error, button, tokens]
 
 
 def build_train_tab(ctx: StudioContext) -> ConfigForm:
@@ -215,25 +227,42 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     )
 
 
-def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetPanel) -> None:
-    """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer)."""
+def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, source: str = "") -> None:
+    """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer).
 
-    def check(visitor: str | None, args: tuple[Any, ...], with_tokens: bool) -> list[Any]:
-        values = form.values(args)
+    The rows check first lets the eval path follow a new training path (studio.train.eval_pairing; ``source``
+    says what made the event), so both checks see the eval path that stays.
+    """
+    cap = ctx.policy.max_length if ctx.policy.enabled else None
+
+    def check(visitor: str | None, values: dict[str, Any], with_tokens: bool) -> list[Any]:
         refusal = _demo_data_refusal(ctx, values, visitor)
         if refusal:
             return check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
-        return check_outputs(dp.check_dataset(values, with_tokens=with_tokens, workspace=ctx.workspace))
+        return check_outputs(dp.check_dataset(values, with_tokens, workspace=ctx.workspace, max_length_cap=cap))
+
+    def check_rows(seen: Any, visitor: str | None, *args: Any) -> list[Any]:
+        values = form.values(args)
+        follow = eval_pairing.follow_training_path(seen, values["data.path"], values["data.eval_path"], source)
+        values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
+        shown = [gr.skip() if follow.eval_path is None else follow.eval_path, follow.seen, _or_skip(follow.note)]
+        return check(visitor, values, False) + shown
 
     inputs = [ctx.visitor, *form.inputs]
     lane = {**RAW, **lanes.DATASET_CHECK}
-    quick = event.then(lambda visitor, *args: check(visitor, args, False), inputs, panel.outputs, **lane)
-    quick.then(lambda visitor, *args: check(visitor, args, True), inputs, panel.outputs, **lane)
+    follow_outputs = [form.components["data.eval_path"], panel.seen, panel.notice]
+    quick = event.then(check_rows, [panel.seen, *inputs], panel.outputs + follow_outputs, **lane)
+    quick.then(lambda visitor, *args: check(visitor, form.values(args), True), inputs, panel.outputs, **lane)
+
+
+def _or_skip(value: Any) -> Any:
+    """``value`` as an output, or leave the component as it is for None."""
+    return gr.skip() if value is None else value
 
 
 def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str | None) -> str:
     """In demo mode, why the dataset paths may not be read ('' when they may)."""
-    problems = actions.demo_data_problems(values, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+    problems = actions.demo_data_problems(values, ctx.policy, visitor_uploads(ctx.workspace, ctx.policy, visitor))
     return "\n".join(f"{path}: {message}" for path, message in problems.items())
 
 
@@ -242,7 +271,9 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     inputs = [ctx.visitor, *form.inputs]
 
     def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
-        return actions.preview(form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, visitor))
+        return actions.preview(
+            form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, ctx.policy, visitor)
+        )
 
     def on_change(visitor: str | None, *args: Any) -> list[Any]:
         result = checked(visitor, args)
@@ -262,6 +293,12 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
     triggers = [panel.path.submit, panel.path.blur, form.components["data.format"].input, panel.check_button.click]
     _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
+
+    def on_use_max_length(tokens: int | None) -> Any:
+        return tokens or gr.skip()
+
+    use = panel.use_max_length.click(on_use_max_length, panel.suggestion, form.components["train.max_length"], **RAW)
+    _then_check(use, ctx, form, panel)
 
     def on_estimate(visitor: str | None, *args: Any) -> list[Any]:
         from studio.train.estimate import estimate_run
@@ -285,9 +322,12 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         if not path:
             return [gr.skip(), ""]
         # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
-        folder = visitor_uploads(ctx.workspace, visitor) if ctx.policy.enabled else None
+        folder = visitor_uploads(ctx.workspace, ctx.policy, visitor) if ctx.policy.enabled else None
         if ctx.policy.enabled and folder is None:
             return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
+        refusal = upload_refusal(ctx.workspace, ctx.policy, visitor, Path(path).stat().st_size)
+        if refusal:
+            return [gr.skip(), dp.error_markdown(f"Not uploaded: {refusal}.")]
         try:
             # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
             return [str(dp.copy_upload(path, folder or ctx.workspace, folder)), ""]
@@ -300,7 +340,7 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     _then_check(pick, ctx, form, panel)
 
     def on_load(path: str | None, visitor: str | None) -> list[Any]:
-        uploads = visitor_uploads(ctx.workspace, visitor)
+        uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
         values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads)
         return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
 
@@ -309,7 +349,8 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         (side.config_choice, side.config_choice.input),
         (side.config_upload, side.config_upload.upload),
     ):
-        _then_check(trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE), ctx, form, panel)
+        loaded = trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE)
+        _then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
     def on_save(name: str, *args: Any) -> list[Any]:
         _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace, ctx.policy)

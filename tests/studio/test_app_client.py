@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -21,12 +20,7 @@ from engine.config import RunConfig, save_config
 from engine.store.rundir import METRICS_FILE, update_status
 from studio.app import build_app, launch_options
 from studio.monitor.live import live_token
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.helpers.servers import free_port
 
 
 @pytest.fixture(scope="module")

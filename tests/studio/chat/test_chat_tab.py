@@ -28,11 +28,11 @@ from studio.chat.tab import (
     unload_clicked,
 )
 from studio.demo.policy import DemoPolicy, owner_tag
+from tests.helpers.visitors import ALICE, BOB
+from tests.helpers.visitors import DEMO as DEMO_MODE
 
 DEMO = "assets/demo-model"
 GREEDY_WIDGETS = [0, 0.9, 40, 1, ""]  # temperature, top_p, max_new_tokens, repetition_penalty, seed
-DEMO_MODE = DemoPolicy(enabled=True)
-ALICE, BOB = "alice-aaaaaaaaaaaaaaaa", "bob-bbbbbbbbbbbbbbbbbb"
 
 
 def make_run(workspace: Path, name: str, created: float, **config: Any) -> Path:
@@ -211,7 +211,8 @@ def test_demo_visitors_chat_only_with_their_own_model(workspace, client, adapter
     update_status(adapter_run, owner=owner_tag(ALICE))
     # a visitor as the chat worker knows them: their owner tag, in demo mode only
     alice, bob = caller_of(DEMO_MODE, ALICE), caller_of(DEMO_MODE, BOB)
-    assert (alice, caller_of(DEMO_MODE, "not-an-id"), caller_of(DemoPolicy(), ALICE)) == (owner_tag(ALICE), None, None)
+    invented = caller_of(DEMO_MODE, "alice-aaaaaaaaaaaaaaaa")  # an id the server never signed is nobody
+    assert (alice, invented, caller_of(DemoPolicy(), ALICE)) == (owner_tag(ALICE), None, None)
     loading = load_clicked(client, workspace, "run:tuned", DEMO_MODE, ALICE)
     assert "Loading…" in next(loading)  # the model's name is on this line: no one else may read it
     for someone in (bob, None):

@@ -12,13 +12,13 @@ import yaml
 import launch
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
-from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, owns, place_text, valid_visitor, visitor_uploads
+from studio.demo.policy import NORMAL, owner_tag, owns, place_text, visitor_uploads
 from studio.form.schema import default_values, leaf_specs
 from studio.train import actions
+from tests.helpers.visitors import ALICE, BOB, DEMO
 
-DEMO = DemoPolicy(enabled=True)
 CAP = DEMO.max_steps
-VISITOR = "visitor-aaaaaaaaaaaaaaaa"
+VISITOR = ALICE
 
 
 def demo_values(**changes: Any) -> dict[str, Any]:
@@ -93,7 +93,7 @@ def test_memory_caps_are_refused_next_to_their_field() -> None:
 
 
 def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path) -> None:
-    uploads = visitor_uploads(tmp_path, VISITOR)
+    uploads = visitor_uploads(tmp_path, DEMO, VISITOR)
     mine = uploads / "mine.jsonl"
     mine.parent.mkdir(parents=True)
     mine.write_text('{"text": "hi"}\n')
@@ -107,7 +107,7 @@ def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path
     for path in (str(elsewhere), "/etc/passwd", "org/dataset", "assets/datasets/../../launch.py"):
         assert by_field({"train": steps, "data": {"path": path}}, uploads) == {"data.path": message}, path
     # Another visitor's upload is not yours.
-    other = visitor_uploads(tmp_path, "visitor-bbbbbbbbbbbbbbbb")
+    other = visitor_uploads(tmp_path, DEMO, BOB)
     assert by_field({"train": steps, "data": {"path": str(mine)}}, other) == {"data.path": message}
     assert by_field({"train": steps, "data": {"eval_path": "/etc/hosts"}}, uploads) == {"data.eval_path": message}
 
@@ -124,7 +124,7 @@ def test_preview_and_start_show_the_demo_refusal_next_to_the_field(tmp_path: Pat
 def test_restrict_values_forces_locked_fields_and_resets_foreign_data(tmp_path: Path) -> None:
     values = default_values()
     values.update({"model.name_or_path": "org/big", "quantization.mode": "4bit", "data.path": "/etc/passwd"})
-    restricted, changed = DEMO.restrict_values(values, visitor_uploads(tmp_path, VISITOR))
+    restricted, changed = DEMO.restrict_values(values, visitor_uploads(tmp_path, DEMO, VISITOR))
     assert changed == ["model.name_or_path", "quantization.mode", "data.path"]
     assert restricted["model.name_or_path"] == "assets/demo-model" and restricted["quantization.mode"] == "none"
     assert restricted["data.path"] == "assets/datasets/demo_sft_train.jsonl"
@@ -169,13 +169,14 @@ def test_help_text_names_the_limit() -> None:
 
 
 def test_visitors_and_owners() -> None:
-    assert valid_visitor(VISITOR) == VISITOR
-    assert valid_visitor("short") is None and valid_visitor("../../etc/passwd-xxxxxxxx") is None
-    assert valid_visitor(None) is None and valid_visitor(42) is None
+    assert DEMO.visitor(VISITOR) == VISITOR
+    assert DEMO.visitor("short") is None and DEMO.visitor("../../etc/passwd-xxxxxxxx") is None
+    assert DEMO.visitor(None) is None and DEMO.visitor(42) is None
+    assert NORMAL.visitor(VISITOR) is None  # outside demo mode nobody in particular is looking
     tag = owner_tag(VISITOR)
     assert len(tag) == 32 and VISITOR not in tag
     assert owns(DEMO, tag, VISITOR) is True
-    assert owns(DEMO, tag, "visitor-bbbbbbbbbbbbbbbb") is False
+    assert owns(DEMO, tag, BOB) is False
     assert owns(DEMO, None, VISITOR) is False and owns(DEMO, tag, None) is False
     assert owns(NORMAL, tag, None) is True
 

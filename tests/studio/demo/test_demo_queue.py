@@ -17,7 +17,7 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_status, update_status
 from studio.app import initial_view
 from studio.chat import models as chat_models
-from studio.demo.policy import DemoPolicy, owned_run, owner_tag, valid_visitor
+from studio.demo.policy import owned_run, owner_tag
 from studio.demo.queue import Scheduler, resume_queued
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab
@@ -29,9 +29,9 @@ from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
 from studio.train import actions
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
+from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO
 
-DEMO = DemoPolicy(enabled=True)
-ALICE, BOB, CAROL = "alice-aaaaaaaaaaaaaaaa", "bob-bbbbbbbbbbbbbbbbbb", "carol-cccccccccccccccc"
+NAMES = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
 
 
 def stand_in(processes: list[subprocess.Popen[bytes]]) -> Any:
@@ -47,7 +47,7 @@ def stand_in(processes: list[subprocess.Popen[bytes]]) -> Any:
 
 def start(workspace: Path, visitor: str, launcher: Any, **changes: Any) -> actions.StartResult:
     values = actions.starting_values()
-    values.update({"name": visitor.split("-")[0], "train.max_steps": 5})
+    values.update({"name": NAMES.get(visitor, "nobody"), "train.max_steps": 5})
     values.update({key.replace("__", "."): value for key, value in changes.items()})
     return actions.start_run(values, workspace, launcher, policy=DEMO, visitor=visitor)
 
@@ -104,7 +104,7 @@ def test_each_visitor_sees_and_acts_on_their_own_runs(tmp_path: Path, processes:
     assert "no run" in message and bob.is_dir()
     # The page load: a new visitor gets an id and no run; a known one lands on their own run.
     chosen, _, new_id = initial_view(tmp_path, None, DEMO, None)
-    assert chosen is None and valid_visitor(new_id)
+    assert chosen is None and DEMO.visitor(new_id) == new_id
     chosen, tab, kept = initial_view(tmp_path, None, DEMO, BOB)
     assert chosen == str(bob) and tab.selected == "monitor" and kept == gr.skip()  # Bob keeps his id
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -27,10 +26,10 @@ from studio.export import tab as export_tab
 from studio.jobs.view import checkpoint_of, finished_runs, pick_run, progress_html, weight_choices
 from studio.jobs.widgets import cancel_job
 from tests.helpers.demo_run import RUN_ID, trained_demo_run
+from tests.helpers.servers import free_port
+from tests.helpers.visitors import ALICE, DEMO
 
 pytestmark = pytest.mark.integration
-DEMO = DemoPolicy(enabled=True)
-ALICE = "alice-aaaaaaaaaaaaaaaa"
 
 
 @pytest.fixture(scope="module")
@@ -198,12 +197,6 @@ def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkey
     assert copy.name == archive.name and copy.read_bytes() == archive.read_bytes()
     assert (workspace / "exports").resolve() not in copy.resolve().parents
     assert export_tab.poll(job)[-1].visible and len(copies) == 1  # the same job outside demo mode: no copy
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def fetch_status(workspace: Path, policy: DemoPolicy, path: Path) -> int:

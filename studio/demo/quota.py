@@ -1,0 +1,68 @@
+"""Demo mode's disk quota: what one visitor's uploads and run directories may hold together.
+
+A stranger on a shared Space must not fill its disk: an upload or a Start that would take a visitor past
+``DemoPolicy.visitor_quota_mb`` is refused with a message that says the limit and what they use, and how to
+free space (delete a run on the Runs tab). The count walks the visitor's own folders only, a few files each.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_uploads
+
+
+def tree_bytes(folder: Path | None) -> int:
+    """Bytes of the regular files under ``folder`` (symlinks not followed; 0 when it does not exist)."""
+    if folder is None or not Path(folder).is_dir():
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while we counted (a checkpoint rotated away)
+                continue
+    return total
+
+
+def visitor_usage(workspace: Path, policy: DemoPolicy, visitor: str | None) -> int:
+    """Bytes the visitor's uploads and runs hold now (0 outside demo mode or without a visitor)."""
+    if not policy.enabled or policy.visitor(visitor) is None:
+        return 0
+    runs = sum(tree_bytes(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor))
+    return runs + tree_bytes(visitor_uploads(workspace, policy, visitor))
+
+
+def _mb(size: float) -> str:
+    return f"{size / MB:.1f} MB"
+
+
+def upload_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None, size: int) -> str | None:
+    """Why an upload of ``size`` bytes is refused (bigger than one file may be, or past the visitor's quota);
+    None when it fits or outside demo mode."""
+    if not policy.enabled:
+        return None
+    if size > policy.upload_limit_mb * MB:
+        return f"the file is {_mb(size)}; this demo takes files of at most {_mb(policy.upload_limit_mb * MB)}"
+    used = visitor_usage(workspace, policy, visitor)
+    if used + size > policy.visitor_quota_mb * MB:
+        return (
+            f"this file ({_mb(size)}) would take your uploads and runs past the {_mb(policy.visitor_quota_mb * MB)}"
+            f" a visitor may keep here (you use {_mb(used)}): delete a run on the Runs tab first"
+        )
+    return None
+
+
+def start_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None) -> str | None:
+    """Why a Start or Resume is refused for the disk it would fill; None when the visitor is under quota."""
+    if not policy.enabled:
+        return None
+    used = visitor_usage(workspace, policy, visitor)
+    if used < policy.visitor_quota_mb * MB:
+        return None
+    return (
+        f"your uploads and runs use {_mb(used)}, the most a visitor may keep here is "
+        f"{_mb(policy.visitor_quota_mb * MB)}: delete a run on the Runs tab first"
+    )
