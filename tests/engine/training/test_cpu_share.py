@@ -22,26 +22,50 @@ def spinner() -> subprocess.Popen[bytes]:
     return subprocess.Popen([sys.executable, "-c", SPIN])
 
 
-def measure(seconds: float, busy_self: bool = False) -> float:
-    before = read_cpu_times()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if not busy_self:
-            time.sleep(0.01)
-    return others_load(before, read_cpu_times())
+def process_seconds() -> dict[int, float]:
+    """CPU seconds (user + system) of every process on the machine but this one, by pid, from /proc."""
+    ticks, found = os.sysconf("SC_CLK_TCK"), {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        pid = int(stat.parent.name)
+        if pid == os.getpid():
+            continue
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended while we read
+        found[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
+def cores_used(before: dict[int, float], after: dict[int, float], wall: float) -> float:
+    """Cores the other processes used between two readings (a process that started meanwhile counts whole)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items()) / wall
 
 
 def test_a_busy_program_counts_and_this_process_does_not():
-    quiet = measure(1.0, busy_self=True)  # this process spinning is not "other programs"
+    """Checked against the truth of the moment, so it holds on a busy machine too: the load the run reads
+    (/proc/stat less this process) must match what every other process used (each one's /proc/PID/stat) while
+    this process kept a core busy itself, and must include the spinner's share."""
     process = spinner()
     try:
-        time.sleep(0.2)
-        busy = measure(1.0)
+        deadline = time.monotonic() + 60
+        while process_seconds().get(process.pid, 0.0) < 0.05 and time.monotonic() < deadline:
+            time.sleep(0.01)  # the spinner is running, not still starting
+        before, others_before = read_cpu_times(), process_seconds()
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            pass  # this process spins: its time must not count as other programs'
+        after, others_after = read_cpu_times(), process_seconds()
     finally:
         process.kill()
         process.wait()
-    assert busy > 0.7, busy
-    assert busy - quiet > 0.6, (busy, quiet)
+    wall = after.wall - before.wall
+    own = (after.own - before.own) / wall
+    spinner_share = (others_after[process.pid] - others_before[process.pid]) / wall
+    load, truth = others_load(before, after), cores_used(others_before, others_after, wall)
+    assert own > 0.3 and spinner_share > 0.3, (own, spinner_share)  # both really ran
+    assert load >= spinner_share - 0.1, (load, spinner_share)
+    assert abs(load - truth) < 0.25, (load, truth, own)  # counting this process would be off by `own`
 
 
 @pytest.mark.parametrize(
