@@ -1,11 +1,21 @@
-"""The first training rows exactly as the model sees them, with the loss-bearing parts marked."""
+"""The first training rows exactly as the model sees them, with the loss-bearing parts marked; and the dataset
+check that shows them beside each training row's token count (check_tokens), from one tokenization."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.data.pipeline import select_rows, tokenize_rows
+from engine.data.pipeline import (
+    DataReport,
+    add_token_counts,
+    guard_chat_template,
+    require_trainable,
+    select_rows,
+    start_report,
+    tokenize_rows,
+)
+from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.tokenize import TokenizedRow
 
 if TYPE_CHECKING:
@@ -40,6 +50,38 @@ def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[Prev
         for number, row in zip(tokenized.numbers, tokenized.rows, strict=True):
             examples.append(_example(tokenizer, number, row))
     return examples[:n]
+
+
+@dataclass
+class TokenCheck:
+    """The dataset check with a tokenizer, from one tokenization of the training rows."""
+
+    report: DataReport  # as inspect_dataset reports it
+    # Tokens before truncation of each training row that trains (TokenizedRow.length; for a row far longer than
+    # max_length a lower bound, see encode_head). Rows dropped for want of a loss token (report.num_dropped) have
+    # no entry: all that is known of them is that they are longer than max_length.
+    lengths: list[int]
+    examples: list[PreviewExample]  # the first rows that train, as preview_examples gives them
+
+
+def check_tokens(
+    config: RunConfig, tokenizer: Any, n: int = 3, template_budget_s: float = CHECK_BUDGET_S
+) -> TokenCheck:
+    """``inspect_dataset`` with a tokenizer, plus every training row's token count and the first ``n`` examples.
+
+    The same steps as inspect_dataset (the template guard before any row is rendered here), but the rows are
+    tokenized once for the report, the counts and the examples: the dataset panel needs all three.
+    """
+    data, max_length = config.data, config.train.max_length
+    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
+    report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
+    guard_chat_template(data, tokenizer, [(loaded, train_idx)], template_budget_s)
+    tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
+    require_trainable(tokenized, data, loaded.source, max_length)
+    add_token_counts(report, tokenized)
+    pairs = list(zip(tokenized.numbers, tokenized.rows, strict=True))[:n]
+    examples = [_example(tokenizer, number, row) for number, row in pairs]
+    return TokenCheck(report, [row.length for row in tokenized.rows], examples)
 
 
 def _example(tokenizer: Any, number: int, row: TokenizedRow) -> PreviewExample:

@@ -23,6 +23,7 @@ from engine.store.workspace import datasets_dir
 from studio.form.schema import leaf_specs, values_to_data
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
+from studio.train.lengths import model_context, suggest_max_length
 
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
@@ -97,16 +98,23 @@ class DatasetCheck:
     examples: str  # HTML: rendered rows with loss-bearing text marked
     error: str  # Markdown: why the dataset cannot be used ("" when it can)
     format: str | None = None
+    max_length: int | None = None  # a train.max_length to suggest: too many rows are longer than the form's
 
 
 def check_dataset(
-    values: Mapping[str, Any], with_tokens: bool = True, num_examples: int = 3, workspace: Path | None = None
+    values: Mapping[str, Any],
+    with_tokens: bool = True,
+    num_examples: int = 3,
+    workspace: Path | None = None,
+    max_length_cap: int | None = None,
 ) -> DatasetCheck:
-    """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts and examples.
+    """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts, examples and, when many
+    rows are cut short, a longer max_length to use (at most the model's context and ``max_length_cap``, the demo's).
 
     Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
     """
-    from engine.data import DataError, inspect_dataset, preview_examples
+    from engine.data import DataError, inspect_dataset
+    from engine.data.preview import check_tokens
 
     try:
         config = check_config(values, workspace)
@@ -124,11 +132,18 @@ def check_dataset(
         note = f"\n\n⚠️ cannot load the tokenizer of `{config.model.name_or_path}`: {_first_line(exc)}"
         return DatasetCheck(summary_markdown(report) + note, "", "", report.format)
     try:
-        report = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed)
-        examples = preview_examples(config, tokenizer, num_examples)
+        checked = check_tokens(config, tokenizer, num_examples)
     except DataError as exc:
         return DatasetCheck("", "", error_markdown(str(exc)), report.format)
-    return DatasetCheck(summary_markdown(report), examples_html(examples), "", report.format)
+    report = checked.report
+    limits = {
+        "the model's context": model_context(config.model.name_or_path, config.model.revision, tokenizer),
+        "the demo's limit": max_length_cap,
+    }
+    advice = suggest_max_length(checked.lengths, report.num_dropped, config.train.max_length, limits)
+    summary = summary_markdown(report) + (f"\n\n{advice.markdown()}" if advice else "")
+    suggestion = advice.suggestion if advice else None
+    return DatasetCheck(summary, examples_html(checked.examples), "", report.format, suggestion)
 
 
 def error_markdown(message: str) -> str:

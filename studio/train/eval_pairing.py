@@ -1,0 +1,100 @@
+"""Which training file an eval file belongs to, so that a new training file does not silently keep the eval file
+of the one before (after an upload, the demo preset's eval file used to stay and evaluate the wrong task).
+
+The rule, applied when the training path changes (an upload, a bundled pick, a typed path) while the eval path
+stays as it was:
+
+- the eval file is kept when it is the new training file's partner: the same folder and the same name with
+  ``train`` where it says ``eval`` (or test, val, valid, validation, dev), as ``demo_sft_eval.jsonl`` is for
+  ``demo_sft_train.jsonl``;
+- it is cleared when it is the partner of another training file that exists: it belonged to that dataset;
+- otherwise it is kept and flagged, since nothing tells whose it is (one eval set shared by several training
+  files is fine, a stale one is not).
+
+A config load sets both paths on purpose: it is only remembered (``LOADED``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.store.paths import find_local_path
+
+EVAL_WORDS = ("eval", "evaluation", "test", "val", "valid", "validation", "dev")
+# A whole word of a file name: "demo_sft_eval", "eval-set" and "Test" match, "medieval" and "devices" do not.
+_EVAL_WORD = re.compile(r"(?<![a-z0-9])(" + "|".join(EVAL_WORDS) + r")(?![a-z0-9])", re.IGNORECASE)
+LOADED = "loaded"  # the ``source`` of a change that a config load made
+
+
+@dataclass(frozen=True)
+class EvalFollow:
+    """What a change of the training path does to the eval path."""
+
+    eval_path: str | None  # the eval path to show; None: leave the field as it is
+    note: str | None  # Markdown for the dataset panel; None: leave the note shown, "": clear it
+    seen: tuple[str, str]  # (training path, eval path) that the next change is compared with
+
+
+def training_partner(eval_path: str) -> Path | None:
+    """The training file an eval file pairs with by name, when one exists: ``x_eval.jsonl`` -> ``x_train.jsonl``."""
+    local = find_local_path(eval_path) if eval_path.strip() else None
+    if local is None or not local.is_file():
+        return None
+    for match in reversed(list(_EVAL_WORD.finditer(local.stem))):  # the last word first: "test_set_eval"
+        word = match.group()
+        train = "TRAIN" if word.isupper() else "Train" if word[0].isupper() else "train"
+        candidate = local.with_name(local.stem[: match.start()] + train + local.stem[match.end() :] + local.suffix)
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths of the form name the same file (a hub id or a missing file: the same text)."""
+    first, second = first.strip(), second.strip()
+    if first == second:
+        return True
+    local = find_local_path(first) if first else None
+    return local is not None and local == (find_local_path(second) if second else None)
+
+
+def follow_training_path(seen: Sequence[str] | None, path: str, eval_path: str, source: str = "") -> EvalFollow:
+    """The eval path after the form's training path became ``path`` (see the module's rule).
+
+    ``seen`` is the (training path, eval path) pair of the previous call, None at first; ``source`` is ``LOADED``
+    for a config load, whose eval path is kept as it is.
+    """
+    path, eval_path = (path or "").strip(), (eval_path or "").strip()
+    now = (path, eval_path)
+    if not seen or source == LOADED:
+        return EvalFollow(None, "" if source == LOADED else None, now)
+    old_path, old_eval = (str(part or "").strip() for part in seen)
+    if same_file(old_path, path):
+        # Same training file; a new eval path makes a note about the old one obsolete.
+        return EvalFollow(None, None if eval_path == old_eval else "", now)
+    if not eval_path or eval_path != old_eval:  # no eval file, or one chosen with the new training file
+        return EvalFollow(None, "", now)
+    partner = training_partner(eval_path)
+    if partner is not None and same_file(str(partner), path):
+        return EvalFollow(None, "", now)
+    if partner is not None:
+        note = (
+            f"ℹ️ The eval file `{_shown(eval_path)}` belonged to `{partner.name}`, not to this dataset: cleared. "
+            "Pick an eval file of this dataset, or leave it empty and set data.eval_size to hold out part of the "
+            "training rows (or turn evaluation off)."
+        )
+        return EvalFollow("", note, (path, ""))
+    note = (
+        f"⚠️ The eval file `{_shown(eval_path)}` was chosen with the previous training file "
+        f"`{_shown(Path(old_path).name)}`: keep it only if it holds rows of this dataset's task and format; "
+        "otherwise clear it (data.eval_size holds out part of the training rows)."
+    )
+    return EvalFollow(None, note, now)
+
+
+def _shown(text: str) -> str:
+    """A path for inline code in Markdown (a backtick would end it)."""
+    return text.replace("`", "'")

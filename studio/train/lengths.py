@@ -1,0 +1,117 @@
+"""A train.max_length to suggest when the dataset check finds many training rows cut short.
+
+The check tokenizes every training row once (engine.data.preview.check_tokens) and keeps each row's length before
+truncation; the suggestion is read from those counts: the shortest multiple of 8 that keeps all but
+``TRUNCATED_SHARE`` of the rows whole, so that the panel no longer complains once it is used. It never exceeds the
+model's context or the demo's cap.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.store.paths import find_local_path
+
+TRUNCATED_SHARE = 0.05  # more rows than this cut short and the panel suggests a longer max_length
+MULTIPLE = 8  # suggestions are multiples of 8: what GPU kernels tile by, and easy numbers to read
+# The config.json keys that hold a model's context length, across architectures.
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
+# Tokenizers without a known length say int(1e30); nothing real comes near ten million tokens.
+_NO_LENGTH = 10_000_000
+
+
+@dataclass(frozen=True)
+class LengthAdvice:
+    """What the dataset panel says when too many training rows are longer than max_length."""
+
+    rows: int  # training rows checked
+    truncated: int  # of which longer than max_length
+    max_length: int  # the form's train.max_length
+    suggestion: int | None  # a longer max_length to use; None when a limit leaves none
+    measured: bool  # whether the suggestion comes from known lengths (False: rows of unknown length decided it)
+    limit: tuple[str, int] | None = None  # (what, tokens): the limit that capped the suggestion or left none
+
+    def markdown(self) -> str:
+        """One Markdown paragraph for the dataset summary."""
+        # The warning above the advice already gives the counts.
+        share = self.truncated / self.rows
+        text = f"💡 **{share:.0%} of the training rows are cut short at max_length {self.max_length:,}.**"
+        limit = f"{self.limit[0]} is {self.limit[1]:,} tokens" if self.limit else ""
+        if self.suggestion is None:
+            return f"{text} {limit[:1].upper()}{limit[1:]}, so max_length cannot grow: shorten the rows instead."
+        if self.limit:
+            why = f"{limit}: the longest allowed"
+        elif self.measured:
+            why = f"{1 - TRUNCATED_SHARE:.0%} of the rows fit in it"
+        else:  # a row whose prompt alone fills max_length is dropped before its full length is counted
+            why = "rows whose prompt fills max_length are dropped uncounted: check again after"
+        return f"{text} Suggested: **max length {self.suggestion:,}** ({why})."
+
+
+def round_up(tokens: int, multiple: int = MULTIPLE) -> int:
+    """``tokens`` rounded up to a multiple of ``multiple`` (at least one multiple)."""
+    return max(multiple, math.ceil(tokens / multiple) * multiple)
+
+
+def suggest_max_length(
+    lengths: Sequence[int], num_dropped: int, max_length: int, limits: Mapping[str, int | None] | None = None
+) -> LengthAdvice | None:
+    """Advice when more than ``TRUNCATED_SHARE`` of the training rows are longer than ``max_length``, else None.
+
+    ``lengths``: tokens before truncation of each row that trains; ``num_dropped``: rows dropped because truncation
+    left them no loss token (longer than max_length, by how much unknown). The suggestion is the row length that all
+    but ``TRUNCATED_SHARE`` of the rows stay within, rounded up to a multiple of 8; the dropped rows count as the
+    longest. When that row is one of them, the suggestion is the longest row counted or twice max_length, whichever
+    is more, so that the next check measures more rows. ``limits`` maps a name ("the model's context") to its
+    tokens (None: unknown); the suggestion never exceeds the smallest, and there is none when it is not above
+    max_length.
+    """
+    rows = len(lengths) + num_dropped
+    truncated = num_dropped + sum(length > max_length for length in lengths)
+    if not rows or truncated <= TRUNCATED_SHARE * rows:
+        return None
+    ordered = sorted(lengths)
+    keep = rows - math.floor(TRUNCATED_SHARE * rows)  # rows that should fit whole
+    measured = keep <= len(ordered)
+    tokens = ordered[keep - 1] if measured else max([*ordered, 2 * max_length])
+    suggestion = round_up(tokens)
+    limit = min(((cap, name) for name, cap in (limits or {}).items() if cap), default=None)
+    if limit is None or suggestion <= limit[0]:
+        return LengthAdvice(rows, truncated, max_length, suggestion, measured)
+    capped = limit[0] if limit[0] > max_length else None
+    return LengthAdvice(rows, truncated, max_length, capped, measured, (limit[1], limit[0]))
+
+
+def model_context(name_or_path: str, revision: str | None = None, tokenizer: Any = None) -> int | None:
+    """The longest sequence the model takes, in tokens: from its config.json (a local folder, or the hub cache),
+    else the tokenizer's ``model_max_length`` when it is a real number; None when neither says."""
+    config = _read_config(name_or_path, revision)
+    config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
+    for key in _CONTEXT_KEYS:
+        if isinstance(config.get(key), int) and config[key] > 0:
+            return int(config[key])
+    length = getattr(tokenizer, "model_max_length", None)
+    return int(length) if isinstance(length, int) and 0 < length < _NO_LENGTH else None
+
+
+def _read_config(name_or_path: str, revision: str | None) -> dict[str, Any]:
+    """A model's config.json as a dict ({} when there is none to read without the network)."""
+    local = find_local_path(name_or_path)
+    path: Any = local / "config.json" if local is not None else None
+    if path is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            path = try_to_load_from_cache(name_or_path, "config.json", revision=revision)
+        except Exception:  # not a valid repo id, an unreadable cache: the tokenizer may still say
+            return {}
+    try:
+        config = json.loads(Path(path).read_text(encoding="utf-8")) if isinstance(path, (str, Path)) else {}
+    except (OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
