@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Studio, demo_config, free_port
+from e2e_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Studio, demo_config
 
 from engine import runs
+from tests.helpers.servers import free_port
 
 
 def pytest_configure(config: pytest.Config) -> None:

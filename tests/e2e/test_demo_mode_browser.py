@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, Studio, free_port, wait_until
+from e2e_harness import VIEWPORT, Studio, wait_until
 
 from engine import runs
 from studio.demo.policy import DemoPolicy
+from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.e2e
 ALICE_STEPS = 60

@@ -21,7 +21,8 @@ import pytest
 from engine.data.template_guard import CHECK_BUDGET_S, START_ALLOWANCE_S, WALL_BUDGETS
 from studio import lanes
 from studio.app import build_app, launch_options
-from tests.e2e.e2e_harness import free_port, wait_until
+from tests.e2e.e2e_harness import wait_until
+from tests.helpers.servers import free_port
 
 CHATML = (
     "{% for message in messages %}"
