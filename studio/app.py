@@ -173,5 +173,5 @@ def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, An
         "theme": theme(),
         "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH],
         "head": f"<script>{script}</script>",
-        "app_kwargs": {"routes": live_routes(Path(workspace).resolve())},
+        "app_kwargs": {"routes": live_routes(Path(workspace).resolve(), policy)},
     }

@@ -70,7 +70,8 @@ def load_clicked(
 ) -> Iterator[str]:
     """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
     a key is never taken as a path to anything else on this machine. It replaces whatever model is loaded (one
-    worker serves the studio); in demo mode a run's model then serves this visitor only."""
+    worker serves the studio); in demo mode a run's model then serves this visitor only, and a failure names the
+    run's files as the visitor knows them (``workspace/runs/...``), not by the server's paths."""
     caller = caller_of(policy, visitor)
     try:
         if key and key not in {value for _, value in model_choices(workspace, policy, visitor)}:
@@ -79,7 +80,7 @@ def load_clicked(
         for _ in client.load(spec, owner=holder_for(spec, caller)):
             yield status_html(client, caller)
     except ChatError as exc:
-        yield message_html(f"Could not load: {exc}", "error")
+        yield message_html(f"Could not load: {policy.shown(str(exc), workspace)}", "error")
         return
     yield status_html(client, caller)
 
@@ -318,7 +319,9 @@ class ChatTab:
             yield from load_clicked(client, workspace, key, policy, who)
 
         def send(who: str | None, *values: Any) -> Iterator[list[Any]]:
-            yield from respond(client, *values, caller=caller_of(policy, who))
+            for outputs in respond(client, *values, caller=caller_of(policy, who)):
+                # The note says why a reply failed (the worker's error may name its files); the replies stay as written.
+                yield [*outputs[:-1], policy.shown(outputs[-1], workspace)]
 
         self.load.click(load, [self.model, visitor], [self.status], **private, **lanes.NO_LANE)
         self.unload.click(

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine import runs
 from engine.config import Problem, RunConfig
@@ -25,6 +25,7 @@ from engine.store.paths import PathNotAllowed, confine, find_local_path
 from engine.store.rundir import read_status
 from engine.store.workspace import runs_dir, visitor_datasets_dir
 from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
+from studio.demo.shown import server_roots, shown_value
 from studio.form.schema import FieldSpec, leaf_specs, to_widget
 from studio.path_guard import BUNDLED_DATASETS, resolve_run
 
@@ -44,6 +45,7 @@ LOCKED: dict[str, Any] = {
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
 DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -174,6 +176,12 @@ class DemoPolicy:
             return f"Optimizer steps to run: 1 to {self.max_steps} in this demo."
         cap = self.caps().get(spec.path)
         return f"{spec.help} At most {cap} in this demo." if cap else spec.help
+
+    def shown(self, value: T, workspace: Path | None) -> T:
+        """``value`` as a page may show it: in demo mode the server paths in its text (a string, or the strings in
+        lists, tuples and dict values) read as the names the visitor knows (studio.demo.shown: ``mine.jsonl``,
+        ``workspace/runs/...``); outside demo mode unchanged, since whoever runs their own studio wants full paths."""
+        return shown_value(value, server_roots(workspace)) if self.enabled else value
 
 
 NORMAL = DemoPolicy()

@@ -61,7 +61,7 @@ def run_changed(
             data = gr.Radio(value=evaluations.DATA_EVAL if has_eval else evaluations.DATA_TRAIN)
             result = evaluations.latest_evaluation(run_dir)
         except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
-            gr.Warning(str(exc))
+            gr.Warning(policy.shown(str(exc), workspace))
     weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
     return [weights, data, *result_view(result)]
 
@@ -81,7 +81,8 @@ def start_clicked(
     visitor: str | None = None,
 ) -> list[Any]:
     """Check and start an evaluation; returns the job, the timer, the progress line and the buttons. In demo
-    mode only the visitor's runs, on their own eval or training set (no file path on the server)."""
+    mode only the visitor's runs, on their own eval or training set (no file path on the server), and a refusal
+    names files as the visitor knows them."""
     if not run_id:
         return _refused("Pick a run first.")
     if policy.enabled and data == "file":
@@ -102,14 +103,21 @@ def start_clicked(
             workspace,
         )
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
-        return _refused(str(exc), "error")
+        return _refused(policy.shown(str(exc), workspace), "error")
     status = jobs.status(job_dir)
     return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *action_buttons(True)]
 
 
-def poll(job_dir: str | None, which: str, run_id: str | None = None) -> list[Any]:
+def poll(
+    job_dir: str | None,
+    which: str,
+    run_id: str | None = None,
+    policy: DemoPolicy = NORMAL,
+    workspace: Path | None = None,
+) -> list[Any]:
     """The timer's handler: progress while the job runs; its result (and the timer off) once it is over. With
-    ``run_id`` (the run the page shows) the result of an evaluation of another run is not shown under its name."""
+    ``run_id`` (the run the page shows) the result of an evaluation of another run is not shown under its name.
+    In demo mode the error of a failed job names files as the visitor knows them."""
     status = job_status(job_dir)
     unchanged = [gr.skip()] * 3
     if status is None:
@@ -121,7 +129,8 @@ def poll(job_dir: str | None, which: str, run_id: str | None = None) -> list[Any
     if run_id is not None and status.labels.get("run_id") != run_id:
         result = None  # the page moved on to another run meanwhile: its own cards stay
     shown = result_view(result, which) if result else unchanged
-    return [None, gr.Timer(active=False), progress_html(status, "evaluation"), *action_buttons(False), *shown]
+    progress = policy.shown(progress_html(status, "evaluation"), workspace)  # a failed job's error names files
+    return [None, gr.Timer(active=False), progress, *action_buttons(False), *shown]
 
 
 def pending_view(job_dir: str | None) -> list[Any]:
@@ -196,7 +205,7 @@ class EvaluateTab:
             **private,
         ).then(pending_view, [self.job], shown, show_progress="hidden", **private)
         self.timer.tick(
-            poll,
+            lambda job, which, run_id: poll(job, which, run_id, policy, workspace),
             [self.job, self.filter, self.run],
             [self.job, self.timer, self.progress, *buttons, *shown],
             show_progress="hidden",

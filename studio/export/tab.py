@@ -117,7 +117,7 @@ def start_clicked(
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
         job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
-        return _refused(str(exc))
+        return _refused(policy.shown(str(exc), workspace))
     status = jobs.status(job_dir)
     hidden = gr.DownloadButton(visible=False)
     return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *action_buttons(True), "", hidden]
@@ -160,8 +160,9 @@ def download_button(archive: str | None, policy: DemoPolicy = NORMAL) -> gr.Down
     return gr.DownloadButton(value=str(private_copy(Path(archive)) if policy.enabled else archive), visible=True)
 
 
-def poll(job_dir: str | None, policy: DemoPolicy = NORMAL) -> list[Any]:
-    """The timer's handler: progress while the job runs; the result and the download once it is over."""
+def poll(job_dir: str | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None) -> list[Any]:
+    """The timer's handler: progress while the job runs; the result and the download once it is over (in demo
+    mode where it went, or why it failed, as ``workspace/exports/...``: no server path)."""
     status = job_status(job_dir)
     if status is None:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
@@ -171,9 +172,9 @@ def poll(job_dir: str | None, policy: DemoPolicy = NORMAL) -> list[Any]:
     return [
         None,
         gr.Timer(active=False),
-        progress_html(status, "export"),
+        policy.shown(progress_html(status, "export"), workspace),
         *action_buttons(False),
-        result_html(status),
+        policy.shown(result_html(status), workspace),
         download,
     ]
 
@@ -256,7 +257,9 @@ class ExportTab:
             outputs,
             **private,
         )
-        self.timer.tick(lambda job: poll(job, policy), [self.job], outputs, show_progress="hidden", **private)
+        self.timer.tick(
+            lambda job: poll(job, policy, workspace), [self.job], outputs, show_progress="hidden", **private
+        )
         self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
         refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer)
 

@@ -30,6 +30,7 @@ from starlette.concurrency import run_in_threadpool
 from engine import runs
 from engine.store.rundir import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail
 from engine.store.workspace import runs_dir
+from studio.demo.policy import NORMAL, DemoPolicy
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
 from studio.path_guard import ASSETS_DIR
 
@@ -110,9 +111,12 @@ class ChartQuery:
     log: bool = False  # whether to send the end of train.log (the page shows it only when its section is open)
 
 
-def charts_response(run_dir: Path | None, query: ChartQuery) -> Response:
+def charts_response(
+    run_dir: Path | None, query: ChartQuery, policy: DemoPolicy = NORMAL, workspace: Path | None = None
+) -> Response:
     """The charts route's answer: keys, the changed wanted figures, the progress and stats panels, the log when
-    asked, the metrics file's size and the run's version (see ``run_version``)."""
+    asked, the metrics file's size and the run's version (see ``run_version``). In demo mode the panels and the log
+    name files as the visitor knows them, not by the server's paths (DemoPolicy.shown)."""
     smoothing = min(MAX_SMOOTHING, max(0.0, query.smoothing))
     if run_dir is None:
         charts = changed_charts(None, "none", query.have, wanted=query.wanted)
@@ -122,8 +126,8 @@ def charts_response(run_dir: Path | None, query: ChartQuery) -> Response:
     status = runs.status(run_dir)
     with FEEDS.polled(run_dir) as feed:
         charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted)
-        panels = live_panels(run_dir, status, feed)
-    log = {"log": log_tail(run_dir, LOG_BYTES)} if query.log else {}
+        panels = policy.shown(live_panels(run_dir, status, feed), workspace)
+    log = {"log": policy.shown(log_tail(run_dir, LOG_BYTES), workspace)} if query.log else {}
     return _json({**charts, "panels": panels, **log, "size": int(version.split(".")[0]), "version": version})
 
 
@@ -155,8 +159,8 @@ def hold_seconds(run_dir: Path, wait: float) -> float:
     return max(0.0, min(wait, cap))
 
 
-def live_routes(workspace: Path) -> list[APIRoute]:
-    """The routes for one workspace's studio."""
+def live_routes(workspace: Path, policy: DemoPolicy = NORMAL) -> list[APIRoute]:
+    """The routes for one workspace's studio (``policy``: what its pages may be shown)."""
     runs_root = runs_dir(Path(workspace))
 
     async def live_charts(
@@ -184,7 +188,7 @@ def live_routes(workspace: Path) -> list[APIRoute]:
                 return _json({"error": "no such run"}, 404)
             await wait_for_change(request, run_dir, since, hold_seconds(run_dir, wait))
         # File reads and figure building go to the thread pool: the event loop serves every page's events.
-        return await run_in_threadpool(charts_response, run_dir, query)
+        return await run_in_threadpool(charts_response, run_dir, query, policy, workspace)
 
     async def plotly_js(request: Request) -> Response:
         if not await logged_in(request):

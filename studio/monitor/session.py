@@ -9,6 +9,7 @@ token.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 from engine import runs
 from engine.store.rundir import CONFIG_FILE, RunStatus
+from studio.demo.policy import DemoPolicy
 from studio.monitor.live import live_token
 from studio.monitor.view import EMPTY_HTML, Controls, controls_for, error_html, header_html
 
@@ -34,6 +36,14 @@ class MonitorUpdate:
     def changed(self) -> list[str]:
         """Names of the outputs that carry a new value."""
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
+
+    def shown(self, policy: DemoPolicy, workspace: Path | None) -> MonitorUpdate:
+        """This update as the page may show it: in demo mode the run's error, log tail and config.yaml name files
+        as the visitor knows them (``mine.jsonl``, ``workspace/runs/...``), not by their server paths."""
+        if not policy.enabled:
+            return self
+        texts = {name: policy.shown(getattr(self, name), workspace) for name in ("header", "error", "config")}
+        return dataclasses.replace(self, **texts)
 
 
 class MonitorSession:

@@ -17,6 +17,7 @@ import gradio as gr
 
 from engine import runs
 from engine.runs import queue as run_queue
+from engine.store.workspace import workspace_of
 from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
@@ -64,17 +65,22 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     return values
 
 
-def refresh(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
-    """The timer's handler: the session (created on first use) and the changed outputs."""
+def refresh(
+    run_dir: str | None, session: MonitorSession | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None
+) -> list[Any]:
+    """The timer's handler: the session (created on first use) and the changed outputs (in demo mode without the
+    server's paths: ``MonitorUpdate.shown``)."""
     session = session or MonitorSession()
-    return [session, *_outputs_of(session.update(run_dir))]
+    return [session, *_outputs_of(session.update(run_dir).shown(policy, workspace))]
 
 
-def redraw(run_dir: str | None, session: MonitorSession | None) -> list[Any]:
+def redraw(
+    run_dir: str | None, session: MonitorSession | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None
+) -> list[Any]:
     """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
     if session is not None:
         session.forget_sent()
-    return refresh(run_dir, session)
+    return refresh(run_dir, session, policy, workspace)
 
 
 def stop_clicked(run_dir: str | None) -> None:
@@ -98,7 +104,7 @@ def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: st
             return
         runs.resume(Path(run_dir))
     except runs.RunError as exc:
-        gr.Warning(str(exc))
+        gr.Warning(policy.shown(str(exc), workspace_of(Path(run_dir))))
     else:
         gr.Info("Resuming from the newest checkpoint.")
 
@@ -173,15 +179,21 @@ class MonitorTab:
         inputs = [self.ctx.current_run, self.session]
         # UI plumbing stays out of the API page; studio.runs.api offers the same actions by run id.
         private: dict[str, Any] = {"api_visibility": "private"}
-        poll = {"fn": refresh, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
+        policy, workspace = self.ctx.policy, self.ctx.workspace
+        poll = {
+            "fn": lambda run_dir, session: refresh(run_dir, session, policy, workspace),
+            "inputs": inputs,
+            "outputs": self.outputs,
+            "show_progress": "hidden",
+            **private,
+        }
         # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
         self.timer.tick(**poll, concurrency_limit=None)
         self.ctx.current_run.change(**poll)
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
-            self.ctx.tabs.change(**{**poll, "fn": redraw})
+            self.ctx.tabs.change(**{**poll, "fn": lambda run_dir, session: redraw(run_dir, session, policy, workspace)})
         run = [self.ctx.current_run]
         self.stop.click(stop_clicked, run, None, **private).then(**poll)
-        policy = self.ctx.policy
         resume = {
             "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),
             "inputs": [*run, self.ctx.visitor],

@@ -85,7 +85,7 @@ def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor:
     try:
         run_dir = owned_run(workspace, run_id, policy, visitor)
     except runs.RunError as exc:
-        gr.Warning(str(exc))
+        gr.Warning(policy.shown(str(exc), workspace))
         return [gr.skip(), gr.skip()]
     return [str(run_dir), gr.Tabs(selected="monitor")]
 
@@ -97,7 +97,8 @@ def compare_view(
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
 ) -> list[Any]:
-    """Overlaid loss curves and the table of config fields that differ between the picked runs."""
+    """Overlaid loss curves and the table of config fields that differ between the picked runs (in demo mode
+    the data paths as the visitor knows them: ``mine.jsonl``)."""
     curves, configs = {}, {}
     for run_id in run_ids or []:
         try:
@@ -110,7 +111,10 @@ def compare_view(
     headers, rows = config_diff(configs) if len(configs) > 1 else (["field"], [])
     if len(configs) > 1 and not rows:
         rows = [["(no differences)", *([""] * len(configs))]]
-    return [as_plot(charts.compare_figure(curves, smoothing)), pd.DataFrame(rows, columns=headers)]
+    return [
+        as_plot(charts.compare_figure(curves, smoothing)),
+        pd.DataFrame(policy.shown(rows, workspace), columns=headers),
+    ]
 
 
 def _unique(label: str, taken: dict[str, Any]) -> str:
@@ -151,7 +155,8 @@ def delete_runs(
             refused.append(str(exc))
     parts = [f"Deleted {len(deleted)} run{'s' if len(deleted) != 1 else ''}."] if deleted else []
     parts += refused
-    return [gr.Row(visible=False), message_html(" ".join(parts), "error" if refused else "ok"), []]
+    text = policy.shown(" ".join(parts), workspace)
+    return [gr.Row(visible=False), message_html(text, "error" if refused else "ok"), []]
 
 
 def _active(workspace: Path, run_ids: list[str]) -> list[str]:

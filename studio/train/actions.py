@@ -7,6 +7,7 @@ turns into component updates.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import re
 import shlex
@@ -15,7 +16,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -28,15 +29,17 @@ from engine.store.rundir import write_text_atomic
 from engine.store.workspace import configs_dir, recent_models_file, runs_dir
 from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed, visitor_uploads
 from studio.demo.queue import enqueue_run
+from studio.demo.quota import upload_refusal
 from studio.form.schema import config_to_values, default_values, values_to_config
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
-from studio.train.dataset import cached_tokenizer
+from studio.train.dataset import DatasetCheck, cached_tokenizer, check_dataset, copy_upload, error_markdown
 from studio.train.estimate import target_module_problems
 
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
 MAX_RECENT = 10
+R = TypeVar("R")
 
 # One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
 # with the active-run check inside both, a double click starts one run.
@@ -96,18 +99,51 @@ def checked_config(
     values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
 ) -> RunConfig:
     """The form's config with its paths confined and the demo's limits applied (``uploads``: the visitor's
-    upload folder); raises ConfigError naming each field at fault."""
-    config = form_config(values, workspace)
+    upload folder, whose files the demo's form names by their names); raises ConfigError naming each field at
+    fault."""
+    config = form_config(upload_paths(values, policy, uploads), workspace)
     problems = policy.problems(config, uploads)
     if problems:
         raise ConfigError(problems)
     return config
 
 
+def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
+    """The form's values with a data path that is the name of a file the visitor uploaded (how the demo's form
+    shows an upload: no server folder) as that file's path; unchanged outside demo mode."""
+    values = dict(values)
+    if policy.enabled and uploads is not None:
+        for path in PATH_FIELDS:
+            name = str(values.get(path) or "")
+            if name and Path(name).name == name and (uploads / name).is_file():
+                values[path] = str(uploads / name)
+    return values
+
+
+def upload_names(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
+    """The reverse of ``upload_paths``: in demo mode, a data path in the visitor's upload folder as its file name."""
+    values = dict(values)
+    if policy.enabled and uploads is not None:
+        for path in PATH_FIELDS:
+            value = str(values.get(path) or "")
+            if value and _in_folder(value, uploads):
+                values[path] = Path(value).name
+    return values
+
+
+def _in_folder(value: str, folder: Path) -> bool:
+    """Whether the path ``value`` names a file right inside ``folder`` (symlinks resolved)."""
+    try:
+        return Path(value).expanduser().resolve().parent == folder.resolve()
+    except (OSError, RuntimeError, ValueError):  # a name no file system takes
+        return False
+
+
 def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, str]:
     """In demo mode: path -> why a dataset path of the form may not be read (a bundled set or an upload only)."""
     if not policy.enabled:
         return {}
+    values = upload_paths(values, policy, uploads)
     named = {path: str(values.get(path) or "") for path in PATH_FIELDS}
     return {path: DATA_REFUSAL for path, value in named.items() if value and not data_allowed(value, uploads)}
 
@@ -115,14 +151,26 @@ def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: P
 def preview(
     values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
 ) -> Preview:
-    """The config as YAML and the equivalent command line; on invalid input the per-field problems."""
+    """The config as YAML and the equivalent command line; on invalid input the per-field problems. In demo mode
+    they name the visitor's upload as ``mine.jsonl`` and the run folder as ``workspace/runs/...`` (``config`` keeps
+    the real paths)."""
     try:
         config = checked_config(values, workspace, policy, uploads)
     except ConfigError as exc:
         listing = "\n".join(f"# {problem}" for problem in exc.problems)
-        return Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
-    command = f"python -m engine train config.yaml --run-dir {shlex.quote(run_dir_hint(config, workspace))}"
-    return Preview(config.to_yaml(), command, {}, config)
+        result = Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
+    else:
+        command = f"python -m engine train config.yaml --run-dir {shlex.quote(run_dir_hint(config, workspace))}"
+        result = Preview(config.to_yaml(), command, {}, config)
+    return shown_fields(result, policy, workspace, "yaml", "command", "errors")
+
+
+def shown_fields(result: R, policy: DemoPolicy, workspace: Path, *names: str) -> R:
+    """A handler's result (a dataclass) with the text of the fields ``names`` as the page may show it: in demo mode
+    without server paths (DemoPolicy.shown), unchanged otherwise."""
+    if not policy.enabled:
+        return result
+    return dataclasses.replace(result, **{name: policy.shown(getattr(result, name), workspace) for name in names})
 
 
 # --- save / load ----------------------------------------------------------------------------------------------
@@ -199,10 +247,11 @@ def load_config_values(
             confine(path, [PRESETS_DIR, gradio_upload_dir()])
         config = read_config(confine_file(path, workspace, "config file"))
     except ValueError as exc:  # ConfigError or PathNotAllowed
-        return None, f"❌ Cannot load `{Path(path).name}`:\n\n{text_block(str(exc))}"
-    values, changed = policy.restrict_values(config_to_values(config), uploads)
+        return None, f"❌ Cannot load `{Path(path).name}`:\n\n{text_block(policy.shown(str(exc), workspace))}"
+    # An upload reads as its name in the demo's YAML (DemoPolicy.shown): a config copied from there loads back.
+    values, changed = policy.restrict_values(upload_paths(config_to_values(config), policy, uploads), uploads)
     note = f" (set back to the demo's values: {', '.join(changed)})" if changed else ""
-    return values, f"✅ Loaded `{Path(path).name}`{note}"
+    return upload_names(values, policy, uploads), f"✅ Loaded `{Path(path).name}`{note}"
 
 
 def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
@@ -212,6 +261,53 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
         return presets
     saved = [(f"saved: {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
     return presets + saved
+
+
+# --- dataset ----------------------------------------------------------------------------------------------------
+
+
+def upload_dataset(
+    path: str | Path, workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> tuple[str | None, str]:
+    """Copy a dataset the page uploaded where the form can name it (studio.train.dataset.copy_upload): its path for
+    data.path (None when refused) and a Markdown error for the dataset panel ("" when none).
+
+    In demo mode each visitor's uploads have a folder of their own (no one else's run can name them), within their
+    disk quota; the form names the copy by its file name (``upload_paths`` finds it again) and an error names files
+    as the visitor knows them.
+    """
+    folder = visitor_uploads(workspace, policy, visitor) if policy.enabled else None
+    if policy.enabled and folder is None:
+        return None, error_markdown("This page has no visitor id yet: reload the page.")
+    refusal = upload_refusal(workspace, policy, visitor, Path(path).stat().st_size)
+    if refusal:
+        return None, error_markdown(f"Not uploaded: {refusal}.")
+    try:
+        # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
+        copied = copy_upload(path, folder or workspace, folder)
+        return copied.name if folder is not None else str(copied), ""
+    except (ValueError, OSError) as exc:
+        return None, error_markdown(policy.shown(str(exc), workspace))
+
+
+def check_data(
+    values: Mapping[str, Any],
+    workspace: Path,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    with_tokens: bool = True,
+) -> DatasetCheck:
+    """The dataset panel's check (studio.train.dataset.check_dataset). In demo mode a data path that is neither a
+    bundled set nor the visitor's upload is refused unread, the suggested max_length stays within the demo's, and
+    the summary and error name files as the visitor knows them (``mine.jsonl``), not by their server paths."""
+    uploads = visitor_uploads(workspace, policy, visitor)
+    values = upload_paths(values, policy, uploads)
+    problems = demo_data_problems(values, policy, uploads)
+    if problems:
+        return DatasetCheck("", "", error_markdown("\n".join(f"{path}: {why}" for path, why in problems.items())))
+    cap = policy.max_length if policy.enabled else None
+    result = check_dataset(values, with_tokens, workspace=workspace, max_length_cap=cap)
+    return shown_fields(result, policy, workspace, "summary", "error")
 
 
 # --- start ------------------------------------------------------------------------------------------------------
@@ -242,8 +338,20 @@ def start_run(
     """Validate the form and its dataset, then create and start one run; nothing starts on any problem.
 
     ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
-    In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free.
+    In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free, and the
+    messages name files as the visitor knows them (errors of the dataset or the disk quote server paths).
     """
+    result = _start_run(values, workspace, launcher, policy, visitor)
+    return shown_fields(result, policy, workspace, "message", "errors", "data_error")
+
+
+def _start_run(
+    values: Mapping[str, Any],
+    workspace: Path,
+    launcher: Callable[[Path], Any] | None,
+    policy: DemoPolicy,
+    visitor: str | None,
+) -> StartResult:
     from engine.data import DataError, inspect_dataset
 
     try:

@@ -11,7 +11,6 @@ number reaches pydantic and comes back as a message next to its field instead of
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -19,7 +18,6 @@ import gradio as gr
 from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
-from studio.demo.quota import upload_refusal
 from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget
 from studio.train import actions, eval_pairing
@@ -233,13 +231,9 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     The rows check first lets the eval path follow a new training path (studio.train.eval_pairing; ``source``
     says what made the event), so both checks see the eval path that stays.
     """
-    cap = ctx.policy.max_length if ctx.policy.enabled else None
 
     def check(visitor: str | None, values: dict[str, Any], with_tokens: bool) -> list[Any]:
-        refusal = _demo_data_refusal(ctx, values, visitor)
-        if refusal:
-            return check_outputs(dp.DatasetCheck("", "", dp.error_markdown(refusal)))
-        return check_outputs(dp.check_dataset(values, with_tokens, workspace=ctx.workspace, max_length_cap=cap))
+        return check_outputs(actions.check_data(values, ctx.workspace, ctx.policy, visitor, with_tokens))
 
     def check_rows(seen: Any, visitor: str | None, *args: Any) -> list[Any]:
         values = form.values(args)
@@ -258,12 +252,6 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
 def _or_skip(value: Any) -> Any:
     """``value`` as an output, or leave the component as it is for None."""
     return gr.skip() if value is None else value
-
-
-def _demo_data_refusal(ctx: StudioContext, values: dict[str, Any], visitor: str | None) -> str:
-    """In demo mode, why the dataset paths may not be read ('' when they may)."""
-    problems = actions.demo_data_problems(values, ctx.policy, visitor_uploads(ctx.workspace, ctx.policy, visitor))
-    return "\n".join(f"{path}: {message}" for path, message in problems.items())
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
@@ -306,9 +294,9 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
         result = checked(visitor, args)
         outcome = estimate_run(result.config) if result.config is not None else None
         errors = outcome.errors if outcome else result.errors
-        slots, unplaced = form.error_updates(errors)
+        slots, unplaced = form.error_updates(ctx.policy.shown(errors, ctx.workspace))  # a dataset error names a file
         message = outcome.markdown if outcome else "❌ Fix the fields marked in the form first."
-        return [message, _problems(unplaced), *slots]
+        return [ctx.policy.shown(message, ctx.workspace), _problems(unplaced), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
     side.estimate_button.click(on_estimate, inputs, outputs, **RAW, **lanes.ESTIMATE)
@@ -321,18 +309,8 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     def on_upload(path: str | None, visitor: str | None) -> list[Any]:
         if not path:
             return [gr.skip(), ""]
-        # In demo mode each visitor's uploads have a folder of their own (no one else's run can name them).
-        folder = visitor_uploads(ctx.workspace, ctx.policy, visitor) if ctx.policy.enabled else None
-        if ctx.policy.enabled and folder is None:
-            return [gr.skip(), dp.error_markdown("This page has no visitor id yet: reload the page.")]
-        refusal = upload_refusal(ctx.workspace, ctx.policy, visitor, Path(path).stat().st_size)
-        if refusal:
-            return [gr.skip(), dp.error_markdown(f"Not uploaded: {refusal}.")]
-        try:
-            # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
-            return [str(dp.copy_upload(path, folder or ctx.workspace, folder)), ""]
-        except (ValueError, OSError) as exc:
-            return [gr.skip(), dp.error_markdown(str(exc))]
+        copied, error = actions.upload_dataset(path, ctx.workspace, ctx.policy, visitor)
+        return [_or_skip(copied), error]
 
     upload = panel.upload.upload(on_upload, [panel.upload, visitor_input], [panel.path, panel.error], **PRIVATE)
     _then_check(upload, ctx, form, panel)
