@@ -71,7 +71,7 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
     current = status(run_dir)
     if current.is_active:
         raise RunError("the run is already running")
-    _wait_for_exit(current.supervisor_pid)
+    _wait_for_release(run_dir, current.supervisor_pid)
     update_status(
         run_dir,
         state="starting",
@@ -110,11 +110,13 @@ def keep_standby(workspace: Path) -> None:
     standby.start_standby(workspace)
 
 
-def _wait_for_exit(pid: int | None, timeout: float = 15.0) -> None:
-    """Let the previous supervisor finish recording its exit before a new one takes over the run."""
+def _wait_for_release(run_dir: Path, pid: int | None, timeout: float = 15.0) -> None:
+    """Let the previous supervisor finish recording the run's end before a new one takes over the run: until it
+    has exited, or (a standby that keeps the stopped run's worker for its resume, engine.runs.standby) until the
+    status no longer names it."""
     deadline = time.time() + timeout
-    while is_alive(pid) and time.time() < deadline:
-        time.sleep(0.05)
+    while is_alive(pid) and read_status(run_dir).supervisor_pid == pid and time.time() < deadline:
+        time.sleep(0.02)
 
 
 def resume(run_dir: Path, checkpoint: int | None = None) -> int:

@@ -90,8 +90,13 @@ def reference(reference_run: Path) -> dict[int, float]:
 # --- 1 + 4: a hung worker, aborted; kill -9 in the middle of a checkpoint -----------------------------------
 
 
-def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int, float], tmp_path: Path):
-    run_dir = start_run(tmp_path, fault_config())
+HUNG_STEPS = 30  # long enough that the run cannot end between two looks at its status, on an idle machine too
+
+
+def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(references: Callable[[RunConfig], Path], tmp_path: Path):
+    config = fault_config(train={"max_steps": HUNG_STEPS})
+    reference = assert_steps_once(references(config), HUNG_STEPS)
+    run_dir = start_run(tmp_path, config)
     wait_for_step(run_dir, 3)  # past the checkpoint at step 2
     pid = worker_pid(run_dir)
     os.kill(pid, signal.SIGSTOP)  # hung, as in a C call that never returns
@@ -120,7 +125,7 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(reference: dict[int
     assert crashed.checkpoints == kept
     assert assert_checkpoints_intact(run_dir, cut_short=(cut,)) == kept  # there, but not offered for resume
     assert_steps_once(run_dir, max(cut, logged))
-    resume_to_completion(run_dir, reference)  # the resumed worker removes the half-written checkpoint
+    resume_to_completion(run_dir, reference, HUNG_STEPS)  # the resumed worker removes the half-written checkpoint
 
 
 def test_abort_ends_torchrun_and_every_rank(tmp_path: Path):
