@@ -133,9 +133,10 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def exit_at_once(code: int) -> int:
-    """End a training worker without the interpreter's teardown, which takes over a second once torch,
-    transformers and TRL are loaded: a Stop is done when the worker is gone, and by now every file of the run
-    is written and closed (status atomically, metrics line by line, checkpoints by their savers).
+    """End a training worker (or a CLI command that has loaded the data and model libraries) without the
+    interpreter's teardown, which takes over a second once torch, transformers and TRL are loaded, and in which
+    native thread pools can abort the process: a Stop is done when the worker is gone, and by now every file of
+    the run is written and closed (status atomically, metrics line by line, checkpoints by their savers).
 
     W&B and TensorBoard writers finish in exit hooks, so a worker that reported to either leaves the usual way.
     """
@@ -213,11 +214,13 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "train":
-            return _train(args)
+            return exit_at_once(_train(args))
         if args.command == "resume":
             return _resume(args)
         if args.command == "check":
-            return _check(args)
+            # Its pre-flight loads tokenizers and data readers whose native thread pools can abort the
+            # interpreter's teardown ("terminate called without an active exception", exit -6): it skips it.
+            return exit_at_once(_check(args))
         if args.command == "evaluate":
             return _evaluate(args)
         if args.command == "export":
