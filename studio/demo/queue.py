@@ -47,14 +47,14 @@ def _refusal(workspace: Path, policy: DemoPolicy, visitor: str) -> str | None:
     """Why the visitor may not put a run in line now: one of theirs is busy, the line is full, or their disk."""
     busy = visitor_busy(workspace, policy, visitor)
     if busy:
-        return _busy_message(busy).removeprefix("⏳ Not started: ")
+        return _busy_message(busy)
     return queue_full(workspace, policy) or start_refusal(workspace, policy, visitor)
 
 
 def _busy_message(busy: list[RunStatus]) -> str:
     run = busy[0]
     return (
-        f"⏳ Not started: you already have a run {run.state}: `{run.name}`. One run per visitor at a "
+        f"you already have a run {run.state}: `{run.name}`. One run per visitor at a "
         "time: wait for it to finish, or stop it on the Monitor."
     )
 
