@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
+from tests.helpers.machine_load import load_factor
 
 CHROMIUM = Path(os.environ.get("STUDIO_E2E_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -27,13 +28,6 @@ CHROMIUM_ARGS = [
 ]
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "e2e"
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen: the page must look good here
-
-
-def load_factor() -> float:
-    """How many times slower than idle this machine is likely to be now: the runnable processes per core over the
-    last minute (1 when idle, 2 with a busy program on every core beside the test), between 1 and 4."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(4.0, max(1.0, os.getloadavg()[0] / cores))
 
 
 def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition") -> Any:

@@ -20,13 +20,9 @@ from engine.runs import standby
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics, update_status
 from tests.engine.runs.test_runs_integration import small_config, train_losses
+from tests.helpers.machine_load import load_factor
 
 pytestmark = pytest.mark.integration
-
-
-def load_factor() -> float:
-    """How many times slower than idle the machine is now: runnable processes per core, between 1 and 4."""
-    return min(4.0, max(1.0, os.getloadavg()[0] / len(os.sched_getaffinity(0))))
 
 
 def wait_for(check, timeout: float, what: str):
