@@ -74,16 +74,42 @@ ROLE_TOKENS = ["<|system|>", "<|user|>", "<|assistant|>"]
 # Zephyr-style template: each turn is "<|role|>\n{content}</s>\n". The assistant's content and its
 # closing eos are wrapped in generation markers, so the eos is trained (generation then stops on it)
 # and return_assistant_tokens_mask=True marks exactly the tokens to learn.
+# Tool calling (apply_chat_template(..., tools=tools)): the tools open the text in a system turn (after
+# the system message's own text, if any), one JSON schema a line; an assistant's call is
+# <tool_call>{"name": ..., "arguments": {...}}</tool_call> inside the generation markers, so it trains
+# like an answer; a tool's result is a "<|tool|>" turn. Without tools the text is byte for byte what
+# it was before tools were added (the model was pre-trained and tested on that).
 CHAT_TEMPLATE = (
+    "{% if tools %}"
+    "{{ '<|system|>\\n' }}"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\\n\\n' }}{% endif %}"
+    "{{ 'You can call these tools. To call one, answer with "
+    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.\' }}'
+    "{% for tool in tools %}"
+    "{{ '\\n' + ((tool['function'] if tool['function'] is defined else tool) | tojson) }}"
+    "{% endfor %}"
+    "{{ eos_token + '\\n' }}"
+    "{% endif %}"
     "{% for message in messages %}"
     "{% if message['role'] == 'system' %}"
-    "{{ '<|system|>\\n' + message['content'] + eos_token + '\\n' }}"
+    "{% if not tools %}{{ '<|system|>\\n' + message['content'] + eos_token + '\\n' }}{% endif %}"
     "{% elif message['role'] == 'user' %}"
     "{{ '<|user|>\\n' + message['content'] + eos_token + '\\n' }}"
     "{% elif message['role'] == 'assistant' %}"
     "{{ '<|assistant|>\\n' }}"
-    "{% generation %}{{ message['content'] + eos_token }}{% endgeneration %}"
+    "{% generation %}{{ message['content'] }}"
+    "{% for call in message['tool_calls'] or [] %}"
+    "{% set function = call['function'] if call['function'] is defined else call %}"
+    "{% set arguments = function['arguments'] if function['arguments'] is string "
+    "else (function['arguments'] | tojson) %}"
+    "{{ ('\\n' if message['content'] or not loop.first else '') + '<tool_call>{\"name\": ' "
+    "+ (function['name'] | tojson) + ', \"arguments\": ' + arguments + '}</tool_call>' }}"
+    "{% endfor %}"
+    "{{ eos_token }}{% endgeneration %}"
     "{{ '\\n' }}"
+    "{% elif message['role'] == 'tool' %}"
+    "{{ '<|tool|>\\n' + (message['content'] if message['content'] is string else message['content'] | tojson) "
+    "+ eos_token + '\\n' }}"
     "{% else %}"
     "{{ raise_exception('Unknown role: ' + message['role']) }}"
     "{% endif %}"
@@ -279,6 +305,32 @@ March 15</s>
 The template wraps the assistant's text and its `</s>` in `{{% generation %}}` markers, so
 `apply_chat_template(..., return_assistant_tokens_mask=True)` gives the tokens to train on.
 Generation stops at `</s>`.
+
+### Tool calling
+
+With `apply_chat_template(messages, tools=tools)` the tools open the text in a system turn (after the
+system message's text, if there is one), one JSON schema a line. An assistant's call
+(`{{"role": "assistant", "content": "", "tool_calls": [{{"type": "function", "function": {{"name": ...,
+"arguments": {{...}}}}}}]}}`) is written as `<tool_call>{{...}}</tool_call>` inside the generation markers, so
+it is trained like an answer; a tool's result (`{{"role": "tool", "content": ...}}`) is a `<|tool|>` turn:
+
+```
+<|system|>
+You can call these tools. To call one, answer with <tool_call>{{"name": ..., "arguments": {{...}}}}</tool_call>.
+{{"name": "get_weather", "description": "The weather in a city.", "parameters": {{...}}}}</s>
+<|user|>
+Is it raining in Paris?</s>
+<|assistant|>
+<tool_call>{{"name": "get_weather", "arguments": {{"city": "Paris"}}}}</tool_call></s>
+<|tool|>
+{{"rain": true}}</s>
+<|assistant|>
+Yes, it is raining in Paris.</s>
+```
+
+Without tools the text is exactly as above: the tool parts were added to the template after
+pre-training, and the model has never seen them (`<|tool|>` and `<tool_call>` are plain text to its
+tokenizer). Only the template changed; the weights and the tokenizer did not.
 
 ## The demo task
 

@@ -9,6 +9,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.config.errors import ConfigError, Problem, problems_from_validation
+from engine.config.methods import SMOOTHED_DPO_LOSSES, DpoSection, KtoSection, OrpoSection
 from engine.config.names import check_name
 from engine.config.sections import (
     AdapterSection,
@@ -21,13 +22,19 @@ from engine.config.sections import (
 )
 
 # The training methods (engine.training.methods registers one for each name here).
-TrainingMethod = Literal["sft"]
+TrainingMethod = Literal["sft", "dpo", "kto", "orpo"]
+# The methods that learn from preferences: TRL computes their log-probabilities from the LM head's weight.
+PREFERENCE_METHODS = ("dpo", "kto", "orpo")
 
 __all__ = [
+    "PREFERENCE_METHODS",
     "TrainingMethod",
     "AdapterSection",
     "ConfigError",
     "DataSection",
+    "DpoSection",
+    "KtoSection",
+    "OrpoSection",
     "LaunchSection",
     "ModelSection",
     "Problem",
@@ -50,7 +57,8 @@ class RunConfig(Section):
     method: TrainingMethod = Field(
         "sft",
         description="How the model is trained: sft (supervised fine-tuning on instruction, chat, "
-        "prompt-completion or plain-text data, with the loss on the answers).",
+        "prompt-completion or plain-text data, with the loss on the answers); dpo or orpo (preference pairs: "
+        "a chosen and a rejected answer per prompt); kto (answers labelled desirable or not).",
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
     quantization: QuantizationSection = Field(
@@ -60,6 +68,9 @@ class RunConfig(Section):
     data: DataSection = Field(default_factory=DataSection, description="The dataset.")
     train: TrainSection = Field(default_factory=TrainSection, description="The training loop.")
     launch: LaunchSection = Field(default_factory=LaunchSection, description="Processes and devices.")
+    dpo: DpoSection = Field(default_factory=DpoSection, description="DPO's knobs (method dpo).")
+    kto: KtoSection = Field(default_factory=KtoSection, description="KTO's knobs (method kto).")
+    orpo: OrpoSection = Field(default_factory=OrpoSection, description="ORPO's knobs (method orpo).")
 
     @field_validator("name")
     @classmethod
@@ -127,6 +138,40 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
         problems.append(Problem("train.warmup", "must be a fraction below 1 or a whole number of steps"))
     if config.adapter.use_dora and config.adapter.init in ("pissa", "olora", "loftq"):
         problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
+    if config.method in PREFERENCE_METHODS:
+        problems += _preference_problems(config)
+    return problems
+
+
+def _preference_problems(config: RunConfig) -> list[Problem]:
+    """What DPO, KTO and ORPO cannot take (TRL 1.16 refuses each of these after the model has loaded)."""
+    problems = []
+    method = config.method
+    if config.train.packing:
+        problems.append(Problem("train.packing", f"{method} trains on whole pairs; packing is for sft only"))
+    modules = config.adapter.target_modules
+    if config.adapter.method == "lora" and "lm_head" in ([modules] if isinstance(modules, str) else modules):
+        problems.append(
+            Problem(
+                "adapter.target_modules",
+                f"{method} reads log-probabilities from lm_head's weight, so an adapter there would never train; "
+                "remove lm_head",
+            )
+        )
+    if method == "kto" and config.kto.loss_type == "kto" and config.train.per_device_batch_size < 2:
+        problems.append(
+            Problem(
+                "train.per_device_batch_size",
+                "kto estimates its KL term from the other answers of a batch: use a batch of at least 2",
+            )
+        )
+    if method == "dpo" and config.dpo.label_smoothing > 0 and config.dpo.loss_type not in SMOOTHED_DPO_LOSSES:
+        problems.append(
+            Problem(
+                "dpo.label_smoothing",
+                f"the {config.dpo.loss_type} loss ignores it; use {', '.join(SMOOTHED_DPO_LOSSES)} or set it to 0",
+            )
+        )
     return problems
 
 

@@ -146,13 +146,16 @@ class ColumnMap(Section):
     system: str | None = Field(None, description="Optional system prompt column (default system).")
     messages: str | None = Field(None, description="conversational: the list of turns (messages/conversations).")
     prompt: str | None = Field(None, description="prompt-completion and preference: the prompt column.")
-    completion: str | None = Field(None, description="prompt-completion: the completion column.")
+    completion: str | None = Field(None, description="prompt-completion and kto: the completion column.")
     text: str | None = Field(None, description="text: the plain-text column (default text).")
     chosen: str | None = Field(None, description="preference: the preferred answer column.")
     rejected: str | None = Field(None, description="preference: the rejected answer column.")
+    label: str | None = Field(
+        None, description="kto: the column that marks an answer desirable (true) or not (default label, or kto_tag)."
+    )
 
 
-DatasetFormat = Literal["auto", "alpaca", "conversational", "prompt_completion", "text", "preference"]
+DatasetFormat = Literal["auto", "alpaca", "conversational", "prompt_completion", "text", "preference", "kto", "tools"]
 
 
 class DataSection(Section):

@@ -14,7 +14,7 @@ Every problem with the data is a ``DataError`` (a ValueError) whose message name
 
 from engine.data.errors import DataError
 from engine.data.pipeline import DataReport, LoadedRows, inspect_dataset, load_rows, split_indices
-from engine.data.prepare import PreparedData, prepare_datasets
+from engine.data.prepare import PreparedData, prepare_datasets, prepare_paired_datasets
 from engine.data.preview import PreviewExample, preview_examples, to_text
 from engine.data.tokenize import DEFAULT_CHAT_TEMPLATE, resolve_chat_template
 
@@ -29,6 +29,7 @@ __all__ = [
     "load_rows",
     "preview_examples",
     "prepare_datasets",
+    "prepare_paired_datasets",
     "resolve_chat_template",
     "split_indices",
     "to_text",

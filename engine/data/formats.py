@@ -7,8 +7,13 @@ Canonical rows:
   messages are the prompt and carry no loss, even where they are assistant turns.
 - ``{"text": str}`` for plain language-modelling text.
 
-Formats SFT cannot train yet (preference, tool calling, KTO) are recognised and refused with a message
-that says what the file is, so a user learns it before launch and not from a crash.
+Preference rows (a chosen and a rejected answer) and KTO rows (an answer and a boolean label) are detected
+here and shaped by engine.data.preference; which method trains which format is the methods' business
+(engine.training.methods.require_format).
+
+Tool-calling rows (ShareGPT function_call / observation turns, or messages with tool_calls and tool results,
+beside a tools column) are their own format, ``tools``: ``{"messages": [...], "tools": [...]}`` in the
+transformers convention (engine.data.tools), which the chat template renders with ``tools=``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,15 @@ from typing import Any
 
 from engine.config.sections import ColumnMap, DataSection
 from engine.data.errors import DataError
+from engine.data.tools import (
+    FUNCTION_CALL,
+    TOOL_RESULT_TAGS,
+    TOOLS_COLUMN,
+    calls_from_function_call,
+    canonical_tool_calls,
+    has_tools,
+    parse_tools,
+)
 
 ROLES = ("system", "user", "assistant")
 # ShareGPT (LLaMA-Factory) speaker tags; "user"/"assistant" are accepted there too since mixed files exist.
@@ -40,13 +54,18 @@ DEFAULT_COLUMNS = {
     "text": "text",
     "chosen": "chosen",
     "rejected": "rejected",
+    "label": "label",
 }
+# The formats whose rows pair a prompt with answers judged against each other (engine.data.preference).
+PAIRED_FORMATS = ("preference", "kto")
 REQUIRED = {
     "alpaca": ("instruction", "output"),
     "conversational": ("messages",),
     "prompt_completion": ("prompt", "completion"),
     "text": ("text",),
     "preference": ("chosen", "rejected"),
+    "kto": ("label",),
+    "tools": ("messages",),
 }
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w-]*)\s*\}\}")
 
@@ -58,12 +77,24 @@ def column(columns: ColumnMap, field: str, row: dict[str, Any] | None = None) ->
         return mapped
     if field == "messages":
         return "conversations" if row is not None and "messages" not in row and "conversations" in row else "messages"
+    if field == "label":  # LLaMA-Factory's dataset_info calls KTO's label column kto_tag
+        return "kto_tag" if row is not None and "label" not in row and "kto_tag" in row else "label"
     return DEFAULT_COLUMNS[field]
 
 
 def row_format(row: dict[str, Any], columns: ColumnMap) -> str | None:
-    """The format one row's keys fit (preference first: its rows also have a prompt or conversation)."""
-    for fmt in ("preference", "conversational", "prompt_completion", "alpaca", "text"):
+    """The format one row's keys fit (preference and kto first: their rows also have a prompt or conversation).
+
+    A row is kto when its label is a boolean beside a conversation or a prompt and completion; another label
+    (a class name, say) is just a column."""
+    if all(column(columns, field, row) in row for field in REQUIRED["preference"]):
+        return "preference"
+    answers = column(columns, "messages", row) in row or all(
+        column(columns, field) in row for field in ("prompt", "completion")
+    )
+    if answers and isinstance(row.get(column(columns, "label", row)), bool):
+        return "kto"
+    for fmt in ("conversational", "prompt_completion", "alpaca", "text"):
         if all(column(columns, field, row) in row for field in REQUIRED[fmt]):
             return fmt
     return None
@@ -75,14 +106,20 @@ def turn_keys(turn: dict[str, Any]) -> tuple[str, str]:
 
 
 def detect_format(rows: list[dict[str, Any]], data: DataSection, source: str) -> str:
-    """The SFT format of the rows: the override in ``data.format``, else the shape most rows have.
+    """The format of the rows: the override in ``data.format``, else the shape most rows have.
 
-    Raises DataError for data SFT cannot train (preference, tool calling, KTO) and when no format fits.
+    Raises DataError when no format fits, and for an override that would train a tool-calling or kto file
+    as plain chat.
     """
     columns = sorted({key for row in rows for key in row})
-    _refuse_unsupported(rows, data.columns, source)
-    if data.format == "preference":
-        raise DataError(_preference_message(source, rows[0], data.columns))
+    if _is_tool_dataset(rows, data, source):
+        return "tools"
+    if data.format not in ("auto", "kto") and any(row_format(row, data.columns) == "kto" for row in rows):
+        raise DataError(
+            f"{source} is a kto dataset (answers with a boolean label that marks each desirable or not); read as "
+            f"{data.format}, the undesirable answers would be learnt too. Set data.format to auto or kto and "
+            "method to kto"
+        )
     if data.format != "auto":
         present = {key for row in rows for key in row}
         needed = [column(data.columns, field, rows[0]) for field in REQUIRED[data.format]]
@@ -99,51 +136,46 @@ def detect_format(rows: list[dict[str, Any]], data: DataSection, source: str) ->
         raise DataError(
             f"{source}: cannot tell the format from the columns {', '.join(columns)}; "
             "expected instruction/output (alpaca), messages or conversations (conversational), "
-            "prompt/completion, or text; "
+            "prompt/completion, text, prompt/chosen/rejected (preference) or a boolean label (kto); "
             "set data.columns to map yours"
         )
-    fmt = counts.most_common(1)[0][0]
-    if fmt == "preference":
-        example = next(row for row in rows if row_format(row, data.columns) == "preference")
-        raise DataError(_preference_message(source, example, data.columns))
-    return fmt
+    return counts.most_common(1)[0][0]
 
 
-def _refuse_unsupported(rows: list[dict[str, Any]], columns: ColumnMap, source: str) -> None:
-    """Tool-calling and KTO data look conversational; training them as plain SFT would be silently wrong."""
-    for row in rows:
-        turns = row.get(column(columns, "messages", row))
-        has_tool_turn = isinstance(turns, list) and any(
-            isinstance(turn, dict) and (turn.get(turn_keys(turn)[0]) in TOOL_ROLES or turn.get("tool_calls"))
-            for turn in turns
-        )
-        # A tools column counts only beside a conversation: elsewhere "tools" may just be an ordinary column.
-        if has_tool_turn or (isinstance(turns, list) and row.get("tools")):
-            raise DataError(
-                f"{source} is a tool-calling dataset (ShareGPT turns with function_call / observation "
-                "and a tools column); SFT here trains on system / user / assistant turns only, "
-                "and tool-calling training is not supported yet"
-            )
-    first = rows[0]
-    if column(columns, "messages", first) in first and isinstance(first.get("label"), bool):
+def _is_tool_dataset(rows: list[dict[str, Any]], data: DataSection, source: str) -> bool:
+    """Whether auto-detection finds tool-calling rows (the ``tools`` format); an override to a format that has no
+    tool calls is refused, since it would train the calls as text or drop them."""
+    tool_rows = [row for row in rows if is_tool_row(row, data.columns)]
+    if not tool_rows or data.format == "tools":
+        return False  # an explicit tools override takes the usual path, which checks its columns
+    paired = next((fmt for row in tool_rows if (fmt := row_format(row, data.columns)) in PAIRED_FORMATS), None)
+    if paired is not None:
         raise DataError(
-            f"{source} is a KTO dataset (messages with a boolean label that marks each answer "
-            "desirable or not); SFT would also learn the undesirable answers, "
-            "and KTO training is not supported yet"
+            f"{source} is {paired} data with tool calls or a tools column; tool calls train with method sft "
+            "(data.format tools) only; drop the tools from the file or train it as tool-calling SFT"
         )
+    if data.format == "auto":
+        return True
+    raise DataError(
+        f"{source} is a tool-calling dataset (function_call / observation turns, or tool_calls and tool "
+        f"results, with a tools column), but data.format is {data.format}, which has no tool calls; "
+        "set data.format to tools (or auto)"
+    )
 
 
-def _preference_message(source: str, row: dict[str, Any], columns: ColumnMap) -> str:
-    shape = (
-        "ShareGPT conversations + chosen/rejected"
-        if "conversations" in row
-        else f"{column(columns, 'prompt')}/{column(columns, 'chosen')}/{column(columns, 'rejected')}"
+def is_tool_row(row: dict[str, Any], columns: ColumnMap) -> bool:
+    """Whether a conversation row holds a tool call, a tool result or a non-empty tools list.
+
+    A tools column counts only beside a conversation (elsewhere "tools" may be an ordinary column), and only when
+    it lists a tool: LLaMA-Factory files write "[]" in rows without tools."""
+    turns = row.get(column(columns, "messages", row))
+    if not isinstance(turns, list):
+        return False
+    has_tool_turn = any(
+        isinstance(turn, dict) and (turn.get(turn_keys(turn)[0]) in TOOL_ROLES or turn.get("tool_calls"))
+        for turn in turns
     )
-    return (
-        f"{source} is a preference dataset ({shape}) for DPO-style training: "
-        "a preferred and a rejected answer per prompt. SFT needs one answer per prompt; "
-        "preference training is not supported yet"
-    )
+    return has_tool_turn or has_tools(row.get(TOOLS_COLUMN))
 
 
 def normalise_row(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
@@ -162,8 +194,9 @@ def normalise_row(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str
             user = f"{user}\n\n{extra}"
         answer = row[column(columns, "output")]
         messages += [{"role": "user", "content": user}, {"role": "assistant", "content": answer}]
-    elif fmt == "conversational":
-        turns = [_message(turn) for turn in row[column(columns, "messages", row)]]
+    elif fmt in ("conversational", "tools"):
+        convert = _tool_message if fmt == "tools" else _message
+        turns = [convert(turn) for turn in row[column(columns, "messages", row)]]
         messages = turns if turns[0]["role"] == "system" else messages + turns
     else:
         prompt, completion = row[column(columns, "prompt")], row[column(columns, "completion")]
@@ -181,6 +214,8 @@ def normalise_row(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str
     result: dict[str, Any] = {"messages": messages}
     if prompt_turns is not None:
         result["prompt_turns"] = prompt_turns
+    if fmt == "tools":
+        result["tools"] = parse_tools(row.get(TOOLS_COLUMN))
     return result
 
 
@@ -188,6 +223,32 @@ def _message(turn: dict[str, Any]) -> dict[str, str]:
     speaker, content = turn_keys(turn)
     role = turn[speaker]
     return {"role": SHAREGPT_ROLES.get(role, role) if speaker == "from" else role, "content": turn[content]}
+
+
+def _tool_message(turn: dict[str, Any]) -> dict[str, Any]:
+    """One validated turn of a tool-calling row in the transformers convention (engine.data.tools): a ShareGPT
+    function_call or an assistant message with tool_calls becomes an assistant call, an observation a tool result.
+
+    A call's content is "" rather than absent: every canonical message has a string content (placeholders are
+    filled in it)."""
+    speaker, content = turn_keys(turn)
+    role = turn[speaker]
+    if speaker == "from" and role == FUNCTION_CALL:
+        return {"role": "assistant", "content": "", "tool_calls": calls_from_function_call(turn[content])}
+    if role in TOOL_RESULT_TAGS:
+        result = {"role": "tool", "content": turn[content]}
+        # Templates that match results to calls read these; keep them where the file has them.
+        result.update({key: turn[key] for key in ("tool_call_id", "name") if isinstance(turn.get(key), str)})
+        return result
+    if role == "assistant" and turn.get("tool_calls"):
+        calls = canonical_tool_calls(turn["tool_calls"])
+        return {"role": "assistant", "content": turn.get(content) or "", "tool_calls": calls}
+    return _message(turn)
+
+
+def normalise_turn(turn: dict[str, Any]) -> dict[str, Any]:
+    """One checked turn (role/content or ShareGPT from/value) as a canonical message."""
+    return _message(turn)
 
 
 def _user(content: str) -> dict[str, str]:
@@ -205,9 +266,8 @@ def fill_placeholders(rows: list[dict[str, Any]], values: dict[str, str]) -> lis
         before = unfilled.total()
         if "text" in row:
             row["text"] = _fill(row["text"], values, unfilled)
-        else:
-            for message in row["messages"]:
-                message["content"] = _fill(message["content"], values, unfilled)
+        for message in canonical_messages(row):
+            message["content"] = _fill(message["content"], values, unfilled)
         rows_with_unfilled += unfilled.total() > before
     if not unfilled:
         return []
@@ -217,6 +277,12 @@ def fill_placeholders(rows: list[dict[str, Any]], values: dict[str, str]) -> lis
         f"{rows_with_unfilled} rows contain placeholders with no value ({names}); "
         f"they are trained as written. Set data.placeholders ({example}) to fill them in"
     ]
+
+
+def canonical_messages(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every message of a canonical row: its conversation, or its prompt and answers (preference, kto)."""
+    keys = ("messages", "prompt", "chosen", "rejected", "completion")
+    return [message for key in keys if isinstance(row.get(key), list) for message in row[key]]
 
 
 def _fill(text: str, values: dict[str, str], unfilled: Counter[str]) -> str:

@@ -10,10 +10,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.sections import DataSection
+from engine.config.sections import ColumnMap, DataSection
 from engine.data.errors import DataError, render_error
-from engine.data.formats import detect_format, fill_placeholders, normalise_row
+from engine.data.formats import PAIRED_FORMATS, detect_format, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
+from engine.data.preference import as_conversations, normalise_kto, normalise_preference
 from engine.data.template_guard import CHECK_BUDGET_S, Conversation, probe_template, special_tokens_of
 from engine.data.tokenize import TokenizedRow, closes_assistant_turns, resolve_chat_template, tokenize_row
 from engine.data.validation import validate_rows
@@ -65,9 +66,18 @@ def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
     columns = list(dict.fromkeys(key for row in raw for key in row))
     fmt = detect_format(raw, data, source)
     validate_rows(raw, fmt, data.columns, source)
-    rows = [normalise_row(row, fmt, data.columns) for row in raw]
+    rows = [normalise(row, fmt, data.columns) for row in raw]
     warnings = fill_placeholders(rows, data.placeholders)
     return LoadedRows(rows, fmt, source, columns, warnings)
+
+
+def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
+    """One validated row in the canonical form of its format (engine.data.formats, engine.data.preference)."""
+    if fmt == "preference":
+        return normalise_preference(row, columns)
+    if fmt == "kto":
+        return normalise_kto(row, columns)
+    return normalise_row(row, fmt, columns)
 
 
 def split_indices(num_rows: int, eval_size: float, seed: int) -> tuple[list[int], list[int]]:
@@ -114,23 +124,30 @@ def tokenize_rows(
     max_length: int,
     label: str = "",
 ) -> TokenizedSet:
-    """Tokenize the chosen rows; count truncated rows and drop (with a warning) rows left without loss."""
+    """Tokenize the chosen rows; count truncated rows and drop (with a warning) rows left without loss.
+
+    A preference row gives two tokenized sequences (chosen, rejected) under one row number, a kto row one."""
     template = resolve_chat_template(tokenizer, data.chat_template)
     kept: list[TokenizedRow] = []
     numbers: list[int] = []
     too_long = dropped = 0
+    paired = loaded.format in PAIRED_FORMATS
     for index in indices:
+        conversations = conversations_of(loaded, index)
         try:
-            tokenized = tokenize_row(tokenizer, loaded.rows[index], template, max_length, data.completion_only_loss)
+            sides = [
+                tokenize_row(tokenizer, one, template, max_length, data.completion_only_loss or paired)
+                for one in conversations
+            ]
         except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise render_error(loaded.source, index + 1, message) from None
-        too_long += tokenized.truncated
-        if tokenized.num_loss_tokens == 0:
+        too_long += any(side.truncated for side in sides)
+        if any(side.num_loss_tokens == 0 for side in sides):
             dropped += 1
             continue
-        kept.append(tokenized)
-        numbers.append(index + 1)
+        kept += sides
+        numbers += [index + 1] * len(sides)
     warnings = []
     chats = any("messages" in loaded.rows[index] for index in indices)
     if chats and data.completion_only_loss and not closes_assistant_turns(tokenizer, template):
@@ -149,6 +166,13 @@ def tokenize_rows(
             f"max_length {max_length} (the prompt fills it) and are dropped"
         )
     return TokenizedSet(kept, numbers, too_long, dropped, warnings)
+
+
+def conversations_of(loaded: LoadedRows, index: int) -> list[dict[str, Any]]:
+    """What the model reads of one row: the row itself, or for a preference row its two conversations
+    (prompt + chosen, prompt + rejected) and for a kto row its one (engine.data.preference.as_conversations)."""
+    row = loaded.rows[index]
+    return as_conversations(row) if loaded.format in PAIRED_FORMATS else [row]
 
 
 def require_trainable(tokenized: TokenizedSet, data: DataSection, source: str, max_length: int) -> None:
@@ -172,10 +196,11 @@ def guard_chat_template(
     if not data.chat_template:
         return
     conversations = [
-        Conversation(loaded.source, index + 1, row["messages"], row.get("prompt_turns", 0))
+        Conversation(loaded.source, index + 1, one["messages"], one.get("prompt_turns", 0), one.get("tools") or None)
         for loaded, indices in parts
         for index in indices
-        if "messages" in (row := loaded.rows[index])
+        for one in conversations_of(loaded, index)
+        if "messages" in one
     ]
     probe_template(data.chat_template, conversations, special_tokens_of(tokenizer), data.completion_only_loss, budget_s)
 
@@ -228,7 +253,7 @@ def start_report(
 
 def add_token_counts(report: DataReport, tokenized: TokenizedSet) -> None:
     """Fill the report's token counts from the tokenized training rows."""
-    report.num_rows = len(tokenized.rows)
+    report.num_rows = len(set(tokenized.numbers))
     report.num_tokens = sum(len(row.input_ids) for row in tokenized.rows)
     report.num_loss_tokens = sum(row.num_loss_tokens for row in tokenized.rows)
     report.num_too_long = tokenized.num_too_long

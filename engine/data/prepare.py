@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.data.pipeline import (
     DataReport,
+    LoadedRows,
     TokenizedSet,
     add_token_counts,
     guard_chat_template,
@@ -66,6 +67,39 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
         report.num_eval_rows = len(eval_set.rows)
         eval_dataset = _to_dataset(eval_set, with_labels) if eval_set.rows else None
     return PreparedData(_to_dataset(train_set, with_labels), eval_dataset, report)
+
+
+def prepare_paired_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
+    """The rows of a preference or kto run in TRL's conversational form (prompt / chosen / rejected, or prompt /
+    completion / label), checked and split as for SFT. TRL's trainer tokenizes them with the tokenizer's chat
+    template, so they stay untokenized here; the report's token counts come from the same prompt + answer
+    conversations (engine.data.preference.as_conversations)."""
+    import datasets
+
+    data, max_length = config.data, config.train.max_length
+    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
+    parts = [(loaded, train_idx), *([(eval_loaded, eval_idx)] if eval_loaded is not None else [])]
+    guard_chat_template(data, tokenizer, parts, TRAIN_BUDGET_S)
+    counted = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
+    require_trainable(counted, data, loaded.source, max_length)
+    report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
+    add_token_counts(report, counted)
+    train = datasets.Dataset.from_list(_kept_rows(loaded, counted))
+    evaluation = None
+    if eval_loaded is not None:
+        eval_counted = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
+        report.warnings += [warning for warning in eval_counted.warnings if warning not in report.warnings]
+        report.num_eval_rows = len(set(eval_counted.numbers))
+        if eval_counted.rows:
+            evaluation = datasets.Dataset.from_list(_kept_rows(eval_loaded, eval_counted))
+    return PreparedData(train, evaluation, report)
+
+
+def _kept_rows(loaded: LoadedRows, counted: TokenizedSet) -> list[dict[str, Any]]:
+    """The rows that keep answer tokens within max_length, as the report counts them. A row whose prompt fills
+    max_length would leave an answer of no tokens: TRL's DPOTrainer drops such rows itself, ORPO's averages
+    over no tokens (NaN), so none reaches a trainer."""
+    return [loaded.rows[number - 1] for number in dict.fromkeys(counted.numbers)]
 
 
 def _to_dataset(tokenized: TokenizedSet, with_labels: bool) -> datasets.Dataset:

@@ -5,10 +5,11 @@ library and jinja2, so it starts in well under a second (transformers, whose cha
 its whole package, costs about ten times as much; torch is never near it).
 
 Input on stdin, JSON lines: first ``{"template", "special_tokens", "budget_s", "memory_bytes"}``, then one line per
-conversation ``{"row": N or null, "messages": [...], "renders": [[end, add_generation_prompt], ...]}``: render
-``messages[:end]`` for each pair; the first pair is the whole conversation, which must render (row N is named
-when it does not); the others may fail, as prefixes do in engine.data.tokenize. A row of null is the engine's
-own probe conversation, whose failures are not reported.
+conversation ``{"row": N or null, "messages": [...], "tools": [...] (optional), "renders": [[end,
+add_generation_prompt], ...]}``: render ``messages[:end]`` (with the tools) for each pair; the first pair is the
+whole conversation, which must render (row N is named when it does not); the others may fail, as prefixes do in
+engine.data.tokenize. A row of null is one of the engine's own probe conversations, whose failures are not
+reported.
 Output on stdout, one JSON object: ``{"ok": true, "renders": K, "cpu_s": T}``, or ``{"error": "time"}``,
 ``{"error": "memory"}``, ``{"error": "row", "row": N, "message": "..."}``.
 """
@@ -121,13 +122,14 @@ def render_rows(template: jinja2.Template, lines: Any, special_tokens: dict[str,
         item = json.loads(line)
         # apply_chat_template drops keys whose value is None, and refuses an empty conversation.
         messages = [{k: v for k, v in message.items() if v is not None} for message in item["messages"]]
+        tools = item.get("tools") or None  # as engine.data.tokenize.render passes them
         for position, (end, add_generation_prompt) in enumerate(item["renders"]):
             if end == 0:
                 continue
             try:
                 template.render(
                     messages=messages[:end],
-                    tools=None,
+                    tools=tools,
                     documents=None,
                     add_generation_prompt=add_generation_prompt,
                     **special_tokens,

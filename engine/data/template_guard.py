@@ -5,7 +5,8 @@ so without this one template could hold a studio's shared lane for minutes or fi
 
 The tokenizer's own template is trusted and not probed. What the probe bounds: the child renders every
 conversation as ``engine.data.tokenize.render_plan`` says (the whole conversation and each prefix that
-``assistant_spans`` renders for the loss mask, and the probe conversation of ``closes_assistant_turns``), in the
+``assistant_spans`` renders for the loss mask, with the row's tools, the probe conversation of
+``closes_assistant_turns``, and when any row calls tools the tool probe of ``require_tool_support``), in the
 environment transformers builds for chat templates, with the tokenizer's special tokens. That is every render the
 caller's in-process tokenization then makes, so those take about the probe's CPU time (at most the budget) and about
 the memory the probe stayed under. The child is ``template_child.py``, a script that imports only jinja2.
@@ -24,6 +25,7 @@ from typing import Any
 
 from engine.data.errors import DataError, render_error
 from engine.data.tokenize import PROBE_MESSAGES, render_plan
+from engine.data.tools import TOOL_PROBE_MESSAGES, TOOL_PROBE_TOOLS, uses_tools
 
 # CPU seconds a dataset check may spend rendering a configured template: a check runs while a visitor waits.
 CHECK_BUDGET_S = 2.0
@@ -40,12 +42,14 @@ CHILD_SCRIPT = Path(__file__).with_name("template_child.py")
 
 @dataclass(frozen=True)
 class Conversation:
-    """One row to probe: where it comes from (for a message naming it) and its canonical messages."""
+    """One row to probe: where it comes from (for a message naming it), its canonical messages and, for a
+    tool-calling row, its tools (every render passes them, as engine.data.tokenize does)."""
 
     source: str
     number: int  # 1-based row number in ``source``
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]
     prompt_turns: int = 0
+    tools: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,16 @@ def _payload(
             if completion_only_loss
             else [(len(conversation.messages), False)]
         )
-        lines.append(json.dumps({"row": index, "messages": conversation.messages, "renders": plan}))
+        line = {"row": index, "messages": conversation.messages, "renders": plan}
+        if conversation.tools:
+            line["tools"] = conversation.tools
+        lines.append(json.dumps(line))
     if completion_only_loss:  # closes_assistant_turns renders the probe conversation then; its failures are quiet
         lines.append(json.dumps({"row": None, "messages": PROBE_MESSAGES, "renders": render_plan(PROBE_MESSAGES)}))
+    if any(conversation.tools or uses_tools(conversation.messages) for conversation in conversations):
+        # require_tool_support renders its probe (always with the loss spans) before the first tool row.
+        probe = {"row": None, "messages": TOOL_PROBE_MESSAGES, "tools": TOOL_PROBE_TOOLS}
+        lines.append(json.dumps({**probe, "renders": render_plan(TOOL_PROBE_MESSAGES)}))
     return "\n".join(lines) + "\n"
 
 

@@ -6,14 +6,20 @@ of each assistant turn by rendering prefixes of the conversation, then tokenize 
 character offsets and mark the tokens that fall inside those characters. Each assistant span runs to the
 end of the turn as the template renders it, so the end-of-turn / eos token that closes the answer carries
 loss and the model learns to stop.
+
+Tool-calling rows render with their tools (``apply_chat_template(..., tools=tools)``) in every render: an
+assistant's call is an assistant turn, so it carries loss like an answer; tool results, user turns and the
+tools schema do not. A template that ignores tools or calls is refused first (require_tool_support).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
 from engine.data.errors import DataError
+from engine.data.tools import TOOL_PROBE_CITY, TOOL_PROBE_MESSAGES, TOOL_PROBE_TOOLS, uses_tools
 
 # Used when the tokenizer has no chat template and data.chat_template is empty. Zephyr-style turns:
 # "<|role|>\n{content}\n", the assistant's content closed by eos (inside generation markers, so TRL's
@@ -72,37 +78,52 @@ def resolve_chat_template(tokenizer: Any, override: str | None) -> str:
     return own or DEFAULT_CHAT_TEMPLATE
 
 
-def render(tokenizer: Any, messages: list[dict[str, str]], template: str, add_generation_prompt: bool) -> str:
-    """The conversation as text, exactly as the template renders it."""
+def render(
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str,
+    add_generation_prompt: bool,
+    tools: list[dict[str, Any]] | None = None,
+) -> str:
+    """The conversation as text, exactly as the template renders it (with the tools it may call, if any)."""
     return tokenizer.apply_chat_template(
-        messages, chat_template=template, tokenize=False, add_generation_prompt=add_generation_prompt
+        messages,
+        tools=tools or None,
+        chat_template=template,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
     )
 
 
 def assistant_spans(
-    tokenizer: Any, messages: list[dict[str, str]], template: str, prompt_turns: int = 0
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str,
+    prompt_turns: int = 0,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the character spans [start, end) of the assistant turns that carry loss.
 
     A span starts where the generation prompt for that turn ends and runs to the end of the rendered turn
     (trailing whitespace such as the newline between turns excluded: generation stops before it). Assistant
-    turns among the first ``prompt_turns`` messages are context and get no span.
+    turns among the first ``prompt_turns`` messages are context and get no span. An assistant's tool call is an
+    assistant turn: its span covers the call as the template renders it.
     """
-    full = render(tokenizer, messages, template, add_generation_prompt=False)
+    full = render(tokenizer, messages, template, add_generation_prompt=False, tools=tools)
     spans: list[tuple[int, int]] = []
     cursor = 0
     for index, message in enumerate(messages):
         if message["role"] != "assistant" or index < prompt_turns:
             continue
-        span = _span_by_prefix(tokenizer, messages, template, index, full)
+        span = _span_by_prefix(tokenizer, messages, template, index, full, tools)
         if span is None or span[0] < cursor:
-            span = _span_by_search(tokenizer, message["content"], full, cursor)
+            span = _span_by_search(tokenizer, _answer_text(message), full, cursor)
         spans.append(span)
         cursor = span[1]
     return full, spans
 
 
-def render_plan(messages: list[dict[str, str]], prompt_turns: int = 0) -> list[tuple[int, bool]]:
+def render_plan(messages: list[dict[str, Any]], prompt_turns: int = 0) -> list[tuple[int, bool]]:
     """Every render ``assistant_spans`` may make of a conversation, as (end, add_generation_prompt): the text of
     ``messages[:end]``. The whole conversation comes first; then, for each assistant turn that carries loss, the
     prefix before it with a generation prompt and the conversation up to it (the last turn reuses the whole).
@@ -131,12 +152,21 @@ def closes_assistant_turns(tokenizer: Any, template: str) -> bool:
 
 
 def _span_by_prefix(
-    tokenizer: Any, messages: list[dict[str, str]], template: str, index: int, full: str
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    template: str,
+    index: int,
+    full: str,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[int, int] | None:
     """The span of turn ``index`` from render(before + generation prompt) and render(up to this turn)."""
     try:
-        prefix = render(tokenizer, messages[:index], template, add_generation_prompt=True)
-        upto = full if index == len(messages) - 1 else render(tokenizer, messages[: index + 1], template, False)
+        prefix = render(tokenizer, messages[:index], template, add_generation_prompt=True, tools=tools)
+        upto = (
+            full
+            if index == len(messages) - 1
+            else render(tokenizer, messages[: index + 1], template, add_generation_prompt=False, tools=tools)
+        )
     except Exception:  # some templates refuse a prefix (e.g. one that must start with a user turn)
         return None
     # Templates that render earlier turns differently (e.g. dropping reasoning) break the prefix property.
@@ -144,6 +174,14 @@ def _span_by_prefix(
         return None
     start, end = len(prefix), len(upto.rstrip())
     return (start, end) if end > start else (start, len(upto))
+
+
+def _answer_text(message: dict[str, Any]) -> str:
+    """What _span_by_search looks for: the answer, or for a bare tool call the name of the function it calls."""
+    calls = message.get("tool_calls") or []
+    if message.get("content") or not calls:
+        return message["content"]
+    return calls[0]["function"]["name"]
 
 
 def _span_by_search(tokenizer: Any, content: str, full: str, cursor: int) -> tuple[int, int]:
@@ -160,17 +198,19 @@ def _span_by_search(tokenizer: Any, content: str, full: str, cursor: int) -> tup
 
 def tokenize_messages(
     tokenizer: Any,
-    messages: list[dict[str, str]],
+    messages: list[dict[str, Any]],
     template: str,
     max_length: int,
     completion_only_loss: bool = True,
     prompt_turns: int = 0,
+    tools: list[dict[str, Any]] | None = None,
 ) -> TokenizedRow:
-    """Render and tokenize a conversation; with ``completion_only_loss`` only assistant answers carry loss."""
+    """Render and tokenize a conversation (with its ``tools``); with ``completion_only_loss`` only assistant
+    answers and calls carry loss."""
     if completion_only_loss:
-        full, spans = assistant_spans(tokenizer, messages, template, prompt_turns)
+        full, spans = assistant_spans(tokenizer, messages, template, prompt_turns, tools)
     else:
-        full = render(tokenizer, messages, template, add_generation_prompt=False)
+        full = render(tokenizer, messages, template, add_generation_prompt=False, tools=tools)
         spans = [(0, len(full))]
     if getattr(tokenizer, "is_fast", False):
         encoded = encode_head(tokenizer, full, max_length, add_special_tokens=False, return_offsets_mapping=True)
@@ -241,9 +281,53 @@ def tokenize_text(tokenizer: Any, text: str, max_length: int) -> TokenizedRow:
 def tokenize_row(
     tokenizer: Any, row: dict[str, Any], template: str, max_length: int, completion_only_loss: bool = True
 ) -> TokenizedRow:
-    """One canonical row (``{"messages": ...}`` or ``{"text": ...}``) as input_ids and completion_mask."""
+    """One canonical row (``{"messages": ...}``, with ``"tools"`` for tool calling, or ``{"text": ...}``) as
+    input_ids and completion_mask. Raises DataError when a tool-calling row meets a template without tools."""
     if "text" in row:
         return tokenize_text(tokenizer, row["text"], max_length)
+    tools = row.get("tools") or None
+    if tools or uses_tools(row["messages"]):
+        require_tool_support(tokenizer, template)
     return tokenize_messages(
-        tokenizer, row["messages"], template, max_length, completion_only_loss, row.get("prompt_turns", 0)
+        tokenizer, row["messages"], template, max_length, completion_only_loss, row.get("prompt_turns", 0), tools
     )
+
+
+# Templates each tokenizer has rendered the tool probe with successfully: the check runs once, not once per row.
+_TOOL_READY: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+
+def require_tool_support(tokenizer: Any, template: str) -> None:
+    """Raise DataError unless ``template`` renders a tools list and an assistant's tool call.
+
+    A template that ignores them would train the calls as empty answers and never show the model its tools, a
+    silent failure; so a probe conversation (engine.data.tools.TOOL_PROBE_MESSAGES) is rendered with two tools:
+    the tool not called must appear (the tools list is rendered) and the call's name and argument must appear
+    inside the call's loss span (the call is rendered as the assistant's turn).
+    """
+    if template in _TOOL_READY.get(tokenizer, ()):
+        return
+    problem = tool_support_problem(tokenizer, template)
+    if problem:
+        raise DataError(
+            f"the chat template ignores tools: {problem}; a tool-calling dataset needs a template that renders "
+            "the tools list and the assistant's tool calls; set data.chat_template to one that supports them"
+        )
+    _TOOL_READY.setdefault(tokenizer, set()).add(template)
+
+
+def tool_support_problem(tokenizer: Any, template: str) -> str | None:
+    """What the template leaves out of the tool probe conversation; None when it renders tools and calls."""
+    try:
+        full, spans = assistant_spans(tokenizer, TOOL_PROBE_MESSAGES, template, tools=TOOL_PROBE_TOOLS)
+    except Exception as exc:  # e.g. a template that raises on the tool role
+        text = str(exc).strip()
+        return f"it cannot render a tool call and its result ({text.splitlines()[0] if text else type(exc).__name__})"
+    missing = [tool["function"]["name"] for tool in TOOL_PROBE_TOOLS if tool["function"]["name"] not in full]
+    if missing:
+        return f"the tools passed as tools= do not appear in what it renders (no {', '.join(missing)})"
+    call = full[spans[0][0] : spans[0][1]] if spans else ""
+    name = TOOL_PROBE_MESSAGES[1]["tool_calls"][0]["function"]["name"]
+    if name not in call or TOOL_PROBE_CITY not in call:
+        return "an assistant message's tool_calls do not appear in its turn"
+    return None

@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.config.sections import ColumnMap
-from engine.data.errors import DataError, kind_of
-from engine.data.formats import REQUIRED, ROLES, SHAREGPT_ROLES, column, row_format, turn_keys
+from engine.data.errors import DataError
+from engine.data.formats import REQUIRED, column, row_format
+from engine.data.preference import kto_problems, preference_problems
+from engine.data.tool_rows import tool_row_problems
+from engine.data.turns import string_problems, turn_role, turns_problems
 
 MAX_LISTED = 10
-# The ShareGPT tags LLaMA-Factory documents; SHAREGPT_ROLES also takes user/assistant, messages name these.
-_SHAREGPT_NAMES = ("human", "gpt", "system")
 
 
 def validate_rows(rows: list[dict[str, Any]], fmt: str, columns: ColumnMap, source: str) -> None:
@@ -42,33 +43,27 @@ def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]
         if shape is not None and shape != fmt:
             return [f"is a {shape} row ({', '.join(sorted(row))}), but the dataset is {fmt}; formats are mixed"]
         return [f"missing column '{name}'" for name in missing]
+    if fmt == "preference":
+        return preference_problems(row, columns)
+    if fmt == "kto":
+        return kto_problems(row, columns)
     if fmt == "alpaca":
         return _alpaca_problems(row, columns)
+    if fmt == "tools":
+        return tool_row_problems(row, columns)
     if fmt == "conversational":
         name = column(columns, "messages", row)
-        return _turns_problems(row[name], name, conversation=True)
+        return turns_problems(row[name], name, conversation=True)
     if fmt == "prompt_completion":
         return _prompt_completion_problems(row, columns)
-    return _string_problems(row, column(columns, "text"), required=True)
-
-
-def _string_problems(row: dict[str, Any], name: str, required: bool) -> list[str]:
-    """A column that must hold a string (non-empty when ``required``); an absent optional column is fine."""
-    value = row.get(name)
-    if value is None and not required:
-        return []
-    if not isinstance(value, str):
-        return [f"{name} is {kind_of(value)}, not a string"]
-    if required and not value.strip():
-        return [f"{name} is empty"]
-    return []
+    return string_problems(row, column(columns, "text"), required=True)
 
 
 def _alpaca_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
     instruction, extra = column(columns, "instruction"), column(columns, "input")
-    problems = _string_problems(row, instruction, required=False) + _string_problems(row, extra, required=False)
-    problems += _string_problems(row, column(columns, "output"), required=True)
-    problems += _string_problems(row, column(columns, "system"), required=False)
+    problems = string_problems(row, instruction, required=False) + string_problems(row, extra, required=False)
+    problems += string_problems(row, column(columns, "output"), required=True)
+    problems += string_problems(row, column(columns, "system"), required=False)
     if not problems and not (row[instruction] or "").strip() and not (row.get(extra) or "").strip():
         problems.append(f"{instruction} is empty")
     history = row.get("history")
@@ -87,61 +82,14 @@ def _prompt_completion_problems(row: dict[str, Any], columns: ColumnMap) -> list
     prompt_name, completion_name = column(columns, "prompt"), column(columns, "completion")
     prompt, completion = row[prompt_name], row[completion_name]
     if isinstance(prompt, list):
-        problems = _turns_problems(prompt, prompt_name, conversation=False)
+        problems = turns_problems(prompt, prompt_name, conversation=False)
     else:
-        problems = _string_problems(row, prompt_name, required=False)
+        problems = string_problems(row, prompt_name, required=False)
     if isinstance(completion, list):
-        problems += _turns_problems(completion, completion_name, conversation=False)
+        problems += turns_problems(completion, completion_name, conversation=False)
         roles = [turn_role(turn) for turn in completion if isinstance(turn, dict)]
         if completion and "assistant" not in roles:
             problems.append(f"{completion_name} has no assistant turn")
     else:
-        problems += _string_problems(row, completion_name, required=True)
-    return problems + _string_problems(row, column(columns, "system"), required=False)
-
-
-def turn_role(turn: dict[str, Any]) -> str | None:
-    """The canonical role of a turn (user / assistant / system); None when it has none or an unknown one."""
-    speaker = turn_keys(turn)[0]
-    value = turn.get(speaker)
-    if not isinstance(value, str):
-        return None
-    if speaker == "from":
-        return SHAREGPT_ROLES.get(value)
-    return value if value in ROLES else None
-
-
-def _turns_problems(turns: Any, name: str, conversation: bool) -> list[str]:
-    """Checks on a list of turns; a full ``conversation`` must also contain and end with an assistant turn."""
-    if not isinstance(turns, list):
-        return [f"{name} is {kind_of(turns)}, not a list of turns"]
-    if not turns:
-        return [f"{name} is empty"]
-    problems = []
-    for index, turn in enumerate(turns):
-        where = f"{name}[{index}]"
-        if not isinstance(turn, dict):
-            problems.append(f"{where} is {kind_of(turn)}, not an object with role and content")
-            continue
-        speaker, content = turn_keys(turn)
-        if speaker not in turn:
-            problems.append(f"{where} has no {speaker}")
-        elif turn_role(turn) is None:
-            allowed = _SHAREGPT_NAMES if speaker == "from" else ROLES
-            problems.append(f"{where}.{speaker} {turn[speaker]!r} is not one of {', '.join(allowed)}")
-        if content not in turn:
-            problems.append(f"{where} has no {content}")
-        elif not isinstance(turn[content], str):
-            problems.append(f"{where}.{content} is {kind_of(turn[content])}, not a string")
-        elif turn_role(turn) == "assistant" and not turn[content].strip():
-            problems.append(f"{where} (assistant) is empty")
-        if turn_role(turn) == "system" and index > 0:
-            problems.append(f"{where} is a system turn; only the first turn may be one")
-    if problems or not conversation:
-        return problems
-    roles = [turn_role(turn) for turn in turns]
-    if "assistant" not in roles:
-        return [f"{name} has no assistant turn; there is nothing to learn"]
-    if roles[-1] != "assistant":
-        return [f"{name} ends with a {roles[-1]} turn; it must end with the assistant's answer"]
-    return []
+        problems += string_problems(row, completion_name, required=True)
+    return problems + string_problems(row, column(columns, "system"), required=False)

@@ -14,7 +14,7 @@ from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
-from engine.training.methods import method_of, require_format
+from engine.training.methods import inspect_run_data
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -84,10 +84,8 @@ def check_run(config: RunConfig, template_budget_s: float = CHECK_BUDGET_S) -> C
     ``template_budget_s``: CPU seconds a configured chat template may take to render the training rows (the
     default suits a check someone waits for; engine.data.template_guard).
     """
-    from engine.data import inspect_dataset
-
     # Rows first: a broken file is reported in a moment, before torch and transformers are imported.
-    inspect_dataset(config.data, None, config.train.max_length, config.train.seed)
+    inspect_run_data(config)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)
     if problems:
@@ -98,8 +96,7 @@ def check_run(config: RunConfig, template_budget_s: float = CHECK_BUDGET_S) -> C
         raise ConfigError(
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
-    data = inspect_dataset(config.data, tokenizer, config.train.max_length, config.train.seed, template_budget_s)
-    require_format(method_of(config), data.format, data.source)
+    data = inspect_run_data(config, tokenizer, template_budget_s)
     return CheckReport(
         data=data,
         parameters=meta_parameter_count(config, hardware),

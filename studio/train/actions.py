@@ -352,7 +352,8 @@ def _start_run(
     policy: DemoPolicy,
     visitor: str | None,
 ) -> StartResult:
-    from engine.data import DataError, inspect_dataset
+    from engine.data import DataError
+    from engine.training.methods import inspect_run_data
 
     try:
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor))
@@ -363,7 +364,9 @@ def _start_run(
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=module_errors)
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
-        inspect_dataset(config.data, cached_tokenizer(config), config.train.max_length, config.train.seed)
+        inspect_run_data(config, cached_tokenizer(config))
+    except ConfigError as exc:  # data that the chosen method does not train on: said next to the method field
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     except DataError as exc:
         return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
     if policy.enabled:

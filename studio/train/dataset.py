@@ -113,16 +113,17 @@ def check_dataset(
 
     Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
     """
-    from engine.data import DataError, inspect_dataset
+    from engine.data import DataError
     from engine.data.preview import check_tokens
+    from engine.training.methods import inspect_run_data
 
     try:
         config = check_config(values, workspace)
     except ConfigError as exc:
         return DatasetCheck("", "", error_markdown("Fix these fields first:\n" + str(exc)))
     try:
-        report = inspect_dataset(config.data, None, config.train.max_length, config.train.seed)
-    except DataError as exc:
+        report = inspect_run_data(config)
+    except (DataError, ConfigError) as exc:  # ConfigError: data that the chosen method does not train on
         return DatasetCheck("", "", error_markdown(str(exc)))
     if not with_tokens:
         return DatasetCheck(summary_markdown(report) + "\n\n*Counting tokens…*", "", "", report.format)

@@ -67,10 +67,14 @@ def test_bad_row_is_named_by_number(tmp_path: Path):
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared datasets not present")
-def test_preference_data_is_refused_before_launch(tmp_path: Path):
-    result = run_check(tmp_path, {"data": {"path": str(SHARED / "dpo_en_demo.json")}})
+def test_preference_data_for_sft_is_refused_before_launch_and_checks_for_dpo(tmp_path: Path):
+    data = {"path": str(SHARED / "dpo_en_demo.json"), "max_samples": 8}
+    result = run_check(tmp_path, {"data": data})
     assert result.returncode == 2
-    assert "preference" in result.stderr.lower()
+    assert "dpo_en_demo.json is preference data" in result.stderr and "set method to dpo or orpo" in result.stderr
+    result = run_check(tmp_path, {"method": "dpo", "data": data, "train": {"max_length": 2048}})
+    assert result.returncode == 0, result.stderr
+    assert "format: preference" in result.stdout and "rows: 8 train" in result.stdout
 
 
 def test_missing_model_is_a_clear_error(tmp_path: Path):

@@ -11,15 +11,30 @@ the CLI the formats without paying for torch; the worker side (``prepare_data``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from engine.config import ConfigError, Problem, RunConfig
-from engine.training.methods import sft
+from engine.data.template_guard import CHECK_BUDGET_S
+from engine.training.methods import dpo, kto, orpo, sft
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
-__all__ = ["METHODS", "Method", "MetricChart", "TrainerParts", "method_charts", "method_of", "require_format"]
+if TYPE_CHECKING:
+    from engine.data import DataReport
+
+__all__ = [
+    "METHODS",
+    "Method",
+    "MetricChart",
+    "TrainerParts",
+    "inspect_run_data",
+    "method_charts",
+    "method_of",
+    "require_format",
+]
 
 
 # The registry: one entry per method file.
-METHODS: dict[str, Method] = {method.name: method for method in (sft.METHOD,)}
+METHODS: dict[str, Method] = {method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD)}
 
 
 def method_of(config: RunConfig) -> Method:
@@ -36,15 +51,37 @@ def method_charts() -> dict[str, MetricChart]:
     return found
 
 
+def inspect_run_data(config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S) -> DataReport:
+    """The dataset check of a run: its rows (and tokens, given a tokenizer; engine.data.inspect_dataset), and
+    that its method trains on their format. Raises DataError for the data, ConfigError (field ``method``) for
+    data of another method."""
+    from engine.data import inspect_dataset
+
+    train = config.train
+    report = inspect_dataset(config.data, tokenizer, train.max_length, train.seed, template_budget_s)
+    require_format(method_of(config), report.format, report.source)
+    return report
+
+
 def require_format(method: Method, fmt: str, source: str) -> None:
     """Refuse data whose format the method does not train on, naming what it takes."""
-    if fmt not in method.formats:
-        raise ConfigError(
-            [
-                Problem(
-                    "method",
-                    f"{source} is {fmt} data, and {method.name} trains on {', '.join(method.formats)}; "
-                    "pick another method or dataset",
-                )
-            ]
-        )
+    if fmt in method.formats:
+        return
+    takers = [other.name for other in METHODS.values() if fmt in other.formats]
+    advice = f"set method to {' or '.join(takers)}" if takers else "pick another dataset"
+    raise ConfigError(
+        [
+            Problem(
+                "method",
+                f"{source} is {FORMAT_WORDS.get(fmt, fmt + ' data')}, and {method.name} trains on "
+                f"{', '.join(method.formats)} data; {advice}",
+            )
+        ]
+    )
+
+
+# How a format reads in a message.
+FORMAT_WORDS = {
+    "preference": "preference data (a chosen and a rejected answer per prompt)",
+    "kto": "kto data (answers labelled desirable or not)",
+}

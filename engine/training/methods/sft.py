@@ -90,7 +90,7 @@ def lean_sft_trainer_class() -> type:
 METHOD = Method(
     name="sft",
     title="Supervised fine-tuning",
-    formats=("alpaca", "conversational", "prompt_completion", "text"),
+    formats=("alpaca", "conversational", "prompt_completion", "text", "tools"),
     prepare_data=prepare_data,
     training_kwargs=training_kwargs,
     args_class=args_class,

@@ -46,31 +46,49 @@ def test_real_text_file(shared_datasets: Path):
     assert loaded.rows[0]["text"].startswith("Don\u2019t think you need all the bells and whistles?")
 
 
-def test_real_preference_file_is_refused(shared_datasets: Path):
-    message = refusal(shared_datasets / "dpo_en_demo.json")
-    assert "dpo_en_demo.json is a preference dataset (ShareGPT conversations + chosen/rejected)" in message
-    assert "for DPO-style training" in message
-    assert "SFT needs one answer per prompt; preference training is not supported yet" in message
+def test_real_preference_file_becomes_trl_conversational_pairs(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "dpo_en_demo.json"))
+    assert (loaded.format, len(loaded.rows), loaded.columns) == (
+        "preference",
+        300,
+        ["conversations", "chosen", "rejected"],
+    )
+    first = loaded.rows[0]
+    assert sorted(first) == ["chosen", "prompt", "rejected"]
+    assert [turn["role"] for turn in first["prompt"]] == ["user"]
+    assert [turn["role"] for turn in first["chosen"]] == [turn["role"] for turn in first["rejected"]] == ["assistant"]
+    assert first["chosen"] != first["rejected"]
 
 
-def test_real_tool_calling_file_is_refused(shared_datasets: Path):
-    message = refusal(shared_datasets / "glaive_toolcall_en_demo.json")
+def test_real_tool_calling_file_is_its_own_format_and_an_override_cannot_hide_it(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "glaive_toolcall_en_demo.json"))
+    assert (loaded.format, len(loaded.rows)) == ("tools", 300)
+    assert loaded.rows[0]["messages"][3]["tool_calls"][0]["function"]["name"] == "search_recipes"
+    # Read as plain chat, the calls would be trained as text and the tools dropped.
+    message = refusal(shared_datasets / "glaive_toolcall_en_demo.json", format="conversational")
     assert "glaive_toolcall_en_demo.json is a tool-calling dataset" in message
-    assert "function_call / observation" in message and "tool-calling training is not supported yet" in message
+    assert "data.format is conversational" in message and "set data.format to tools (or auto)" in message
 
 
-def test_real_kto_file_is_refused_even_with_an_override(shared_datasets: Path):
+def test_real_kto_file_becomes_unpaired_rows_and_an_override_cannot_hide_it(shared_datasets: Path):
+    loaded = load_rows(section(shared_datasets / "kto_en_demo.json"))
+    assert (loaded.format, len(loaded.rows)) == ("kto", 300)
+    labels = {row["label"] for row in loaded.rows}
+    assert labels == {True, False}
+    assert all(row["completion"][-1]["role"] == "assistant" and row["prompt"] for row in loaded.rows)
+    # Read as plain chat, the undesirable answers would be learnt.
     message = refusal(shared_datasets / "kto_en_demo.json", format="conversational")
-    assert "kto_en_demo.json is a KTO dataset (messages with a boolean label" in message
-    assert "KTO training is not supported yet" in message
+    assert "kto_en_demo.json is a kto dataset" in message and "the undesirable answers would be learnt" in message
 
 
-def test_trl_style_preference_and_preference_override_are_refused(write_jsonl: Callable[..., Path]):
+def test_trl_style_preference_rows_and_the_override(write_jsonl: Callable[..., Path]):
     prompt = [{"role": "user", "content": "q"}]
     path = write_jsonl([{"prompt": prompt, "chosen": [{"role": "assistant", "content": "a"}], "rejected": []}])
-    assert "is a preference dataset (prompt/chosen/rejected)" in refusal(path)
+    assert "row 1: rejected is empty" in refusal(path)
     text_file = write_jsonl([{"text": "hello"}], name="text.jsonl")
-    assert "preference training is not supported yet" in refusal(text_file, format="preference")
+    assert "data.format is preference, but no row has the column(s) chosen, rejected" in refusal(
+        text_file, format="preference"
+    )
 
 
 def test_alpaca_normalisation(write_jsonl: Callable[..., Path]):

@@ -12,7 +12,17 @@ from typing import Any
 import pytest
 from pydantic.fields import FieldInfo
 
-from engine.config import ConfigError, RunConfig, TrainingMethod, TrainSection, parse_config
+from engine.config import (
+    PREFERENCE_METHODS,
+    ConfigError,
+    DpoSection,
+    KtoSection,
+    OrpoSection,
+    RunConfig,
+    TrainingMethod,
+    TrainSection,
+    parse_config,
+)
 from engine.store.paths import PROJECT_ROOT
 from engine.training.builders import common_training_kwargs
 from engine.training.hardware import Hardware
@@ -21,13 +31,15 @@ from engine.training.methods import METHODS, method_of, require_format
 # TrainSection fields that are not training arguments, each with the place that consumes it instead
 # ("module:function"): such a place must read the field.
 CONSUMED_ELSEWHERE: dict[str, str] = {}
+METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection}
 # A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
 GPU = Hardware(gpu_count=1, bf16_supported=True)
 BASE = {"data": {"eval_size": 0.1}, "train": {"eval_strategy": "steps"}}
 
 
 def test_every_method_file_is_registered_under_a_name_the_config_accepts() -> None:
-    files = {path.stem for path in (PROJECT_ROOT / "engine/training/methods").glob("*.py")} - {"__init__", "base"}
+    folder = PROJECT_ROOT / "engine/training/methods"
+    files = {path.stem for path in folder.glob("*.py") if "\nMETHOD = Method(" in path.read_text()}
     assert set(METHODS) == files == set(typing.get_args(TrainingMethod))
     assert method_of(RunConfig()).name == "sft"
 
@@ -42,8 +54,12 @@ def test_the_registry_imports_no_training_library() -> None:
 def test_a_method_refuses_data_of_another_format() -> None:
     sft = METHODS["sft"]
     require_format(sft, "alpaca", "data.json")
-    with pytest.raises(ConfigError, match=r"method: data.json is preference data, and sft trains on alpaca"):
+    with pytest.raises(ConfigError) as caught:
         require_format(sft, "preference", "data.json")
+    assert str(caught.value) == (
+        "method: data.json is preference data (a chosen and a rejected answer per prompt), and sft trains on "
+        f"{', '.join(sft.formats)} data; set method to dpo or orpo"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -79,6 +95,23 @@ def test_every_train_field_reaches_the_training_arguments(field: str, method: st
         source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
         assert f"def {function}(" in source and f"train.{field}" in source
         return
+    if method in PREFERENCE_METHODS and field == "packing":  # whole pairs only: refused, not ignored
+        with pytest.raises(ConfigError, match="train.packing: .* packing is for sft only"):
+            parse_config({**BASE, "method": method, "train": {**BASE["train"], "packing": True}})
+        return
     value = _other_value(TrainSection.model_fields[field], getattr(base.train, field))
     changed = base.model_copy(update={"train": base.train.model_copy(update={field: value})})
     assert _arguments(changed, tmp_path) != _arguments(base, tmp_path), f"train.{field} = {value!r} changes nothing"
+
+
+@pytest.mark.parametrize(
+    ("method", "field"), [(m, f) for m in PREFERENCE_METHODS for f in METHOD_SECTIONS[m].model_fields]
+)
+def test_every_field_of_a_method_section_reaches_its_training_arguments(
+    method: str, field: str, tmp_path: Path
+) -> None:
+    base = parse_config({**BASE, "method": method})
+    section = getattr(base, method)
+    value = _other_value(type(section).model_fields[field], getattr(section, field))
+    changed = base.model_copy(update={method: section.model_copy(update={field: value})})
+    assert _arguments(changed, tmp_path) != _arguments(base, tmp_path), f"{method}.{field} = {value!r} changes nothing"

@@ -255,7 +255,7 @@ def test_a_bundled_pick_on_the_page_clears_the_eval_field_and_shows_why(tab: Any
     out = call(demo, rows_check, [None, None, *widgets(form_, values)], state)
     eval_out, _, notice = out[-3:]
     assert eval_out == "" and "`demo_sft_train.jsonl`, not to this dataset: cleared" in notice
-    assert "demo_preference.jsonl is a preference dataset" in out[2]  # the check ran on the picked file
+    assert "demo_preference.jsonl is preference data" in out[2]  # the check ran on the picked file
     seen = next(i for i in rows_check.inputs if isinstance(i, gr.State) and i.value == (DEMO_TRAIN, DEMO_EVAL))
     assert state[seen._id] == (PREFERENCE, "")
 

@@ -1,0 +1,95 @@
+"""The config sections of the preference methods: the knobs of TRL's DPOConfig, KTOConfig and ORPOConfig.
+
+Each section is read only by its method (``method: dpo`` reads ``dpo:``); the others keep their defaults and
+the studio shows only the section of the chosen method. The choices are what TRL 1.16 offers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from engine.config.sections import Section, advanced
+
+# DPOConfig.loss_type in TRL 1.16 (trl/trainer/dpo_config.py); one at a time here.
+DpoLoss = Literal[
+    "sigmoid",
+    "hinge",
+    "ipo",
+    "exo_pair",
+    "nca_pair",
+    "robust",
+    "bco_pair",
+    "sppo_hard",
+    "aot",
+    "aot_unpaired",
+    "apo_zero",
+    "apo_down",
+    "discopop",
+    "sigmoid_norm",
+]
+# The losses that smooth labels (conservative DPO, robust DPO); elsewhere label_smoothing has no effect.
+SMOOTHED_DPO_LOSSES = ("sigmoid", "robust", "sigmoid_norm")
+Truncation = Literal["keep_start", "keep_end"]
+
+
+class DpoSection(Section):
+    """Direct preference optimisation (method dpo): TRL's DPOTrainer on chosen / rejected pairs."""
+
+    loss_type: DpoLoss = Field(
+        "sigmoid",
+        description="The DPO loss: sigmoid (the paper's), ipo, hinge, robust (noisy labels), and the other "
+        "variants TRL offers.",
+    )
+    beta: float = Field(
+        0.1,
+        gt=0,
+        le=100,
+        description="How far the model may move from the reference: higher keeps it closer (IPO: the regulariser).",
+    )
+    label_smoothing: float = Field(
+        0.0,
+        ge=0,
+        lt=0.5,
+        description="Share of pairs assumed flipped (conservative / robust DPO); sigmoid, robust, sigmoid_norm only.",
+    )
+    truncation_mode: Truncation = Field(
+        "keep_start",
+        description="Which end of a pair longer than train.max_length to keep: keep_end cuts the prompt's start "
+        "and keeps the answers.",
+        json_schema_extra=advanced(),
+    )
+    precompute_ref_log_probs: bool = Field(
+        False,
+        description="Score the data with the reference model once before training, so a full fine-tune keeps no "
+        "second model in memory (LoRA needs none: its reference is the base with the adapter off).",
+        json_schema_extra=advanced(),
+    )
+
+
+class KtoSection(Section):
+    """Kahneman-Tversky optimisation (method kto): TRL's KTOTrainer on answers labelled desirable or not."""
+
+    loss_type: Literal["kto", "apo_zero_unpaired"] = Field(
+        "kto", description="kto (the paper's loss, with its KL estimate) or apo_zero_unpaired."
+    )
+    beta: float = Field(0.1, gt=0, le=100, description="How far the model may move from the reference.")
+    desirable_weight: float = Field(
+        1.0, gt=0, le=100, description="Weight of the desirable answers' loss (raise it when they are fewer)."
+    )
+    undesirable_weight: float = Field(1.0, gt=0, le=100, description="Weight of the undesirable answers' loss.")
+    precompute_ref_log_probs: bool = Field(
+        False,
+        description="Score the data with the reference model once before training (full fine-tune: no second "
+        "model in memory).",
+        json_schema_extra=advanced(),
+    )
+
+
+class OrpoSection(Section):
+    """Odds-ratio preference optimisation (method orpo): supervised loss plus a preference term; no reference."""
+
+    beta: float = Field(
+        0.1, gt=0, le=100, description="Weight of the odds-ratio preference term (lambda in the paper)."
+    )

@@ -1,0 +1,51 @@
+"""Direct preference optimisation with TRL's DPOTrainer: a chosen and a rejected answer per prompt, the loss
+TRL's ``loss_type`` names, against a reference model (for LoRA the base with the adapter off; for a full
+fine-tune a frozen copy, or none with ``precompute_ref_log_probs``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.config import RunConfig
+from engine.training.methods import paired
+from engine.training.methods.base import Method, TrainerParts
+
+
+def training_kwargs(config: RunConfig) -> dict[str, Any]:
+    """DPOConfig's own arguments, from the dpo section."""
+    dpo = config.dpo
+    return {
+        "max_length": config.train.max_length,
+        "truncation_mode": dpo.truncation_mode,
+        "loss_type": [dpo.loss_type],
+        "beta": dpo.beta,
+        "label_smoothing": dpo.label_smoothing,
+        "precompute_ref_log_probs": dpo.precompute_ref_log_probs,
+    }
+
+
+def args_class() -> type:
+    """TRL's DPOConfig."""
+    from trl import DPOConfig
+
+    return DPOConfig
+
+
+def build_trainer(parts: TrainerParts) -> Any:
+    """TRL's DPOTrainer over the prepared pairs."""
+    from trl import DPOTrainer
+
+    return DPOTrainer(**paired.trainer_kwargs(parts))
+
+
+METHOD = Method(
+    name="dpo",
+    title="Direct preference optimisation (DPO)",
+    formats=("preference",),
+    prepare_data=paired.prepare_data,
+    training_kwargs=training_kwargs,
+    args_class=args_class,
+    build_trainer=build_trainer,
+    charts=(*paired.REWARD_CHARTS, paired.ACCURACY_CHART),
+    evaluation="preference",
+)

@@ -1,0 +1,55 @@
+"""Kahneman-Tversky optimisation with TRL's KTOTrainer: single answers labelled desirable or not, each weighed
+against a reference model and a KL estimate taken from the other answers of the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.config import RunConfig
+from engine.training.methods import paired
+from engine.training.methods.base import Method, MetricChart, TrainerParts
+
+
+def training_kwargs(config: RunConfig) -> dict[str, Any]:
+    """KTOConfig's own arguments, from the kto section."""
+    kto = config.kto
+    kwargs: dict[str, Any] = {
+        "max_length": config.train.max_length,
+        "loss_type": kto.loss_type,
+        "beta": kto.beta,
+        "desirable_weight": kto.desirable_weight,
+        "undesirable_weight": kto.undesirable_weight,
+        "precompute_ref_log_probs": kto.precompute_ref_log_probs,
+    }
+    if kto.loss_type == "kto":
+        # TRL pairs each answer with its neighbour's for the KL estimate when it prepares the data, so the batches
+        # must come in the dataset's order (KTOTrainer refuses another sampler).
+        kwargs["train_sampling_strategy"] = "sequential"
+    return kwargs
+
+
+def args_class() -> type:
+    """TRL's KTOConfig."""
+    from trl import KTOConfig
+
+    return KTOConfig
+
+
+def build_trainer(parts: TrainerParts) -> Any:
+    """TRL's KTOTrainer over the labelled answers."""
+    from trl import KTOTrainer
+
+    return KTOTrainer(**paired.trainer_kwargs(parts))
+
+
+METHOD = Method(
+    name="kto",
+    title="Kahneman-Tversky optimisation (KTO)",
+    formats=("kto",),
+    prepare_data=paired.prepare_data,
+    training_kwargs=training_kwargs,
+    args_class=args_class,
+    build_trainer=build_trainer,
+    charts=(MetricChart("kl", "KL estimate (policy ‖ reference)", "nats"), *paired.REWARD_CHARTS),
+    evaluation="preference",
+)

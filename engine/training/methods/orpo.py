@@ -1,0 +1,72 @@
+"""Odds-ratio preference optimisation with TRL's ORPOTrainer: the supervised loss on the chosen answer plus a
+term on the odds of chosen over rejected; no reference model.
+
+ORPO lives in ``trl.experimental`` in TRL 1.16, whose API may change between releases: the project pins TRL
+(pyproject.toml) and this file is the only place that touches it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from engine.config import RunConfig
+from engine.training.methods import paired
+from engine.training.methods.base import Method, MetricChart, TrainerParts
+
+
+def training_kwargs(config: RunConfig) -> dict[str, Any]:
+    """ORPOConfig's own arguments, from the orpo section."""
+    return {"max_length": config.train.max_length, "beta": config.orpo.beta}
+
+
+def _experimental() -> Any:
+    """trl.experimental.orpo, without the warning it prints on import (the README says ORPO is experimental)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl.experimental import orpo
+
+    return orpo
+
+
+def args_class() -> type:
+    """TRL's ORPOConfig."""
+    return _experimental().ORPOConfig
+
+
+def build_trainer(parts: TrainerParts) -> Any:
+    """TRL's ORPOTrainer over the prepared pairs, counting the tokens it trains on."""
+    return counted_orpo_trainer_class()(**paired.trainer_kwargs(parts))
+
+
+def counted_orpo_trainer_class() -> type:
+    """ORPOTrainer that counts its tokens for the throughput chart. Trainer counts the tokens of
+    ``inputs["input_ids"]``, and ORPO's batches have none: they hold prompt + chosen and prompt + rejected as
+    ``chosen_*`` and ``rejected_*`` tensors, so every step would read 0 tokens per second."""
+    import torch
+
+    class CountedORPOTrainer(_experimental().ORPOTrainer):
+        def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
+            if self.args.include_num_input_tokens_seen == "no":
+                return
+            masks = [inputs[key] for key in ("chosen_attention_mask", "rejected_attention_mask") if key in inputs]
+            seen = torch.as_tensor(sum(int(mask.sum()) for mask in masks), device=self.args.device)
+            self.state.num_input_tokens_seen += self.accelerator.gather(seen).sum().item()
+
+    return CountedORPOTrainer
+
+
+METHOD = Method(
+    name="orpo",
+    title="Odds-ratio preference optimisation (ORPO, experimental in TRL)",
+    formats=("preference",),
+    prepare_data=paired.prepare_data,
+    training_kwargs=training_kwargs,
+    args_class=args_class,
+    build_trainer=build_trainer,
+    charts=(
+        MetricChart("log_odds_ratio", "Log odds ratio (chosen vs rejected)", "log odds"),
+        paired.ACCURACY_CHART,
+        MetricChart("nll_loss", "Supervised loss on chosen", "loss"),
+    ),
+    evaluation="preference",
+)

@@ -1,0 +1,132 @@
+"""DPO, KTO and ORPO train for real: TRL's trainers on the demo model, through ``python -m engine train`` and
+through engine.runs (stop, resume), on the real LLaMA-Factory files and the bundled preference set."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine import runs
+from engine.config import RunConfig, parse_config
+from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import iter_metrics
+from engine.training.methods import METHODS
+
+pytestmark = pytest.mark.integration
+
+SHARED = PROJECT_ROOT.parent / "shared" / "datasets"
+DEMO_PREFERENCE = "assets/datasets/demo_preference.jsonl"
+
+
+def train_cli(config: RunConfig, root: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``python -m engine train CONFIG`` in the foreground, offline, as a user types it."""
+    root.mkdir(parents=True, exist_ok=True)
+    config_path, run_dir = root / "config.yaml", root / "run"
+    config_path.write_text(config.to_yaml())
+    result = subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
+    )
+    return run_dir, result
+
+
+def train_events(run_dir: Path) -> list[dict]:
+    """The train events of metrics.jsonl; fails if a step was written twice."""
+    events = [event for event in iter_metrics(run_dir) if event["event"] == "train"]
+    steps = [event["step"] for event in events]
+    assert len(steps) == len(set(steps)), f"duplicated steps: {steps}"
+    return events
+
+
+def real_file_config(method: str, path: Path, **sections: dict) -> RunConfig:
+    """A few quick steps on a real file (long rows for this byte-level tokenizer: max_length 512)."""
+    data = {
+        "name": f"{method}-real",
+        "method": method,
+        "data": {"path": str(path), "max_samples": 16},
+        "train": {"max_steps": 3, "per_device_batch_size": 2, "max_length": 512, "logging_steps": 1},
+    }
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    return parse_config(data)
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared datasets not present")
+@pytest.mark.parametrize(
+    ("method", "file", "extra"),
+    [
+        ("dpo", "dpo_en_demo.json", {}),
+        ("orpo", "dpo_en_demo.json", {}),
+        ("kto", "kto_en_demo.json", {}),
+        # A full fine-tune scores the data with the reference once, then keeps no second model.
+        ("dpo", "dpo_en_demo.json", {"adapter": {"method": "full"}, "dpo": {"precompute_ref_log_probs": True}}),
+    ],
+    ids=["dpo", "orpo", "kto", "dpo-full-precomputed"],
+)
+def test_a_real_file_trains_with_the_methods_metrics(method: str, file: str, extra: dict, tmp_path: Path):
+    run_dir, result = train_cli(real_file_config(method, SHARED / file, **extra), tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    status = runs.status(run_dir)
+    assert (status.state, status.step) == ("completed", 3)
+    events = train_events(run_dir)
+    assert [event["step"] for event in events] == [1, 2, 3]
+    assert all(math.isfinite(event["loss"]) and event["tokens_per_second"] > 0 for event in events)
+    for chart in METHODS[method].charts:  # every chart the Monitor offers for the method gets finite points
+        # (KTO logs the rewards of a side only in steps whose batch has answers of that side)
+        points = [event[chart.key] for event in events if chart.key in event]
+        assert points and all(math.isfinite(point) for point in points), (chart.key, events)
+    assert (run_dir / ("model" if "adapter" in extra else "adapter")).is_dir()
+
+
+def demo_dpo_config(**train: object) -> RunConfig:
+    """DPO on the bundled preference set: short rows, quick steps, a checkpoint every 2."""
+    return parse_config(
+        {
+            "name": "dpo-resume",
+            "method": "dpo",
+            "data": {"path": DEMO_PREFERENCE, "max_samples": 48},
+            "adapter": {"r": 8, "dropout": 0.0},
+            "train": {
+                "max_steps": 8,
+                "per_device_batch_size": 4,
+                "learning_rate": 3e-3,
+                "max_length": 64,
+                "save_steps": 2,
+                "logging_steps": 1,
+                **train,
+            },
+        }
+    )
+
+
+def test_dpo_stop_and_resume_reproduce_the_uninterrupted_losses(tmp_path: Path):
+    reference, result = train_cli(demo_dpo_config(), tmp_path / "reference")
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = {event["step"]: event["loss"] for event in train_events(reference)}
+    assert sorted(expected) == list(range(1, 9))
+    margins = [event["rewards/margins"] for event in train_events(reference)]
+    assert margins[-1] > margins[0]  # the policy moves towards the chosen answers
+
+    run_dir = runs.create_run(demo_dpo_config(), run_dir=tmp_path / "run")
+    runs.start(run_dir)
+    deadline = time.time() + 300
+    while (runs.status(run_dir).step or 0) < 3 and runs.status(run_dir).is_active and time.time() < deadline:
+        time.sleep(0.05)
+    assert runs.stop(run_dir)
+    stopped = runs.wait(run_dir, timeout=300)
+    assert stopped.state == "stopped", stopped
+    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < 8
+    runs.resume(run_dir)
+    finished = runs.wait(run_dir, timeout=300)
+    assert finished.state == "completed", finished
+    assert {event["step"]: event["loss"] for event in train_events(run_dir)} == expected  # step by step
