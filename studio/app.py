@@ -51,7 +51,7 @@ def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
     return (
         '<div class="ts-header"><div class="ts-logo">TS</div><div>'
         f'<div class="ts-title">{TITLE}</div>'
-        '<div class="ts-subtitle">Fine-tune language models with LoRA, QLoRA or full SFT, and watch them learn.</div>'
+        '<div class="ts-subtitle">Fine-tune language models (SFT, DPO, KTO, ORPO; LoRA, QLoRA or full) and watch them learn.</div>'
         f'</div><div class="ts-workspace">{where}</div></div>'
     )
 
@@ -96,7 +96,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
         with gr.Tabs(selected="train", elem_id="ts-tabs") as tabs:
             ctx = StudioContext(workspace, current_run, tabs, policy, visitor)
             with gr.Tab("Train", id="train", elem_id="ts-tab-train"):
-                build_train_tab(ctx)
+                ctx.train_form = build_train_tab(ctx)
             with gr.Tab("Monitor", id="monitor", elem_id="ts-tab-monitor"):
                 build_monitor_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):

@@ -25,6 +25,8 @@ from engine.config.sections import (
 TrainingMethod = Literal["sft", "dpo", "kto", "orpo"]
 # The methods that learn from preferences: TRL computes their log-probabilities from the LM head's weight.
 PREFERENCE_METHODS = ("dpo", "kto", "orpo")
+# The methods with a config section of their own, named after them.
+METHOD_SECTIONS = ("dpo", "kto", "orpo")
 
 __all__ = [
     "PREFERENCE_METHODS",
@@ -92,8 +94,15 @@ class RunConfig(Section):
         return bool(self.data.eval_path) or self.data.eval_size > 0
 
     def to_yaml(self) -> str:
-        """The config as YAML, in field order, ready to save or show."""
-        return yaml.dump(self.model_dump(mode="json"), Dumper=_ExactDumper, sort_keys=False, allow_unicode=True)
+        """The config as YAML, in field order, ready to save or show. Another method's section is left out while it
+        holds its defaults (it does not apply, and reads back the same)."""
+        unused = {
+            name
+            for name in METHOD_SECTIONS
+            if name != self.method and getattr(self, name) == type(getattr(self, name))()
+        }
+        data = self.model_dump(mode="json", exclude=unused)
+        return yaml.dump(data, Dumper=_ExactDumper, sort_keys=False, allow_unicode=True)
 
 
 # Characters YAML 1.1 reads as line breaks: PyYAML writes them raw inside single quotes, and reading folds them

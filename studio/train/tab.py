@@ -48,6 +48,38 @@ def _model_picker(ctx: StudioContext) -> Any:
     return factory
 
 
+def _init_from_picker(ctx: StudioContext) -> Any:
+    """model.init_from as a combo box: the workspace's finished runs with weights (listed again each time it gets
+    the focus, see _wire_init_from), or a run directory / checkpoint path typed in."""
+
+    def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
+        return gr.Dropdown(
+            choices=actions.init_from_choices(ctx.workspace),
+            value=value,
+            allow_custom_value=True,
+            label="Start from run",
+            info=spec.help,
+            elem_id="cfg-model-init_from",
+        )
+
+    return factory
+
+
+def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
+    """List the runs to start from again when the picker gets the focus: runs finish while the page is open."""
+    if ctx.policy.enabled:  # fixed to none in the demo (studio.demo.policy.LOCKED)
+        return
+    picker = form.components["model.init_from"]
+    picker.focus(
+        lambda: gr.update(choices=actions.init_from_choices(ctx.workspace)),
+        None,
+        picker,
+        show_progress="hidden",
+        concurrency_limit=None,  # a directory listing: milliseconds
+        **PRIVATE,
+    )
+
+
 def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
     """In demo mode: fixed fields and the dataset paths shown read-only, capped fields with their limit in the
     help text. Nothing outside demo mode."""
@@ -152,12 +184,14 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
         **_demo_overrides(ctx),
         "model.name_or_path": _model_picker(ctx),
         **({} if ctx.policy.enabled else {"data.path": _relabel("Dataset file or hub id")}),
+        **({} if ctx.policy.enabled else {"model.init_from": _init_from_picker(ctx)}),
     }
     first = actions.starting_values()
     form = ConfigForm(overrides=overrides, initial=first)
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=520):
             form.render_section("model", columns=2)
+            _render_method(form, first)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
             panel = build_dataset_panel(form)
@@ -169,7 +203,27 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_form(ctx, form, panel, side)
     _wire_files(ctx, form, panel, side)
     _wire_start(ctx, form, panel, side)
+    _wire_init_from(ctx, form)
     return form
+
+
+def _render_method(form: ConfigForm, first: dict[str, Any]) -> None:
+    """The method picker with the chosen method's own knobs below it; the other methods' sections stay hidden
+    (a section per method that has knobs: ``dpo:`` for dpo, ...)."""
+    from engine.training.methods import METHODS
+
+    with gr.Accordion("Method", open=True, elem_classes=["ts-section"]):
+        form.render_fields(["method"])
+        boxes: dict[str, Any] = {}
+        for name in METHODS:
+            if any(path.startswith(f"{name}.") for path in form.paths):
+                with gr.Column(visible=first["method"] == name, elem_id=f"ts-method-{name}") as boxes[name]:
+                    form.render_children(form.section(name), columns=3)
+
+    def show(method: str) -> list[Any]:
+        return [gr.Column(visible=method == name) for name in boxes]
+
+    form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
 
 
 def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
@@ -279,7 +333,9 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     )
     # Text fields trigger on blur / Enter, not on every keystroke; the format dropdown on a user's pick.
     columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
-    triggers = [panel.path.submit, panel.path.blur, form.components["data.format"].input, panel.check_button.click]
+    # The method too: whether the data fits is a question of the method (preference data trains with dpo).
+    picks = [form.components[path].input for path in ("data.format", "method")]
+    triggers = [panel.path.submit, panel.path.blur, *picks, panel.check_button.click]
     _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
 
     def on_use_max_length(tokens: int | None) -> Any:
