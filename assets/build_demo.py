@@ -42,6 +42,7 @@ from demo_text import (
     long_form,
     preference_row,
     sft_row,
+    style_row,
 )
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -56,6 +57,8 @@ CORPUS_DOCS = 20_000
 SFT_TRAIN_ROWS = 2000
 SFT_EVAL_ROWS = 200
 PREFERENCE_ROWS = 80
+STYLE_TRAIN_ROWS = 160
+STYLE_EVAL_ROWS = 40
 
 # Model and pre-training sizes: small enough to pre-train in a couple of minutes on 2 CPU cores and
 # to stay far below the 20 MB budget, large enough that LoRA can learn the task quickly.
@@ -356,6 +359,11 @@ correct form, so exact match is a meaningful score. Years run from {YEARS.start}
   [assistant message]}}`. Chosen is the correct answer; rejected is a plausible mistake (wrong month,
   day off by one, leading zero kept, day and month swapped, the wrong layout, or the year added). None
   of its dates is in the eval file.
+- `demo_dpo_train.jsonl` ({STYLE_TRAIN_ROWS} rows) and `demo_dpo_eval.jsonl` ({STYLE_EVAL_ROWS} rows, held out): the
+  DPO demo's style pairs, in the same form. Both answers are correct; chosen writes the day as an ordinal
+  (`March 15th`), rejected as the SFT set does (`March 15`). A model tuned on the SFT set prefers the
+  rejected style; DPO teaches it the other one (`assets/presets/demo-dpo.yaml`). Their dates are in no
+  other file.
 
 The demo model (`assets/demo-model/`) was pre-trained on prose and tables that use both date styles,
 but never on a request or the chat format, so it scores about 0% on the eval file before fine-tuning.
@@ -371,6 +379,13 @@ def write_datasets(rng: random.Random) -> None:
     write_jsonl(DATA_DIR / "demo_sft_train.jsonl", [sft_row(d, rng) for d in train_dates])
     write_jsonl(DATA_DIR / "demo_sft_eval.jsonl", [sft_row(d, rng) for d in eval_dates])
     write_jsonl(DATA_DIR / "demo_preference.jsonl", [preference_row(d, rng) for d in preference_dates])
+    # The DPO demo's style pairs draw from a generator of their own, so the files above stay as they were.
+    style_rng = random.Random(SEED + 3)
+    taken = set(eval_dates) | set(train_dates) | set(preference_dates)
+    style_dates = distinct_dates(style_rng, STYLE_TRAIN_ROWS + STYLE_EVAL_ROWS, exclude=taken)
+    style_rows = [style_row(d, style_rng) for d in style_dates]
+    write_jsonl(DATA_DIR / "demo_dpo_train.jsonl", style_rows[:STYLE_TRAIN_ROWS])
+    write_jsonl(DATA_DIR / "demo_dpo_eval.jsonl", style_rows[STYLE_TRAIN_ROWS:])
     (DATA_DIR / "README.md").write_text(DATASETS_README, encoding="utf-8")
 
 

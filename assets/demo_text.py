@@ -115,6 +115,28 @@ def preference_row(day: dt.date, rng: random.Random) -> dict:
     }
 
 
+def ordinal(number: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
+def ordinal_month_and_day(day: dt.date) -> str:
+    """``March 15th``: the answer style the DPO demo prefers."""
+    return f"{MONTHS[day.month - 1]} {ordinal(day.day)}"
+
+
+def style_row(day: dt.date, rng: random.Random) -> dict:
+    """One preference example of the DPO demo: the same correct answer in the preferred style (an ordinal day)
+    over the style the SFT demo teaches (a plain day)."""
+    prompt = rng.choice(PROMPTS).format(iso=iso(day))
+    return {
+        "prompt": [{"role": "user", "content": prompt}],
+        "chosen": [{"role": "assistant", "content": ordinal_month_and_day(day)}],
+        "rejected": [{"role": "assistant", "content": month_and_day(day)}],
+    }
+
+
 # ----------------------------------------------------------------------------------------------
 # Pre-training corpus: coherent prose that uses both date styles, numbers and the prompts' words
 # ----------------------------------------------------------------------------------------------
