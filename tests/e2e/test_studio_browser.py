@@ -198,7 +198,12 @@ def test_reload_second_tab_and_studio_restart_during_a_run(studio, browser, star
     monitor.shot(artifacts, "07-monitor-abort-confirm")
     log("07-monitor-abort-confirm")
     page.locator("#ts-abort-confirm").click()
-    monitor.wait_state("aborted", timeout=30)  # killed on request: a state of its own, not a crash
+    try:
+        monitor.wait_state("aborted", timeout=30)  # killed on request: a state of its own, not a crash
+    except AssertionError as exc:  # seen once in a few runs beside a CPU hog: keep what tells the cause apart
+        monitor.shot(artifacts, "08-monitor-abort-not-shown")
+        shown = page.locator("#ts-abort-confirm").is_visible()
+        raise AssertionError(f"{exc}; run state {runs.status(run_dir).state}, confirm still shown: {shown}") from None
     wait_until(lambda: "aborted by the user" in page.locator(".ts-monitor-head .ts-progress").inner_text(), 30)
     assert page.locator(".ts-error").count() == 0 or not page.locator(".ts-error").is_visible()
     monitor.shot(artifacts, "08-monitor-aborted")

@@ -1,0 +1,174 @@
+"""DPO throughput: the engine against a bare TRL DPOTrainer + peft script, on the same pairs.
+
+Both arms train the demo model with LoRA on the DPO demo's pairs (assets/presets/demo-dpo.yaml, from the base:
+``model.init_from`` is dropped, so both start from the same weights) with the same batch, beta, loss, max length
+and number of steps. They run as separate processes, alternated round by round (these machines are noisy), and
+the engine's ratio comes with a 95% bootstrap interval of the median over the rounds. Steady-state pairs/s counts
+the pairs between the first and the last logging step over their wall time, so process start, model loading,
+TRL's tokenization and the first step's warm-up are left out of both arms alike.
+
+    python benchmarks/throughput_dpo.py                   # 40 steps, 3 rounds
+    python benchmarks/throughput_dpo.py --steps 60 --rounds 5
+
+Arms:
+- engine: python -m engine train (the product: method dpo)
+- bare:   TRL's DPOTrainer with a peft LoraConfig, the rows read from the file as TRL's docs show
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from throughput import median_interval  # noqa: E402  (benchmarks/ is the script's folder)
+
+from engine.config import RunConfig, load_config  # noqa: E402
+from engine.store.paths import find_local_path  # noqa: E402
+
+PRESET = ROOT / "assets" / "presets" / "demo-dpo.yaml"
+
+
+def benchmark_config(preset: Path, steps: int) -> RunConfig:
+    """The preset from the base model, for ``steps`` steps, without checkpoints or evaluation."""
+    data = load_config(preset).model_dump(mode="json")
+    data["model"]["init_from"] = None
+    data["train"].update(max_steps=steps, save_strategy="no", eval_strategy="no")
+    return RunConfig.model_validate(data)
+
+
+def pairs_per_second(points: list[tuple[float, int]], batch: int) -> float:
+    """Pairs/s between the first and the last (time, step) point."""
+    (t0, s0), (t1, s1) = points[0], points[-1]
+    return (s1 - s0) * batch / (t1 - t0)
+
+
+def run_bare(config: RunConfig) -> float:
+    """The baseline: TRL's DPOTrainer + peft, as its documentation configures it."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from trl import DPOConfig, DPOTrainer
+
+    torch.manual_seed(config.train.seed)
+    source = str(find_local_path(config.model.name_or_path))
+    path = find_local_path(config.data.path)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    points: list[tuple[float, int]] = []
+
+    class Clock(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if logs and "loss" in logs:
+                points.append((time.time(), state.global_step))
+
+    train, adapter = config.train, config.adapter
+    with tempfile.TemporaryDirectory() as output:
+        trainer = DPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32),
+            args=DPOConfig(
+                output_dir=output,
+                max_steps=train.max_steps,
+                per_device_train_batch_size=train.per_device_batch_size,
+                learning_rate=train.learning_rate,
+                lr_scheduler_type=train.lr_scheduler,
+                max_length=train.max_length,
+                beta=config.dpo.beta,
+                loss_type=[config.dpo.loss_type],
+                use_cpu=True,
+                save_strategy="no",
+                report_to=[],
+                logging_steps=train.logging_steps,
+                disable_tqdm=True,
+                seed=train.seed,
+            ),
+            train_dataset=Dataset.from_list(rows),
+            processing_class=AutoTokenizer.from_pretrained(source),
+            peft_config=LoraConfig(
+                task_type="CAUSAL_LM",
+                r=adapter.r,
+                lora_alpha=adapter.alpha,
+                lora_dropout=adapter.dropout,
+                target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
+            ),
+            callbacks=[Clock()],
+        )
+        trainer.train()
+    return pairs_per_second(points, train.per_device_batch_size)
+
+
+def run_engine(config: RunConfig) -> float:
+    """The product: ``python -m engine train``, measured from its own metrics.jsonl."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config_path = Path(tmp) / "config.yaml"
+        config_path.write_text(config.to_yaml())
+        subprocess.run(
+            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", f"{tmp}/run"],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+        lines = Path(tmp, "run", "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    train = [event for event in map(json.loads, lines) if event["event"] == "train"]
+    return pairs_per_second([(event["time"], event["step"]) for event in train], config.train.per_device_batch_size)
+
+
+def _child(preset: Path, steps: int) -> float:
+    """The bare arm in a fresh interpreter, so it inherits no warm caches."""
+    output = subprocess.run(
+        [sys.executable, __file__, "--bare", "--preset", str(preset), "--steps", str(steps)],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    ).stdout
+    return float(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", type=Path, default=PRESET)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    config = benchmark_config(args.preset, args.steps)
+    if args.bare:  # a child process: print its figure and leave
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        print(run_bare(config))
+        return
+    results: dict[str, list[float]] = {"engine": [], "bare": []}
+    for round_number in range(1, args.rounds + 1):
+        order = list(results) if round_number % 2 else list(reversed(results))
+        for arm in order:
+            value = run_engine(config) if arm == "engine" else _child(args.preset, args.steps)
+            results[arm].append(value)
+            print(f"round {round_number} {arm:>6}: {value:7.1f} pairs/s", flush=True)
+    medians = {arm: statistics.median(values) for arm, values in results.items()}
+    print(f"\n{args.preset.name}, {args.steps} steps, {args.rounds} rounds, medians:")
+    for arm, value in medians.items():
+        print(f"  {arm:>6}: {value:7.1f} pairs/s")
+    ratios = [engine / bare for engine, bare in zip(results["engine"], results["bare"], strict=True)]
+    low, high = median_interval(ratios)
+    print(
+        f"engine / bare DPOTrainer+peft: {medians['engine'] / medians['bare']:.2f} of the medians, "
+        f"{statistics.median(ratios):.2f} median of the rounds' ratios (95% bootstrap interval {low:.2f}-{high:.2f})"
+        "  (goal >= 1.0)"
+    )
+
+
+if __name__ == "__main__":
+    main()
