@@ -51,7 +51,8 @@ def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
     return (
         '<div class="ts-header"><div class="ts-logo">TS</div><div>'
         f'<div class="ts-title">{TITLE}</div>'
-        '<div class="ts-subtitle">Fine-tune language models (SFT, DPO, KTO, ORPO; LoRA, QLoRA or full) and watch them learn.</div>'
+        '<div class="ts-subtitle">Fine-tune language models (SFT, DPO, KTO, ORPO; LoRA, QLoRA or full) '
+        "and watch them learn.</div>"
         f'</div><div class="ts-workspace">{where}</div></div>'
     )
 

@@ -1,16 +1,34 @@
 """Evaluations of a run: where they are stored, how they are summarised, how one is started in the background.
 
 ``python -m engine evaluate RUN_DIR`` (engine.evaluate.worker) scores the base model and the fine-tuned one on a
-dataset and writes ``RUN_DIR/evaluations/<id>.json``::
+dataset and writes ``RUN_DIR/evaluations/<id>.json``. Its ``scoring`` is the run's ``Method.evaluation``
+(a result without one is an "answers" result, written before preference runs could be evaluated)::
 
-    {"id", "created_at", "seconds", "run_id", "weights": "adapter" | "checkpoint-N",
+    {"id", "created_at", "seconds", "run_id", "weights": "adapter" | "checkpoint-N", "scoring": "answers",
      "data": {"choice": "eval" | "train" | "file", "source", "rows", "format"},
      "base": {"eval_loss", "perplexity", "exact_match", "loss_tokens", "scored_rows"},
      "tuned": {...same...},
      "predictions": [{"prompt", "reference", "base", "tuned", "base_correct", "tuned_correct"}, ...]}
 
-``exact_match`` (0..1) is None when the rows hold no reference answer (plain text). This module imports no
-ML library: the studio and the run list read results through it.
+``exact_match`` (0..1) is None when the rows hold no reference answer (plain text). A preference run
+(engine.evaluate.preference explains every number)::
+
+    {..., "scoring": "preference", "method": "dpo" | "kto" | "orpo", "beta",
+     "data": {..., "dropped"},  # rows whose answer kept no token within train.max_length
+     "base": {"accuracy", "chosen_logp", "rejected_logp", "pairs"},
+     "tuned": {...same..., "reward_accuracy", "mean_margin"},
+     "pairs": [{"row", "prompt", "chosen", "rejected", "chosen_tokens", "rejected_tokens", "base_chosen_logp",
+                "base_rejected_logp", "tuned_chosen_logp", "tuned_rejected_logp", "margin", "base_correct",
+                "tuned_correct", "reward_correct"}, ...]}
+
+``accuracy`` ranks by mean log-probability per token; ``*_logp`` of a pair are sums over the answer's tokens and
+those of a summary are means per token; ``reward_accuracy`` (margin > 0) is None for a method without a reference
+(orpo). A kto run's rows are unpaired: its base and tuned hold ``desirable_logp``, ``undesirable_logp``,
+``answers``, ``desirable`` (and the tuned ``reward_accuracy``, ``mean_margin``), and ``answers`` replaces
+``pairs``: ``[{"row", "prompt", "completion", "label", "tokens", "base_logp", "tuned_logp", "reward",
+"base_correct", "tuned_correct"}, ...]``.
+
+This module imports no ML library: the studio and the run list read results through it.
 """
 
 from __future__ import annotations
@@ -30,8 +48,10 @@ from engine.training.methods import method_of
 
 EVALUATIONS_DIR = "evaluations"
 # How runs are scored, by Method.evaluation: "answers" is eval loss and perplexity on the answer tokens, and
-# exact match of greedy answers against the references (engine.evaluate.worker).
-SCORINGS = ("answers",)
+# exact match of greedy answers against the references (engine.evaluate.worker); "preference" is how base and
+# tuned model rank chosen over rejected answers, and the implicit reward margin (engine.evaluate.preference).
+SCORING_ANSWERS, SCORING_PREFERENCE = "answers", "preference"
+SCORINGS = (SCORING_ANSWERS, SCORING_PREFERENCE)
 DATA_EVAL, DATA_TRAIN = "eval", "train"
 JOB_KIND = "evaluate"
 
@@ -80,10 +100,32 @@ def _number(value: float | None) -> str:
     return "—" if value is None or not math.isfinite(value) else f"{value:.3g}"
 
 
+def scoring_of(result: dict[str, Any] | None) -> str:
+    """How a result was scored (older results, written before the field existed, are answers results)."""
+    return (result or {}).get("scoring") or SCORING_ANSWERS
+
+
+def is_unpaired(result: dict[str, Any] | None) -> bool:
+    """Whether a preference result scored unpaired (kto) answers rather than pairs."""
+    return "answers" in (result or {}) and "pairs" not in (result or {})
+
+
+def _preference_summary(result: dict[str, Any]) -> str:
+    """Preference accuracy base → tuned and the mean margin; for kto rows the desirable share and the margin."""
+    base, tuned = result.get("base") or {}, result.get("tuned") or {}
+    margin = f"margin {_number(tuned.get('mean_margin'))}"
+    if is_unpaired(result):
+        return f"desirable above median {_percent(tuned.get('reward_accuracy'))}, {margin}"
+    return f"preference {_percent(base.get('accuracy'))} → {_percent(tuned.get('accuracy'))}, {margin}"
+
+
 def summary_text(result: dict[str, Any] | None) -> str:
-    """One line for the run list: exact match base → tuned (when it applies) and eval loss base → tuned."""
+    """One line for the run list: exact match base → tuned (when it applies) and eval loss base → tuned; for a
+    preference result the preference accuracy base → tuned and the mean reward margin."""
     if not result:
         return ""
+    if scoring_of(result) == SCORING_PREFERENCE:
+        return _preference_summary(result)
     base, tuned = result.get("base") or {}, result.get("tuned") or {}
     loss = f"loss {_number(base.get('eval_loss'))} → {_number(tuned.get('eval_loss'))}"
     if tuned.get("exact_match") is None:

@@ -1,4 +1,5 @@
-"""Score a run's base model and its fine-tuned model on one dataset: eval loss, perplexity, exact match.
+"""Score a run's base model and its fine-tuned model on one dataset: eval loss, perplexity, exact match; or, for a
+preference run, how each ranks chosen over rejected answers (engine.evaluate.preference).
 
 Runs inside ``python -m engine evaluate`` (a job, see engine.jobs). The loss is the mean cross-entropy over
 the tokens that carry loss in training (the answers, with data.completion_only_loss), so it is comparable to
@@ -18,12 +19,15 @@ from typing import Any
 
 import torch
 
-from engine.data import load_rows, resolve_chat_template
+from engine.data import DataError, LoadedRows, load_rows, resolve_chat_template
 from engine.data.pipeline import select_rows, tokenize_rows
 from engine.data.tokenize import TokenizedRow
+from engine.evaluate import preference
 from engine.evaluate.evaluations import (
     DATA_EVAL,
     DATA_TRAIN,
+    SCORING_ANSWERS,
+    SCORING_PREFERENCE,
     check_request,
     new_evaluation_id,
     save_evaluation,
@@ -31,6 +35,7 @@ from engine.evaluate.evaluations import (
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
 from engine.runs.artifacts import FinishedRun, TrainedWeights
+from engine.training.methods import method_of
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
 
@@ -46,8 +51,9 @@ class EvalSet:
     chats: list[dict[str, Any]]  # rows ending with an assistant answer
 
 
-def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
-    """The chosen rows: the run's eval set, its training rows, or every row of a file; the first max_rows."""
+def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[LoadedRows, list[int], str]:
+    """The chosen rows (by index) and the choice: the run's eval set, its training rows, or every row of a file;
+    the first max_rows."""
     config = run.config
     if data in (DATA_EVAL, DATA_TRAIN):
         loaded, train_idx, eval_loaded, eval_idx = select_rows(config.data, config.train.seed)
@@ -59,7 +65,13 @@ def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | N
     else:
         loaded = load_rows(config.data, data)
         indices, choice = list(range(len(loaded.rows))), "file"
-    indices = indices[:max_rows] if max_rows else indices
+    return loaded, indices[:max_rows] if max_rows else indices, choice
+
+
+def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
+    """The chosen rows (see pick_rows), tokenized for the loss, and those that end with a reference answer."""
+    config = run.config
+    loaded, indices, choice = pick_rows(run, data, max_rows)
     tokenized = tokenize_rows(loaded, indices, tokenizer, config.data, config.train.max_length, label=f"{choice} ")
     chats = [
         loaded.rows[i]
@@ -220,6 +232,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Score base and fine-tuned model of a run on ``data`` (eval, train or a file path); save and return it.
 
+    The method's ``evaluation`` picks the scoring: answers (loss, perplexity, exact match) or preference.
     Raises ArtifactError for a missing or running run or one without weights, DataError for unusable data.
     """
     progress = progress or Progress(None)
@@ -227,13 +240,10 @@ def evaluate(
     run, weights = check_request(run_dir, data, checkpoint)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)
-    eval_set = load_eval_set(run, tokenizer, data, max_rows)
-    budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
-    scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress)
-    scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
-    for label, model in _load_models(run, weights, progress):
-        scores[label] = scorer.score(model, label)
-        del model  # a full fine-tune's base can go before the tuned model loads
+    if method_of(run.config).evaluation == SCORING_PREFERENCE:
+        scored = score_preference(run, weights, tokenizer, data, max_rows, progress)
+    else:
+        scored = _score_answers(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
     progress.update("saving the results")
     result = {
         "id": new_evaluation_id(),
@@ -241,6 +251,31 @@ def evaluate(
         "seconds": round(time.time() - began, 2),
         "run_id": run.run_dir.name,
         "weights": weights.label,
+        **scored,
+    }
+    result["path"] = str(save_evaluation(run.run_dir, result))
+    return result
+
+
+def _score_answers(
+    run: FinishedRun,
+    weights: TrainedWeights,
+    tokenizer: Any,
+    data: str,
+    max_rows: int | None,
+    max_new_tokens: int | None,
+    progress: Progress,
+) -> dict[str, Any]:
+    """The "answers" scoring: loss, perplexity and exact match of both models, and their predictions."""
+    eval_set = load_eval_set(run, tokenizer, data, max_rows)
+    budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
+    scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress)
+    scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+    for label, model in _load_models(run, weights, progress):
+        scores[label] = scorer.score(model, label)
+        del model  # a full fine-tune's base can go before the tuned model loads
+    return {
+        "scoring": SCORING_ANSWERS,
         "data": {
             "choice": eval_set.choice,
             "source": eval_set.source,
@@ -252,5 +287,61 @@ def evaluate(
         "tuned": scores["tuned"][0],
         "predictions": _prediction_rows(eval_set.chats, scores["base"][1], scores["tuned"][1]),
     }
-    result["path"] = str(save_evaluation(run.run_dir, result))
-    return result
+
+
+def preference_settings(run: FinishedRun) -> tuple[float, bool, str]:
+    """The run's beta (from its method's config section), whether its pairs are also ranked by implicit reward
+    (methods with a reference model), and how its trainer cut long sequences."""
+    section = getattr(run.config, run.config.method)
+    # A method without a reference model (orpo) does not optimise the implicit reward: rank by likelihood only.
+    by_reward = method_of(run.config).reference
+    return section.beta, by_reward, getattr(section, "truncation_mode", "keep_start")
+
+
+def score_preference(
+    run: FinishedRun, weights: TrainedWeights, tokenizer: Any, data: str, max_rows: int | None, progress: Progress
+) -> dict[str, Any]:
+    """The "preference" scoring: every answer's log-likelihood under the base and the tuned model, compared
+    (engine.evaluate.preference); the rows listed carry their row numbers in the file."""
+    config, method = run.config, method_of(run.config)
+    loaded, indices, choice = pick_rows(run, data, max_rows)
+    if loaded.format not in method.formats:
+        raise DataError(
+            f"{loaded.source} is {loaded.format} data; {method.name} runs are evaluated on "
+            f"{' or '.join(method.formats)} data"
+        )
+    rows = [loaded.rows[i] for i in indices]
+    beta, by_reward, truncation = preference_settings(run)
+    # load_eval_tokenizer set the run's chat template on the tokenizer: render with it (template None).
+    tokenized = preference.tokenize_rows(tokenizer, rows, None, config.train.max_length, truncation)
+    batch_size = config.train.eval_batch_size
+    ticks = {"done": 0, "total": 2 * math.ceil(len(tokenized.sequences) / batch_size)}
+
+    def tick() -> None:
+        ticks["done"] += 1
+        progress.update(done=ticks["done"], total=ticks["total"])
+
+    logps: dict[str, list[preference.AnswerLogp]] = {}
+    for label, model in _load_models(run, weights, progress):
+        progress.update(f"{label}: scoring the answers", **ticks)
+        logps[label] = preference.answer_logps(model, tokenized.sequences, tokenizer.pad_token_id, batch_size, tick)
+        del model  # a full fine-tune's base can go before the tuned model loads
+    if loaded.format == "kto":
+        scores = preference.compare_unpaired(rows, tokenized.numbers, logps["base"], logps["tuned"], beta)
+    else:
+        scores = preference.compare_pairs(rows, tokenized.numbers, logps["base"], logps["tuned"], beta, by_reward)
+    for listed in scores.get("pairs") or scores.get("answers") or []:
+        listed["row"] = indices[listed["row"] - 1] + 1  # a position among the picked rows -> its row in the file
+    return {
+        "scoring": SCORING_PREFERENCE,
+        "method": method.name,
+        "beta": beta,
+        "data": {
+            "choice": choice,
+            "source": loaded.source,
+            "rows": len(tokenized.numbers),
+            "format": loaded.format,
+            "dropped": tokenized.dropped,
+        },
+        **scores,
+    }

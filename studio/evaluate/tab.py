@@ -2,7 +2,8 @@
 
 The work runs in a background ``python -m engine evaluate`` job (engine.evaluate.evaluations / engine.jobs); this tab
 starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
-result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references.
+result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references; for
+a preference run (dpo, kto, orpo) the preference accuracy base → fine-tuned, the reward margin and the pairs.
 The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again.
 """
 
@@ -38,9 +39,13 @@ DEFAULT_MAX_ROWS = 100
 
 
 def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0]) -> list[Any]:
-    """Metric cards, the predictions table (with its label) and the result kept for filtering."""
+    """Metric cards, the predictions (or pairs) table with its label and columns, and the result kept for
+    filtering."""
     frame = view.predictions_frame(result, which)
-    table = gr.Dataframe(value=frame, label=view.predictions_label(result, len(frame)))
+    datatype, widths = view.table_layout(result)
+    table = gr.Dataframe(
+        value=frame, label=view.predictions_label(result, len(frame)), datatype=datatype, column_widths=widths
+    )
     return [view.metrics_html(result), table, result]
 
 
@@ -171,10 +176,11 @@ class EvaluateTab:
             self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel")
         self.metrics = gr.HTML(view.metrics_html(None), elem_classes="ts-html", elem_id="ts-eval-metrics")
         self.filter = gr.Radio(list(view.FILTERS), value=view.FILTERS[0], show_label=False, elem_id="ts-eval-filter")
+        datatype, widths = view.table_layout(None)
         self.table = gr.Dataframe(
             value=view.predictions_frame(None),
-            datatype=["number", "str", "str", "html", "html"],
-            column_widths=["5%", "30%", "20%", "22.5%", "22.5%"],
+            datatype=datatype,
+            column_widths=widths,
             interactive=False,
             max_height=330,
             wrap=True,

@@ -18,6 +18,7 @@ import yaml
 
 from engine import runs
 from engine.evaluate import evaluations
+from engine.runs.lineage import source_label
 from engine.store.rundir import CONFIG_FILE, OPEN_STATES, RunStatus
 from studio.charts import Point
 from studio.markup import run_time_text
@@ -41,14 +42,15 @@ class RunRow:
     started_at: float | None
     ended_at: float | None
     earlier_seconds: float | None = None  # how long the run trained before its latest resume
-    evaluation: str = ""  # the newest evaluation: exact match and eval loss, base → tuned
+    evaluation: str = ""  # the newest evaluation's summary, base → tuned (engine.evaluate.summary_text)
     owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
+    started_from: str = ""  # the run it started from (model.init_from), as engine.runs.lineage.source_label says
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
         started = self.started_at or self.created_at
         return [
-            self.name,
+            f"{self.name} (from {self.started_from})" if self.started_from else self.name,
             self.state,
             f"{self.step} / {self.max_steps}" if self.max_steps > 0 else str(self.step),
             _round(self.last_loss),
@@ -77,6 +79,7 @@ class _Tail:
     best_loss: float | None = None
     evaluations_mtime: int | None = None  # of the run's evaluations/ directory when its summary was read
     evaluation: str = ""
+    started_from: str | None = None  # read once: a run's config does not change after it is created
 
 
 class RunIndex:
@@ -106,6 +109,9 @@ class RunIndex:
                 tail.last_loss = loss
                 tail.best_loss = loss if tail.best_loss is None else min(tail.best_loss, loss)
         _refresh_evaluation(run_dir, tail)
+        if tail.started_from is None:
+            init_from = (read_config(run_dir).get("model") or {}).get("init_from")
+            tail.started_from = source_label(init_from, self.workspace) if isinstance(init_from, str) else ""
         return RunRow(
             run_id=run_dir.name,
             name=status.name or run_dir.name,
@@ -120,6 +126,7 @@ class RunIndex:
             earlier_seconds=status.earlier_seconds,
             evaluation=tail.evaluation,
             owner=status.owner,
+            started_from=tail.started_from,
         )
 
 

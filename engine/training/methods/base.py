@@ -39,7 +39,11 @@ class Method:
       refused before launch.
     - ``charts``: metrics of its own that the Monitor draws.
     - ``evaluation``: how Evaluate scores its runs (``engine.evaluate``): ``"answers"`` is eval loss and
-      perplexity on the answer tokens, and exact match of greedy answers.
+      perplexity on the answer tokens, and exact match of greedy answers; ``"preference"`` is how often the
+      model ranks the chosen answer first, base → tuned, and the implicit reward margin
+      (engine.evaluate.preference).
+    - ``reference``: whether it trains against a reference model (its implicit reward is then what it
+      optimises, and Evaluate ranks its pairs by that reward too).
     - ``prepare_data(config, tokenizer)``: the tokenized datasets, with ``.train``, ``.eval`` and ``.report``
       (an ``engine.data.DataReport``).
     - ``training_kwargs(config)``: the method's own arguments of its ``args_class`` (pure: no library import);
@@ -57,3 +61,4 @@ class Method:
     build_trainer: Callable[[TrainerParts], Any]
     charts: tuple[MetricChart, ...] = ()
     evaluation: str = "answers"
+    reference: bool = False

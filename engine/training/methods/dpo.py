@@ -48,4 +48,5 @@ METHOD = Method(
     build_trainer=build_trainer,
     charts=(*paired.REWARD_CHARTS, paired.ACCURACY_CHART),
     evaluation="preference",
+    reference=True,
 )

@@ -52,4 +52,5 @@ METHOD = Method(
     build_trainer=build_trainer,
     charts=(MetricChart("kl", "KL estimate (policy ‖ reference)", "nats"), *paired.REWARD_CHARTS),
     evaluation="preference",
+    reference=True,
 )
