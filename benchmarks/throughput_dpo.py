@@ -72,7 +72,7 @@ def run_bare(config: RunConfig) -> float:
             if logs and "loss" in logs:
                 points.append((time.time(), state.global_step))
 
-    train, adapter = config.train, config.adapter
+    train, adapter, dpo = config.train, config.adapter, config.dpo
     with tempfile.TemporaryDirectory() as output:
         trainer = DPOTrainer(
             model=AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32),
@@ -83,8 +83,9 @@ def run_bare(config: RunConfig) -> float:
                 learning_rate=train.learning_rate,
                 lr_scheduler_type=train.lr_scheduler,
                 max_length=train.max_length,
-                beta=config.dpo.beta,
-                loss_type=[config.dpo.loss_type],
+                beta=dpo.beta,
+                loss_type=[dpo.loss_type, "sft"] if dpo.sft_loss_weight else [dpo.loss_type],
+                loss_weights=[1.0, dpo.sft_loss_weight] if dpo.sft_loss_weight else None,
                 use_cpu=True,
                 save_strategy="no",
                 report_to=[],

@@ -2,7 +2,7 @@
 
     python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
     python -m engine resume DIR [--checkpoint N]         continue a stopped, aborted or crashed run
-    python -m engine check CONFIG.yaml                   validate config and dataset without training
+    python -m engine check CONFIG.yaml [--workspace DIR] validate config and dataset without training
     python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
                                                          score base and fine-tuned model
     python -m engine export DIR --kind adapter|merged [--dtype float32|bfloat16|float16] [--out DIR]
@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
     check = commands.add_parser("check", help="validate a config and its dataset without training")
     check.add_argument("config", type=Path)
+    check.add_argument(
+        "--workspace", type=Path, default=Path("workspace"), help="where a run id in model.init_from is looked up"
+    )
     _add_job_commands(commands)
     for internal in ("supervise", "worker"):
         command = commands.add_parser(internal, help=argparse.SUPPRESS)
@@ -152,16 +155,17 @@ def _error(message: str) -> int:
     return EXIT_BAD_INPUT
 
 
-def _preflight(config: RunConfig) -> CheckReport:
-    """The checks a config passes before any run starts (``check`` and ``train`` share them): fields, dataset,
-    hardware, the model's files and LoRA target modules. Raises ConfigError or DataError."""
+def _preflight(config: RunConfig, workspace: Path) -> CheckReport:
+    """The checks a config passes before any run starts (``check`` and ``train`` share them): fields, the run it
+    starts from (a run id is looked up in ``workspace``), dataset, hardware, the model's files and LoRA target
+    modules. Raises ConfigError or DataError."""
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
     from engine.data.template_guard import TRAIN_BUDGET_S
     from engine.training.check import check_run
 
-    return check_run(config, TRAIN_BUDGET_S)  # the training run's budget: check refuses what train would
+    return check_run(config, TRAIN_BUDGET_S, workspace)  # the training run's budget: check refuses what train would
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -172,7 +176,7 @@ def _train(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     try:
         # Refused here, with one line, before a run directory exists: not by a traceback from the worker.
-        print("\n".join(_preflight(config).lines()), flush=True)
+        print("\n".join(_preflight(config, args.workspace).lines()), flush=True)
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
     try:
@@ -201,7 +205,7 @@ def _check(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     try:
-        report = _preflight(config)
+        report = _preflight(config, args.workspace)
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
     print("\n".join(report.lines()))

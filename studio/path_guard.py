@@ -24,8 +24,8 @@ from studio.form.schema import values_to_config
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
 BUNDLED_DATASETS = ASSETS_DIR / "datasets"  # the demo sets shipped with the studio
-# The config fields that name something on disk (or a hub id).
-PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path")
+# The config fields that name something on disk (or a hub id; model.init_from: a run id of the workspace).
+PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path", "model.init_from")
 
 
 def gradio_upload_dir() -> Path:
@@ -56,15 +56,27 @@ def guard_config(config: RunConfig, workspace: Path | None) -> RunConfig:
     """``config`` unchanged when every path field is allowed, else ConfigError naming each field at fault."""
     roots = allowed_roots(workspace)
     problems = []
-    for field in PATH_FIELDS:
-        section, name = field.split(".")
-        value = getattr(getattr(config, section), name)
-        problem = path_problem(value, roots) if value else None
+    for field, value in named_paths(config):
+        problem = path_problem(value, roots)
         if problem:
             problems.append(Problem(field, problem))
     if problems:
         raise ConfigError(problems)
     return config
+
+
+def named_paths(config: RunConfig, fields: tuple[str, ...] = PATH_FIELDS) -> list[tuple[str, str]]:
+    """(field, path) of every path the config names in ``fields``, empty ones left out: each dataset of a list in
+    data.path on its own (``data.path.1``), so none escapes a check."""
+    found = []
+    for field in fields:
+        section, name = field.split(".")
+        value = getattr(getattr(config, section), name)
+        if field == "data.path" and isinstance(value, list):
+            found += [(f"{field}.{number}", entry.path) for number, entry in enumerate(value)]
+        elif value:
+            found.append((field, value))
+    return found
 
 
 def form_config(values: Mapping[str, Any], workspace: Path | None) -> RunConfig:

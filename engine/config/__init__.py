@@ -14,6 +14,7 @@ from engine.config.names import check_name
 from engine.config.sections import (
     AdapterSection,
     DataSection,
+    DatasetEntry,
     LaunchSection,
     ModelSection,
     QuantizationSection,
@@ -34,6 +35,7 @@ __all__ = [
     "AdapterSection",
     "ConfigError",
     "DataSection",
+    "DatasetEntry",
     "DpoSection",
     "KtoSection",
     "OrpoSection",

@@ -37,12 +37,27 @@ class ConfigError(ValueError):
 def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The field names valid at ``loc`` (the parent of an unknown key), for 'did you mean' hints."""
     current: Any = model
+    tagged = False  # after a union field, pydantic names the member ("list") before going inside it
     for part in loc:
+        if isinstance(part, int) or (tagged and isinstance(part, str)):  # a list item (data.path.0), a member
+            tagged = False
+            continue
         field = getattr(current, "model_fields", {}).get(part)
         if field is None:
             return []
-        current = field.annotation
+        current, tagged = _model_in(field.annotation), _is_union(field.annotation)
     return list(getattr(current, "model_fields", {}))
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model an annotation holds: itself, or the one inside a list or a union (data.path's entries)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
 
 
 def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
@@ -69,6 +84,8 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         "dict_type": "must be a mapping of keys to values",
         "model_type": "must be a section of keys and values",
         "finite_number": "must be a finite number",
+        "too_short": "must list at least {min_length}",
+        "too_long": "must list at most {max_length}",
     }
     if kind in simple:
         return simple[kind].format(**ctx)

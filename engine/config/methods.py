@@ -54,6 +54,13 @@ class DpoSection(Section):
         lt=0.5,
         description="Share of pairs assumed flipped (conservative / robust DPO); sigmoid, robust, sigmoid_norm only.",
     )
+    sft_loss_weight: float = Field(
+        0.0,
+        ge=0,
+        le=100,
+        description="Add the supervised loss on the chosen answers with this weight (RPO; 0: off). It keeps the "
+        "chosen answers likely, so greedy answers take the preferred form and do not drift.",
+    )
     truncation_mode: Truncation = Field(
         "keep_start",
         description="Which end of a pair longer than train.max_length to keep: keep_end cuts the prompt's start "

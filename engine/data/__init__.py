@@ -7,21 +7,26 @@ The public API:
   with ``input_ids`` and ``completion_mask`` (1 = the token carries loss).
 - ``preview_examples(config, tokenizer, n=3) -> list[PreviewExample]`` and ``to_text``: rows as the model
   sees them, loss-bearing parts marked.
-- ``load_rows(data, path=None) -> LoadedRows``: validated rows in canonical form (messages or text).
+- ``load_rows(data, path=None) -> LoadedRows``: one file's validated rows in canonical form (messages or text).
+
+``data.path`` names one file or hub id, or lists several datasets (engine.data.mixture): each is loaded on its own,
+capped and weighted, and their rows concatenated; ``DataReport.datasets`` reports each.
 
 Every problem with the data is a ``DataError`` (a ValueError) whose message names the file and the row.
 """
 
 from engine.data.errors import DataError
-from engine.data.pipeline import DataReport, LoadedRows, inspect_dataset, load_rows, split_indices
+from engine.data.pipeline import DataReport, inspect_dataset, split_indices
 from engine.data.prepare import PreparedData, prepare_datasets, prepare_paired_datasets
 from engine.data.preview import PreviewExample, preview_examples, to_text
+from engine.data.rows import DatasetRows, LoadedRows, load_rows
 from engine.data.tokenize import DEFAULT_CHAT_TEMPLATE, resolve_chat_template
 
 __all__ = [
     "DEFAULT_CHAT_TEMPLATE",
     "DataError",
     "DataReport",
+    "DatasetRows",
     "LoadedRows",
     "PreparedData",
     "PreviewExample",

@@ -1,7 +1,7 @@
 """From a DataSection to trainer-ready datasets: load, detect, validate, normalise, split, tokenize.
 
-Every step is deterministic (the eval split is a seeded shuffle), so the studio's dataset check, the
-preview and the training process all see the same rows.
+Every step is deterministic (the eval split is a seeded shuffle, the weights of a list of datasets a seeded
+draw), so the studio's dataset check, the preview and the training process all see the same rows.
 """
 
 from __future__ import annotations
@@ -10,43 +10,39 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.sections import ColumnMap, DataSection
+from engine.config.sections import DataSection
 from engine.data.errors import DataError, render_error
-from engine.data.formats import PAIRED_FORMATS, detect_format, fill_placeholders, normalise_row
-from engine.data.loading import read_rows
-from engine.data.preference import as_conversations, normalise_kto, normalise_preference
+from engine.data.formats import PAIRED_FORMATS
+from engine.data.mixture import AcceptDataset, load_training_rows
+from engine.data.preference import as_conversations
+from engine.data.rows import DatasetRows, LoadedRows, load_rows
 from engine.data.template_guard import CHECK_BUDGET_S, Conversation, probe_template, special_tokens_of
 from engine.data.tokenize import TokenizedRow, closes_assistant_turns, resolve_chat_template, tokenize_row
-from engine.data.validation import validate_rows
-
-
-@dataclass
-class LoadedRows:
-    """A validated dataset in canonical form; ``rows[i]`` is row ``i + 1`` of the file."""
-
-    rows: list[dict[str, Any]]
-    format: str
-    source: str
-    columns: list[str]
-    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
 class DataReport:
     """What the dataset check found; shown before launch and logged by the trainer."""
 
-    format: str  # the detected (or overridden) format: alpaca, conversational, prompt_completion, text
-    source: str  # the resolved file path or the hub id
+    # The fields below describe the whole training data: for a list of datasets, their combined rows.
+    format: str  # the detected (or overridden) format: alpaca, ...; a mixed list's joined: alpaca+conversational
+    source: str  # the resolved file path or the hub id (a list's joined with " + ")
     num_rows: int  # training rows used: after the eval split, max_samples and dropping rows without loss
     num_eval_rows: int
-    columns: list[str]  # the columns of the file, in order of first appearance
-    num_source_rows: int = 0  # rows in the file
+    columns: list[str]  # the columns of the file(s), in order of first appearance
+    num_source_rows: int = 0  # rows in the file; for a list, its datasets' rows after their caps and weights
     eval_source: str | None = None  # the eval file when data.eval_path is set
     num_tokens: int | None = None  # tokens of the training rows after truncation (None without a tokenizer)
     num_loss_tokens: int | None = None  # of which carry loss
     num_too_long: int = 0  # training rows longer than max_length (truncated)
     num_dropped: int = 0  # training rows dropped because no loss token was left after truncation
     warnings: list[str] = field(default_factory=list)
+    datasets: list[DatasetRows] = field(default_factory=list)  # each dataset of data.path: file, format, rows
+
+    @property
+    def listed(self) -> bool:
+        """Whether data.path lists datasets (then each is reported on its own line)."""
+        return any(dataset.label != "data.path" for dataset in self.datasets)
 
 
 @dataclass
@@ -58,26 +54,6 @@ class TokenizedSet:
     num_too_long: int
     num_dropped: int
     warnings: list[str]
-
-
-def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
-    """Load, detect, validate and normalise ``path`` (default ``data.path``); raise DataError if unusable."""
-    raw, source = read_rows(path or data.path, data.split)
-    columns = list(dict.fromkeys(key for row in raw for key in row))
-    fmt = detect_format(raw, data, source)
-    validate_rows(raw, fmt, data.columns, source)
-    rows = [normalise(row, fmt, data.columns) for row in raw]
-    warnings = fill_placeholders(rows, data.placeholders)
-    return LoadedRows(rows, fmt, source, columns, warnings)
-
-
-def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
-    """One validated row in the canonical form of its format (engine.data.formats, engine.data.preference)."""
-    if fmt == "preference":
-        return normalise_preference(row, columns)
-    if fmt == "kto":
-        return normalise_kto(row, columns)
-    return normalise_row(row, fmt, columns)
 
 
 def split_indices(num_rows: int, eval_size: float, seed: int) -> tuple[list[int], list[int]]:
@@ -98,9 +74,30 @@ def split_indices(num_rows: int, eval_size: float, seed: int) -> tuple[list[int]
     return sorted(order[count:]), sorted(order[:count])
 
 
-def select_rows(data: DataSection, seed: int) -> tuple[LoadedRows, list[int], LoadedRows | None, list[int]]:
-    """The loaded training file with its training indices, and the eval rows (separate file or held out)."""
-    loaded = load_rows(data)
+def split_rows(loaded: LoadedRows, eval_size: float, seed: int) -> tuple[list[int], list[int]]:
+    """``split_indices`` over the distinct rows of the training data: the copies of a row that a dataset's weight
+    repeats all train or are held out once, so no evaluated row is also trained on. Without copies (one file, or
+    no weight above 1) it is ``split_indices`` over the rows."""
+    origins = loaded.origins
+    if origins is None or len(set(origins)) == len(origins):
+        return split_indices(len(loaded.rows), eval_size, seed)
+    first: dict[tuple[int, int], int] = {}  # each distinct row -> the index of its first copy
+    for index, origin in enumerate(origins):
+        first.setdefault(origin, index)
+    distinct = list(first)
+    _, eval_picks = split_indices(len(distinct), eval_size, seed)
+    held = {distinct[pick] for pick in eval_picks}
+    train_idx = [index for index, origin in enumerate(origins) if origin not in held]
+    return train_idx, sorted(first[origin] for origin in held)
+
+
+def select_rows(
+    data: DataSection, seed: int, accept: AcceptDataset | None = None
+) -> tuple[LoadedRows, list[int], LoadedRows | None, list[int]]:
+    """The loaded training data with its training indices, and the eval rows (separate file or held out).
+
+    ``accept`` may refuse a dataset of data.path (raise) once it is loaded (engine.data.mixture)."""
+    loaded = load_training_rows(data, seed, accept)
     if data.eval_path:
         train_idx = list(range(len(loaded.rows)))
         try:
@@ -109,7 +106,7 @@ def select_rows(data: DataSection, seed: int) -> tuple[LoadedRows, list[int], Lo
             raise DataError(f"data.eval_path: {exc}") from None
         eval_idx = list(range(len(eval_loaded.rows)))
     else:
-        train_idx, eval_idx = split_indices(len(loaded.rows), data.eval_size, seed)
+        train_idx, eval_idx = split_rows(loaded, data.eval_size, seed)
         eval_loaded = loaded if eval_idx else None
     if data.max_samples is not None:
         train_idx = train_idx[: data.max_samples]
@@ -141,7 +138,7 @@ def tokenize_rows(
             ]
         except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise render_error(loaded.source, index + 1, message) from None
+            raise render_error(*loaded.where(index), message) from None
         too_long += any(side.truncated for side in sides)
         if any(side.num_loss_tokens == 0 for side in sides):
             dropped += 1
@@ -196,7 +193,7 @@ def guard_chat_template(
     if not data.chat_template:
         return
     conversations = [
-        Conversation(loaded.source, index + 1, one["messages"], one.get("prompt_turns", 0), one.get("tools") or None)
+        Conversation(*loaded.where(index), one["messages"], one.get("prompt_turns", 0), one.get("tools") or None)
         for loaded, indices in parts
         for index in indices
         for one in conversations_of(loaded, index)
@@ -211,14 +208,16 @@ def inspect_dataset(
     max_length: int = 1024,
     seed: int = 42,
     template_budget_s: float = CHECK_BUDGET_S,
+    accept: AcceptDataset | None = None,
 ) -> DataReport:
     """Check a dataset without training: load, detect, validate, split; count tokens if a tokenizer is given.
 
-    Raises DataError with every problem found. ``seed`` picks the held-out rows (use config.train.seed).
-    ``template_budget_s``: CPU seconds a configured chat template may take to render the rows (see
-    guard_chat_template); the default suits a check someone waits for.
+    Raises DataError with every problem found. ``seed`` picks the held-out rows and draws the weighted rows of a
+    list of datasets (use config.train.seed). ``template_budget_s``: CPU seconds a configured chat template may
+    take to render the rows (see guard_chat_template); the default suits a check someone waits for. ``accept``
+    may refuse each dataset of data.path before any row is tokenized (the method's format check).
     """
-    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, seed)
+    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, seed, accept)
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
     if tokenizer is not None:
         guard_chat_template(data, tokenizer, [(loaded, train_idx)], template_budget_s)
@@ -245,6 +244,7 @@ def start_report(
         num_source_rows=len(loaded.rows),
         eval_source=eval_loaded.source if data.eval_path and eval_loaded else None,
         warnings=list(loaded.warnings),
+        datasets=list(loaded.datasets),
     )
     if eval_loaded is not None and eval_loaded is not loaded:
         report.warnings += [f"eval file: {warning}" for warning in eval_loaded.warnings]

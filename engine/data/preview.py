@@ -15,6 +15,7 @@ from engine.data.pipeline import (
     start_report,
     tokenize_rows,
 )
+from engine.data.rows import LoadedRows
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.tokenize import TokenizedRow
 
@@ -31,6 +32,7 @@ class PreviewExample:
     num_tokens: int
     num_loss_tokens: int
     truncated: bool
+    source: str = ""  # the file of the row when data.path lists several datasets ("" for one file)
 
 
 def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[PreviewExample]:
@@ -48,7 +50,7 @@ def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[Prev
         position += n
         tokenized = tokenize_rows(loaded, batch, tokenizer, config.data, config.train.max_length)
         for number, row in zip(tokenized.numbers, tokenized.rows, strict=True):
-            examples.append(_example(tokenizer, number, row))
+            examples.append(_example(tokenizer, loaded, number, row))
     return examples[:n]
 
 
@@ -80,11 +82,13 @@ def check_tokens(
     require_trainable(tokenized, data, loaded.source, max_length)
     add_token_counts(report, tokenized)
     pairs = list(zip(tokenized.numbers, tokenized.rows, strict=True))[:n]
-    examples = [_example(tokenizer, number, row) for number, row in pairs]
+    examples = [_example(tokenizer, loaded, number, row) for number, row in pairs]
     return TokenCheck(report, [row.length for row in tokenized.rows], examples)
 
 
-def _example(tokenizer: Any, number: int, row: TokenizedRow) -> PreviewExample:
+def _example(tokenizer: Any, loaded: LoadedRows, number: int, row: TokenizedRow) -> PreviewExample:
+    """Training row ``number`` (1-based among ``loaded.rows``) as the model sees it, named by its file's row."""
+    source, file_row = loaded.where(number - 1)
     segments: list[tuple[str, bool]] = []
     start = 0
     for end in range(1, len(row.input_ids) + 1):
@@ -92,7 +96,8 @@ def _example(tokenizer: Any, number: int, row: TokenizedRow) -> PreviewExample:
             text = tokenizer.decode(row.input_ids[start:end], skip_special_tokens=False)
             segments.append((text, bool(row.completion_mask[start])))
             start = end
-    return PreviewExample(number, segments, len(row.input_ids), row.num_loss_tokens, row.truncated)
+    listed = source if loaded.origins is not None else ""
+    return PreviewExample(file_row, segments, len(row.input_ids), row.num_loss_tokens, row.truncated, listed)
 
 
 def to_text(example: PreviewExample, marker: str = "[[", end: str = "]]") -> str:

@@ -103,6 +103,7 @@ def model_card(plan: ExportPlan) -> str:
         else f"the fine-tuned weights merged into the base, saved in {plan.dtype} safetensors"
     )
     library = "peft" if plan.kind == "adapter" else "transformers"
+    data = ", ".join(f"`{path}`" for path in config.data.paths())  # one file, or each of a list of datasets
     return "\n".join(
         [
             "---",
@@ -117,7 +118,7 @@ def model_card(plan: ExportPlan) -> str:
             "",
             f"# {plan.run.name}",
             "",
-            f"Fine-tuned from `{base_model}` with {method} on `{config.data.path}`. "
+            f"Fine-tuned from `{base_model}` with {method} on {data}. "
             f"This export holds {what} ({plan.weights.label} of run `{plan.run.run_dir.name}`), "
             "with the tokenizer and its chat template.",
             "",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from engine.config import RunConfig, save_config
 from engine.runs import standby
+from engine.runs.lineage import pinned
 from engine.runs.status import status
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
 from engine.store.rundir import (
@@ -49,7 +50,11 @@ def new_run_id(name: str | None) -> str:
 
 
 def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path | None = None) -> Path:
-    """Make a run directory holding the config and a ``queued`` status; returns its path."""
+    """Make a run directory holding the config and a ``queued`` status; returns its path.
+
+    A ``model.init_from`` run id is looked up in ``workspace`` (else in the workspace of ``run_dir``) and saved as
+    the absolute directory it names (engine.runs.lineage.pinned), so the worker finds it from any directory.
+    """
     if run_dir is None:
         if workspace is None:
             raise ValueError("give a workspace or a run directory")
@@ -57,6 +62,7 @@ def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path |
     run_dir = Path(run_dir).resolve()
     if (run_dir / CONFIG_FILE).exists():
         raise RunError(f"{run_dir} already holds a run; resume it or choose another directory")
+    config = pinned(config, workspace if workspace is not None else workspace_of(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / CONFIG_FILE)
     update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time())

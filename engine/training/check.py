@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
+from engine.runs.lineage import checked_source
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
 from engine.training.methods import inspect_run_data
@@ -27,18 +29,27 @@ class CheckReport:
     device: str
     precision: str
     steps: int
+    start: str | None = None  # where the weights come from when the run starts from another run's
 
     def lines(self) -> list[str]:
         """The short human summary printed by the CLI."""
         data = self.data
         tokens = f"{data.num_tokens:,} ({data.num_loss_tokens:,} carry loss)" if data.num_tokens else ""
+        # A list of datasets: one line each (file, format, rows used after its cap and weight).
+        sources = (
+            [f"data: {len(data.datasets)} datasets, {data.num_source_rows:,} rows after their caps and weights"]
+            + [f"  {dataset.summary()}" for dataset in data.datasets]
+            if data.listed
+            else [f"data: {data.source}"]
+        )
         return [
-            f"data: {data.source}",
+            *sources,
             f"format: {data.format}",
             f"rows: {data.num_rows:,} train, {data.num_eval_rows:,} eval",
             *([f"tokens: {tokens}"] if tokens else []),
             *[f"warning: {warning}" for warning in data.warnings],
             f"model: {self.parameters}",
+            *([f"starts from: {self.start}"] if self.start else []),
             f"device: {self.device}, precision {self.precision}",
             f"optimizer steps: {self.steps}",
         ]
@@ -78,13 +89,17 @@ def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCoun
     return count_parameters(make_trainable(model, unquantized, cpu_view))
 
 
-def check_run(config: RunConfig, template_budget_s: float = CHECK_BUDGET_S) -> CheckReport:
+def check_run(
+    config: RunConfig, template_budget_s: float = CHECK_BUDGET_S, workspace: Path | None = None
+) -> CheckReport:
     """Validate everything a run needs before it starts; raises ConfigError or DataError with a clear message.
 
     ``template_budget_s``: CPU seconds a configured chat template may take to render the training rows (the
-    default suits a check someone waits for; engine.data.template_guard).
+    default suits a check someone waits for; engine.data.template_guard). ``workspace``: where a run id in
+    ``model.init_from`` is looked up (the workspace the run will be created in).
     """
-    # Rows first: a broken file is reported in a moment, before torch and transformers are imported.
+    # The run it starts from and the rows first: both are reported in a moment, before torch is imported.
+    source = checked_source(config, workspace)
     inspect_run_data(config)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)
@@ -103,4 +118,5 @@ def check_run(config: RunConfig, template_budget_s: float = CHECK_BUDGET_S) -> C
         device=resolve_device(config, hardware),
         precision=resolve_precision(config, hardware),
         steps=planned_steps(config, data.num_rows),
+        start=source.plan(config) if source is not None else None,
     )

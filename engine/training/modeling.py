@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.store.paths import resolve_model_source
 from engine.training.builders import check_target_modules, to_bnb_config, to_lora_config, torch_dtype
 from engine.training.hardware import Hardware, resolve_device, resolve_dtype, resolve_gradient_checkpointing
+
+if TYPE_CHECKING:
+    from engine.runs.artifacts import TrainedWeights
 
 
 @dataclass(frozen=True)
@@ -54,8 +58,12 @@ def load_tokenizer(config: RunConfig) -> Any:
     return tokenizer
 
 
-def load_model(config: RunConfig, hardware: Hardware) -> Any:
-    """The base causal LM, quantized when the config asks for it, on the run's device."""
+def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None = None) -> Any:
+    """The base causal LM, quantized when the config asks for it, on the run's device.
+
+    ``weights``: a directory of whole-model weights to load instead of the base's own (a full fine-tune that the
+    run starts from, engine.runs.lineage); the base's dtype, revision and quantization settings still apply.
+    """
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {
@@ -69,7 +77,10 @@ def load_model(config: RunConfig, hardware: Hardware) -> Any:
     if resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none":
         # Quantized weights must be placed at load time, one copy per process.
         kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}
-    return AutoModelForCausalLM.from_pretrained(resolve_model_source(config.model.name_or_path), **kwargs)
+    if weights is not None:
+        kwargs["revision"] = None  # a local directory has no revisions
+    source = str(weights) if weights is not None else resolve_model_source(config.model.name_or_path)
+    return AutoModelForCausalLM.from_pretrained(source, **kwargs)
 
 
 def decoder_layers(model: Any) -> Any:
@@ -107,13 +118,43 @@ def make_trainable(model: Any, config: RunConfig, hardware: Hardware) -> Any:
     if method == "freeze":
         _freeze_all_but_last_layers(model, config.adapter.freeze_trainable_layers)
         return model
-    from peft import get_peft_model, prepare_model_for_kbit_training
+    from peft import get_peft_model
 
     check_target_modules(config, model)
+    return get_peft_model(_ready_for_adapter(model, config, hardware), to_lora_config(config))
+
+
+def _ready_for_adapter(model: Any, config: RunConfig, hardware: Hardware) -> Any:
+    """The base prepared to carry a trained adapter: for QLoRA ``prepare_model_for_kbit_training``, else the input
+    gradients that checkpointed blocks need when the embeddings are frozen."""
+    from peft import prepare_model_for_kbit_training
+
     checkpointing = resolve_gradient_checkpointing(config, hardware)
     if config.quantization.mode != "none":
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
-    elif checkpointing:
-        # Inputs must require grad for checkpointed blocks when the embeddings are frozen.
+        return prepare_model_for_kbit_training(model, use_gradient_checkpointing=checkpointing)
+    if checkpointing:
         model.enable_input_require_grads()
-    return get_peft_model(model, to_lora_config(config))
+    return model
+
+
+def build_model(config: RunConfig, hardware: Hardware, start: TrainedWeights | None = None) -> Any:
+    """The model to hand to the trainer: the base made trainable (``make_trainable``), or, when the run starts
+    from another run's weights (``model.init_from``, engine.runs.lineage), those weights:
+
+    - an adapter into a LoRA run: the same adapter, loaded trainable on the (possibly quantized) base;
+    - an adapter into a full or freeze run: merged into the base, which then trains as ``make_trainable`` says;
+    - a whole model: loaded in the base's place, then made trainable.
+
+    A resume builds the same model; the Trainer then restores the run's own weights from its checkpoint.
+    """
+    if start is None:
+        return make_trainable(load_model(config, hardware), config, hardware)
+    if not start.is_adapter:
+        return make_trainable(load_model(config, hardware, weights=start.path), config, hardware)
+    from peft import PeftModel
+
+    base = load_model(config, hardware)
+    if config.adapter.is_lora:
+        return PeftModel.from_pretrained(_ready_for_adapter(base, config, hardware), str(start.path), is_trainable=True)
+    merged = PeftModel.from_pretrained(base, str(start.path)).merge_and_unload()
+    return make_trainable(merged, config, hardware)

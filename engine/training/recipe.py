@@ -33,6 +33,7 @@ from engine.store.rundir import (
     result_dir,
     update_status,
 )
+from engine.store.workspace import workspace_of
 from engine.training.stopping import StopRequest
 
 EXIT_OK = 0
@@ -71,16 +72,21 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from transformers import PrinterCallback
 
     from engine.data import resolve_chat_template
+    from engine.runs.lineage import checked_source
     from engine.training.builders import to_training_args
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.methods import TrainerParts, method_of, require_format
-    from engine.training.modeling import count_parameters, load_model, load_tokenizer, make_trainable
+    from engine.training.modeling import build_model, count_parameters, load_tokenizer
 
     method = method_of(config)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)
     if problems:
         raise ConfigError(problems)
+    # model.init_from was checked before launch; the source may have changed since (deleted, running again).
+    source = checked_source(config, workspace_of(run_dir))
+    if source is not None:
+        print(f"starting from {source.plan(config)}", flush=True)
     cpu_share = _cpu_share(config, hardware)  # starts measuring the machine's load while the rest loads
     tokenizer = load_tokenizer(config)
     # The template used for training is saved with the result, so chatting with it formats prompts the same way.
@@ -91,7 +97,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
         print(f"data warning: {warning}", flush=True)
     # Seed before the adapter is created: LoRA's initial weights come from the global generator.
     seed_everything(config)
-    model = make_trainable(load_model(config, hardware), config, hardware)
+    model = build_model(config, hardware, source.weights if source is not None else None)
     params = count_parameters(model)
     print(f"model: {params}", flush=True)
     if callback.is_main:

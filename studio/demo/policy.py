@@ -26,8 +26,8 @@ from engine.store.rundir import read_status
 from engine.store.workspace import runs_dir, visitor_datasets_dir
 from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
 from studio.demo.shown import server_roots, shown_value
-from studio.form.schema import FieldSpec, leaf_specs, to_widget
-from studio.path_guard import BUNDLED_DATASETS, resolve_run
+from studio.form.schema import FieldSpec, dataset_paths, leaf_specs, to_widget
+from studio.path_guard import BUNDLED_DATASETS, named_paths, resolve_run
 
 DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
 VISITOR_STORAGE_KEY = "tuning-studio-visitor"
@@ -42,6 +42,7 @@ LOCKED: dict[str, Any] = {
     "quantization.mode": "none",
     "launch.num_processes": 1,
     "train.report_to": "none",  # a Space's own WANDB_API_KEY must not log strangers' runs
+    "model.init_from": None,  # visitors share the workspace: no starting from another visitor's run
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
 DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
@@ -129,10 +130,12 @@ class DemoPolicy:
             return []
         found = [Problem(path, _locked_message(path)) for path, value in LOCKED.items() if _get(config, path) != value]
         found += [Problem(path, message) for path, message in self._cap_messages(config).items()]
-        for path in PATH_FIELDS:
-            value = _get(config, path)
-            if value and not data_allowed(value, uploads):
-                found.append(Problem(path, DATA_REFUSAL))
+        # Each dataset of a list in data.path is checked on its own (data.path.1).
+        found += [
+            Problem(field, DATA_REFUSAL)
+            for field, value in named_paths(config, PATH_FIELDS)
+            if not data_allowed(value, uploads)
+        ]
         return found
 
     def _cap_messages(self, config: RunConfig) -> dict[str, str]:
@@ -160,7 +163,7 @@ class DemoPolicy:
         wanted = {**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None}
         for path, value in wanted.items():
             current = values.get(path)
-            keep = path in PATH_FIELDS and (not current or data_allowed(str(current), uploads))
+            keep = path in PATH_FIELDS and widget_data_allowed(path, current, uploads)
             if not keep and current != to_widget(specs[path], value):
                 values[path] = to_widget(specs[path], value)
                 changed.append(path)
@@ -219,6 +222,15 @@ def visitor_uploads(workspace: Path, policy: DemoPolicy, visitor: str | None) ->
     """The folder that holds a visitor's uploaded datasets; None without a (signed) visitor token."""
     visitor = policy.visitor(visitor)
     return visitor_datasets_dir(Path(workspace).resolve(), owner_tag(visitor)) if visitor else None
+
+
+def widget_data_allowed(field: str, value: Any, uploads: Path | None) -> bool:
+    """Whether the widget of a data path ``field`` is empty or names only bundled sets and the visitor's uploads:
+    for data.path its one path or every dataset of its YAML list (a value that cannot be read is not allowed)."""
+    if field != "data.path":
+        return not value or data_allowed(str(value), uploads)
+    paths = dataset_paths(value)
+    return paths is not None and all(data_allowed(path, uploads) for path in paths)
 
 
 def data_allowed(value: str, uploads: Path | None) -> bool:

@@ -8,12 +8,13 @@ This module is pure: no Gradio, so the conversions are tested without building a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import annotated_types as at
 import yaml
@@ -32,7 +33,7 @@ class FieldSpec:
     """One leaf field of the config, as the form needs it."""
 
     path: str  # dotted path in the config, e.g. "train.learning_rate"
-    kind: str  # int, float, choice, bool, text, list, modules, mapping, yaml
+    kind: str  # int, float, choice, bool, text, list, modules, datasets, mapping, yaml
     label: str
     help: str
     default: Any
@@ -119,7 +120,25 @@ def _kind(annotation: Any) -> tuple[str, tuple[Any, ...]]:
         return "mapping", ()
     if origin in (Union, types.UnionType) and set(get_args(annotation)) == {str, list[str]}:
         return "modules", ()  # a keyword (auto) or a list of names, both written as text
+    if origin in (Union, types.UnionType) and _is_path_or_models(annotation):
+        return "datasets", ()  # one path as text, or a list of datasets as a YAML list (data.path)
     return "yaml", ()  # anything else is edited as a YAML value
+
+
+def _bare(annotation: Any) -> Any:
+    """``Annotated[X, ...]`` -> X."""
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+
+
+def _is_path_or_models(annotation: Any) -> bool:
+    """Whether a union is text or a list of sections, as data.path is (a path, or a list of datasets)."""
+    members = [_bare(arg) for arg in get_args(annotation)]
+    lists = [member for member in members if get_origin(member) is list]
+    return str in members and len(members) == 2 and len(lists) == 1 and _model_class(get_args(lists[0])[0]) is not None
+
+
+# How a YAML list (or one mapping) of datasets starts in the data.path box; anything else is one path or hub id.
+_YAML_STARTS = ("[", "{", "- ")
 
 
 def _bounds(info: FieldInfo, kind: str) -> tuple[float | None, float | None, int | None, tuple[bool, bool]]:
@@ -206,9 +225,65 @@ def to_widget(spec: FieldSpec, value: Any) -> Any:
         return ", ".join(value) if isinstance(value, list) else str(value)
     if spec.kind == "mapping":
         return "\n".join(f"{key}={item}" for key, item in value.items())
+    if spec.kind == "datasets" and isinstance(value, list):
+        return datasets_text([_entry_data(item) for item in value])
     if spec.kind == "yaml":
         return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
     return str(value)
+
+
+def _entry_data(item: Any) -> Any:
+    """A dataset of a list as the YAML shows it: what differs from the defaults (its path always)."""
+    return item.model_dump(mode="json", exclude_defaults=True) if isinstance(item, BaseModel) else item
+
+
+def datasets_text(entries: list[dict[str, Any]]) -> str:
+    """A list of datasets as the one line of YAML the data.path box shows: ``[{path: a.jsonl, weight: 2.0}, ...]``."""
+    return yaml.safe_dump(entries, default_flow_style=True, sort_keys=False, width=2**31 - 1).strip()
+
+
+def read_datasets(text: str) -> str | list[Any]:
+    """The data.path box's text as the config reads it: one path or hub id, or the YAML list of datasets it holds
+    (``[{path: a.jsonl}, {path: b.jsonl, weight: 2}]``, or one ``{path: ...}`` mapping); ValueError if unreadable."""
+    if not text.lstrip().startswith(_YAML_STARTS):
+        return text  # as a text field reads it
+    try:
+        value = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError):
+        raise ValueError("not a valid YAML list of datasets: write [{path: FILE, weight: 2}, {path: FILE}]") from None
+    return value if isinstance(value, (str, list)) else [value]
+
+
+def dataset_paths(raw: Any) -> list[str] | None:
+    """Every path a data.path widget value names: the one path, or each dataset's of a YAML list ([] when empty);
+    None when the value cannot be read or a dataset's path is not text (the config check refuses it)."""
+    try:
+        value = read_datasets("" if raw is None else str(raw))
+    except ValueError:
+        return None
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    paths = [item.get("path") if isinstance(item, dict) else item for item in value]
+    return paths if all(isinstance(path, str) for path in paths) else None
+
+
+def map_dataset_paths(raw: Any, change: Callable[[str], str]) -> Any:
+    """A data.path widget value with each path it names passed through ``change`` (one path, or each dataset's of a
+    YAML list, written back as YAML); a value that cannot be read is returned as it is."""
+    try:
+        value = read_datasets("" if raw is None else str(raw))
+    except ValueError:
+        return raw
+    if isinstance(value, str):
+        return change(value) if value.strip() else raw
+    if not all(isinstance(item, (str, dict)) for item in value):
+        return raw
+    items = [{"path": item} if isinstance(item, str) else item for item in value]
+    with contextlib.suppress(yaml.YAMLError, RecursionError):  # values nested deeper than a dump can go
+        return datasets_text(
+            [{**item, "path": change(item["path"])} if isinstance(item.get("path"), str) else item for item in items]
+        )
+    return raw
 
 
 def config_to_values(config: BaseModel, specs: list[FieldSpec] | None = None) -> dict[str, Any]:
@@ -298,6 +373,8 @@ def from_widget(spec: FieldSpec, raw: Any) -> Any:
         return _mapping(text)
     if not text.strip() and spec.optional:
         return None
+    if spec.kind == "datasets":
+        return read_datasets(text)
     if spec.kind == "yaml":
         try:
             return yaml.safe_load(text)

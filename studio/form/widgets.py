@@ -64,6 +64,7 @@ def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Comp
         "list": "comma-separated names",
         "modules": "auto, all-linear, or comma-separated names",
         "mapping": "name=value, one per line",
+        "datasets": "a file or hub id; several: [{path: FILE, max_samples: 200}, {path: FILE, weight: 2}]",
     }
     return gr.Textbox(
         value=value,

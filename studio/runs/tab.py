@@ -24,6 +24,7 @@ from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns
 from studio.markup import badge_html, message_html
 from studio.path_guard import resolve_run
+from studio.runs.continuation import continue_values
 from studio.runs.data import (
     COLUMNS,
     RunIndex,
@@ -197,6 +198,9 @@ class RunsTab:
             with gr.Column(scale=0, min_width=260), gr.Row(elem_classes="ts-actions"):
                 self.compare = gr.Button("Compare", variant="primary", elem_id="ts-compare")
                 self.delete = gr.Button("Delete…", variant="stop", elem_id="ts-delete")
+                # Fills the Train form (ctx.train_form); not in the demo, where every run starts from the demo model.
+                can_continue = ctx.train_form is not None and ctx.tabs is not None and not ctx.policy.enabled
+                self.continue_from = gr.Button("Continue from this run", visible=can_continue, elem_id="ts-continue")
         with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
             gr.HTML("<b>Delete the selected runs?</b> Their checkpoints and results go too.", scale=4)
             self.confirm = gr.Button("Yes, delete", variant="stop", elem_id="ts-delete-confirm", scale=0, min_width=140)
@@ -261,6 +265,24 @@ class RunsTab:
             [self.confirm_row, self.message, self.selected],
             **private,
         ).then(**relist)
+        self._wire_continue(workspace)
+
+    def _wire_continue(self, workspace: Path) -> None:
+        """Continue from this run: fill the Train form from the picked run and show the Train tab."""
+        form = self.ctx.train_form
+        if form is None or self.ctx.tabs is None or self.ctx.policy.enabled:
+            return
+        policy = self.ctx.policy
+
+        def on_continue(ids: list[str] | None, who: str | None) -> list[Any]:
+            values, text = continue_values(workspace, ids, policy, who)
+            if values is None:
+                return [message_html(text, "warn"), *([gr.skip()] * len(form.paths)), gr.skip()]
+            gr.Info(text)  # a toast: the page switches to the Train tab, away from this tab's message
+            return ["", *form.value_updates(values), gr.Tabs(selected="train")]
+
+        outputs = [self.message, *form.inputs, self.ctx.tabs]
+        self.continue_from.click(on_continue, [self.selected, self.ctx.visitor], outputs, api_visibility="private")
 
 
 def build_runs_tab(ctx: StudioContext) -> RunsTab:

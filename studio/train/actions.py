@@ -24,13 +24,14 @@ from engine import runs
 from engine.config import ConfigError, Problem, RunConfig, parse_config, save_config
 from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
+from engine.runs.lineage import init_from_problems, pinned, runs_with_weights
 from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import configs_dir, recent_models_file, runs_dir
-from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, data_allowed, visitor_uploads
+from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, visitor_uploads, widget_data_allowed
 from studio.demo.queue import enqueue_run
 from studio.demo.quota import upload_refusal
-from studio.form.schema import config_to_values, default_values, values_to_config
+from studio.form.schema import config_to_values, default_values, map_dataset_paths, values_to_config
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
 from studio.train.dataset import DatasetCheck, cached_tokenizer, check_dataset, copy_upload, error_markdown
@@ -39,6 +40,7 @@ from studio.train.estimate import target_module_problems
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
 MAX_RECENT = 10
+NO_INIT_SOURCE = "— none: start from the base model —"
 R = TypeVar("R")
 
 # One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
@@ -68,6 +70,13 @@ def remember_model(workspace: Path, name: str) -> list[str]:
 def model_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[str]:
     """The model picker's list: the bundled demo model, then recent ones (only the demo model in demo mode)."""
     return [DEMO_MODEL] if policy.enabled else list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
+
+
+def init_from_choices(workspace: Path) -> list[tuple[str, str]]:
+    """The start-from picker's list as (label, run id): starting from the base model first, then the workspace's
+    finished runs that have weights, newest first."""
+    finished = [(f"{run.name} · {run.run_dir.name}", run.run_dir.name) for run in runs_with_weights(workspace)]
+    return [(NO_INIT_SOURCE, ""), *finished]
 
 
 def starting_values() -> dict[str, Any]:
@@ -105,7 +114,18 @@ def checked_config(
     problems = policy.problems(config, uploads)
     if problems:
         raise ConfigError(problems)
-    return config
+    return continued_config(config, workspace)
+
+
+def continued_config(config: RunConfig, workspace: Path) -> RunConfig:
+    """``config`` with its ``model.init_from`` checked against the workspace's runs (engine.runs.lineage: the run
+    exists, has weights, the same base and adapter) and written as the directory it names, as the run will save
+    it; ConfigError naming each field to fix. Reads a few small files, no torch: the preview can ask on every
+    change."""
+    problems = init_from_problems(config, workspace)
+    if problems:
+        raise ConfigError(problems)
+    return pinned(config, workspace)
 
 
 def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
@@ -113,21 +133,33 @@ def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | 
     shows an upload: no server folder) as that file's path; unchanged outside demo mode."""
     values = dict(values)
     if policy.enabled and uploads is not None:
+
+        def to_path(name: str) -> str:
+            return str(uploads / name) if name and Path(name).name == name and (uploads / name).is_file() else name
+
         for path in PATH_FIELDS:
-            name = str(values.get(path) or "")
-            if name and Path(name).name == name and (uploads / name).is_file():
-                values[path] = str(uploads / name)
+            values[path] = _each_path(path, values.get(path), to_path)
     return values
+
+
+def _each_path(field: str, value: Any, change: Callable[[str], str]) -> Any:
+    """A data path widget's value with ``change`` applied to its path: for data.path to each dataset of a YAML list
+    too (studio.form.schema.map_dataset_paths). An empty value stays as it is."""
+    if not value:
+        return value
+    return map_dataset_paths(value, change) if field == "data.path" else change(str(value))
 
 
 def upload_names(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
     """The reverse of ``upload_paths``: in demo mode, a data path in the visitor's upload folder as its file name."""
     values = dict(values)
     if policy.enabled and uploads is not None:
+
+        def to_name(value: str) -> str:
+            return Path(value).name if value and _in_folder(value, uploads) else value
+
         for path in PATH_FIELDS:
-            value = str(values.get(path) or "")
-            if value and _in_folder(value, uploads):
-                values[path] = Path(value).name
+            values[path] = _each_path(path, values.get(path), to_name)
     return values
 
 
@@ -144,8 +176,7 @@ def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: P
     if not policy.enabled:
         return {}
     values = upload_paths(values, policy, uploads)
-    named = {path: str(values.get(path) or "") for path in PATH_FIELDS}
-    return {path: DATA_REFUSAL for path, value in named.items() if value and not data_allowed(value, uploads)}
+    return {path: DATA_REFUSAL for path in PATH_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
 
 
 def preview(

@@ -153,9 +153,16 @@ def error_markdown(message: str) -> str:
 
 
 def summary_markdown(report: Any) -> str:
-    """The DataReport as a few lines of Markdown."""
-    rows = f"{report.num_rows:,} train / {report.num_eval_rows:,} eval (the file has {report.num_source_rows:,})"
+    """The DataReport as a few lines of Markdown; a list of datasets gets a line for each."""
+    given = (
+        f"the datasets give {report.num_source_rows:,} after their caps and weights"
+        if report.listed
+        else f"the file has {report.num_source_rows:,}"
+    )
+    rows = f"{report.num_rows:,} train / {report.num_eval_rows:,} eval ({given})"
     lines = [f"✅ **Format** `{report.format}` · **rows** {rows}"]
+    if report.listed:
+        lines.append("**Datasets**\n" + "\n".join(f"- `{dataset.summary()}`" for dataset in report.datasets))
     if report.num_tokens is not None:
         lines.append(f"**Tokens** {report.num_tokens:,}, of which {report.num_loss_tokens:,} carry loss")
     lines.append("**Columns** " + ", ".join(f"`{column}`" for column in report.columns))
@@ -185,7 +192,8 @@ def examples_html(examples: list[Any]) -> str:
             else f'<span class="ts-prompt" style="{_PROMPT_STYLE}">{html.escape(piece)}</span>'
             for piece, loss in example.segments
         )
-        head = f"row {example.row} · {example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
+        where = f"{Path(example.source).name} row {example.row}" if example.source else f"row {example.row}"
+        head = f"{html.escape(where)} · {example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
         head += " · truncated" if example.truncated else ""
         cards.append(
             '<div class="ts-example" style="border:1px solid var(--border-color-primary,#ddd);border-radius:6px;'

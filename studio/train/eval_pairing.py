@@ -1,13 +1,15 @@
 """Which training file an eval file belongs to, so that a new training file does not silently keep the eval file
 of the one before (after an upload, the demo preset's eval file used to stay and evaluate the wrong task).
 
-The rule, applied when the training path changes (an upload, a bundled pick, a typed path) while the eval path
-stays as it was:
+The rule, applied when the training data changes (an upload, a bundled pick, a typed path, a dataset added to or
+removed from a list in data.path) while the eval path stays as it was:
 
-- the eval file is kept when it is the new training file's partner: the same folder and the same name with
+- the eval file is kept when it is the partner of a training file: the same folder and the same name with
   ``train`` where it says ``eval`` (or test, val, valid, validation, dev), as ``demo_sft_eval.jsonl`` is for
   ``demo_sft_train.jsonl``;
 - it is cleared when it is the partner of another training file that exists: it belonged to that dataset;
+- it is kept when a training file it was chosen with still trains (a dataset was added beside it, or another
+  one removed);
 - otherwise it is kept and flagged, since nothing tells whose it is (one eval set shared by several training
   files is fine, a stale one is not).
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.store.paths import find_local_path
+from studio.form.schema import dataset_paths
 
 EVAL_WORDS = ("eval", "evaluation", "test", "val", "valid", "validation", "dev")
 # A whole word of a file name: "demo_sft_eval", "eval-set" and "Test" match, "medieval" and "devices" do not.
@@ -61,8 +64,23 @@ def same_file(first: str, second: str) -> bool:
     return local is not None and local == (find_local_path(second) if second else None)
 
 
+def training_files(path: str) -> list[str]:
+    """The training paths the form's data.path names: the one path, or each dataset's of a YAML list (the text
+    itself when it cannot be read as either)."""
+    files = dataset_paths(path)
+    return files if files is not None else [path]
+
+
+def same_files(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether two lists of training paths name the same files, in any order (weights and caps aside)."""
+    return all(any(same_file(one, other) for other in second) for one in first) and all(
+        any(same_file(one, other) for other in first) for one in second
+    )
+
+
 def follow_training_path(seen: Sequence[str] | None, path: str, eval_path: str, source: str = "") -> EvalFollow:
-    """The eval path after the form's training path became ``path`` (see the module's rule).
+    """The eval path after the form's training data became ``path``: one path, or a YAML list of datasets (see the
+    module's rule).
 
     ``seen`` is the (training path, eval path) pair of the previous call, None at first; ``source`` is ``LOADED``
     for a config load, whose eval path is kept as it is.
@@ -72,25 +90,31 @@ def follow_training_path(seen: Sequence[str] | None, path: str, eval_path: str, 
     if not seen or source == LOADED:
         return EvalFollow(None, "" if source == LOADED else None, now)
     old_path, old_eval = (str(part or "").strip() for part in seen)
-    if same_file(old_path, path):
-        # Same training file; a new eval path makes a note about the old one obsolete.
+    old_files, files = training_files(old_path), training_files(path)
+    if same_files(old_files, files):
+        # Same training files; a new eval path makes a note about the old one obsolete.
         return EvalFollow(None, None if eval_path == old_eval else "", now)
-    if not eval_path or eval_path != old_eval:  # no eval file, or one chosen with the new training file
+    if not eval_path or eval_path != old_eval:  # no eval file, or one chosen with the new training data
         return EvalFollow(None, "", now)
     partner = training_partner(eval_path)
-    if partner is not None and same_file(str(partner), path):
+    if partner is not None and any(same_file(str(partner), file) for file in files):
         return EvalFollow(None, "", now)
     if partner is not None:
+        these = "these datasets" if len(files) > 1 else "this dataset"
         note = (
-            f"ℹ️ The eval file `{_shown(eval_path)}` belonged to `{partner.name}`, not to this dataset: cleared. "
-            "Pick an eval file of this dataset, or leave it empty and set data.eval_size to hold out part of the "
+            f"ℹ️ The eval file `{_shown(eval_path)}` belonged to `{partner.name}`, not to {these}: cleared. "
+            f"Pick an eval file of {these}, or leave it empty and set data.eval_size to hold out part of the "
             "training rows (or turn evaluation off)."
         )
         return EvalFollow("", note, (path, ""))
+    if any(same_file(old, file) for old in old_files for file in files):
+        return EvalFollow(None, "", now)  # chosen with a training file that still trains: it still fits
+    names = ", ".join(f"`{_shown(Path(old).name)}`" for old in old_files)
+    before = f"training file {names}" if len(old_files) == 1 else f"training files {names}"
     note = (
-        f"⚠️ The eval file `{_shown(eval_path)}` was chosen with the previous training file "
-        f"`{_shown(Path(old_path).name)}`: keep it only if it holds rows of this dataset's task and format; "
-        "otherwise clear it (data.eval_size holds out part of the training rows)."
+        f"⚠️ The eval file `{_shown(eval_path)}` was chosen with the previous {before}: keep it "
+        "only if it holds rows of this dataset's task and format; otherwise clear it (data.eval_size holds out "
+        "part of the training rows)."
     )
     return EvalFollow(None, note, now)
 

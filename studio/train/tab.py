@@ -22,6 +22,7 @@ from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget
 from studio.train import actions, eval_pairing
 from studio.train import dataset as dp
+from studio.train import dataset_list as dl
 
 START_LABEL = "Start training"
 # The tab's events are UI plumbing with ~70 positional inputs, not an API worth publishing.
@@ -133,11 +134,28 @@ class DatasetPanel:
     suggestion: Any  # gr.State: that suggestion
     notice: Any  # what the change of training file did to the eval file (studio.train.eval_pairing)
     seen: Any  # gr.State: the (training path, eval path) of the last check
+    datasets: DatasetList  # the controls of several datasets in data.path
 
     @property
     def outputs(self) -> list[Any]:
         """The components a dataset check writes."""
         return [self.summary, self.examples, self.error, self.use_max_length, self.suggestion]
+
+
+@dataclasses.dataclass
+class DatasetList:
+    """The controls that make data.path a list of datasets (studio.train.dataset_list) and edit each one's weight
+    and cap; the list itself is the data.path box's YAML."""
+
+    add: Any  # "+ Add another dataset"
+    box: Any  # the group below, shown while data.path holds a list
+    table: Any
+    entry: Any  # which dataset the weight and cap below are for
+    weight: Any
+    cap: Any
+    apply: Any
+    remove: Any
+    note: Any
 
 
 def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
@@ -149,13 +167,15 @@ def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPane
                     choices=dp.bundled_datasets(),
                     value=None,
                     label="Bundled sets",
-                    info="Demo data shipped with the studio.",
+                    info="Demo data shipped with the studio, and the files uploaded before (listed after them).",
                     scale=2,
                 )
                 upload = gr.UploadButton(
                     "Upload a file…", file_types=list(dp.UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
                 )
-            form.render_fields(["data.path", "data.format"], columns=1)
+            form.render_fields(["data.path"], columns=1)
+            datasets = _build_dataset_list(form.components["data.path"].value)
+            form.render_fields(["data.format"], columns=1)
             form.render_children(form.section("data"), columns=2)
         with gr.Column(scale=1, min_width=320):
             check_button = gr.Button("Check dataset", size="sm")
@@ -168,7 +188,25 @@ def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPane
             examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
     seen = gr.State((form.components["data.path"].value, form.components["data.eval_path"].value))
     parts = {"use_max_length": use_max_length, "suggestion": gr.State(None), "notice": notice, "seen": seen}
+    parts["datasets"] = datasets
     return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error, **parts)
+
+
+def _build_dataset_list(path: Any) -> DatasetList:
+    """ "+ Add another dataset", and while data.path holds a list: its table, and each dataset's weight and cap."""
+    rows = dl.table_rows(path)
+    add = gr.Button("+ Add another dataset", size="sm", elem_id="train-add-dataset")
+    note = gr.Markdown(elem_id="train-dataset-list-note")
+    with gr.Group(visible=bool(rows), elem_id="train-dataset-list") as box:
+        table = gr.Dataframe(value=rows, headers=dl.TABLE_HEADERS, interactive=False, show_label=False)
+        with gr.Row(equal_height=False):
+            entry = gr.Dropdown(choices=dl.entry_choices(path), value=None, label="Dataset to change", scale=2)
+            weight = make_widget(dl.entry_spec("weight"), 1.0, elem_id="train-dataset-weight")
+            cap = make_widget(dl.entry_spec("max_samples"), "", elem_id="train-dataset-max-samples")
+        with gr.Row():
+            apply = gr.Button("Set weight and max samples", size="sm")
+            remove = gr.Button("Remove from the list", size="sm", variant="stop")
+    return DatasetList(add, box, table, entry, weight, cap, apply, remove, note)
 
 
 def check_outputs(result: dp.DatasetCheck) -> list[Any]:
@@ -202,6 +240,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             side = _build_sidebar(ctx, form, first)
     _wire_form(ctx, form, panel, side)
     _wire_files(ctx, form, panel, side)
+    _wire_dataset_list(ctx, form, panel)
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
     return form
@@ -362,16 +401,32 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     """Dataset upload / bundled pick, and config load / save."""
     visitor_input = ctx.visitor
 
-    def on_upload(path: str | None, visitor: str | None) -> list[Any]:
+    def on_upload(path: str | None, visitor: str | None, current: Any) -> list[Any]:
         if not path:
-            return [gr.skip(), ""]
+            return [gr.skip(), "", gr.skip()]
         copied, error = actions.upload_dataset(path, ctx.workspace, ctx.policy, visitor)
-        return [_or_skip(copied), error]
+        # The upload is listed for reuse; while data.path holds a list of datasets it joins the list.
+        choices = gr.update(choices=dl.dataset_choices(ctx.workspace, ctx.policy, visitor))
+        return [gr.skip() if copied is None else dl.add_dataset(current, copied), error, choices]
 
-    upload = panel.upload.upload(on_upload, [panel.upload, visitor_input], [panel.path, panel.error], **PRIVATE)
+    upload_outputs = [panel.path, panel.error, panel.bundled]
+    upload = panel.upload.upload(on_upload, [panel.upload, visitor_input, panel.path], upload_outputs, **PRIVATE)
     _then_check(upload, ctx, form, panel)
-    pick = panel.bundled.input(lambda choice: choice or gr.skip(), panel.bundled, panel.path, **PRIVATE)
+
+    def on_pick(choice: str | None, current: Any) -> Any:
+        return dl.add_dataset(current, choice) if choice else gr.skip()
+
+    pick = panel.bundled.input(on_pick, [panel.bundled, panel.path], panel.path, **PRIVATE)
     _then_check(pick, ctx, form, panel)
+    # Uploads of an earlier page life (or another tab) are listed each time the picker gets the focus.
+    panel.bundled.focus(
+        lambda visitor: gr.update(choices=dl.dataset_choices(ctx.workspace, ctx.policy, visitor)),
+        visitor_input,
+        panel.bundled,
+        show_progress="hidden",
+        concurrency_limit=None,  # a directory listing: milliseconds
+        **PRIVATE,
+    )
 
     def on_load(path: str | None, visitor: str | None) -> list[Any]:
         uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
@@ -404,6 +459,31 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         concurrency_limit=None,  # a directory listing: milliseconds
         **PRIVATE,
     )
+
+
+def _wire_dataset_list(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel) -> None:
+    """The list of datasets: its table follows the data.path box; add, set and remove rewrite the box, then check."""
+    controls = panel.datasets
+
+    def show(path: Any) -> list[Any]:
+        rows = dl.table_rows(path)
+        return [rows, gr.update(choices=dl.entry_choices(path), value=None), gr.update(visible=bool(rows))]
+
+    quiet = {"show_progress": "hidden", **PRIVATE}
+    panel.path.change(show, panel.path, [controls.table, controls.entry, controls.box], **quiet)
+    controls.entry.input(dl.entry_settings, [panel.path, controls.entry], [controls.weight, controls.cap], **quiet)
+    edits = [
+        controls.add.click(dl.start_list, panel.path, [panel.path, controls.note], **RAW),
+        controls.apply.click(
+            dl.set_dataset,
+            [panel.path, controls.entry, controls.weight, controls.cap],
+            [panel.path, controls.note],
+            **RAW,
+        ),
+        controls.remove.click(dl.remove_dataset, [panel.path, controls.entry], [panel.path, controls.note], **RAW),
+    ]
+    for edit in edits:
+        _then_check(edit, ctx, form, panel)
 
 
 def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:

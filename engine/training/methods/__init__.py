@@ -14,12 +14,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, Problem, RunConfig
+from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.training.methods import dpo, kto, orpo, sft
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
 if TYPE_CHECKING:
-    from engine.data import DataReport
+    from engine.data import DataReport, DatasetRows
 
 __all__ = [
     "METHODS",
@@ -53,31 +54,36 @@ def method_charts() -> dict[str, MetricChart]:
 
 def inspect_run_data(config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S) -> DataReport:
     """The dataset check of a run: its rows (and tokens, given a tokenizer; engine.data.inspect_dataset), and
-    that its method trains on their format. Raises DataError for the data, ConfigError (field ``method``) for
-    data of another method."""
+    that its method trains on their format: each dataset's, when data.path lists several, checked as soon as it is
+    loaded. Raises DataError for the data, ConfigError for data of another method (field ``method``, or the
+    dataset's ``data.path.N``)."""
     from engine.data import inspect_dataset
 
-    train = config.train
-    report = inspect_dataset(config.data, tokenizer, train.max_length, train.seed, template_budget_s)
-    require_format(method_of(config), report.format, report.source)
-    return report
+    method, train = method_of(config), config.train
+
+    def accept(dataset: DatasetRows) -> None:
+        listed = dataset.label != "data.path"
+        require_format(method, dataset.format, dataset.source, dataset.label if listed else "")
+
+    return inspect_dataset(config.data, tokenizer, train.max_length, train.seed, template_budget_s, accept)
 
 
-def require_format(method: Method, fmt: str, source: str) -> None:
-    """Refuse data whose format the method does not train on, naming what it takes."""
-    if fmt in method.formats:
+def require_format(method: Method, fmt: str, source: str, entry: str = "") -> None:
+    """Refuse data whose format the method does not train on, naming what it takes. ``fmt`` may join the formats
+    of a list of datasets ("alpaca+conversational": each must fit); ``entry`` names the one dataset of such a
+    list that ``source`` is (``data.path.1``): the problem is then that field's."""
+    misfit = next((part for part in fmt.split(FORMAT_JOIN) if part not in method.formats), None)
+    if misfit is None:
         return
-    takers = [other.name for other in METHODS.values() if fmt in other.formats]
+    takers = [other.name for other in METHODS.values() if misfit in other.formats]
     advice = f"set method to {' or '.join(takers)}" if takers else "pick another dataset"
-    raise ConfigError(
-        [
-            Problem(
-                "method",
-                f"{source} is {FORMAT_WORDS.get(fmt, fmt + ' data')}, and {method.name} trains on "
-                f"{', '.join(method.formats)} data; {advice}",
-            )
-        ]
+    if entry:
+        advice = f"remove it from data.path, or {advice}" if takers else "remove it from data.path"
+    message = (
+        f"{source} is {FORMAT_WORDS.get(misfit, misfit + ' data')}, and {method.name} trains on "
+        f"{', '.join(method.formats)} data; {advice}"
     )
+    raise ConfigError([Problem(entry or "method", message)])
 
 
 # How a format reads in a message.

@@ -17,7 +17,9 @@ def training_kwargs(config: RunConfig) -> dict[str, Any]:
     return {
         "max_length": config.train.max_length,
         "truncation_mode": dpo.truncation_mode,
-        "loss_type": [dpo.loss_type],
+        # TRL combines several losses, each weighted: RPO is the preference loss plus the chosen answers' NLL.
+        "loss_type": [dpo.loss_type, "sft"] if dpo.sft_loss_weight else [dpo.loss_type],
+        "loss_weights": [1.0, dpo.sft_loss_weight] if dpo.sft_loss_weight else None,
         "beta": dpo.beta,
         "label_smoothing": dpo.label_smoothing,
         "precompute_ref_log_probs": dpo.precompute_ref_log_probs,

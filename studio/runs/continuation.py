@@ -1,0 +1,48 @@
+"""The Runs tab's "Continue from this run": the Train form's values that start a new run from a finished one.
+
+No Gradio here. The form gets ``model.init_from`` and the source's model, quantization and adapter settings (a LoRA
+adapter trains further as it is: engine.runs.lineage refuses other adapter settings); the method, data and
+training loop stay as the form has them, since continuing usually changes them (SFT, then DPO on preference pairs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.config import ConfigError
+from engine.runs.artifacts import ArtifactError
+from engine.runs.lineage import FIELD, resolve_init_from
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run
+from studio.form.schema import config_to_values
+
+# The sections that say which weights the new run trains; it takes them from the source.
+CARRIED_SECTIONS = ("model", "quantization", "adapter")
+
+
+def continue_values(
+    workspace: Path, run_ids: list[str] | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """Form values (path -> widget value) that continue the one picked run, and a message; None and the reason
+    when there is not exactly one picked run that can be continued (going, no weights, not the visitor's)."""
+    if policy.enabled:
+        return None, "The demo starts every run from the bundled model."
+    if not run_ids or len(run_ids) != 1:
+        return None, "Pick one run in “Selected runs” to continue from."
+    try:
+        run_dir = owned_run(workspace, run_ids[0], policy, visitor)
+        source = resolve_init_from(run_dir.name, workspace)
+    except (runs.RunError, ArtifactError, ConfigError) as exc:
+        return None, f"Cannot continue from {run_ids[0]}: {exc}"
+    carried = {
+        path: value
+        for path, value in config_to_values(source.run.config).items()
+        if path.split(".", 1)[0] in CARRIED_SECTIONS
+    }
+    carried[FIELD] = run_dir.name
+    message = (
+        f"The Train form now starts from {source.run.name}'s {source.weights.label}, with its model and adapter "
+        "settings: choose the method, data and training settings, then Start."
+    )
+    return carried, message

@@ -1,0 +1,147 @@
+"""Several datasets in one run, as the Train tab edits them: the data.path box holds one path, or the YAML list of
+datasets (``[{path: a.jsonl}, {path: b.jsonl, weight: 2.0}]``) that engine.config.DatasetEntry reads.
+
+"+ Add another dataset" turns the one path into a list of one; while the box holds a list, a picked or uploaded
+dataset joins it instead of replacing it. Each dataset's weight and cap are set (and a dataset removed) by its
+number; a list left with one plain dataset becomes a plain path again. Plain functions of widget values: the tab
+wires them, the tests call them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from engine.config import DatasetEntry
+from engine.store.workspace import datasets_dir
+from studio.demo.policy import DemoPolicy, visitor_uploads
+from studio.form.schema import FieldSpec, datasets_text, from_widget, leaf_specs, read_datasets
+from studio.train.dataset import UPLOAD_SUFFIXES, bundled_datasets
+
+TABLE_HEADERS = ["#", "dataset", "weight", "max samples"]
+
+
+def entry_spec(name: str) -> FieldSpec:
+    """The schema's field of a dataset of the list (weight, max_samples): label, help and bounds of its widget."""
+    return next(spec for spec in leaf_specs(DatasetEntry) if spec.path == name)
+
+
+def listed(value: Any) -> list[dict[str, Any]] | None:
+    """The datasets of the box when it holds a list (each a mapping with its path); None for one path, or for a
+    value that cannot be read (the config check says what is wrong with it)."""
+    try:
+        read = read_datasets("" if value is None else str(value))
+    except ValueError:
+        return None
+    if isinstance(read, str) or not all(isinstance(item, (str, dict)) for item in read):
+        return None
+    return [{"path": item} if isinstance(item, str) else dict(item) for item in read]
+
+
+def _written(entries: list[dict[str, Any]]) -> str:
+    """The box's text for ``entries``: one plain path when a single dataset is left without settings of its own."""
+    if len(entries) == 1 and set(entries[0]) == {"path"} and isinstance(entries[0]["path"], str):
+        return entries[0]["path"]
+    return datasets_text(entries)
+
+
+def start_list(value: Any) -> tuple[Any, str]:
+    """ "+ Add another dataset": the box's one path as a list of one, so the next pick or upload joins it; and a
+    note for the panel. A list stays as it is."""
+    text = "" if value is None else str(value)
+    if listed(text) is not None:
+        return text, "Pick or upload the next dataset: it joins the list."
+    if not text.strip():
+        return text, "Pick or upload a first dataset, then add the next one."
+    return datasets_text([{"path": text.strip()}]), "Pick or upload the next dataset: it joins the list."
+
+
+def add_dataset(value: Any, path: str) -> str:
+    """The box after a dataset was picked or uploaded: ``path`` joins a list, or replaces the one path (as before
+    lists existed)."""
+    entries = listed(value)
+    if entries is None:
+        return path
+    return datasets_text([*entries, {"path": path}])
+
+
+def set_dataset(value: Any, index: Any, weight: Any, max_samples: Any) -> tuple[Any, str]:
+    """The box with dataset ``index``'s weight and cap set from their widgets; and a note ("" when done)."""
+    entries, problem = _pick(value, index)
+    if entries is None:
+        return value, problem
+    try:
+        weight = from_widget(entry_spec("weight"), weight)
+        cap = from_widget(entry_spec("max_samples"), max_samples)
+    except ValueError as exc:
+        return value, f"⚠️ {exc}"
+    entry = {key: item for key, item in entries[int(index)].items() if key not in ("weight", "max_samples")}
+    entry.update({"weight": weight} if weight not in (None, 1) else {})
+    entry.update({"max_samples": cap} if cap is not None else {})
+    entries[int(index)] = entry
+    return _written(entries), ""
+
+
+def remove_dataset(value: Any, index: Any) -> tuple[Any, str]:
+    """The box without dataset ``index``; and a note ("" when done). The last dataset stays: a run needs data."""
+    entries, problem = _pick(value, index)
+    if entries is None:
+        return value, problem
+    if len(entries) == 1:
+        return value, "⚠️ A run needs a dataset: pick another one to replace this one instead."
+    del entries[int(index)]
+    return _written(entries), ""
+
+
+def _pick(value: Any, index: Any) -> tuple[list[dict[str, Any]] | None, str]:
+    """The box's datasets when ``index`` is one of them, else None and why not."""
+    entries = listed(value)
+    if entries is None:
+        return None, "⚠️ data.path holds one dataset: press + Add another dataset first."
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entries):
+        return None, "⚠️ Pick the dataset to change first."
+    return entries, ""
+
+
+def entry_settings(value: Any, index: Any) -> tuple[Any, str]:
+    """The weight and cap widgets' values for dataset ``index`` of the list (1 and empty when it has none)."""
+    entries = listed(value) or []
+    if not isinstance(index, int) or not 0 <= index < len(entries):
+        return 1.0, ""
+    cap = entries[index].get("max_samples")
+    return entries[index].get("weight", 1.0), "" if cap is None else str(cap)
+
+
+def table_rows(value: Any) -> list[list[Any]]:
+    """The list as the panel's table shows it: number, file name, weight, cap ([] for one path)."""
+    rows = []
+    for number, entry in enumerate(listed(value) or []):
+        path = entry.get("path")
+        name = Path(path).name if isinstance(path, str) else str(path)
+        cap = entry.get("max_samples")
+        rows.append([number, name, entry.get("weight", 1), "all" if cap is None else cap])
+    return rows
+
+
+def entry_choices(value: Any) -> list[tuple[str, int]]:
+    """The datasets of the list as (label, number) for the picker of the one to change."""
+    return [(f"{row[0]}: {row[1]}", row[0]) for row in table_rows(value)]
+
+
+def dataset_choices(workspace: Path, policy: DemoPolicy, visitor: str | None = None) -> list[tuple[str, str]]:
+    """(label, value) of the datasets to pick: the bundled sets, then earlier uploads, newest first. In demo mode
+    only the visitor's own uploads, named by their file name (as the demo's form names an upload); elsewhere the
+    workspace's uploads folder, by path."""
+    choices = [(path, path) for path in bundled_datasets()]
+    if policy.enabled:
+        folder = visitor_uploads(workspace, policy, visitor)
+        return choices + [(f"your upload: {path.name}", path.name) for path in _uploads(folder)]
+    return choices + [(f"upload: {path.name}", str(path.resolve())) for path in _uploads(datasets_dir(workspace))]
+
+
+def _uploads(folder: Path | None) -> list[Path]:
+    """The dataset files in an uploads folder, newest first ([] when there is none)."""
+    if folder is None or not folder.is_dir():
+        return []
+    files = [path for path in folder.iterdir() if path.is_file() and path.suffix.lower() in UPLOAD_SUFFIXES]
+    return sorted(files, key=lambda path: path.stat().st_mtime, reverse=True)
