@@ -12,7 +12,10 @@ import pytest
 from engine import runs
 from engine.config import RunConfig, save_config
 from engine.store.rundir import METRICS_FILE, update_status
-from studio.monitor.live import CHARTS, FEEDS, SharedFeeds, changed_charts, live_token, run_of_token
+from studio.monitor.live import CHARTS, FEEDS, METHOD_CHARTS, SharedFeeds, changed_charts, live_token, run_of_token
+
+# The charts of an sft run, or of none: the preference methods' own charts are hidden there.
+COMMON = set(CHARTS) - set(METHOD_CHARTS)
 
 
 def write_run(workspace: Path, name: str = "run") -> Path:
@@ -54,7 +57,7 @@ def test_a_page_gets_only_the_charts_that_changed(tmp_path):
     token = live_token(run_dir)
     with FEEDS.polled(run_dir) as feed:
         first = changed_charts(feed, token, {}, smoothing=0.0)
-    assert set(first["figures"]) == set(CHARTS)
+    assert set(first["figures"]) == COMMON
     loss = first["figures"]["loss"]["data"]
     assert [trace["name"] for trace in loss] == ["train loss"]
     assert loss[0]["x"] == [1, 2, 3, 4, 5] and loss[0]["y"][-1] == pytest.approx(2.5)
@@ -74,13 +77,13 @@ def test_a_page_gets_only_the_charts_that_changed(tmp_path):
         assert [trace["name"] for trace in figure["data"]] == ["train (raw)", "train loss"]
         assert figure["layout"]["yaxis"]["type"] == "log"
         # Another run's keys (or none) get every chart again; unwanted charts are left out.
-        assert set(changed_charts(feed, "other", second["keys"])["figures"]) == set(CHARTS)
+        assert set(changed_charts(feed, "other", second["keys"])["figures"]) == COMMON
         assert set(changed_charts(feed, token, {}, wanted=("loss",))["keys"]) == {"loss"}
 
 
 def test_no_run_gets_empty_charts():
     empty = changed_charts(None, "none", {})
-    assert set(empty["figures"]) == set(CHARTS)
+    assert set(empty["figures"]) == COMMON
     assert all(trace["x"] == [] for figure in empty["figures"].values() for trace in figure["data"])
     assert changed_charts(None, "none", empty["keys"])["figures"] == {}
 

@@ -39,9 +39,9 @@ def _run(tmp_path: Path, margins: list[float]) -> Path:
 def test_a_method_chart_is_hidden_for_runs_of_another_method(tmp_path: Path) -> None:
     feed = MetricsFeed(_run(tmp_path, [0.1, 0.3]))
     feed.poll()
-    answer = live.changed_charts(feed, "run", {}, wanted=(*live.CHARTS, MARGIN.key))
-    assert answer["hidden"] == [MARGIN.key] and MARGIN.key not in answer["figures"]
-    assert set(answer["figures"]) == set(live.CHARTS) - {MARGIN.key}
+    answer = live.changed_charts(feed, "run", {}, wanted=live.CHARTS)  # an sft run: no method chart of its own
+    assert set(answer["hidden"]) == set(live.METHOD_CHARTS) and MARGIN.key in answer["hidden"]
+    assert set(answer["figures"]) == set(live.CHARTS) - set(live.METHOD_CHARTS)
 
 
 @pytest.mark.usefixtures("margin_chart")
@@ -57,6 +57,7 @@ def test_a_method_chart_draws_its_metric_for_runs_of_its_method(tmp_path: Path, 
     assert again["figures"] == {}  # nothing new: the page keeps what it has
 
 
-def test_without_method_charts_the_page_has_only_the_common_charts() -> None:
+def test_the_page_has_the_common_charts_then_every_methods_own() -> None:
     assert ("loss", *live.COMMON_CHARTS, *live.METHOD_CHARTS) == live.CHARTS
-    assert not live.METHOD_CHARTS  # no registered method adds a chart yet: the Monitor looks as before
+    own = {chart.key for method in METHODS.values() for chart in method.charts}
+    assert set(live.METHOD_CHARTS) == own and {"rewards/margins", "kl", "log_odds_ratio"} <= own
