@@ -39,7 +39,7 @@ def build_trainer(parts: TrainerParts) -> Any:
     """TRL's KTOTrainer over the labelled answers."""
     from trl import KTOTrainer
 
-    return KTOTrainer(**paired.trainer_kwargs(parts))
+    return paired.without_copied_reference(KTOTrainer(**paired.trainer_kwargs(parts)), parts.config)
 
 
 METHOD = Method(

@@ -24,6 +24,21 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
     return prepare_paired_datasets(config, tokenizer)
 
 
+def without_copied_reference(trainer: Any, config: RunConfig) -> Any:
+    """The trainer, its reference taken from the base with the adapter switched off when the adapter is fresh.
+
+    Handed a peft model, TRL's DPOTrainer and KTOTrainer copy its adapter into a frozen "ref" adapter and run
+    the reference pass through it. That is what a run continuing another run's adapter needs (model.init_from:
+    the reference is then that adapter). A fresh adapter's copy computes exactly the base model (LoRA's B
+    starts at zero), but with the adapter's matrices in every reference forward: about 15 % of a DPO step on
+    the demo model (benchmarks/throughput_dpo.py). Without a "ref" adapter TRL disables the adapters instead."""
+    model = trainer.model
+    if not config.model.init_from and "ref" in getattr(model, "peft_config", {}):
+        model.delete_adapter("ref")
+        model.set_adapter("default")
+    return trainer
+
+
 def trainer_kwargs(parts: TrainerParts) -> dict[str, Any]:
     """The keyword arguments TRL's preference trainers take alike. The model arrives with its adapter attached,
     so no peft_config is passed; with LoRA, DPO and KTO then take the base with the adapter switched off as
