@@ -262,6 +262,8 @@ def test_runs_tab_open_compare_delete(studio, browser, workspace, artifacts):
     for name in ("e2e-live", "e2e-restart"):
         picker.click()
         page.get_by_role("option", name=name).first.click()
+        # Under load the picker redraws between picks: compare only once it holds both runs.
+        wait_until(lambda n=name: n in page.locator("#ts-runs-selected").inner_text(), 20, what=f"{name} picked")
     page.locator("#ts-compare").click()
     names = """() => (document.querySelector('#ts-compare-chart .js-plotly-plot')?.data || []).map((t) => t.name)"""
     wait_until(lambda: sorted(page.evaluate(names)) == ["e2e-live", "e2e-restart"], 20, what="two compared curves")
