@@ -20,3 +20,16 @@ def run_check(config: Path, cwd: Path, timeout: float = 300) -> subprocess.Compl
         cwd=cwd,
         env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
     )
+
+
+def run_train(config: Path, run_dir: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m engine train CONFIG --run-dir RUN_DIR`` in the foreground from the project root (offline),
+    capturing its output as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(config), "--run-dir", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
+    )

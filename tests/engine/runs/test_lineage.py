@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from engine.runs.lineage import FIELD, checked_source, init_from_problems, pinne
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from tests.helpers.engine_cli import run_check
+from tests.helpers.run_progress import wait_for_step
 
 pytestmark = pytest.mark.integration
 
@@ -96,17 +96,6 @@ def run_to_end(config: dict[str, Any], workspace: Path) -> Path:
     finished = runs.wait(run_dir, timeout=240)
     assert finished.state == "completed", finished
     return run_dir
-
-
-def wait_for_step(run_dir: Path, step: int, timeout: float = 180) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        current = runs.status(run_dir)
-        assert current.state != "failed", current
-        if (current.step or 0) >= step and current.state == "running":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"run did not reach step {step}")
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +185,7 @@ def test_stopped_dpo_run_resumes_from_its_checkpoint_not_from_the_sft_adapter(wo
     reference = run_to_end(config, workspace)
     run_dir = runs.create_run(parse_config({**config, "name": "dpo-stopped"}), workspace=workspace)
     runs.start(run_dir)
-    wait_for_step(run_dir, 3)
+    wait_for_step(run_dir, 3, timeout=180)
     assert runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
     assert stopped.state == "stopped" and stopped.checkpoints and stopped.step < 8, stopped

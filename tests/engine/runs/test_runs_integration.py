@@ -11,7 +11,6 @@ import math
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from engine import runs
 from engine.config import RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
+from tests.helpers.run_progress import wait_for_step
 
 pytestmark = pytest.mark.integration
 
@@ -54,17 +54,6 @@ def train_losses(run_dir: Path) -> dict[int, float]:
     steps = [event["step"] for event in events]
     assert len(steps) == len(set(steps)), f"duplicated steps: {steps}"
     return {event["step"]: event["loss"] for event in events}
-
-
-def wait_for_step(run_dir: Path, step: int, timeout: float = 120) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        current = runs.status(run_dir)
-        assert current.state != "failed", current
-        if (current.step or 0) >= step and current.state == "running":
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"run did not reach step {step}")
 
 
 @pytest.fixture(scope="module")

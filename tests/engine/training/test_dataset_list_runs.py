@@ -4,9 +4,6 @@ train`` trains on them (the demo model, a few steps)."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +14,7 @@ from engine.data import DatasetRows
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from engine.training.check import CheckReport
-from tests.helpers.engine_cli import run_check
+from tests.helpers.engine_cli import run_check, run_train
 
 pytestmark = pytest.mark.integration
 
@@ -74,14 +71,7 @@ def _report(datasets: list[DatasetRows]) -> object:
 @pytest.mark.skipif(not SHARED.is_dir(), reason="shared datasets not present")
 def test_training_on_two_datasets_completes_with_finite_losses(tmp_path: Path) -> None:
     config, run_dir = list_config(tmp_path), tmp_path / "run"
-    result = subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config), "--run-dir", str(run_dir)],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
-    )
+    result = run_train(config, run_dir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "data: 2 datasets, 40 rows after their caps and weights" in result.stdout
     status = runs.status(run_dir)

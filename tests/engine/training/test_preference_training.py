@@ -4,9 +4,7 @@ through engine.runs (stop, resume), on the real LLaMA-Factory files and the bund
 from __future__ import annotations
 
 import math
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from engine.config import RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from engine.training.methods import METHODS
+from tests.helpers.engine_cli import run_train
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +26,9 @@ DEMO_PREFERENCE = "assets/datasets/demo_preference.jsonl"
 def train_cli(config: RunConfig, root: Path) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """``python -m engine train CONFIG`` in the foreground, offline, as a user types it."""
     root.mkdir(parents=True, exist_ok=True)
-    config_path, run_dir = root / "config.yaml", root / "run"
+    config_path = root / "config.yaml"
     config_path.write_text(config.to_yaml())
-    result = subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
-    )
-    return run_dir, result
+    return root / "run", run_train(config_path, root / "run")
 
 
 def train_events(run_dir: Path) -> list[dict]:

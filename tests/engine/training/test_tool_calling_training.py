@@ -4,9 +4,6 @@ bundled demo model, whose chat template renders the tools and the calls."""
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
+from tests.helpers.engine_cli import run_train
 
 pytestmark = pytest.mark.integration
 
@@ -36,14 +34,7 @@ def test_the_glaive_file_trains_with_sft(tmp_path: Path) -> None:
     )
     config_path, run_dir = tmp_path / "config.yaml", tmp_path / "run"
     config_path.write_text(config.to_yaml())
-    result = subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
-    )
+    result = run_train(config_path, run_dir, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     status = runs.status(run_dir)
     assert (status.state, status.step) == ("completed", 3)
