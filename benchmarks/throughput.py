@@ -173,13 +173,11 @@ def run_trl_defaults(config: RunConfig, steps: int) -> float:
     return steady_tokens_per_second(points)
 
 
-def run_engine(preset: Path, config: RunConfig, steps: int) -> float:
-    """The product: ``python -m engine train``, measured from its own metrics.jsonl."""
+def engine_train_events(config: RunConfig) -> list[dict[str, Any]]:
+    """Train ``config`` with ``python -m engine train`` (the product) and return its metrics.jsonl train events."""
     with tempfile.TemporaryDirectory() as tmp:
-        data = config.model_dump(mode="json")
-        data["train"].update(max_steps=steps, save_strategy="no", eval_strategy="no")
         config_path = Path(tmp) / "config.yaml"
-        config_path.write_text(RunConfig.model_validate(data).to_yaml())
+        config_path.write_text(config.to_yaml())
         subprocess.run(
             [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", f"{tmp}/run"],
             check=True,
@@ -187,8 +185,14 @@ def run_engine(preset: Path, config: RunConfig, steps: int) -> float:
             stdout=subprocess.DEVNULL,
         )
         lines = Path(tmp, "run", "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    events = [json.loads(line) for line in lines]
-    train = [event for event in events if event["event"] == "train"]
+    return [event for event in map(json.loads, lines) if event["event"] == "train"]
+
+
+def run_engine(preset: Path, config: RunConfig, steps: int) -> float:
+    """The product: ``python -m engine train``, measured from its own metrics.jsonl."""
+    data = config.model_dump(mode="json")
+    data["train"].update(max_steps=steps, save_strategy="no", eval_strategy="no")
+    train = engine_train_events(RunConfig.model_validate(data))
     return steady_tokens_per_second([(event["time"], event["num_input_tokens_seen"]) for event in train])
 
 

@@ -31,7 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from throughput import median_interval  # noqa: E402  (benchmarks/ is the script's folder)
+from throughput import engine_train_events, median_interval  # noqa: E402  (benchmarks/ is the script's folder)
 
 from engine.config import RunConfig, load_config  # noqa: E402
 from engine.store.paths import find_local_path  # noqa: E402
@@ -117,17 +117,7 @@ def run_bare(config: RunConfig) -> float:
 
 def run_engine(config: RunConfig) -> float:
     """The product: ``python -m engine train``, measured from its own metrics.jsonl."""
-    with tempfile.TemporaryDirectory() as tmp:
-        config_path = Path(tmp) / "config.yaml"
-        config_path.write_text(config.to_yaml())
-        subprocess.run(
-            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", f"{tmp}/run"],
-            check=True,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-        )
-        lines = Path(tmp, "run", "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    train = [event for event in map(json.loads, lines) if event["event"] == "train"]
+    train = engine_train_events(config)
     return pairs_per_second([(event["time"], event["step"]) for event in train], config.train.per_device_batch_size)
 
 
