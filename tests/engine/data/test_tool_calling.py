@@ -1,5 +1,5 @@
 """Tool-calling SFT data (the ``tools`` format): detection of ShareGPT and OpenAI-style rows, normalisation to the
-transformers convention, loss masks on the calls and answers only, validation messages that name the row, the
+transformers convention, loss masks on the calls and answers only (the row checks: test_tool_calling_validation.py), the
 refusal of a chat template without tool support (the tokenizer's or data.chat_template, through the guard), the
 demo model's template, the preview, and the real glaive file."""
 
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from data_helpers import CHATML_TEMPLATE, DEMO_MODEL, REPO_ROOT, build_tokenizer, make_config
+from tool_rows_data import ANSWER, CALL, CLOCK, QUESTION, RESULT, WEATHER, openai_row, sharegpt_row
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from engine.config import DataSection
@@ -21,45 +22,6 @@ from engine.data.pipeline import select_rows, tokenize_rows
 from engine.data.template_guard import Conversation, probe_template, special_tokens_of
 from engine.data.tokenize import PROBE_MESSAGES, render_plan, tokenize_row, tool_support_problem
 from engine.data.tools import TOOL_PROBE_MESSAGES, TOOL_PROBE_TOOLS
-
-WEATHER = {
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-CLOCK = {"name": "read_clock", "description": "The time.", "parameters": {"type": "object", "properties": {}}}
-CALL = {"name": "get_weather", "arguments": {"city": "Paris"}}
-RESULT = '{"rain": true}'
-ANSWER = "Yes, it is raining in Paris."
-QUESTION = "Is it raining in Paris?"
-
-
-def sharegpt_row(call: Any = CALL, tools: Any = None, result: str = RESULT) -> dict[str, Any]:
-    """A LLaMA-Factory row: human asks, function_call, observation, gpt answers; tools as a JSON string."""
-    return {
-        "conversations": [
-            {"from": "human", "value": QUESTION},
-            {"from": "function_call", "value": call if isinstance(call, str) else json.dumps(call)},
-            {"from": "observation", "value": result},
-            {"from": "gpt", "value": ANSWER},
-        ],
-        "tools": json.dumps([WEATHER, CLOCK]) if tools is None else tools,
-    }
-
-
-def openai_row(arguments: Any = '{"city": "Paris"}', tools: Any = None) -> dict[str, Any]:
-    """An OpenAI / transformers row: arguments as a JSON string, a call id, tools as a list of wrapped schemas."""
-    call = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}
-    return {
-        "messages": [
-            {"role": "user", "content": QUESTION},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
-            {"role": "assistant", "content": ANSWER},
-        ],
-        "tools": [{"type": "function", "function": WEATHER}] if tools is None else tools,
-    }
-
 
 WRAPPED_TOOLS = [{"type": "function", "function": WEATHER}, {"type": "function", "function": CLOCK}]
 CANONICAL_CALL = {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
@@ -217,114 +179,6 @@ def test_without_completion_only_loss_every_token_trains(demo_tokenizer: Any, wr
 # ---------------------------------------------------------------------------------------------------------------
 # Validation: every message names its row
 # ---------------------------------------------------------------------------------------------------------------
-
-ARGUMENTS_NOT_JSON = {"name": "get_weather", "arguments": "{city: Paris}"}
-NOT_JSON = "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"
-
-
-def sharegpt_turns(*turns: tuple[str, str]) -> dict[str, Any]:
-    return {"conversations": [{"from": tag, "value": value} for tag, value in turns], "tools": json.dumps([WEATHER])}
-
-
-def openai_messages(*messages: dict[str, Any]) -> dict[str, Any]:
-    return {"messages": list(messages), "tools": [{"type": "function", "function": WEATHER}]}
-
-
-def call_message(arguments: Any) -> dict[str, Any]:
-    call = {"type": "function", "function": {"name": "get_weather", "arguments": arguments}}
-    return {"role": "assistant", "content": "", "tool_calls": [call]}
-
-
-USER_TURN = {"role": "user", "content": QUESTION}
-ANSWER_TURN = {"role": "assistant", "content": ANSWER}
-TOOL_TURN = {"role": "tool", "content": RESULT}
-
-BAD_ROWS = {
-    "function_call arguments not JSON": (
-        sharegpt_row(call=ARGUMENTS_NOT_JSON),
-        f"conversations[1] (function_call) arguments is not JSON ({NOT_JSON}); it must be a JSON object",
-    ),
-    "function_call arguments not an object": (
-        sharegpt_row(call={"name": "get_weather", "arguments": ["Paris"]}),
-        "conversations[1] (function_call) arguments is a list, not an object",
-    ),
-    "tool_calls arguments not JSON": (
-        openai_messages(USER_TURN, call_message("{city: Paris}"), TOOL_TURN, ANSWER_TURN),
-        f"messages[1].tool_calls[0].function.arguments is not JSON ({NOT_JSON}); it must be a JSON object",
-    ),
-    "tool_calls arguments JSON but not an object": (
-        openai_messages(USER_TURN, call_message('"Paris"'), TOOL_TURN, ANSWER_TURN),
-        "messages[1].tool_calls[0].function.arguments is a string in JSON, not an object",
-    ),
-    "observation without a call": (
-        sharegpt_turns(("human", QUESTION), ("observation", RESULT), ("gpt", ANSWER)),
-        "conversations[1] (observation) is a tool result with no tool call before it; put a function_call turn first",
-    ),
-    "observation after an answer": (
-        sharegpt_turns(("human", QUESTION), ("gpt", "Let me see."), ("observation", RESULT), ("gpt", ANSWER)),
-        "conversations[2] (observation) is a tool result with no tool call before it; put a function_call turn first",
-    ),
-    "tool message without a call": (
-        openai_messages(USER_TURN, TOOL_TURN, ANSWER_TURN),
-        "messages[1] (tool) is a tool result with no tool call before it; "
-        "put an assistant message with tool_calls first",
-    ),
-    "tools not JSON": (
-        sharegpt_row(tools='[{"name": '),
-        "tools is not JSON (Expecting value: line 1 column 11 (char 10)); it must be a JSON list of tool schemas",
-    ),
-    "tools an object": (sharegpt_row(tools=json.dumps(WEATHER)), "tools is an object, not a list of tool schemas"),
-    "tools of strings": (
-        sharegpt_row(tools='["get_weather"]'),
-        "tools[0] is a string, not an object (a tool schema with a name)",
-    ),
-    "a tool without a name": (sharegpt_row(tools=[{"description": "nameless"}]), "tools[0] has no name"),
-    "function_call not JSON": (
-        sharegpt_row(call="get_weather(city='Paris')"),
-        "conversations[1] (function_call) is not JSON (Expecting value: line 1 column 1 (char 0)); "
-        'write it as {"name": ..., "arguments": {...}}',
-    ),
-    "function_call without a name": (
-        sharegpt_row(call={"arguments": {"city": "Paris"}}),
-        'conversations[1] (function_call) has no name; write it as {"name": ..., "arguments": {...}}',
-    ),
-    "ends with a tool result": (
-        sharegpt_turns(("human", QUESTION), ("function_call", json.dumps(CALL)), ("observation", RESULT)),
-        "conversations ends with a observation turn; it must end with the assistant's answer or call",
-    ),
-    "an unknown tag": (
-        sharegpt_turns(("human", QUESTION), ("bot", ANSWER)),
-        "conversations[1].from 'bot' is not one of human, gpt, function_call, observation, system",
-    ),
-}
-
-
-@pytest.mark.parametrize("case", list(BAD_ROWS))
-def test_each_problem_is_named_with_its_row(case: str, write_jsonl: Callable[..., Path]) -> None:
-    bad, problem = BAD_ROWS[case]
-    good = sharegpt_row() if "conversations" in bad else openai_row()
-    path = write_jsonl([good, bad, good])
-    with pytest.raises(DataError) as refused:
-        load_rows(DataSection(path=str(path)))
-    assert str(refused.value) == f"{path}: 1 of 3 rows has problems (tools format):\n  row 2: {problem}"
-
-
-def test_problems_in_several_rows_are_each_numbered(write_jsonl: Callable[..., Path]) -> None:
-    rows = [sharegpt_row(), sharegpt_row(call=ARGUMENTS_NOT_JSON), sharegpt_row(), sharegpt_row(tools="{")]
-    with pytest.raises(DataError) as refused:
-        load_rows(DataSection(path=str(write_jsonl(rows))))
-    lines = str(refused.value).splitlines()
-    assert lines[0].endswith("2 of 4 rows have problems (tools format):")
-    assert lines[1].startswith("  row 2: conversations[1] (function_call) arguments is not JSON")
-    assert lines[2].startswith("  row 4: tools is not JSON")
-
-
-def test_an_assistant_message_with_null_tool_calls_is_a_plain_answer(write_jsonl: Callable[..., Path]) -> None:
-    row = openai_row()
-    row["messages"][-1]["tool_calls"] = None  # exports write null on plain answers
-    loaded = load_rows(DataSection(path=str(write_jsonl([row]))))
-    assert loaded.rows[0]["messages"][-1] == {"role": "assistant", "content": ANSWER}
-
 
 # ---------------------------------------------------------------------------------------------------------------
 # A template without tool support is refused before launch
