@@ -51,22 +51,11 @@ def prepare_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
     Warnings (truncated rows, dropped rows, unfilled placeholders) are in ``report.warnings`` for the caller
     to show; nothing is printed here, so a training log does not get them twice.
     """
-    data, max_length = config.data, config.train.max_length
-    loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
+    checked = _checked_sets(config, tokenizer)
     with_labels = not config.train.packing
-    parts = [(loaded, train_idx), *([(eval_loaded, eval_idx)] if eval_loaded is not None else [])]
-    guard_chat_template(data, tokenizer, parts, TRAIN_BUDGET_S)
-    train_set = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
-    require_trainable(train_set, data, loaded.source, max_length)
-    report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
-    add_token_counts(report, train_set)
-    eval_dataset = None
-    if eval_loaded is not None:
-        eval_set = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
-        report.warnings += [warning for warning in eval_set.warnings if warning not in report.warnings]
-        report.num_eval_rows = len(eval_set.rows)
-        eval_dataset = _to_dataset(eval_set, with_labels) if eval_set.rows else None
-    return PreparedData(_to_dataset(train_set, with_labels), eval_dataset, report)
+    evaluation = checked.eval_set
+    eval_dataset = _to_dataset(evaluation, with_labels) if evaluation and evaluation.rows else None
+    return PreparedData(_to_dataset(checked.train_set, with_labels), eval_dataset, checked.report)
 
 
 def prepare_paired_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
@@ -76,23 +65,42 @@ def prepare_paired_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
     conversations (engine.data.preference.as_conversations)."""
     import datasets
 
+    checked = _checked_sets(config, tokenizer)
+    train = datasets.Dataset.from_list(_kept_rows(checked.loaded, checked.train_set))
+    evaluation = None
+    if checked.eval_loaded is not None and checked.eval_set is not None and checked.eval_set.rows:
+        evaluation = datasets.Dataset.from_list(_kept_rows(checked.eval_loaded, checked.eval_set))
+    return PreparedData(train, evaluation, checked.report)
+
+
+@dataclass
+class _CheckedSets:
+    """The run's rows, split, guarded and tokenized (for training or only for counting), with the report."""
+
+    loaded: LoadedRows
+    train_set: TokenizedSet
+    eval_loaded: LoadedRows | None
+    eval_set: TokenizedSet | None
+    report: DataReport
+
+
+def _checked_sets(config: RunConfig, tokenizer: Any) -> _CheckedSets:
+    """What every method's data goes through: select and split the rows, render them through the template guard,
+    tokenize, refuse a set with nothing to learn, and report (eval rows counted after their own truncation)."""
     data, max_length = config.data, config.train.max_length
     loaded, train_idx, eval_loaded, eval_idx = select_rows(data, config.train.seed)
     parts = [(loaded, train_idx), *([(eval_loaded, eval_idx)] if eval_loaded is not None else [])]
     guard_chat_template(data, tokenizer, parts, TRAIN_BUDGET_S)
-    counted = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
-    require_trainable(counted, data, loaded.source, max_length)
+    train_set = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
+    require_trainable(train_set, data, loaded.source, max_length)
     report = start_report(data, loaded, train_idx, eval_loaded, eval_idx)
-    add_token_counts(report, counted)
-    train = datasets.Dataset.from_list(_kept_rows(loaded, counted))
-    evaluation = None
+    add_token_counts(report, train_set)
+    eval_set = None
     if eval_loaded is not None:
-        eval_counted = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
-        report.warnings += [warning for warning in eval_counted.warnings if warning not in report.warnings]
-        report.num_eval_rows = len(set(eval_counted.numbers))
-        if eval_counted.rows:
-            evaluation = datasets.Dataset.from_list(_kept_rows(eval_loaded, eval_counted))
-    return PreparedData(train, evaluation, report)
+        eval_set = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
+        report.warnings += [warning for warning in eval_set.warnings if warning not in report.warnings]
+        report.num_eval_rows = len(set(eval_set.numbers))  # a preference row is two sequences under one number
+    return _CheckedSets(loaded, train_set, eval_loaded, eval_set, report)
 
 
 def _kept_rows(loaded: LoadedRows, counted: TokenizedSet) -> list[dict[str, Any]]:
