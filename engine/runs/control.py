@@ -32,6 +32,7 @@ from engine.store.rundir import (
     is_run_dir,
     next_segment,
     read_status,
+    status_lock,
     update_status,
 )
 from engine.store.workspace import runs_dir, standby_dir, start_lock_file, workspace_of
@@ -202,12 +203,15 @@ def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -
     pids = run_processes(run_dir)
     if not any(is_alive(pid) for pid in pids):
         return False
-    kill_all(pids)
-    deadline = time.time() + timeout
-    # A dying worker could still write its status: wait for the end before saying "aborted".
-    while any(is_alive(pid) for pid in pids) and time.time() < deadline:
-        time.sleep(0.02)
-    update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
+    # Under the status lock from the kill to "aborted": a reader that finds the processes gone meanwhile waits,
+    # then sees "aborted" instead of recording a crash ("the training process is gone").
+    with status_lock(run_dir):
+        kill_all(pids)
+        deadline = time.time() + timeout
+        # A dying worker could still write its status: wait for the end before saying "aborted".
+        while any(is_alive(pid) for pid in pids) and time.time() < deadline:
+            time.sleep(0.02)
+        update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
     return True
 
 

@@ -55,9 +55,15 @@ def status(run_dir: Path) -> RunStatus:
 
 
 def _record(run_dir: Path, current: RunStatus, **changes: Any) -> RunStatus:
-    """Write a reconciled status; a reader on a full (or read-only) disk still gets the reconciled view."""
+    """Write a reconciled status, unless a writer changed the state or the processes meanwhile (Abort writing
+    ``aborted``, a resume starting the run): then the stored status stands. A reader on a full (or read-only)
+    disk still gets the reconciled view."""
+
+    def unchanged(stored: RunStatus) -> bool:
+        return (stored.state, stored.supervisor_pid, stored.pid) == (current.state, current.supervisor_pid, current.pid)
+
     try:
-        return update_status(run_dir, **changes)
+        return update_status(run_dir, when=unchanged, **changes)
     except OSError as exc:
         changes["error"] = f"{changes.get('error')}; the status could not be saved: {exc.strerror or exc}"
         return replace(current, **changes)

@@ -8,13 +8,16 @@ the supervisor and the studio read these files without paying for torch.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,7 @@ MODEL_DIR = "model"
 WEIGHT_FILES = ("*.safetensors", "*.bin")
 
 RESERVE_FILE = ".space-reserve"
+STATUS_LOCK_FILE = ".status.lock"  # flock'd around every read-modify-write of status.json
 TRAINER_STATE_FILE = "trainer_state.json"
 
 # The states of a run (status.json's "state"): the one definition of which are active, open, final and
@@ -221,8 +225,42 @@ def read_status(run_dir: Path) -> RunStatus:
     return RunStatus.from_dict(_read_status_file(run_dir))
 
 
-def update_status(run_dir: Path, **changes: Any) -> RunStatus:
-    """Merge ``changes`` into status.json and write it atomically; returns the new status.
+_held_status_locks = threading.local()  # per thread: the run directories whose status lock it holds
+
+
+@contextlib.contextmanager
+def status_lock(run_dir: Path) -> Iterator[None]:
+    """Hold the run's status lock: no other writer (worker, supervisor, a reader reconciling, Abort) changes
+    status.json meanwhile. Re-entrant within a thread. Where the lock file cannot be made (a read-only disk), the
+    status is not locked: a write there would fail anyway.
+
+    Without it two writers that each read, change and write the status lose one change: a reader that found a
+    just-aborted run's processes gone recorded ``failed`` over Abort's ``aborted``.
+    """
+    key = str(Path(run_dir).resolve())
+    held = _held_status_locks.__dict__.setdefault("runs", set())
+    if key in held:
+        yield
+        return
+    try:
+        handle = open(Path(run_dir) / STATUS_LOCK_FILE, "a")  # noqa: SIM115 (held across the yield)
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # the kernel drops it if the holder dies
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def update_status(run_dir: Path, when: Callable[[RunStatus], bool] | None = None, **changes: Any) -> RunStatus:
+    """Merge ``changes`` into status.json and write it atomically, under the run's status lock; returns the new
+    status. With ``when``, only if ``when(the stored status)`` holds, checked under the lock (else the stored
+    status is returned unchanged): a writer whose change rests on what it read earlier says so here.
 
     Only RunStatus's stored fields may change (a misspelt one is a TypeError, not a silent new key); the file
     keeps just the keys ever written, and those of other engine versions.
@@ -230,10 +268,13 @@ def update_status(run_dir: Path, **changes: Any) -> RunStatus:
     unknown = set(changes) - STORED_FIELDS
     if unknown:
         raise TypeError(f"not a stored field of RunStatus: {', '.join(sorted(unknown))}")
-    stored = _read_status_file(run_dir)
-    stored.update(changes)
-    stored["updated_at"] = time.time()
-    write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(stored, indent=1, sort_keys=True))
+    with status_lock(run_dir):
+        stored = _read_status_file(run_dir)
+        if when is not None and not when(RunStatus.from_dict(stored)):
+            return RunStatus.from_dict(stored)
+        stored.update(changes)
+        stored["updated_at"] = time.time()
+        write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(stored, indent=1, sort_keys=True))
     return RunStatus.from_dict(stored)
 
 

@@ -67,3 +67,80 @@ def test_delete_removes_a_finished_run_and_refuses_an_active_one(tmp_path: Path)
     assert not run_dir.exists()
     with pytest.raises(runs.RunError, match="is not a run"):
         runs.delete(run_dir)
+
+
+COUNTER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from engine.store.rundir import read_status, status_lock, update_status
+    run_dir, times = Path(sys.argv[1]), int(sys.argv[2])
+    for _ in range(times):
+        with status_lock(run_dir):  # re-entered by update_status in the same thread
+            update_status(run_dir, step=(read_status(run_dir).step or 0) + 1)
+    """
+)
+
+
+def test_status_writers_in_several_processes_lose_no_change(tmp_path: Path) -> None:
+    run_dir = _demo_run(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    writers = [subprocess.Popen([sys.executable, "-c", COUNTER, str(run_dir), "150"], env=env) for _ in range(3)]
+    assert [writer.wait(timeout=120) for writer in writers] == [0, 0, 0]
+    assert runs.status(run_dir).step == 450
+
+
+def test_update_status_when_leaves_a_status_that_changed_meanwhile(tmp_path: Path) -> None:
+    run_dir = _demo_run(tmp_path)
+    update_status(run_dir, state="running", pid=123)
+    still_running = lambda stored: stored.state == "running"  # noqa: E731
+    update_status(run_dir, state="aborted", error="aborted by the user")
+    kept = update_status(run_dir, when=still_running, state="failed", error="the training process is gone")
+    assert (kept.state, kept.error) == ("aborted", "aborted by the user")
+    assert runs.status(run_dir).state == "aborted"
+    update_status(run_dir, state="running")
+    assert update_status(run_dir, when=still_running, state="failed").state == "failed"
+
+
+READER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from engine import runs
+    runs_root, stop = Path(sys.argv[1]), Path(sys.argv[2])
+    while not stop.exists():
+        for run_dir in runs_root.iterdir():
+            try:
+                runs.status(run_dir)
+            except (FileNotFoundError, NotADirectoryError):
+                pass
+    """
+)
+
+
+def test_abort_beside_busy_readers_ends_aborted_never_as_a_crash(tmp_path: Path) -> None:
+    """Readers (the Monitor, a second studio, a waiting standby) reconcile the status all the time; one that finds
+    the processes gone between Abort's kill and its "aborted" must not record the run as crashed."""
+    workspace, stop = tmp_path / "workspace", tmp_path / "stop"
+    first = _demo_run(workspace)
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    readers = [
+        subprocess.Popen([sys.executable, "-c", READER, str(first.parent), str(stop)], env=env) for _ in range(3)
+    ]
+    states = []
+    try:
+        for round_ in range(25):
+            run_dir = first if round_ == 0 else _demo_run(workspace)
+            worker = subprocess.Popen(
+                [sys.executable, "-c", "import time; time.sleep(60)", "-m", "engine", "worker", str(run_dir)],
+                start_new_session=True,
+            )
+            update_status(run_dir, state="running", pid=worker.pid, supervisor_pid=None, started_at=0)
+            assert runs.abort(run_dir)
+            worker.wait(timeout=10)
+            states.append(runs.status(run_dir).state)
+    finally:
+        stop.touch()
+        for reader in readers:
+            reader.wait(timeout=30)
+    assert states == ["aborted"] * 25
