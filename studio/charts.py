@@ -333,12 +333,25 @@ def _tint(color: str, alpha: float = 0.08) -> str:
     return f"rgba({red},{green},{blue},{alpha})"
 
 
-def compare_figure(curves: dict[str, Sequence[Point]], smoothing: float = 0.0, log_y: bool = False) -> Figure:
-    """Several runs' train loss overlaid, one colour each (decimated to at most MAX_POINTS per run)."""
+def compare_figure(
+    curves: dict[str, Sequence[Point]],
+    smoothing: float = 0.0,
+    log_y: bool = False,
+    title: str = "Train loss",
+    y_title: str = "loss",
+    sparse: bool = False,
+) -> Figure:
+    """Several runs' curves of one metric overlaid, one colour each (decimated to at most MAX_POINTS per run).
+
+    ``title`` and ``y_title`` name the metric. ``sparse`` curves (logged at evaluations only) are drawn as the
+    Monitor draws eval loss: with markers, and not smoothed.
+    """
     traces = []
+    style: dict[str, Any] = {"mode": "lines+markers", "marker": {"size": 7}} if sparse else {}
     for i, (name, points) in enumerate(curves.items()):
         points = minmax_decimate(points)
-        if smoothing > 0 and points:
+        if smoothing > 0 and points and not sparse:
             points = list(zip([p[0] for p in points], ema([p[1] for p in points], smoothing), strict=True))
-        traces.append(_trace(points, name, COLORS[i % len(COLORS)]))
-    return _figure(traces, _layout("Train loss", "loss", 360, log_y), "pick two or more runs to compare")
+        traces.append(_trace(points, name, COLORS[i % len(COLORS)], **style))
+    empty = f"none of these runs logged {title.lower()}" if curves else "pick two or more runs to compare"
+    return _figure(traces, _layout(title, y_title, 360, log_y), empty)

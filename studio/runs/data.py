@@ -1,4 +1,4 @@
-"""The Runs tab's data: the run list, loss curves, config differences, deletion. No Gradio here.
+"""The Runs tab's data: the run list, compared curves, config differences, deletion. No Gradio here.
 
 The list is refreshed every few seconds by every open page, so ``RunIndex`` keeps, per run, the byte offset
 into metrics.jsonl and the last / best loss read so far: a refresh reads each run's status and only the
@@ -7,9 +7,10 @@ metrics lines written since the previous refresh (``engine.runs.list_runs`` re-r
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,8 @@ import yaml
 from engine import runs
 from engine.evaluate import evaluations
 from engine.runs.lineage import source_label
-from engine.store.rundir import CONFIG_FILE, OPEN_STATES, RunStatus
+from engine.store.rundir import CONFIG_FILE, OPEN_STATES, RunStatus, iter_metrics
+from engine.training.methods import method_charts
 from studio.charts import Point
 from studio.markup import run_time_text
 from studio.path_guard import resolve_run
@@ -160,14 +162,91 @@ def delete_run(workspace: Path, run_id: str) -> None:
     runs.delete(resolve_run(workspace, run_id))
 
 
+TRAIN_LOSS, EVAL_LOSS = "train loss", "eval loss"  # the Compare chart's two choices that every run may have
+
+
+@dataclass(frozen=True)
+class CompareMetric:
+    """One choice of the Compare chart's Metric picker: the metrics.jsonl key of which events it draws, and the
+    chart's title and y-axis label."""
+
+    event: str  # "train" or "eval"
+    key: str
+    title: str
+    unit: str
+
+    @property
+    def sparse(self) -> bool:
+        """Logged at evaluations only (every eval_steps): drawn with markers, not smoothed."""
+        return self.event == "eval"
+
+
+def compare_metrics() -> dict[str, CompareMetric]:
+    """Every metric the Compare chart can draw, by the picker's value: train and eval loss, then each method's
+    own charts (from the method registry), as the trainer logs them on train events."""
+    found = {
+        TRAIN_LOSS: CompareMetric("train", "loss", "Train loss", "loss"),
+        EVAL_LOSS: CompareMetric("eval", "eval_loss", "Eval loss", "loss"),
+    }
+    for key, chart in method_charts().items():
+        found.setdefault(key, CompareMetric("train", key, chart.title, chart.unit))
+    return found
+
+
+@dataclass
+class Comparison:
+    """What the Compare chart draws: one metric's curve per run, and the Metric picker's choices."""
+
+    metric: str  # the picker's value drawn
+    chart: CompareMetric
+    curves: dict[str, list[Point]]  # by run label
+    choices: list[tuple[str, str]]  # (title, value)
+
+
+def compare_curves(run_dirs: Mapping[str, Path], metric: str = TRAIN_LOSS) -> Comparison:
+    """The curves of ``metric`` of the runs (by label; one read of each metrics file) and the picker's choices:
+    the two losses and each method metric at least one of the runs logged. A metric that is not a choice falls
+    back to train loss."""
+    metrics = compare_metrics()
+    per_run = {label: run_curves(run_dir, metrics) for label, run_dir in run_dirs.items()}
+    logged = {value for curves in per_run.values() for value, points in curves.items() if points}
+    choices = metric_choices(metrics, logged)
+    chosen = metric if metric in {value for _, value in choices} else TRAIN_LOSS
+    curves = {label: run[chosen] for label, run in per_run.items()}
+    return Comparison(metric=chosen, chart=metrics[chosen], curves=curves, choices=choices)
+
+
+def metric_choices(metrics: Mapping[str, CompareMetric], logged: Iterable[str]) -> list[tuple[str, str]]:
+    """The picker's (title, value) choices: train and eval loss always, then the method metrics in ``logged``."""
+    losses, logged = (TRAIN_LOSS, EVAL_LOSS), set(logged)
+    own = [(metric.title, value) for value, metric in metrics.items() if value in logged and value not in losses]
+    return [(loss, loss) for loss in losses] + own
+
+
+def run_curves(run_dir: Path, metrics: Mapping[str, CompareMetric]) -> dict[str, list[Point]]:
+    """Each metric's (step, value) points of one run, by the picker's value, from one read of metrics.jsonl
+    (an empty list for a metric the run never logged)."""
+    events = list(iter_metrics(run_dir))
+    return {value: _points(events, metric.event, metric.key) for value, metric in metrics.items()}
+
+
+def metric_curve(run_dir: Path, event: str, key: str) -> list[Point]:
+    """(step, value) of every ``event`` event ("train", "eval") that logged a finite number under ``key``."""
+    return _points(iter_metrics(run_dir), event, key)
+
+
 def loss_curve(run_dir: Path) -> list[Point]:
     """(step, loss) of every train event (read once per comparison, not per poll)."""
-    events, _ = runs.read_metrics(run_dir, 0)
-    return [
-        (event["step"], event["loss"])
-        for event in events
-        if event.get("event") == "train" and isinstance(event.get("loss"), (int, float))
-    ]
+    return metric_curve(run_dir, "train", "loss")
+
+
+def _points(events: Iterable[dict[str, Any]], event: str, key: str) -> list[Point]:
+    return [(e.get("step", 0), e[key]) for e in events if e.get("event") == event and _finite(e.get(key))]
+
+
+def _finite(value: Any) -> bool:
+    """A number a chart can draw (not a bool, NaN or infinity)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:

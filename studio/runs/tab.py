@@ -1,8 +1,9 @@
 """The Runs tab: every run of the workspace, open one in the Monitor, compare several, delete finished ones.
 
 Clicking a row opens that run in the Monitor (sets the shared current run and switches tab). The runs picked
-in "Selected runs" are compared (overlaid loss curves and the config fields that differ) or deleted, after a
-confirmation, and never while one of them is still going.
+in "Selected runs" are compared (overlaid curves of the metric picked beside Compare: train or eval loss or one
+of the methods' own metrics; and the config fields that differ) or deleted, after a confirmation, and never
+while one of them is still going.
 """
 
 from __future__ import annotations
@@ -27,10 +28,12 @@ from studio.path_guard import resolve_run
 from studio.runs.continuation import continue_values
 from studio.runs.data import (
     COLUMNS,
+    EVAL_LOSS,
+    TRAIN_LOSS,
     RunIndex,
+    compare_curves,
     config_diff,
     delete_run,
-    loss_curve,
     read_config,
 )
 
@@ -91,30 +94,38 @@ def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor:
     return [str(run_dir), gr.Tabs(selected="monitor")]
 
 
-def compare_view(
+def compare_outputs(
     workspace: Path,
     run_ids: list[str] | None,
     smoothing: float,
+    metric: str = TRAIN_LOSS,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
 ) -> list[Any]:
-    """Overlaid loss curves and the table of config fields that differ between the picked runs (in demo mode
-    the data paths as the visitor knows them: ``mine.jsonl``)."""
-    curves, configs = {}, {}
+    """Overlaid curves of ``metric``, the table of config fields that differ between the picked runs (in demo
+    mode the data paths as the visitor knows them: ``mine.jsonl``) and the Metric picker with the metrics the
+    runs logged (its choice kept while one of them has it, else train loss)."""
+    run_dirs, configs = {}, {}
     for run_id in run_ids or []:
         try:
             run_dir = owned_run(workspace, run_id, policy, visitor)
         except runs.RunError:
             continue
-        label = _unique(f"{read_config(run_dir).get('name') or run_id}", curves)
-        curves[label] = loss_curve(run_dir)
-        configs[label] = read_config(run_dir)
+        config = read_config(run_dir)
+        label = _unique(f"{config.get('name') or run_id}", configs)
+        run_dirs[label], configs[label] = run_dir, config
+    comparison = compare_curves(run_dirs, metric)
+    chart = comparison.chart
+    figure = charts.compare_figure(
+        comparison.curves, smoothing, title=chart.title, y_title=chart.unit, sparse=chart.sparse
+    )
     headers, rows = config_diff(configs) if len(configs) > 1 else (["field"], [])
     if len(configs) > 1 and not rows:
         rows = [["(no differences)", *([""] * len(configs))]]
     return [
-        as_plot(charts.compare_figure(curves, smoothing)),
+        as_plot(figure),
         pd.DataFrame(policy.shown(rows, workspace), columns=headers),
+        gr.Dropdown(choices=comparison.choices, value=comparison.metric),
     ]
 
 
@@ -195,6 +206,14 @@ class RunsTab:
             self.selected = gr.Dropdown(
                 choices=[], multiselect=True, label="Selected runs", scale=4, elem_id="ts-runs-selected"
             )
+            self.metric = gr.Dropdown(
+                choices=[(TRAIN_LOSS, TRAIN_LOSS), (EVAL_LOSS, EVAL_LOSS)],
+                value=TRAIN_LOSS,
+                label="Metric",
+                scale=1,
+                min_width=180,
+                elem_id="ts-compare-metric",
+            )
             with gr.Column(scale=0, min_width=260), gr.Row(elem_classes="ts-actions"):
                 self.compare = gr.Button("Compare", variant="primary", elem_id="ts-compare")
                 self.delete = gr.Button("Delete…", variant="stop", elem_id="ts-delete")
@@ -247,14 +266,15 @@ class RunsTab:
             return open_run(workspace, str(row[-1]), policy, who) if row else [gr.skip(), gr.skip()]
 
         self.table.select(on_select, [visitor], [self.ctx.current_run, self.ctx.tabs], **private)
-        compare_outputs = [self.compare_plot, self.diff]
         compare = {
-            "fn": lambda ids, s, who: compare_view(workspace, ids, s, policy, who),
-            "inputs": [self.selected, self.smoothing, visitor],
+            "fn": lambda ids, s, m, who: compare_outputs(workspace, ids, s, m, policy, who),
+            "inputs": [self.selected, self.smoothing, self.metric, visitor],
+            "outputs": [self.compare_plot, self.diff, self.metric],
             **private,
         }
-        self.compare.click(**compare, outputs=compare_outputs)
-        self.smoothing.release(**compare, outputs=compare_outputs)
+        self.compare.click(**compare)
+        self.smoothing.release(**compare)
+        self.metric.input(**compare)  # input, not change: the handler's own update of the picker must not loop
         self.delete.click(
             lambda ids: ask_delete(workspace, ids), [self.selected], [self.confirm_row, self.message], **private
         )

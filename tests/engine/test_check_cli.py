@@ -71,7 +71,8 @@ def test_preference_data_for_sft_is_refused_before_launch_and_checks_for_dpo(tmp
     data = {"path": str(SHARED / "dpo_en_demo.json"), "max_samples": 8}
     result = run_check(tmp_path, {"data": data})
     assert result.returncode == 2
-    assert "dpo_en_demo.json is preference data" in result.stderr and "set method to dpo or orpo" in result.stderr
+    assert "dpo_en_demo.json is preference data" in result.stderr
+    assert "set method to dpo or kto or orpo" in result.stderr
     result = run_check(tmp_path, {"method": "dpo", "data": data, "train": {"max_length": 2048}})
     assert result.returncode == 0, result.stderr
     assert "format: preference" in result.stdout and "rows: 8 train" in result.stdout

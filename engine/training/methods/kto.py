@@ -28,6 +28,23 @@ def training_kwargs(config: RunConfig) -> dict[str, Any]:
     return kwargs
 
 
+def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
+    """The run's rows as KTO's labelled answers. Paired preference data (dpo_en_demo.json, the demo set) is unpaired
+    with TRL's own ``unpair_preference_dataset``: each pair gives its chosen answer labelled desirable and its
+    rejected one labelled undesirable. The training rows are then shuffled once (seeded): TRL unpairs a batch into
+    all its chosen answers followed by all its rejected ones, and KTO trains in the dataset's order, so unshuffled
+    a batch would hold only desirable or only undesirable answers."""
+    from trl.data_utils import unpair_preference_dataset
+
+    prepared = paired.prepare_data(config, tokenizer)
+    if "chosen" not in prepared.train.column_names:
+        return prepared
+    prepared.train = unpair_preference_dataset(prepared.train).shuffle(seed=config.train.seed)
+    if prepared.eval is not None:
+        prepared.eval = unpair_preference_dataset(prepared.eval)
+    return prepared
+
+
 def args_class() -> type:
     """TRL's KTOConfig."""
     from trl import KTOConfig
@@ -45,8 +62,8 @@ def build_trainer(parts: TrainerParts) -> Any:
 METHOD = Method(
     name="kto",
     title="Kahneman-Tversky optimisation (KTO)",
-    formats=("kto",),
-    prepare_data=paired.prepare_data,
+    formats=("kto", "preference"),
+    prepare_data=prepare_data,
     training_kwargs=training_kwargs,
     args_class=args_class,
     build_trainer=build_trainer,

@@ -58,7 +58,7 @@ def test_a_method_refuses_data_of_another_format() -> None:
         require_format(sft, "preference", "data.json")
     assert str(caught.value) == (
         "method: data.json is preference data (a chosen and a rejected answer per prompt), and sft trains on "
-        f"{', '.join(sft.formats)} data; set method to dpo or orpo"
+        f"{', '.join(sft.formats)} data; set method to dpo or kto or orpo"
     )
 
 

@@ -79,36 +79,43 @@ def test_a_real_file_trains_with_the_methods_metrics(method: str, file: str, ext
     assert (run_dir / ("model" if "adapter" in extra else "adapter")).is_dir()
 
 
-def demo_dpo_config(**train: object) -> RunConfig:
-    """DPO on the bundled preference set: short rows, quick steps, a checkpoint every 2."""
-    return parse_config(
-        {
-            "name": "dpo-resume",
-            "method": "dpo",
-            "data": {"path": DEMO_PREFERENCE, "max_samples": 48},
-            "adapter": {"r": 8, "dropout": 0.0},
-            "train": {
-                "max_steps": 8,
-                "per_device_batch_size": 4,
-                "learning_rate": 3e-3,
-                "max_length": 64,
-                "save_steps": 2,
-                "logging_steps": 1,
-                **train,
-            },
-        }
-    )
+def demo_preference_config(method: str, **sections: dict) -> RunConfig:
+    """A method on the bundled preference set (kto unpairs it): short rows, quick steps, a checkpoint every 2."""
+    data = {
+        "name": f"{method}-resume",
+        "method": method,
+        "data": {"path": DEMO_PREFERENCE, "max_samples": 48},
+        "adapter": {"r": 8, "dropout": 0.0},
+        "train": {
+            "max_steps": RESUME_STEPS,
+            "per_device_batch_size": 4,
+            "learning_rate": 3e-3,
+            "max_length": 64,
+            "save_steps": 2,
+            "logging_steps": 1,
+        },
+    }
+    for section, values in sections.items():
+        data.setdefault(section, {}).update(values)
+    return parse_config(data)
 
 
-def test_dpo_stop_and_resume_reproduce_the_uninterrupted_losses(tmp_path: Path):
-    reference, result = train_cli(demo_dpo_config(), tmp_path / "reference")
+# Room to stop in: ORPO's steps take under 0.1 s, and a stop sent at step 3 of 8 once arrived after the last.
+RESUME_STEPS = 16
+# The metric that must move the policy's way over the run, per method (TRL's names).
+PROGRESS = {"dpo": "rewards/margins", "orpo": "log_odds_ratio", "kto": "rewards/chosen"}
+
+
+@pytest.mark.parametrize("method", ["dpo", "orpo", "kto"])
+def test_stop_and_resume_reproduce_the_uninterrupted_losses(method: str, tmp_path: Path):
+    reference, result = train_cli(demo_preference_config(method), tmp_path / "reference")
     assert result.returncode == 0, result.stderr[-3000:]
     expected = {event["step"]: event["loss"] for event in train_events(reference)}
-    assert sorted(expected) == list(range(1, 9))
-    margins = [event["rewards/margins"] for event in train_events(reference)]
-    assert margins[-1] > margins[0]  # the policy moves towards the chosen answers
+    assert sorted(expected) == list(range(1, RESUME_STEPS + 1))
+    progress = [event[PROGRESS[method]] for event in train_events(reference) if PROGRESS[method] in event]
+    assert progress[-1] > progress[0]  # the policy moves towards the chosen answers
 
-    run_dir = runs.create_run(demo_dpo_config(), run_dir=tmp_path / "run")
+    run_dir = runs.create_run(demo_preference_config(method), run_dir=tmp_path / "run")
     runs.start(run_dir)
     deadline = time.time() + 300
     while (runs.status(run_dir).step or 0) < 3 and runs.status(run_dir).is_active and time.time() < deadline:
@@ -116,7 +123,7 @@ def test_dpo_stop_and_resume_reproduce_the_uninterrupted_losses(tmp_path: Path):
     assert runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=300)
     assert stopped.state == "stopped", stopped
-    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < 8
+    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < RESUME_STEPS
     runs.resume(run_dir)
     finished = runs.wait(run_dir, timeout=300)
     assert finished.state == "completed", finished

@@ -26,7 +26,7 @@ from studio.markup import Html, bold
 from studio.monitor import tab as monitor_tab
 from studio.monitor.routes import ChartQuery, charts_response
 from studio.monitor.session import MonitorSession
-from studio.runs.tab import compare_view, delete_runs, open_run
+from studio.runs.tab import compare_outputs, delete_runs, open_run
 from studio.train import actions
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
@@ -253,7 +253,7 @@ def test_runs_tab_compares_and_refuses_without_server_paths(workspace: Path, mon
     run_dir = failed_run(workspace)
     other = runs.create_run(actions.checked_config(actions.starting_values(), workspace, DEMO), workspace=workspace)
     update_status(other, state="completed", owner=owner_tag(ALICE))
-    table = compare_view(workspace, [run_dir.name, other.name], 0.6, DEMO, ALICE)[1]
+    table = compare_outputs(workspace, [run_dir.name, other.name], 0.6, policy=DEMO, visitor=ALICE)[1]
     row = table[table["field"] == "data.path"].values.tolist()[0]
     assert row[1:] == ["mine.jsonl", "assets/datasets/demo_sft_train.jsonl"]
     message = delete_runs(workspace, ["no-such-run"], DEMO, ALICE)[1]

@@ -114,10 +114,10 @@ def test_config_diff_lists_only_differing_fields():
     assert flatten({"x": {"y": {"z": 1}}, "w": {}}) == {"x.y.z": 1, "w": {}}
 
 
-def test_compare_view_overlays_losses_and_diffs_configs(tmp_path):
+def test_compare_overlays_losses_and_diffs_configs(tmp_path):
     write_run(tmp_path, "r1", 1.0, losses=[3, 2, 1], config={"name": "lr-small", "train": {"learning_rate": 1e-4}})
     write_run(tmp_path, "r2", 2.0, losses=[3, 1], config={"name": "lr-big", "train": {"learning_rate": 1e-3}})
-    plot, diff = runs_tab.compare_view(tmp_path, ["r1", "r2"], 0.0)
+    plot, diff, _ = runs_tab.compare_outputs(tmp_path, ["r1", "r2"], 0.0)
     figure = json.loads(plot.plot)
     assert [trace["name"] for trace in figure["data"]] == ["lr-small", "lr-big"]
     assert figure["data"][0]["y"] == [3, 2, 1]
