@@ -22,6 +22,8 @@ class ParameterCount:
 
     trainable: int
     total: int
+    quantized: int = 0  # of the total, the frozen weights bitsandbytes stores in ``bits`` bits
+    bits: int | None = None
 
     @property
     def percent(self) -> float:
@@ -29,19 +31,29 @@ class ParameterCount:
         return 100.0 * self.trainable / max(self.total, 1)
 
     def __str__(self) -> str:
-        return f"{self.trainable:,} trainable of {self.total:,} parameters ({self.percent:.2f}%)"
+        text = f"{self.trainable:,} trainable of {self.total:,} parameters ({self.percent:.2f}%)"
+        return text + (f"; {self.quantized:,} of them stored {self.bits}-bit" if self.quantized else "")
+
+
+# bitsandbytes' parameter classes, by name (no import of bitsandbytes needed to count them), and their bits.
+_QUANTIZED_BITS = {"Params4bit": 4, "Int8Params": 8}
 
 
 def count_parameters(model: Any) -> ParameterCount:
-    """Count trainable and total parameters (4-bit weights count as stored elements times two)."""
-    trainable = total = 0
+    """Count trainable and total parameters, and those stored quantized (4-bit weights count as stored elements
+    times two)."""
+    trainable = total = quantized = 0
+    bits = None
     for param in model.parameters():
         count = param.numel()
-        if type(param).__name__ == "Params4bit":
+        kind = _QUANTIZED_BITS.get(type(param).__name__)
+        if kind == 4:
             count *= 2  # two 4-bit values are packed into each stored byte
+        if kind:
+            quantized, bits = quantized + count, kind
         total += count
         trainable += count if param.requires_grad else 0
-    return ParameterCount(trainable, total)
+    return ParameterCount(trainable, total, quantized, bits)
 
 
 def load_tokenizer(config: RunConfig) -> Any:

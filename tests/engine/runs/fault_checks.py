@@ -30,7 +30,7 @@ WORKER_ENV = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
 MAX_STEPS, SAVE_STEPS = 6, 2
 
 
-def fault_config(**overrides: dict) -> RunConfig:
+def fault_config(**overrides: Any) -> RunConfig:
     """The integration tests' small demo run, shorter: 6 steps with a checkpoint every 2."""
     train = {"max_steps": MAX_STEPS, "save_steps": SAVE_STEPS, **overrides.pop("train", {})}
     return small_config(train=train, **overrides)
@@ -155,3 +155,13 @@ def catch_save_in_progress(run_dir: Path, pid: int, step: int, timeout: float = 
     wait_until(directory.exists, timeout, f"the save of checkpoint {step}", poll=0.002)
     os.kill(pid, signal.SIGSTOP)
     assert step not in checkpoint_steps(run_dir), f"checkpoint {step} was complete before the worker was frozen"
+
+
+def poison_embeddings(model_dir: Path) -> None:
+    """Overwrite the model's input embeddings with inf: every forward pass from now on gives a NaN loss."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(model_dir / "model.safetensors")
+    name = next(key for key in weights if "embed_tokens" in key)
+    weights[name].fill_(float("inf"))
+    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})

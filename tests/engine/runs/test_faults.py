@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from engine import runs
+from engine.config import PREFERENCE_METHODS as PREFERENCE
 from engine.config import RunConfig
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import (
@@ -43,6 +44,7 @@ from tests.engine.runs.fault_checks import (
     catch_save_in_progress,
     checkpoint_dirs,
     fault_config,
+    poison_embeddings,
     resume_to_completion,
     run_processes,
     start_run,
@@ -176,23 +178,21 @@ def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
 # --- 2: the loss turns NaN ------------------------------------------------------------------------------------
 
 
-def poison_embeddings(model_dir: Path) -> None:
-    """Overwrite the model's input embeddings with inf: every forward pass from now on gives a NaN loss."""
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(model_dir / "model.safetensors")
-    name = next(key for key in weights if "embed_tokens" in key)
-    weights[name].fill_(float("inf"))
-    save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
+# Each method's own data: the SFT demo set, or the bundled preference pairs (kto unpairs them).
+METHOD_DATA = {"sft": {}, **{method: {"path": "assets/datasets/demo_preference.jsonl"} for method in PREFERENCE}}
 
 
-def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path):
+@pytest.mark.parametrize("method", ["sft", *PREFERENCE])
+def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(method: str, tmp_path: Path):
     import shutil
 
     model_dir = tmp_path / "model"
     shutil.copytree(DEMO_MODEL, model_dir)
     # Room to stop in: with 6 steps of about 0.1 s, the run could end before the Stop arrived.
-    run_dir = start_run(tmp_path, fault_config(model={"name_or_path": str(model_dir)}, train={"max_steps": 60}))
+    config = fault_config(
+        method=method, data=METHOD_DATA[method], model={"name_or_path": str(model_dir)}, train={"max_steps": 60}
+    )
+    run_dir = start_run(tmp_path, config)
     wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,8 +28,9 @@ DEMO_MODEL = PROJECT_ROOT / "assets" / "demo-model"
 MAX_STEPS = 10
 
 
-def small_config(**overrides: dict) -> RunConfig:
-    """The demo task, cut down to a few quick steps with a checkpoint every 3."""
+def small_config(**overrides: Any) -> RunConfig:
+    """The demo task, cut down to a few quick steps with a checkpoint every 3. Sections given are merged into
+    the defaults'; a top-level value (``method="dpo"``) is set."""
     data = {
         "name": "integration",
         "model": {"name_or_path": str(DEMO_MODEL)},
@@ -44,7 +46,10 @@ def small_config(**overrides: dict) -> RunConfig:
         },
     }
     for section, values in overrides.items():
-        data.setdefault(section, {}).update(values)
+        if isinstance(values, dict):
+            data.setdefault(section, {}).update(values)
+        else:
+            data[section] = values
     return parse_config(data)
 
 

@@ -4,6 +4,7 @@ through engine.runs (stop, resume), on the real LLaMA-Factory files and the bund
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -29,6 +30,10 @@ def train_cli(config: RunConfig, root: Path) -> tuple[Path, subprocess.Completed
     config_path = root / "config.yaml"
     config_path.write_text(config.to_yaml())
     return root / "run", run_train(config_path, root / "run")
+
+
+def log_of(run_dir: Path) -> str:
+    return (run_dir / "train.log").read_text()
 
 
 def train_events(run_dir: Path) -> list[dict]:
@@ -128,3 +133,20 @@ def test_stop_and_resume_reproduce_the_uninterrupted_losses(method: str, tmp_pat
     finished = runs.wait(run_dir, timeout=300)
     assert finished.state == "completed", finished
     assert {event["step"]: event["loss"] for event in train_events(run_dir)} == expected  # step by step
+
+
+def test_dpo_on_a_4bit_base_trains_its_adapter(tmp_path: Path):
+    """QLoRA DPO: the base loaded 4-bit by bitsandbytes (on CPU), the reference being that base with the adapter
+    off; the adapter alone is saved."""
+    config = demo_preference_config("dpo", quantization={"mode": "4bit"}, train={"max_steps": 4, "save_steps": 4})
+    run_dir, result = train_cli(config, tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    events = train_events(run_dir)
+    assert [event["step"] for event in events] == [1, 2, 3, 4]
+    assert all(math.isfinite(event["loss"]) and math.isfinite(event["rewards/margins"]) for event in events)
+    counted = r"model: ([\d,]+) trainable of ([\d,]+) parameters .*; ([\d,]+) of them stored 4-bit"
+    stored = re.search(counted, log_of(run_dir))
+    trainable, total, four_bit = (int(number.replace(",", "")) for number in stored.groups())
+    assert 0 < trainable < four_bit < total  # the base's linear layers are 4-bit; the adapter trains
+    adapter = run_dir / "adapter"
+    assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "ref").exists()
