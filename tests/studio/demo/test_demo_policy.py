@@ -11,7 +11,6 @@ import yaml
 
 import launch
 from engine.config import parse_config
-from engine.store.paths import PROJECT_ROOT
 from studio.demo.policy import NORMAL, owner_tag, owns, place_text, visitor_uploads
 from studio.form.schema import default_values, leaf_specs
 from studio.train import actions
@@ -211,6 +210,31 @@ def test_demo_flag(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_demo_preset_runs_in_demo_mode_as_it_is(tmp_path: Path) -> None:
     """A visitor presses Start on the preset the page opens with: it must pass the demo's caps unchanged."""
-    preset = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
-    assert by_field(preset) == {}
     assert actions.preview(actions.starting_values(), tmp_path, DEMO).errors == {}
+
+
+@pytest.mark.parametrize("preset", sorted(actions.PRESETS_DIR.glob("*.yaml")), ids=lambda path: path.stem)
+def test_every_preset_passes_the_demo_as_it_is(preset: Path) -> None:
+    """The presets a visitor can load (the DPO demo among them) train in demo mode unchanged."""
+    assert by_field(yaml.safe_load(preset.read_text())) == {}
+
+
+@pytest.mark.parametrize("method", ["dpo", "kto", "orpo"])
+def test_preference_methods_meet_the_same_caps_and_locks(method: str) -> None:
+    problems = by_field(
+        {
+            "method": method,
+            "data": {"path": "assets/datasets/demo_dpo_train.jsonl"},
+            "model": {"init_from": "someone-elses-run"},
+            "quantization": {"mode": "4bit"},
+            "train": {"max_steps": CAP + 1, "per_device_batch_size": 65},
+        }
+    )
+    assert set(problems) == {
+        "model.init_from",
+        "quantization.mode",
+        "train.max_steps",
+        "train.per_device_batch_size",
+    }
+    allowed = {"method": method, "data": {"path": "assets/datasets/demo_dpo_train.jsonl"}, "train": {"max_steps": CAP}}
+    assert by_field(allowed) == {}
