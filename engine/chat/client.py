@@ -288,14 +288,18 @@ class ChatClient:
 
     def _exit_message(self, process: subprocess.Popen[bytes] | None) -> str:
         """Why the worker ended: the last line of its log (the exception) and its exit code."""
-        code = process.wait(5) if process else None
+        try:
+            code = process.wait(5) if process else None
+        except subprocess.TimeoutExpired:  # it closed its output but is still exiting (a busy machine): say so
+            code = None
         try:  # pread leaves the offset the worker writes at alone
             fd = self._log.fileno() if self._log else -1
             size = os.fstat(fd).st_size
             tail = os.pread(fd, min(size, 8192), max(0, size - 8192)).decode(errors="replace").strip().splitlines()
         except (OSError, ValueError):
             tail = []  # closed by an unload meanwhile
-        return f"the chat process ended (exit code {code})" + (f": {tail[-1]}" if tail else "")
+        ended = f"exit code {code}" if code is not None else "still exiting"
+        return f"the chat process ended ({ended})" + (f": {tail[-1]}" if tail else "")
 
     def _send(self, request: dict[str, Any]) -> None:
         process = self._process

@@ -254,3 +254,16 @@ def test_unload_ends_the_process(base):
     assert client.pid is None and client.info is None
     with pytest.raises(ChatError, match="no model is loaded"):
         list(client.generate(PROMPT, GREEDY))
+
+
+def test_a_worker_that_closed_its_output_but_lingers_is_reported_not_raised(tmp_path):
+    """On a busy machine a worker can close its output and take seconds more to exit: the reader says so instead
+    of dying on subprocess.TimeoutExpired."""
+    client = ChatClient(tmp_path)
+    lingering = subprocess.Popen([sys.executable, "-c", "import os, time; os.close(1); time.sleep(60)"])
+    try:
+        assert client._exit_message(lingering) == "the chat process ended (still exiting)"
+    finally:
+        lingering.kill()
+        lingering.wait()
+    assert client._exit_message(lingering) == f"the chat process ended (exit code {lingering.returncode})"
