@@ -100,6 +100,14 @@ def as_conversations(row: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"messages": prompt + row[side], "prompt_turns": len(prompt)} for side in sides]
 
 
+def answer_sides(row: dict[str, Any]) -> tuple[str, ...]:
+    """What each conversation of ``as_conversations(row)`` is, in its order: chosen and rejected, or a kto
+    answer's label (desirable, undesirable)."""
+    if "chosen" in row:
+        return ("chosen", "rejected")
+    return ("desirable" if row["label"] else "undesirable",)
+
+
 def _answer_problems(value: Any, name: str) -> list[str]:
     """An answer side: a non-empty string, one message object, or a list of turns ending with the assistant."""
     if value is None:

@@ -3,11 +3,14 @@ check that shows them beside each training row's token count (check_tokens), fro
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from engine.data.formats import PAIRED_FORMATS
 from engine.data.pipeline import (
     DataReport,
+    TokenizedSet,
     add_token_counts,
     guard_chat_template,
     require_trainable,
@@ -15,6 +18,7 @@ from engine.data.pipeline import (
     start_report,
     tokenize_rows,
 )
+from engine.data.preference import answer_sides
 from engine.data.rows import LoadedRows
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.tokenize import TokenizedRow
@@ -33,10 +37,12 @@ class PreviewExample:
     num_loss_tokens: int
     truncated: bool
     source: str = ""  # the file of the row when data.path lists several datasets ("" for one file)
+    side: str = ""  # of a preference or kto row: which answer (chosen, rejected, desirable, undesirable)
 
 
 def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[PreviewExample]:
-    """The first ``n`` rows that train (after the eval split and max_samples), decoded token by token.
+    """The first ``n`` rows that train (after the eval split and max_samples), decoded token by token; a
+    preference row gives an example per answer.
 
     Each segment is decoded from its own token ids, so the text is what the model sees, special tokens
     included.
@@ -45,13 +51,12 @@ def preview_examples(config: RunConfig, tokenizer: Any, n: int = 3) -> list[Prev
     examples: list[PreviewExample] = []
     # Tokenize a few rows at a time: rows without loss are skipped (they do not train), so n may need more.
     position = 0
-    while len(examples) < n and position < len(train_idx):
+    while len({(example.source, example.row) for example in examples}) < n and position < len(train_idx):
         batch = train_idx[position : position + n]
         position += n
         tokenized = tokenize_rows(loaded, batch, tokenizer, config.data, config.train.max_length)
-        for number, row in zip(tokenized.numbers, tokenized.rows, strict=True):
-            examples.append(_example(tokenizer, loaded, number, row))
-    return examples[:n]
+        examples += first_examples(tokenizer, loaded, tokenized, n)
+    return _of_first_rows(examples, n)
 
 
 @dataclass
@@ -81,9 +86,31 @@ def check_tokens(
     tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
     require_trainable(tokenized, data, loaded.source, max_length)
     add_token_counts(report, tokenized)
-    pairs = list(zip(tokenized.numbers, tokenized.rows, strict=True))[:n]
-    examples = [_example(tokenizer, loaded, number, row) for number, row in pairs]
+    examples = first_examples(tokenizer, loaded, tokenized, n)
     return TokenCheck(report, [row.length for row in tokenized.rows], examples)
+
+
+def first_examples(tokenizer: Any, loaded: LoadedRows, tokenized: TokenizedSet, n: int) -> list[PreviewExample]:
+    """The examples of the first ``n`` training rows of ``tokenized``: one per row, or one per answer of a
+    preference or kto row (named by its side)."""
+    paired = loaded.format in PAIRED_FORMATS
+    examples: list[PreviewExample] = []
+    seen: Counter[int] = Counter()  # row number -> its answers taken so far
+    for number, row in zip(tokenized.numbers, tokenized.rows, strict=True):
+        if number not in seen and len(seen) >= n:
+            break
+        example = _example(tokenizer, loaded, number, row)
+        if paired:  # a row's answers follow each other in answer_sides' order (a row is kept or dropped whole)
+            example.side = answer_sides(loaded.rows[number - 1])[seen[number]]
+        seen[number] += 1
+        examples.append(example)
+    return examples
+
+
+def _of_first_rows(examples: list[PreviewExample], n: int) -> list[PreviewExample]:
+    """The examples of the first ``n`` rows among ``examples`` (every answer of each)."""
+    rows = list(dict.fromkeys((example.source, example.row) for example in examples))[:n]
+    return [example for example in examples if (example.source, example.row) in rows]
 
 
 def _example(tokenizer: Any, loaded: LoadedRows, number: int, row: TokenizedRow) -> PreviewExample:

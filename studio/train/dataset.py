@@ -27,7 +27,7 @@ from studio.train.lengths import model_context, suggest_max_length
 
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
-CHECK_PATHS = ("model.", "data.", "train.max_length", "train.seed")
+CHECK_PATHS = ("method", "model.", "data.", "train.max_length", "train.seed")  # the method: which formats it takes
 
 _tokenizers: dict[tuple[str, str | None, bool], Any] = {}
 _tokenizer_lock = threading.Lock()
@@ -177,30 +177,56 @@ _PROMPT_STYLE = "color:#6b7280"
 
 
 def examples_html(examples: list[Any]) -> str:
-    """Rows as the model sees them: loss-bearing text on green, prompt text grey; everything escaped."""
+    """Rows as the model sees them: loss-bearing text on green, prompt text grey; everything escaped. The answers
+    of a preference row stand side by side (chosen | rejected), each headed by its side; a kto answer is headed
+    by its label."""
     if not examples:
         return "<p>No training rows carry loss.</p>"
     legend = (
         f'<div style="font-size:12px;margin-bottom:6px"><span style="{_LOSS_STYLE}">&nbsp;trained on (loss)&nbsp;'
         f'</span> &nbsp;<span style="{_PROMPT_STYLE}">prompt (no loss)</span></div>'
     )
-    cards = []
-    for example in examples:
-        text = "".join(
-            f'<mark class="ts-loss" style="{_LOSS_STYLE}">{html.escape(piece)}</mark>'
-            if loss
-            else f'<span class="ts-prompt" style="{_PROMPT_STYLE}">{html.escape(piece)}</span>'
-            for piece, loss in example.segments
+    rows: dict[tuple[str, int], list[Any]] = {}
+    for example in examples:  # a row's answers follow each other
+        rows.setdefault((example.source, example.row), []).append(example)
+    return legend + "".join(_row_html(answers) for answers in rows.values())
+
+
+def _row_html(answers: list[Any]) -> str:
+    """One row's card: its counts and text, or for a preference / kto row each answer headed by its side."""
+    first = answers[0]
+    where = f"{Path(first.source).name} row {first.row}" if first.source else f"row {first.row}"
+    if not first.side:
+        head, body = f"{html.escape(where)} · {_counts(first)}", _marked_text(first)
+    else:
+        columns = "".join(
+            f'<div class="ts-answer" data-side="{html.escape(example.side)}" style="min-width:0">'
+            f'<div style="font-size:12px;opacity:.75"><b>{html.escape(example.side)}</b> · {_counts(example)}</div>'
+            f"{_marked_text(example)}</div>"
+            for example in answers
         )
-        where = f"{Path(example.source).name} row {example.row}" if example.source else f"row {example.row}"
-        head = f"{html.escape(where)} · {example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
-        head += " · truncated" if example.truncated else ""
-        cards.append(
-            '<div class="ts-example" style="border:1px solid var(--border-color-primary,#ddd);border-radius:6px;'
-            f'padding:6px 8px;margin-bottom:6px"><div style="font-size:12px;opacity:.75">{head}</div>'
-            f'<pre style="white-space:pre-wrap;margin:4px 0 0;font-size:13px;background:none">{text}</pre></div>'
-        )
-    return legend + "".join(cards)
+        grid = f"display:grid;grid-template-columns:repeat({len(answers)},minmax(0,1fr));gap:10px"
+        head, body = html.escape(where), f'<div style="{grid}">{columns}</div>'
+    return (
+        '<div class="ts-example" style="border:1px solid var(--border-color-primary,#ddd);border-radius:6px;'
+        f'padding:6px 8px;margin-bottom:6px"><div style="font-size:12px;opacity:.75">{head}</div>{body}</div>'
+    )
+
+
+def _counts(example: Any) -> str:
+    counts = f"{example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
+    return counts + (" · truncated" if example.truncated else "")
+
+
+def _marked_text(example: Any) -> str:
+    """The sequence's text, loss-bearing pieces marked, everything escaped."""
+    text = "".join(
+        f'<mark class="ts-loss" style="{_LOSS_STYLE}">{html.escape(piece)}</mark>'
+        if loss
+        else f'<span class="ts-prompt" style="{_PROMPT_STYLE}">{html.escape(piece)}</span>'
+        for piece, loss in example.segments
+    )
+    return f'<pre style="white-space:pre-wrap;margin:4px 0 0;font-size:13px;background:none">{text}</pre>'
 
 
 def _first_line(exc: BaseException) -> str:

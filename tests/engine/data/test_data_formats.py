@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from data_helpers import make_config
 
 from engine.config import DataSection
 from engine.data import DataError, inspect_dataset, load_rows
@@ -215,3 +217,27 @@ def test_unfilled_placeholders_warn_and_stay(shared_datasets: Path):
     assert "developed by {{author}}" in loaded.rows[0]["messages"][1]["content"]
     report = inspect_dataset(section(shared_datasets / "identity.json"))
     assert report.warnings[0].startswith("85 rows contain placeholders with no value ({{author}}, {{name}})")
+
+
+def test_the_preview_of_paired_rows_names_each_answer(write_jsonl: Callable[..., Path], tokenizer: Any):
+    """A preference row previews as its chosen and rejected sequences, a kto row as its labelled answer; n counts
+    rows, not sequences."""
+    from engine.data.preview import check_tokens, preview_examples
+
+    pairs = [{"prompt": f"question {i}", "chosen": f"good {i}", "rejected": f"bad {i}"} for i in range(5)]
+    config = make_config(write_jsonl(pairs, "pairs.jsonl"), eval_size=0)
+    examples = check_tokens(config, tokenizer, 2).examples
+    assert [(example.row, example.side) for example in examples] == [
+        (1, "chosen"),
+        (1, "rejected"),
+        (2, "chosen"),
+        (2, "rejected"),
+    ]
+    chosen, rejected = ("".join(text for text, loss in example.segments if loss) for example in examples[:2])
+    assert "good 0" in chosen and "bad 0" in rejected and "question 0" not in chosen  # the prompt carries no loss
+    assert [(e.row, e.side) for e in preview_examples(config, tokenizer, 1)] == [(1, "chosen"), (1, "rejected")]
+
+    labelled = [{"prompt": f"q {i}", "completion": f"a {i}", "label": i % 2 == 0} for i in range(4)]
+    kto = make_config(write_jsonl(labelled, "kto.jsonl"), eval_size=0)
+    sides = [(example.row, example.side) for example in check_tokens(kto, tokenizer, 3).examples]
+    assert sides == [(1, "desirable"), (2, "undesirable"), (3, "desirable")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import re
 import subprocess
@@ -216,6 +217,20 @@ def test_dataset_check_of_the_demo_set_marks_the_loss(tmp_path: Path) -> None:
     answer = first_row["messages"][-1]["content"]
     assert '<mark class="ts-loss"' in check.examples and answer in check.examples
     assert '<span class="ts-prompt"' in check.examples and "&lt;|user|&gt;" in check.examples  # escaped
+
+
+def test_dataset_check_shows_a_preference_rows_answers_side_by_side() -> None:
+    data = "assets/datasets/demo_dpo_train.jsonl"
+    check = dp.check_dataset(values(method="dpo", data__path=data), with_tokens=True, num_examples=2)
+    assert check.error == "" and check.format == "preference"
+    cards = check.examples.split('class="ts-example"')[1:]
+    assert len(cards) == 2  # two rows, each one card
+    first = json.loads((PROJECT_ROOT / data).read_text().split("\n")[0])
+    good, bad = (html.escape(first[side][0]["content"]) for side in ("chosen", "rejected"))
+    chosen, rejected = cards[0].split('data-side="rejected"')
+    assert 'data-side="chosen"' in chosen and good in chosen
+    assert bad in rejected and good not in rejected
+    assert "grid-template-columns:repeat(2," in cards[0]  # beside each other
 
 
 def test_dataset_check_names_the_bad_row(tmp_path: Path) -> None:
