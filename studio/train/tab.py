@@ -291,6 +291,7 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
                 value=None,
                 label="Load a preset or saved config",
                 scale=3,
+                elem_id="train-config-choice",
             )
             config_upload = gr.UploadButton("Upload YAML…", file_types=[".yaml", ".yml"], size="sm", scale=1)
         save_name = gr.Textbox(

@@ -10,6 +10,7 @@ import pytest
 from e2e_harness import VIEWPORT, wait_until
 
 from engine import runs
+from engine.store.rundir import iter_metrics
 
 pytestmark = pytest.mark.e2e
 
@@ -58,4 +59,42 @@ def test_start_from_the_form(studio: Any, browser: Any, workspace: Path, artifac
     config_text = (run_dir / "config.yaml").read_text()
     assert "max_steps: 8" in config_text and "learning_rate: 0.003" in config_text
     page.screenshot(path=str(artifacts / "22-train-started-monitor.png"))
+    page.close()
+
+
+METHOD_POINTS_JS = """(key) => {
+  const plot = document.querySelector(`[data-live-chart="${key}"]`);  // the page script draws into it
+  return plot && plot.data ? plot.data.reduce((n, trace) => n + (trace.x || []).length, 0) : 0;
+}"""
+
+
+def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
+    """Load the DPO preset: the Method section shows DPO's knobs, the dataset preview puts each pair's answers
+    side by side, and the started run draws DPO's own charts on the Monitor."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(studio.url)
+    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    page.locator("#train-config-choice input").click()
+    page.get_by_role("option", name="preset: demo-dpo").first.click()
+    wait_until(lambda: page.locator("#ts-method-dpo").is_visible(), 30, what="the DPO section")
+    assert not page.locator("#ts-method-sft").is_visible()
+    chosen = page.locator('.ts-answer[data-side="chosen"]').first
+    wait_until(lambda: chosen.count() and chosen.is_visible(), 60, what="the side-by-side preview")
+    assert page.locator('.ts-answer[data-side="rejected"]').first.is_visible()
+    page.screenshot(path=str(artifacts / "23-train-dpo-preset.png"))
+
+    set_number(page, "train.max_steps", "12")
+    before = set(runs.run_dirs(workspace))
+    page.locator("#train-start").click()
+    wait_until(lambda: set(runs.run_dirs(workspace)) - before, 30, what="the DPO run directory")
+    [run_dir] = set(runs.run_dirs(workspace)) - before
+    assert "method: dpo" in (run_dir / "config.yaml").read_text()
+    wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 30)
+    final = runs.wait(run_dir, timeout=240)
+    assert final.state == "completed" and final.step == 12, final
+    for key in ("rewards/margins", "rewards/accuracies"):
+        logged = len([event for event in iter_metrics(run_dir) if event.get("event") == "train" and key in event])
+        assert logged >= 2  # the preset logs every 5 steps
+        wait_until(lambda k=key, n=logged: page.evaluate(METHOD_POINTS_JS, k) == n, 30, what=f"the {key} chart")
+    page.screenshot(path=str(artifacts / "24-monitor-dpo-charts.png"), full_page=True)
     page.close()
