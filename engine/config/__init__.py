@@ -195,7 +195,22 @@ def parse_config(data: Any) -> RunConfig:
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(problems_from_validation(exc, RunConfig)) from None
+        raise ConfigError(_as_written(problems_from_validation(exc, RunConfig), data)) from None
+
+
+def _as_written(problems: list[Problem], data: dict[str, Any]) -> list[Problem]:
+    """The problems named by the fields the user wrote: one dataset given as a mapping (``path: {path: ...}``,
+    without a list's dash) is validated as a list of one, whose problems pydantic places at ``data.path.0``."""
+    section = data.get("data")
+    if not (isinstance(section, dict) and isinstance(section.get("path"), dict)):
+        return problems
+    one = "data.path.0"
+    return [
+        Problem("data.path" + problem.field[len(one) :], problem.message)
+        if problem.field == one or problem.field.startswith(one + ".")
+        else problem
+        for problem in problems
+    ]
 
 
 def load_config(path: str | Path) -> RunConfig:

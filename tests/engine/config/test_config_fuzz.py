@@ -68,6 +68,9 @@ CASES = [
     ({"a.b": 2}, '"a.b": unknown key'),
     ({"name": "\ud800"}, "name: must be valid Unicode text"),
     ({"model": {"revision": "hf_" + "x" * 34}}, "model.revision: looks like a Hugging Face access token"),
+    # One dataset as a mapping (no list dash): its problems are where it was written, not at a data.path.0.
+    ({"data": {"path": {}}}, "data.path: needs a path"),
+    ({"data": {"path": {"path": "a.jsonl", "weight": -1}}}, "data.path.weight: must be > 0"),
 ]
 
 
