@@ -343,11 +343,13 @@ def catch_eval_in_progress(run_dir: Path, pid: int, step: int) -> None:
     assert eval_in_progress(run_dir, step), "the evaluation ended before the worker was frozen"
 
 
-def test_stop_during_evaluation_and_during_a_save(references: Callable[[RunConfig], Path], tmp_path: Path):
+@pytest.mark.parametrize("method", ["sft", "dpo"])  # dpo: a preference trainer's own evaluation and saves
+def test_stop_during_evaluation_and_during_a_save(method: str, references: Callable[[RunConfig], Path], tmp_path: Path):
     # Evaluating draws from the random generator (a DataLoader seeds itself), so the losses to match come from
     # an uninterrupted run that evaluates too. One row per eval batch: the evaluation lasts long enough to hit.
     config = fault_config(
-        data={"eval_size": 24},
+        method=method,
+        data={**METHOD_DATA[method], "eval_size": 24},
         train={"max_steps": 8, "eval_strategy": "steps", "eval_steps": 4, "eval_batch_size": 1},
     )
     reference_evals = [e for e in iter_metrics(references(config)) if e["event"] == "eval"]
