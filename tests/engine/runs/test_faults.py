@@ -182,17 +182,13 @@ def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
 METHOD_DATA = {"sft": {}, **{method: {"path": "assets/datasets/demo_preference.jsonl"} for method in PREFERENCE}}
 
 
-@pytest.mark.parametrize("method", ["sft", *PREFERENCE])
-def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(method: str, tmp_path: Path):
+def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(tmp_path: Path):
     import shutil
 
     model_dir = tmp_path / "model"
     shutil.copytree(DEMO_MODEL, model_dir)
     # Room to stop in: with 6 steps of about 0.1 s, the run could end before the Stop arrived.
-    config = fault_config(
-        method=method, data=METHOD_DATA[method], model={"name_or_path": str(model_dir)}, train={"max_steps": 60}
-    )
-    run_dir = start_run(tmp_path, config)
+    run_dir = start_run(tmp_path, fault_config(model={"name_or_path": str(model_dir)}, train={"max_steps": 60}))
     wait_for_step(run_dir, 2)
     runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=120)
@@ -211,6 +207,27 @@ def test_nan_mid_run_keeps_earlier_checkpoints_and_refuses_resume(method: str, t
     assert assert_checkpoints_intact(run_dir)[-1] == good  # nothing saved after the loss went bad
     assert not (run_dir / "adapter").exists()
     with pytest.raises(runs.RunError, match=f"loss went bad at step {good + 1}.*Start a new run"):
+        runs.resume(run_dir)
+
+
+@pytest.mark.parametrize("method", PREFERENCE)
+def test_a_nan_loss_fails_each_preference_method_at_its_step(method: str, tmp_path: Path):
+    """The guard reads each trainer's loss: a base that gives NaN fails the run at step 1, resume refused."""
+    import shutil
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(DEMO_MODEL, model_dir)
+    poison_embeddings(model_dir)
+    config = fault_config(method=method, data=METHOD_DATA[method], model={"name_or_path": str(model_dir)})
+    run_dir = start_run(tmp_path, config)
+    failed = runs.wait(run_dir, timeout=120)
+    assert_true_state(run_dir, "failed")
+    assert failed.exit_code == 1 and failed.bad_loss_step == 1, failed
+    assert "the loss became nan at step 1" in failed.error
+    losses = assert_steps_once(run_dir, 1)
+    assert losses[1] != losses[1]  # NaN, logged once
+    assert not assert_checkpoints_intact(run_dir) and not (run_dir / "adapter").exists()
+    with pytest.raises(runs.RunError, match="loss went bad at step 1.*Start a new run"):
         runs.resume(run_dir)
 
 
