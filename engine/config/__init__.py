@@ -9,6 +9,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from engine.config.errors import ConfigError, Problem, problems_from_validation
+from engine.config.grpo import GrpoSection, RewardSpec
 from engine.config.methods import SMOOTHED_DPO_LOSSES, DpoSection, KtoSection, OrpoSection
 from engine.config.names import check_name
 from engine.config.sections import (
@@ -23,11 +24,11 @@ from engine.config.sections import (
 )
 
 # The training methods (engine.training.methods registers one for each name here).
-TrainingMethod = Literal["sft", "dpo", "kto", "orpo"]
+TrainingMethod = Literal["sft", "dpo", "kto", "orpo", "grpo"]
 # The methods that learn from preferences: TRL computes their log-probabilities from the LM head's weight.
 PREFERENCE_METHODS = ("dpo", "kto", "orpo")
 # The methods with a config section of their own, named after them.
-METHOD_SECTIONS = ("dpo", "kto", "orpo")
+METHOD_SECTIONS = ("dpo", "kto", "orpo", "grpo")
 
 __all__ = [
     "PREFERENCE_METHODS",
@@ -37,6 +38,8 @@ __all__ = [
     "DataSection",
     "DatasetEntry",
     "DpoSection",
+    "GrpoSection",
+    "RewardSpec",
     "KtoSection",
     "OrpoSection",
     "LaunchSection",
@@ -62,7 +65,8 @@ class RunConfig(Section):
         "sft",
         description="How the model is trained: sft (supervised fine-tuning on instruction, chat, "
         "prompt-completion or plain-text data, with the loss on the answers); dpo or orpo (preference pairs: "
-        "a chosen and a rejected answer per prompt); kto (answers labelled desirable or not).",
+        "a chosen and a rejected answer per prompt); kto (answers labelled desirable or not); grpo (prompts "
+        "and reward functions: the model samples answers and learns from their rewards).",
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
     quantization: QuantizationSection = Field(
@@ -75,6 +79,7 @@ class RunConfig(Section):
     dpo: DpoSection = Field(default_factory=DpoSection, description="DPO's knobs (method dpo).")
     kto: KtoSection = Field(default_factory=KtoSection, description="KTO's knobs (method kto).")
     orpo: OrpoSection = Field(default_factory=OrpoSection, description="ORPO's knobs (method orpo).")
+    grpo: GrpoSection = Field(default_factory=GrpoSection, description="GRPO's knobs and rewards (method grpo).")
 
     @field_validator("name")
     @classmethod
@@ -104,6 +109,10 @@ class RunConfig(Section):
             if name != self.method and getattr(self, name) == type(getattr(self, name))()
         }
         data = self.model_dump(mode="json", exclude=unused)
+        if "grpo" in data:  # a reward reads best as its kind and what differs from the defaults
+            data["grpo"]["rewards"] = [
+                reward.model_dump(mode="json", exclude_defaults=True) for reward in self.grpo.rewards
+            ]
         return yaml.dump(data, Dumper=_ExactDumper, sort_keys=False, allow_unicode=True)
 
 
@@ -151,6 +160,36 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
         problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
     if config.method in PREFERENCE_METHODS:
         problems += _preference_problems(config)
+    if config.method == "grpo":
+        problems += _grpo_problems(config)
+    return problems
+
+
+def _grpo_problems(config: RunConfig) -> list[Problem]:
+    """What GRPO cannot take (TRL 1.16 refuses the batch sizes only after the model has loaded)."""
+    grpo, train = config.grpo, config.train
+    problems = []
+    if not grpo.rewards:
+        problems.append(Problem("grpo.rewards", "grpo needs at least one reward function"))
+    if train.packing:
+        problems.append(Problem("train.packing", "grpo trains on sampled answers; packing is for sft only"))
+    processes = config.launch.num_processes
+    samples = train.per_device_batch_size * processes * (grpo.steps_per_generation or train.gradient_accumulation_steps)
+    if samples % grpo.num_generations:
+        problems.append(
+            Problem(
+                "train.per_device_batch_size",
+                f"each round of generation samples {samples} answers (batch size x processes x steps per "
+                f"generation), which must be a multiple of grpo.num_generations ({grpo.num_generations})",
+            )
+        )
+    if config.train.eval_strategy != "no" and (train.eval_batch_size * processes) % grpo.num_generations:
+        problems.append(
+            Problem(
+                "train.eval_batch_size",
+                f"must be a multiple of grpo.num_generations ({grpo.num_generations}): evaluation samples whole groups",
+            )
+        )
     return problems
 
 

@@ -16,7 +16,7 @@ from engine.data.template_guard import CHECK_BUDGET_S
 from engine.runs.lineage import checked_source
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
-from engine.training.methods import inspect_run_data
+from engine.training.methods import inspect_run_data, method_of
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -112,6 +112,9 @@ def check_run(
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
     data = inspect_run_data(config, tokenizer, template_budget_s)
+    method = method_of(config)
+    if method.check_data is not None:
+        method.check_data(config, tokenizer)
     return CheckReport(
         data=data,
         parameters=meta_parameter_count(config, hardware),

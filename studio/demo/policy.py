@@ -46,6 +46,8 @@ LOCKED: dict[str, Any] = {
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
 DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
+# Strangers never run code on the server: only the built-in rewards.
+CUSTOM_REWARD_REFUSAL = "custom reward files are off in this demo (they would run your code here); use a built-in"
 T = TypeVar("T")
 
 
@@ -60,6 +62,8 @@ class DemoPolicy:
     max_length: int = 1024  # the default: the demo sets are short rows anyway
     max_accumulation: int = 8
     max_checkpoints: int = 3
+    max_generations: int = 8  # GRPO: answers sampled per prompt
+    max_completion_tokens: int = 128  # GRPO: the longest sampled answer
     max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo
     visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
@@ -119,6 +123,8 @@ class DemoPolicy:
             "train.max_length": self.max_length,
             "train.gradient_accumulation_steps": self.max_accumulation,
             "train.save_total_limit": self.max_checkpoints,
+            "grpo.num_generations": self.max_generations,
+            "grpo.max_completion_length": self.max_completion_tokens,
         }
 
     def problems(self, config: RunConfig, uploads: Path | None = None) -> list[Problem]:
@@ -130,6 +136,11 @@ class DemoPolicy:
             return []
         found = [Problem(path, _locked_message(path)) for path, value in LOCKED.items() if _get(config, path) != value]
         found += [Problem(path, message) for path, message in self._cap_messages(config).items()]
+        found += [
+            Problem(f"grpo.rewards.{number}", CUSTOM_REWARD_REFUSAL)
+            for number, reward in enumerate(config.grpo.rewards)
+            if reward.kind == "custom"
+        ]
         # Each dataset of a list in data.path is checked on its own (data.path.1).
         found += [
             Problem(field, DATA_REFUSAL)

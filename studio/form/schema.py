@@ -114,8 +114,8 @@ def _kind(annotation: Any) -> tuple[str, tuple[Any, ...]]:
         return "float", ()
     if annotation is str:
         return "text", ()
-    if origin is list:
-        return "list", ()
+    if origin is list:  # names written as "a, b"; a list of sections (grpo.rewards) as YAML
+        return ("yaml" if _model_class(get_args(annotation)[0]) else "list"), ()
     if origin is dict:
         return "mapping", ()
     if origin in (Union, types.UnionType) and set(get_args(annotation)) == {str, list[str]}:
@@ -228,12 +228,14 @@ def to_widget(spec: FieldSpec, value: Any) -> Any:
     if spec.kind == "datasets" and isinstance(value, list):
         return datasets_text([_entry_data(item) for item in value])
     if spec.kind == "yaml":
-        return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
+        shown = [_entry_data(item) for item in value] if isinstance(value, list) else _entry_data(value)
+        return yaml.safe_dump(shown, default_flow_style=True, sort_keys=False).strip().removesuffix("...").strip()
     return str(value)
 
 
 def _entry_data(item: Any) -> Any:
-    """A dataset of a list as the YAML shows it: what differs from the defaults (its path always)."""
+    """A dataset (or reward) of a list as the YAML shows it: what differs from the defaults (its path, or its
+    kind, always)."""
     return item.model_dump(mode="json", exclude_defaults=True) if isinstance(item, BaseModel) else item
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
-from engine.training.methods import dpo, kto, orpo, sft
+from engine.training.methods import dpo, grpo, kto, orpo, sft
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
 if TYPE_CHECKING:
@@ -35,7 +35,9 @@ __all__ = [
 
 
 # The registry: one entry per method file.
-METHODS: dict[str, Method] = {method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD)}
+METHODS: dict[str, Method] = {
+    method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD)
+}
 
 
 def method_of(config: RunConfig) -> Method:

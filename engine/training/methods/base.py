@@ -50,6 +50,8 @@ class Method:
       the arguments every method shares come from ``engine.training.builders.common_training_kwargs``.
     - ``args_class()``: the TRL config class (a transformers TrainingArguments).
     - ``build_trainer(parts)``: the TRL trainer, ready to ``train()``.
+    - ``check_data(config, tokenizer)``: checks before launch beyond the rows' format, raising ConfigError (GRPO:
+      its reward functions, called on two rows); None when the method has none.
     """
 
     name: str
@@ -62,3 +64,4 @@ class Method:
     charts: tuple[MetricChart, ...] = ()
     evaluation: str = "answers"
     reference: bool = False
+    check_data: Callable[[RunConfig, Any], None] | None = None

@@ -13,9 +13,9 @@ import pytest
 from pydantic.fields import FieldInfo
 
 from engine.config import (
-    PREFERENCE_METHODS,
     ConfigError,
     DpoSection,
+    GrpoSection,
     KtoSection,
     OrpoSection,
     RunConfig,
@@ -31,10 +31,19 @@ from engine.training.methods import METHODS, method_of, require_format
 # TrainSection fields that are not training arguments, each with the place that consumes it instead
 # ("module:function"): such a place must read the field.
 CONSUMED_ELSEWHERE: dict[str, str] = {}
-METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection}
+METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection, "grpo": GrpoSection}
+# Fields a method reads outside its training arguments: (method, field) -> module:function that reads it.
+READ_BY_THE_DATA = {("grpo", "max_length"): "engine.data.prompts:prepare_prompt_datasets"}
+# GRPO's rewards reach its trainer as functions (engine.training.rewards), their weights as reward_weights.
+ONE_REWARD = {"grpo": {"rewards": [{"kind": "exact_match"}]}}
 # A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
 GPU = Hardware(gpu_count=1, bf16_supported=True)
 BASE = {"data": {"eval_size": 0.1}, "train": {"eval_strategy": "steps"}}
+
+
+def base_config(method: str, **train: Any) -> RunConfig:
+    """BASE trained with ``method`` (GRPO with one reward, which it needs), with train fields changed."""
+    return parse_config({**BASE, **ONE_REWARD, "method": method, "train": {**BASE["train"], **train}})
 
 
 def test_every_method_file_is_registered_under_a_name_the_config_accepts() -> None:
@@ -64,7 +73,7 @@ def test_a_method_refuses_data_of_another_format() -> None:
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_shared_and_method_arguments_do_not_overlap(name: str, tmp_path: Path) -> None:
-    config = parse_config({**BASE, "method": name})
+    config = base_config(name)
     assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].training_kwargs(config))
 
 
@@ -89,15 +98,16 @@ def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("field", sorted(TrainSection.model_fields))
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_train_field_reaches_the_training_arguments(field: str, method: str, tmp_path: Path) -> None:
-    base = parse_config({**BASE, "method": method})
-    if field in CONSUMED_ELSEWHERE:
-        module, function = CONSUMED_ELSEWHERE[field].split(":")
+    base = base_config(method)
+    reader = CONSUMED_ELSEWHERE.get(field) or READ_BY_THE_DATA.get((method, field))
+    if reader:
+        module, function = reader.split(":")
         source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
         assert f"def {function}(" in source and f"train.{field}" in source
         return
-    if method in PREFERENCE_METHODS and field == "packing":  # whole pairs only: refused, not ignored
+    if method != "sft" and field == "packing":  # whole pairs or sampled answers only: refused, not ignored
         with pytest.raises(ConfigError, match="train.packing: .* packing is for sft only"):
-            parse_config({**BASE, "method": method, "train": {**BASE["train"], "packing": True}})
+            base_config(method, packing=True)
         return
     value = _other_value(TrainSection.model_fields[field], getattr(base.train, field))
     changed = base.model_copy(update={"train": base.train.model_copy(update={field: value})})
@@ -105,12 +115,13 @@ def test_every_train_field_reaches_the_training_arguments(field: str, method: st
 
 
 @pytest.mark.parametrize(
-    ("method", "field"), [(m, f) for m in PREFERENCE_METHODS for f in METHOD_SECTIONS[m].model_fields]
+    ("method", "field"),
+    [(m, f) for m, section in METHOD_SECTIONS.items() for f in section.model_fields if (m, f) != ("grpo", "rewards")],
 )
 def test_every_field_of_a_method_section_reaches_its_training_arguments(
     method: str, field: str, tmp_path: Path
 ) -> None:
-    base = parse_config({**BASE, "method": method})
+    base = base_config(method)
     section = getattr(base, method)
     value = _other_value(type(section).model_fields[field], getattr(section, field))
     changed = base.model_copy(update={method: section.model_copy(update={field: value})})

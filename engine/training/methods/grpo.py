@@ -1,0 +1,109 @@
+"""Group relative policy optimisation with TRL's GRPOTrainer: the model samples ``num_generations`` answers per
+prompt with transformers' ``generate`` (or vLLM on a GPU, when asked), the reward functions score them
+(engine.training.rewards), and each answer is pushed up or down by how it fares against its group.
+
+Generation is the slow part of a step, so TRL generates for ``steps_per_generation`` optimizer steps at once and
+reuses the samples (the "subclassing Trainer" guide's reason for it); the config exposes that knob.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.config import RunConfig
+from engine.training.methods.base import Method, MetricChart, TrainerParts
+
+
+def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
+    """The run's prompts with their reference answers (engine.data.prompts)."""
+    from engine.data.prompts import prepare_prompt_datasets
+
+    return prepare_prompt_datasets(config, tokenizer)
+
+
+def check_data(config: RunConfig, tokenizer: Any) -> None:
+    """Before launch: each reward function imports, has TRL's signature and scores two rows with finite numbers,
+    and the columns it reads are in the data (engine.training.rewards.check_rewards)."""
+    from engine.data.prompts import first_prompt_rows
+    from engine.training.rewards import check_rewards
+
+    check_rewards(config.grpo.rewards, first_prompt_rows(config), tokenizer)
+
+
+def training_kwargs(config: RunConfig) -> dict[str, Any]:
+    """GRPOConfig's own arguments, from the grpo section."""
+    grpo = config.grpo
+    return {
+        "num_generations": grpo.num_generations,
+        "max_completion_length": grpo.max_completion_length,
+        "temperature": grpo.temperature,
+        "top_p": grpo.top_p,
+        "beta": grpo.beta,
+        "loss_type": grpo.loss_type,
+        "scale_rewards": grpo.scale_rewards,
+        "steps_per_generation": grpo.steps_per_generation,
+        "num_iterations": grpo.num_iterations,
+        "epsilon": grpo.epsilon,
+        "epsilon_high": grpo.epsilon_high,
+        "mask_truncated_completions": grpo.mask_truncated_completions,
+        "use_vllm": grpo.use_vllm,
+        "reward_weights": [reward.weight for reward in grpo.rewards],
+        # The reward functions read the reference and row columns: keep every column of the data.
+        "remove_unused_columns": False,
+    }
+
+
+def args_class() -> type:
+    """TRL's GRPOConfig."""
+    from trl import GRPOConfig
+
+    return GRPOConfig
+
+
+def build_trainer(parts: TrainerParts) -> Any:
+    """TRL's GRPOTrainer with the run's reward functions."""
+    from engine.training.rewards import reward_functions
+
+    return counted_grpo_trainer_class()(
+        model=parts.model,
+        reward_funcs=reward_functions(parts.config.grpo.rewards, parts.tokenizer),
+        args=parts.args,
+        train_dataset=parts.data.train,
+        eval_dataset=parts.data.eval,
+        processing_class=parts.tokenizer,
+        callbacks=parts.callbacks,
+    )
+
+
+def counted_grpo_trainer_class() -> type:
+    """GRPOTrainer without Trainer's own token count. GRPOTrainer counts the prompt and generated tokens itself
+    (state.num_input_tokens_seen, which the throughput chart reads); Trainer's count looks for ``input_ids`` in
+    batches that have none and warned on every step."""
+    from trl import GRPOTrainer
+
+    class CountedGRPOTrainer(GRPOTrainer):
+        def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
+            return
+
+    return CountedGRPOTrainer
+
+
+METHOD = Method(
+    name="grpo",
+    title="Group relative policy optimisation (GRPO) with reward functions",
+    formats=("conversational", "alpaca", "prompt_completion"),
+    prepare_data=prepare_data,
+    training_kwargs=training_kwargs,
+    args_class=args_class,
+    build_trainer=build_trainer,
+    charts=(
+        MetricChart("reward", "Reward (weighted sum)", "reward"),
+        MetricChart("reward_std", "Reward spread within groups", "reward"),
+        MetricChart("completions/mean_length", "Answer length", "tokens"),
+        MetricChart("completions/clipped_ratio", "Answers cut at max length", "share"),
+        MetricChart("kl", "KL to the reference", "nats"),
+        MetricChart("entropy", "Entropy of the policy", "nats"),
+    ),
+    evaluation="answers",
+    check_data=check_data,
+)
