@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from engine.config import RunConfig, parse_config
 from engine.store.rundir import iter_metrics
 from engine.training.methods import METHODS
 from tests.helpers.engine_cli import run_check, run_train
+from tests.helpers.run_progress import stop_then_resume
 
 pytestmark = pytest.mark.integration
 
@@ -119,17 +119,7 @@ def test_stop_and_resume_reproduce_the_uninterrupted_run(tmp_path: Path):
     expected = {event["step"]: (event["loss"], event["reward"]) for event in reference}
 
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
-    runs.start(run_dir)
-    deadline = time.time() + 300
-    while (runs.status(run_dir).step or 0) < 3 and runs.status(run_dir).is_active and time.time() < deadline:
-        time.sleep(0.05)
-    assert runs.stop(run_dir)
-    stopped = runs.wait(run_dir, timeout=300)
-    assert stopped.state == "stopped", stopped
-    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < 10
-    runs.resume(run_dir)
-    finished = runs.wait(run_dir, timeout=300)
-    assert finished.state == "completed", finished
+    stop_then_resume(run_dir, 10)
     assert {event["step"]: (event["loss"], event["reward"]) for event in train_events(run_dir)} == expected
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from engine.training.methods import METHODS
 from tests.helpers.engine_cli import run_train
+from tests.helpers.run_progress import stop_then_resume
 
 pytestmark = pytest.mark.integration
 
@@ -121,17 +121,7 @@ def test_stop_and_resume_reproduce_the_uninterrupted_losses(method: str, tmp_pat
     assert progress[-1] > progress[0]  # the policy moves towards the chosen answers
 
     run_dir = runs.create_run(demo_preference_config(method), run_dir=tmp_path / "run")
-    runs.start(run_dir)
-    deadline = time.time() + 300
-    while (runs.status(run_dir).step or 0) < 3 and runs.status(run_dir).is_active and time.time() < deadline:
-        time.sleep(0.05)
-    assert runs.stop(run_dir)
-    stopped = runs.wait(run_dir, timeout=300)
-    assert stopped.state == "stopped", stopped
-    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < RESUME_STEPS
-    runs.resume(run_dir)
-    finished = runs.wait(run_dir, timeout=300)
-    assert finished.state == "completed", finished
+    stop_then_resume(run_dir, RESUME_STEPS)
     assert {event["step"]: event["loss"] for event in train_events(run_dir)} == expected  # step by step
 
 
