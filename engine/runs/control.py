@@ -203,10 +203,10 @@ def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -
     pids = run_processes(run_dir)
     if not any(is_alive(pid) for pid in pids):
         return False
-    # Under the status lock from the kill to "aborted": a reader that finds the processes gone meanwhile waits,
-    # then sees "aborted" instead of recording a crash ("the training process is gone").
+    kill_all(pids)  # first: a killed process drops the status lock it may hold
+    # Under the status lock from here to "aborted": a reader that finds the processes gone meanwhile waits, then
+    # sees "aborted" instead of recording a crash ("the training process is gone").
     with status_lock(run_dir):
-        kill_all(pids)
         deadline = time.time() + timeout
         # A dying worker could still write its status: wait for the end before saying "aborted".
         while any(is_alive(pid) for pid in pids) and time.time() < deadline:

@@ -34,6 +34,7 @@ WEIGHT_FILES = ("*.safetensors", "*.bin")
 
 RESERVE_FILE = ".space-reserve"
 STATUS_LOCK_FILE = ".status.lock"  # flock'd around every read-modify-write of status.json
+STATUS_LOCK_WAIT_S = 5.0  # longer than any status write takes, even on a loaded machine
 TRAINER_STATE_FILE = "trainer_state.json"
 
 # The states of a run (status.json's "state"): the one definition of which are active, open, final and
@@ -229,13 +230,15 @@ _held_status_locks = threading.local()  # per thread: the run directories whose 
 
 
 @contextlib.contextmanager
-def status_lock(run_dir: Path) -> Iterator[None]:
+def status_lock(run_dir: Path, wait_s: float = STATUS_LOCK_WAIT_S) -> Iterator[None]:
     """Hold the run's status lock: no other writer (worker, supervisor, a reader reconciling, Abort) changes
-    status.json meanwhile. Re-entrant within a thread. Where the lock file cannot be made (a read-only disk), the
-    status is not locked: a write there would fail anyway.
+    status.json meanwhile. Re-entrant within a thread.
 
     Without it two writers that each read, change and write the status lose one change: a reader that found a
-    just-aborted run's processes gone recorded ``failed`` over Abort's ``aborted``.
+    just-aborted run's processes gone recorded ``failed`` over Abort's ``aborted``. A holder that dies drops the
+    lock (the kernel does), but one that is frozen (SIGSTOP, a debugger) would hold it for good, so after
+    ``wait_s`` the status is changed without it rather than never. Where the lock file cannot be made (a
+    read-only disk) the status is not locked either: a write there fails anyway.
     """
     key = str(Path(run_dir).resolve())
     held = _held_status_locks.__dict__.setdefault("runs", set())
@@ -248,13 +251,27 @@ def status_lock(run_dir: Path) -> Iterator[None]:
         yield
         return
     with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # the kernel drops it if the holder dies
+        locked = _flock_within(handle, wait_s)
         held.add(key)
         try:
             yield
         finally:
             held.discard(key)
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _flock_within(handle: Any, wait_s: float) -> bool:
+    """Take an exclusive flock on ``handle``, trying for ``wait_s`` seconds; whether it was taken."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
 
 
 def update_status(run_dir: Path, when: Callable[[RunStatus], bool] | None = None, **changes: Any) -> RunStatus:

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
-from engine.store.rundir import update_status
+from engine.store.rundir import status_lock, update_status
 
 HOLDER = textwrap.dedent(
     """
@@ -118,6 +119,9 @@ READER = textwrap.dedent(
 )
 
 
+ROUNDS = 12
+
+
 def test_abort_beside_busy_readers_ends_aborted_never_as_a_crash(tmp_path: Path) -> None:
     """Readers (the Monitor, a second studio, a waiting standby) reconcile the status all the time; one that finds
     the processes gone between Abort's kill and its "aborted" must not record the run as crashed."""
@@ -129,7 +133,7 @@ def test_abort_beside_busy_readers_ends_aborted_never_as_a_crash(tmp_path: Path)
     ]
     states = []
     try:
-        for round_ in range(25):
+        for round_ in range(ROUNDS):
             run_dir = first if round_ == 0 else _demo_run(workspace)
             worker = subprocess.Popen(
                 [sys.executable, "-c", "import time; time.sleep(60)", "-m", "engine", "worker", str(run_dir)],
@@ -143,4 +147,42 @@ def test_abort_beside_busy_readers_ends_aborted_never_as_a_crash(tmp_path: Path)
         stop.touch()
         for reader in readers:
             reader.wait(timeout=30)
-    assert states == ["aborted"] * 25
+    assert states == ["aborted"] * ROUNDS
+
+
+FROZEN_HOLDER = textwrap.dedent(
+    """
+    import os, signal, sys
+    from pathlib import Path
+    from engine.store.rundir import status_lock, update_status
+    run_dir = Path(sys.argv[1])
+    with status_lock(run_dir):
+        update_status(run_dir, state="running", pid=os.getpid(), started_at=0)  # a worker, mid-run
+        print("holding", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)  # frozen mid-write, as a debugger or SIGSTOP leaves a process
+    """
+)
+
+
+def test_a_frozen_holder_of_the_status_lock_blocks_no_one_for_good(tmp_path: Path) -> None:
+    run_dir = _demo_run(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", FROZEN_HOLDER, str(run_dir), "-m", "engine", "worker"],
+        env=env,
+        stdout=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        assert holder.stdout.readline() == b"holding\n"
+        began = time.monotonic()
+        with status_lock(run_dir, wait_s=0.3):  # gives up on the lock after its wait, and goes on
+            update_status(run_dir, step=1)
+        assert 0.3 <= time.monotonic() - began < 5
+        # Abort kills the frozen holder first, which frees the lock: no wait at all.
+        began = time.monotonic()
+        assert runs.abort(run_dir)
+        assert time.monotonic() - began < 3 and runs.status(run_dir).state == "aborted"
+    finally:
+        holder.kill()
+        holder.wait()
