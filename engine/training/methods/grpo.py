@@ -76,16 +76,78 @@ def build_trainer(parts: TrainerParts) -> Any:
 
 
 def counted_grpo_trainer_class() -> type:
-    """GRPOTrainer without Trainer's own token count. GRPOTrainer counts the prompt and generated tokens itself
-    (state.num_input_tokens_seen, which the throughput chart reads); Trainer's count looks for ``input_ids`` in
-    batches that have none and warned on every step."""
+    """GRPOTrainer that writes samples of its answers to the run directory, and without Trainer's token count.
+
+    - At each training log, the newest generation's first SAMPLES_PER_LOG answers go to completions.jsonl
+      (engine.store.completions) with each reward's score, for the Monitor's sample panel. TRL keeps them for
+      its own console / wandb printing (``_logs``), which a run directory has no use for.
+    - GRPOTrainer counts the prompt and generated tokens itself (state.num_input_tokens_seen, which the
+      throughput chart reads); Trainer's count looks for ``input_ids`` in batches that have none and warned on
+      every step.
+    """
     from trl import GRPOTrainer
 
     class CountedGRPOTrainer(GRPOTrainer):
         def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
             return
 
+        def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+            training = self.model.training
+            super().log(logs, start_time)
+            if training and self.accelerator.is_main_process:
+                self._write_samples()
+
+        def _write_samples(self) -> None:
+            from pathlib import Path
+
+            from engine.store.completions import append_completions
+
+            samples = newest_samples(self._logs, self.reward_weights.tolist(), self.state.global_step)
+            key = [(sample["prompt"], sample["completion"]) for sample in samples]
+            if samples and key != getattr(self, "_written", None):  # a generation serves several steps
+                self._written = key
+                append_completions(Path(self.args.output_dir).parent, samples)
+
     return CountedGRPOTrainer
+
+
+SAMPLES_PER_LOG = 16
+
+
+def newest_samples(logs: dict[str, Any], weights: list[float], step: int) -> list[dict[str, Any]]:
+    """The first SAMPLES_PER_LOG answers of the newest generation in TRL's ``_logs``, as completions.jsonl lines."""
+    import math
+    import time
+
+    from engine.training.rewards import completion_text
+
+    prompts, completions = list(logs["prompt"]), list(logs["completion"])
+    scores = {name: list(values) for name, values in logs["rewards"].items()}
+    advantages = list(logs["advantages"])
+    samples = []
+    for index in range(min(SAMPLES_PER_LOG, len(completions))):
+        rewards = {name: values[index] for name, values in scores.items()}
+        weighted = [w * r for w, r in zip(weights, rewards.values(), strict=False) if not math.isnan(r)]
+        samples.append(
+            {
+                "step": step,
+                "time": time.time(),
+                "prompt": _prompt_text(prompts[index]),
+                "completion": completion_text(completions[index]),
+                "rewards": rewards,
+                "reward": sum(weighted) if weighted else None,
+                "advantage": advantages[index] if index < len(advantages) else None,
+            }
+        )
+    return samples
+
+
+def _prompt_text(prompt: Any) -> str:
+    """A prompt as the panel shows it: a string, or a conversation's last user turn."""
+    if isinstance(prompt, str):
+        return prompt
+    users = [turn.get("content", "") for turn in prompt if isinstance(turn, dict) and turn.get("role") == "user"]
+    return str(users[-1]) if users else ""
 
 
 METHOD = Method(

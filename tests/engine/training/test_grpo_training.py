@@ -3,6 +3,7 @@ reward, through ``python -m engine train`` / ``check`` and through engine.runs (
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 from pathlib import Path
@@ -12,12 +13,15 @@ import pytest
 
 from engine import runs
 from engine.config import RunConfig, parse_config
+from engine.store.completions import latest_completions
+from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from engine.training.methods import METHODS
 from tests.helpers.engine_cli import run_check, run_train
 from tests.helpers.run_progress import stop_then_resume
 
 pytestmark = pytest.mark.integration
+DEMO_SFT = PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl"
 
 # Rewarded when the answer is short: on the untrained demo model some of a group's answers are and some are not,
 # so the group's advantages are not all zero and the policy moves from the first step.
@@ -39,7 +43,7 @@ def grpo_config(reward_file: Path, function: str = "short_answer", **train: Any)
         {
             "name": "grpo",
             "method": "grpo",
-            "data": {"path": "assets/datasets/demo_sft_train.jsonl", "max_samples": 32},
+            "data": {"path": str(DEMO_SFT), "max_samples": 32},
             "adapter": {"r": 8, "dropout": 0.0},
             "train": {
                 "max_steps": 6,
@@ -98,6 +102,15 @@ def test_grpo_trains_with_a_built_in_and_a_custom_reward(tmp_path: Path):
         assert 0 < event["completions/mean_length"] <= 16
     assert any(event["grad_norm"] > 0 for event in events)  # the groups' rewards differed: the policy moved
     assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
+    samples = latest_completions(run_dir)
+    assert {sample["step"] for sample in samples} == {1, 2, 3, 4, 5, 6}  # a generation per step here
+    prompts = {row["messages"][0]["content"] for row in map(json.loads, DEMO_SFT.read_text().splitlines())}
+    for sample in samples:
+        assert sample["prompt"] in prompts and isinstance(sample["completion"], str)
+        scores = sample["rewards"]
+        assert set(scores) == {"length", "short_answer"}
+        assert sample["reward"] == pytest.approx(scores["length"] + 2.0 * scores["short_answer"], abs=1e-5)
+        assert scores["short_answer"] == (1.0 if len(sample["completion"].strip()) < 12 else 0.0)
 
 
 def test_check_names_a_reward_that_cannot_run(tmp_path: Path):
