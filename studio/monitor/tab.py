@@ -4,7 +4,8 @@ The charts, the progress bar, the stats and the log are plain containers that th
 assets/live_charts.js fills from studio.monitor.live, outside Gradio's events, as the trainer writes. A
 ``gr.Timer`` refreshes the rest (header and state, buttons, error, config) once a second: each browser tab
 keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the outputs that changed; everything else is
-``gr.skip()``.
+``gr.skip()``. A GRPO run's "Sample completions" section (studio.monitor.completions) has a timer of its own,
+which ticks only while the section is open.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.demo.queue import resume_queued
+from studio.monitor.completions import DEFAULT_SAMPLES, READ_LIMIT, SHOW_CHOICES, TOTAL, CompletionsPanel
 from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
 
@@ -29,6 +31,7 @@ from studio.monitor.session import MonitorSession, MonitorUpdate
 # every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
 # HTML panels, which is why what changes with every step goes through the page script instead.
 POLL_SECONDS = 1.0
+COMPLETIONS_POLL_SECONDS = 2.0  # samples arrive at logging steps; the panel's timer ticks only while it is open
 
 
 def chart_html(name: str) -> str:
@@ -81,6 +84,33 @@ def redraw(
     if session is not None:
         session.forget_sent()
     return refresh(run_dir, session, policy, workspace)
+
+
+def completions_refresh(
+    run_dir: str | None,
+    panel: CompletionsPanel | None,
+    reward: str | None,
+    show: str | None,
+    count: Any,
+    visitor: str | None = None,
+    policy: DemoPolicy = NORMAL,
+    workspace: Path | None = None,
+    force: bool = False,
+    opened: bool | None = None,
+) -> list[Any]:
+    """The sample panel's handler (studio.monitor.completions): the panel state (created on first use), then the
+    accordion, the Reward dropdown, the table and the panel's timer, each gr.skip() where nothing changed."""
+    panel = panel or CompletionsPanel()
+    update = panel.update(run_dir, reward, show, count, policy, workspace, visitor, force, opened)
+    skip = gr.skip()
+    return [
+        panel,
+        # with the open state the panel knows, which a hidden accordion shown again may have lost
+        skip if update.visible is None else gr.Accordion(visible=update.visible, open=panel.open),
+        skip if update.choices is None else gr.Dropdown(choices=update.choices, value=update.reward),
+        skip if update.table is None else update.table,
+        skip if update.polling is None else gr.Timer(active=update.polling),
+    ]
 
 
 def stop_clicked(run_dir: str | None) -> None:
@@ -155,12 +185,61 @@ class MonitorTab:
                 for name in METHOD_CHARTS:
                     with gr.Column(min_width=260, elem_classes="ts-method-chart"):
                         gr.HTML(chart_html(name), elem_classes="ts-chart")
+        self._build_completions()
         with gr.Accordion("train.log", open=False):
             gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
         with gr.Accordion("config.yaml", open=False):
             self.config = gr.Code(language="yaml", show_label=False, interactive=False)
         self.timer = gr.Timer(POLL_SECONDS)
         self._wire()
+        self._wire_completions()
+
+    def _build_completions(self) -> None:
+        """The "Sample completions" section of a GRPO run (hidden for other methods until a run shows it)."""
+        self.completions_panel = gr.State(None)
+        with gr.Accordion("Sample completions", open=False, visible=False, elem_id="ts-completions") as accordion:
+            self.completions = accordion
+            with gr.Row():
+                self.completions_reward = gr.Dropdown(
+                    [TOTAL], value=TOTAL, label="Reward", elem_id="ts-completions-reward"
+                )
+                self.completions_show = gr.Dropdown(
+                    list(SHOW_CHOICES), value=SHOW_CHOICES[0], label="Show", elem_id="ts-completions-show"
+                )
+                self.completions_count = gr.Number(
+                    DEFAULT_SAMPLES, label="Samples", precision=0, minimum=1, maximum=READ_LIMIT
+                )
+            self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
+        self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)
+
+    def _wire_completions(self) -> None:
+        policy, workspace = self.ctx.policy, self.ctx.workspace
+        private: dict[str, Any] = {"api_visibility": "private"}
+        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
+        filters = [self.completions_reward, self.completions_show, self.completions_count]
+        inputs = [self.ctx.current_run, self.completions_panel, *filters, visitor]
+        outputs = [
+            self.completions_panel,
+            self.completions,
+            self.completions_reward,
+            self.completions_table,
+            self.completions_timer,
+        ]
+
+        def handler(force: bool = False, opened: bool | None = None) -> dict[str, Any]:
+            def fn(run_dir: str | None, panel: Any, reward: Any, show: Any, count: Any, who: Any) -> list[Any]:
+                return completions_refresh(run_dir, panel, reward, show, count, who, policy, workspace, force, opened)
+
+            return {"fn": fn, "inputs": inputs, "outputs": outputs, "show_progress": "hidden", **private}
+
+        self.completions_timer.tick(**handler(), concurrency_limit=None)
+        self.ctx.current_run.change(**handler())
+        for widget in filters:
+            widget.input(**handler())
+        self.completions.expand(**handler(force=True, opened=True))
+        self.completions.collapse(**handler(opened=False))
+        if self.ctx.tabs is not None:  # an update that reached a hidden tab may not have stuck
+            self.ctx.tabs.change(**handler(force=True))
 
     @property
     def outputs(self) -> list[Any]:
