@@ -63,7 +63,8 @@ def test_a_busy_program_counts_and_this_process_does_not():
     own = (after.own - before.own) / wall
     spinner_share = (others_after[process.pid] - others_before[process.pid]) / wall
     load, truth = others_load(before, after), cores_used(others_before, others_after, wall)
-    assert own > 0.3 and spinner_share > 0.3, (own, spinner_share)  # both really ran
+    # Both really ran (each gets a third of a core or less where several programs share 2 cores).
+    assert own > 0.1 and spinner_share > 0.1, (own, spinner_share)
     assert load >= spinner_share - 0.1, (load, spinner_share)
     assert abs(load - truth) < 0.25, (load, truth, own)  # counting this process would be off by `own`
 
