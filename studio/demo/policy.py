@@ -56,7 +56,7 @@ class DemoPolicy:
     """What visitors of a public studio may do. ``enabled`` false: no limits (a studio of one's own)."""
 
     enabled: bool = False
-    max_steps: int = 600  # the demo preset's run, about 80 s on 2 CPU cores
+    max_steps: int = 900  # the GRPO demo preset's run, about 165 s on 2 CPU cores (the SFT demo: 600, 80 s)
     max_minutes: float = 15.0  # wall time of one run, so one visitor cannot hold the CPU for long
     max_batch_size: int = 64
     max_length: int = 1024  # the default: the demo sets are short rows anyway
