@@ -30,6 +30,18 @@ class TrainerParts:
     args: Any  # what to_training_args returned (an instance of the method's args_class)
     callbacks: list[Any]
 
+    def trainer_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments every TRL trainer takes alike. The model arrives with its adapter attached, so no
+        peft_config is passed (with LoRA, DPO and KTO then take the base with the adapter off as reference)."""
+        return {
+            "model": self.model,
+            "args": self.args,
+            "train_dataset": self.data.train,
+            "eval_dataset": self.data.eval,
+            "processing_class": self.tokenizer,
+            "callbacks": self.callbacks,
+        }
+
 
 @dataclass(frozen=True)
 class Method:

@@ -37,7 +37,7 @@ def build_trainer(parts: TrainerParts) -> Any:
     """TRL's DPOTrainer over the prepared pairs."""
     from trl import DPOTrainer
 
-    return paired.without_copied_reference(DPOTrainer(**paired.trainer_kwargs(parts)), parts.config)
+    return paired.without_copied_reference(DPOTrainer(**parts.trainer_kwargs()), parts.config)
 
 
 METHOD = Method(

@@ -64,15 +64,8 @@ def build_trainer(parts: TrainerParts) -> Any:
     """TRL's GRPOTrainer with the run's reward functions."""
     from engine.training.rewards import reward_functions
 
-    return counted_grpo_trainer_class()(
-        model=parts.model,
-        reward_funcs=reward_functions(parts.config.grpo.rewards, parts.tokenizer),
-        args=parts.args,
-        train_dataset=parts.data.train,
-        eval_dataset=parts.data.eval,
-        processing_class=parts.tokenizer,
-        callbacks=parts.callbacks,
-    )
+    rewards = reward_functions(parts.config.grpo.rewards, parts.tokenizer)
+    return counted_grpo_trainer_class()(reward_funcs=rewards, **parts.trainer_kwargs())
 
 
 def counted_grpo_trainer_class() -> type:

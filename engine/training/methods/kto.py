@@ -56,7 +56,7 @@ def build_trainer(parts: TrainerParts) -> Any:
     """TRL's KTOTrainer over the labelled answers."""
     from trl import KTOTrainer
 
-    return paired.without_copied_reference(KTOTrainer(**paired.trainer_kwargs(parts)), parts.config)
+    return paired.without_copied_reference(KTOTrainer(**parts.trainer_kwargs()), parts.config)
 
 
 METHOD = Method(

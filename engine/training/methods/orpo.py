@@ -35,7 +35,7 @@ def args_class() -> type:
 
 def build_trainer(parts: TrainerParts) -> Any:
     """TRL's ORPOTrainer over the prepared pairs, counting the tokens it trains on."""
-    return counted_orpo_trainer_class()(**paired.trainer_kwargs(parts))
+    return counted_orpo_trainer_class()(**parts.trainer_kwargs())
 
 
 def counted_orpo_trainer_class() -> type:

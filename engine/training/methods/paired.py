@@ -1,12 +1,12 @@
-"""What the preference methods (dpo, kto, orpo) share: their data, and the trainer keyword arguments TRL's
-preference trainers take alike."""
+"""What the preference methods (dpo, kto, orpo) share: their data, their reward charts, and the reference model
+TRL's preference trainers take from a fresh adapter."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from engine.config import RunConfig
-from engine.training.methods.base import MetricChart, TrainerParts
+from engine.training.methods.base import MetricChart
 
 # The reward charts DPO and KTO log alike (TRL: beta times the policy's log-ratio to the reference).
 REWARD_CHARTS = (
@@ -37,17 +37,3 @@ def without_copied_reference(trainer: Any, config: RunConfig) -> Any:
         model.delete_adapter("ref")
         model.set_adapter("default")
     return trainer
-
-
-def trainer_kwargs(parts: TrainerParts) -> dict[str, Any]:
-    """The keyword arguments TRL's preference trainers take alike. The model arrives with its adapter attached,
-    so no peft_config is passed; with LoRA, DPO and KTO then take the base with the adapter switched off as
-    their reference (no second copy in memory)."""
-    return {
-        "model": parts.model,
-        "args": parts.args,
-        "train_dataset": parts.data.train,
-        "eval_dataset": parts.data.eval,
-        "processing_class": parts.tokenizer,
-        "callbacks": parts.callbacks,
-    }

@@ -49,14 +49,7 @@ def args_class() -> type:
 
 def build_trainer(parts: TrainerParts) -> Any:
     """The lean SFTTrainer over the prepared datasets."""
-    return lean_sft_trainer_class()(
-        model=parts.model,
-        args=parts.args,
-        train_dataset=parts.data.train,
-        eval_dataset=parts.data.eval,
-        processing_class=parts.tokenizer,
-        callbacks=parts.callbacks,
-    )
+    return lean_sft_trainer_class()(**parts.trainer_kwargs())
 
 
 def lean_sft_trainer_class() -> type:
