@@ -22,15 +22,15 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from throughput import train_run  # noqa: E402  (benchmarks/ is the script's folder)
 
 from engine.config import RunConfig, load_config  # noqa: E402
 
@@ -38,20 +38,6 @@ SFT_PRESET = ROOT / "assets" / "presets" / "demo.yaml"
 DPO_PRESET = ROOT / "assets" / "presets" / "demo-dpo.yaml"
 HELD_OUT = "assets/datasets/demo_dpo_eval.jsonl"
 ORDINAL = re.compile(r"^[A-Z][a-z]+ \d{1,2}(st|nd|rd|th)$")
-
-
-def train(config: RunConfig, run_dir: Path) -> float:
-    """``python -m engine train`` in the foreground; returns its wall time in seconds."""
-    config_path = run_dir.parent / f"{run_dir.name}.yaml"
-    config_path.write_text(config.to_yaml())
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
 
 
 def merged(adapter: Path) -> Any:
@@ -101,11 +87,11 @@ def main() -> None:
         sft_run = args.sft_run
         if sft_run is None:
             sft_run = Path(tmp) / "sft"
-            print(f"SFT demo run: {train(load_config(SFT_PRESET), sft_run):.0f} s", flush=True)
+            print(f"SFT demo run: {train_run(load_config(SFT_PRESET), sft_run):.0f} s", flush=True)
         data = load_config(DPO_PRESET).model_dump(mode="json")
         data["model"]["init_from"] = str(sft_run.resolve())
         dpo_run = Path(tmp) / "dpo"
-        seconds = train(RunConfig.model_validate(data), dpo_run)
+        seconds = train_run(RunConfig.model_validate(data), dpo_run)
         print(f"DPO run (process start to saved adapter): {seconds:.0f} s  (goal <= 120 s)", flush=True)
 
         tokenizer = AutoTokenizer.from_pretrained(ROOT / "assets" / "demo-model")

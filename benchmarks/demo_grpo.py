@@ -19,35 +19,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from throughput import train_run  # noqa: E402  (benchmarks/ is the script's folder)
+
 from engine.config import RunConfig, load_config  # noqa: E402
 
 SFT_PRESET = ROOT / "assets" / "presets" / "demo.yaml"
 GRPO_PRESET = ROOT / "assets" / "presets" / "demo-grpo.yaml"
 HELD_OUT = ROOT / "assets" / "datasets" / "demo_sft_eval.jsonl"
-
-
-def train(config: RunConfig, run_dir: Path) -> float:
-    """``python -m engine train`` in the foreground; returns its wall time in seconds."""
-    config_path = run_dir.parent / f"{run_dir.name}.yaml"
-    config_path.write_text(config.to_yaml())
-    started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
-    return time.perf_counter() - started
 
 
 def short_sft(steps: int) -> RunConfig:
@@ -85,14 +71,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         sft_run = args.sft_run.resolve() if args.sft_run else Path(tmp) / "sft"
         if not args.sft_run:
-            seconds = train(short_sft(args.sft_steps), sft_run)
+            seconds = train_run(short_sft(args.sft_steps), sft_run)
             print(f"short SFT run ({args.sft_steps} steps): {seconds:.1f} s")
         grpo = load_config(GRPO_PRESET)
         grpo = grpo.model_copy(update={"model": grpo.model.model_copy(update={"init_from": str(sft_run)})})
         if args.grpo_steps:
             grpo = grpo.model_copy(update={"train": grpo.train.model_copy(update={"max_steps": args.grpo_steps})})
         grpo_run = Path(tmp) / "grpo"
-        seconds = train(grpo, grpo_run)
+        seconds = train_run(grpo, grpo_run)
         before, after, curve = exact_match(sft_run), exact_match(grpo_run), rewards(grpo_run)
     print(f"GRPO run ({grpo.train.max_steps} steps), end to end: {seconds:.1f} s  (goal <= 180 s)")
     print(f"reward: first {curve[0]:.3f} -> last {curve[-1]:.3f} (mean of the last 5: {sum(curve[-5:]) / 5:.3f})")

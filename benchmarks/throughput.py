@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -173,17 +174,25 @@ def run_trl_defaults(config: RunConfig, steps: int) -> float:
     return steady_tokens_per_second(points)
 
 
+def train_run(config: RunConfig, run_dir: Path) -> float:
+    """``python -m engine train`` in the foreground (the product), the config written beside ``run_dir``; returns
+    its wall time in seconds."""
+    config_path = run_dir.parent / f"{run_dir.name}.yaml"
+    config_path.write_text(config.to_yaml())
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
+        check=True,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - started
+
+
 def engine_train_events(config: RunConfig) -> list[dict[str, Any]]:
     """Train ``config`` with ``python -m engine train`` (the product) and return its metrics.jsonl train events."""
     with tempfile.TemporaryDirectory() as tmp:
-        config_path = Path(tmp) / "config.yaml"
-        config_path.write_text(config.to_yaml())
-        subprocess.run(
-            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", f"{tmp}/run"],
-            check=True,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-        )
+        train_run(config, Path(tmp) / "run")
         lines = Path(tmp, "run", "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     return [event for event in map(json.loads, lines) if event["event"] == "train"]
 
@@ -196,16 +205,46 @@ def run_engine(preset: Path, config: RunConfig, steps: int) -> float:
     return steady_tokens_per_second([(event["time"], event["num_input_tokens_seen"]) for event in train])
 
 
-def _child(arm: str, preset: Path, steps: int) -> float:
-    """Run one in-process arm in a fresh interpreter, so no arm inherits another's warm caches."""
+def child_figure(script: str, *args: str) -> float:
+    """Run a benchmark's in-process arm (``python SCRIPT ARGS``) in a fresh interpreter, so no arm inherits
+    another's warm caches; returns the figure it prints last."""
     output = subprocess.run(
-        [sys.executable, __file__, "--arm", arm, "--preset", str(preset), "--steps", str(steps)],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
+        [sys.executable, script, *args], check=True, capture_output=True, text=True, cwd=ROOT
     ).stdout
     return float(output.strip().splitlines()[-1])
+
+
+def alternated_rounds(arms: dict[str, Callable[[], float]], rounds: int, unit: str) -> dict[str, list[float]]:
+    """Each arm's figure once per round, printed as it comes. Every other round runs the arms in reverse order, so
+    no arm always follows the same neighbour."""
+    results: dict[str, list[float]] = {arm: [] for arm in arms}
+    width = max(map(len, arms))
+    for round_number in range(1, rounds + 1):
+        for arm in list(arms) if round_number % 2 else list(reversed(arms)):
+            value = arms[arm]()
+            results[arm].append(value)
+            print(f"round {round_number} {arm:>{width}}: {value:8.1f} {unit}", flush=True)
+    return results
+
+
+def print_ratios(
+    results: dict[str, list[float]], title: str, unit: str, baselines: dict[str, str], goal: str | None = None
+) -> None:
+    """The arms' medians, and the engine's ratio to each baseline (arm -> how to name it) with a 95% bootstrap
+    interval of the median of the rounds' ratios; ``goal`` is the baseline the engine must reach (ratio >= 1.0)."""
+    medians = {arm: statistics.median(values) for arm, values in results.items()}
+    width = max(map(len, results))
+    print(f"\n{title}, medians:")
+    for arm, value in medians.items():
+        print(f"  {arm:>{width}}: {value:8.1f} {unit}")
+    for baseline, name in baselines.items():
+        ratios = [engine / other for engine, other in zip(results["engine"], results[baseline], strict=True)]
+        low, high = median_interval(ratios)
+        print(
+            f"engine / {name}: {medians['engine'] / medians[baseline]:.2f} of the medians, "
+            f"{statistics.median(ratios):.2f} median of the rounds' ratios "
+            f"(95% bootstrap interval {low:.2f}-{high:.2f})" + ("  (goal >= 1.0)" if baseline == goal else "")
+        )
 
 
 def median_interval(values: list[float], draws: int = 4000, seed: int = 0) -> tuple[float, float]:
@@ -231,28 +270,15 @@ def main() -> None:
         run = run_bare if args.arm == "bare" else run_trl_defaults
         print(run(config, args.steps))
         return
-    results: dict[str, list[float]] = {"engine": [], "bare": [], "trl-defaults": []}
-    for round_number in range(1, args.rounds + 1):
-        # Every other round runs the arms in reverse order, so no arm always follows the same neighbour.
-        order = list(results) if round_number % 2 else list(reversed(results))
-        for arm in order:
-            value = (
-                run_engine(args.preset, config, args.steps) if arm == "engine" else _child(arm, args.preset, args.steps)
-            )
-            results[arm].append(value)
-            print(f"round {round_number} {arm:>12}: {value:8.0f} tokens/s", flush=True)
-    medians = {arm: statistics.median(values) for arm, values in results.items()}
-    print(f"\npreset {args.preset.name}, {args.steps} steps, {args.rounds} rounds, medians:")
-    for arm, value in medians.items():
-        print(f"  {arm:>12}: {value:8.0f} tokens/s")
-    for baseline, goal in (("bare", "  (goal >= 1.0)"), ("trl-defaults", "")):
-        ratios = [engine / other for engine, other in zip(results["engine"], results[baseline], strict=True)]
-        low, high = median_interval(ratios)
-        print(
-            f"engine / {BASELINE_NAMES[baseline]}: {medians['engine'] / medians[baseline]:.2f} of the medians, "
-            f"{statistics.median(ratios):.2f} median of the rounds' ratios (95% bootstrap interval "
-            f"{low:.2f}-{high:.2f}){goal}"
-        )
+    preset, steps = str(args.preset), str(args.steps)
+    arms = {
+        "engine": lambda: run_engine(args.preset, config, args.steps),
+        "bare": lambda: child_figure(__file__, "--arm", "bare", "--preset", preset, "--steps", steps),
+        "trl-defaults": lambda: child_figure(__file__, "--arm", "trl-defaults", "--preset", preset, "--steps", steps),
+    }
+    results = alternated_rounds(arms, args.rounds, "tokens/s")
+    title = f"preset {args.preset.name}, {args.steps} steps, {args.rounds} rounds"
+    print_ratios(results, title, "tokens/s", BASELINE_NAMES, goal="bare")
 
 
 if __name__ == "__main__":

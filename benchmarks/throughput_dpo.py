@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from throughput import engine_train_events, median_interval  # noqa: E402  (benchmarks/ is the script's folder)
+from throughput import alternated_rounds, child_figure, engine_train_events, print_ratios  # noqa: E402  (benchmarks/ is the script's folder)
 
 from engine.config import RunConfig, load_config  # noqa: E402
 from engine.store.paths import find_local_path  # noqa: E402
@@ -121,18 +119,6 @@ def run_engine(config: RunConfig) -> float:
     return pairs_per_second([(event["time"], event["step"]) for event in train], config.train.per_device_batch_size)
 
 
-def _child(preset: Path, steps: int, settings: list[str]) -> float:
-    """The bare arm in a fresh interpreter, so it inherits no warm caches."""
-    output = subprocess.run(
-        [sys.executable, __file__, "--bare", "--preset", str(preset), "--steps", str(steps), *settings],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    ).stdout
-    return float(output.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", type=Path, default=PRESET)
@@ -150,24 +136,15 @@ def main() -> None:
         print(run_bare(config))
         return
     settings = ["--optimizer", args.optimizer] if args.optimizer else []
-    results: dict[str, list[float]] = {"engine": [], "bare": []}
-    for round_number in range(1, args.rounds + 1):
-        order = list(results) if round_number % 2 else list(reversed(results))
-        for arm in order:
-            value = run_engine(config) if arm == "engine" else _child(args.preset, args.steps, settings)
-            results[arm].append(value)
-            print(f"round {round_number} {arm:>6}: {value:7.1f} pairs/s", flush=True)
-    medians = {arm: statistics.median(values) for arm, values in results.items()}
-    print(f"\n{args.preset.name}, {args.steps} steps, {args.rounds} rounds, medians:")
-    for arm, value in medians.items():
-        print(f"  {arm:>6}: {value:7.1f} pairs/s")
-    ratios = [engine / bare for engine, bare in zip(results["engine"], results["bare"], strict=True)]
-    low, high = median_interval(ratios)
-    print(
-        f"engine / bare DPOTrainer+peft: {medians['engine'] / medians['bare']:.2f} of the medians, "
-        f"{statistics.median(ratios):.2f} median of the rounds' ratios (95% bootstrap interval {low:.2f}-{high:.2f})"
-        "  (goal >= 1.0)"
-    )
+    arms = {
+        "engine": lambda: run_engine(config),
+        "bare": lambda: child_figure(
+            __file__, "--bare", "--preset", str(args.preset), "--steps", str(args.steps), *settings
+        ),
+    }
+    results = alternated_rounds(arms, args.rounds, "pairs/s")
+    title = f"{args.preset.name}, {args.steps} steps, {args.rounds} rounds"
+    print_ratios(results, title, "pairs/s", {"bare": "bare DPOTrainer+peft"}, goal="bare")
 
 
 if __name__ == "__main__":
