@@ -8,7 +8,6 @@ live processes (engine.runs.status). Only the standard library and the config ar
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import shutil
@@ -21,6 +20,7 @@ from engine.config import RunConfig, save_config
 from engine.runs import standby
 from engine.runs.lineage import pinned
 from engine.runs.status import status
+from engine.store.locks import file_lock
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
 from engine.store.rundir import (
     ABORTED,
@@ -224,12 +224,8 @@ def start_lock(workspace: Path) -> Iterator[None]:
     the workspace (beside, not in, the runs directory) serialises them; the kernel drops it if the holder dies.
     """
     Path(workspace).mkdir(parents=True, exist_ok=True)
-    with open(start_lock_file(workspace), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(start_lock_file(workspace)):
+        yield
 
 
 def delete(run_dir: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -21,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+from engine.store.locks import file_lock
 
 CONFIG_FILE = "config.yaml"
 STATUS_FILE = "status.json"
@@ -245,33 +246,12 @@ def status_lock(run_dir: Path, wait_s: float = STATUS_LOCK_WAIT_S) -> Iterator[N
     if key in held:
         yield
         return
-    try:
-        handle = open(Path(run_dir) / STATUS_LOCK_FILE, "a")  # noqa: SIM115 (held across the yield)
-    except OSError:
-        yield
-        return
-    with handle:
-        locked = _flock_within(handle, wait_s)
+    with file_lock(Path(run_dir) / STATUS_LOCK_FILE, wait_s, unopenable_ok=True):
         held.add(key)
         try:
             yield
         finally:
             held.discard(key)
-            if locked:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _flock_within(handle: Any, wait_s: float) -> bool:
-    """Take an exclusive flock on ``handle``, trying for ``wait_s`` seconds; whether it was taken."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.005)
 
 
 def update_status(run_dir: Path, when: Callable[[RunStatus], bool] | None = None, **changes: Any) -> RunStatus:
