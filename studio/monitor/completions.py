@@ -26,10 +26,10 @@ from typing import Any
 from engine.config import ConfigError, load_config
 from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
 from engine.store.rundir import CONFIG_FILE, read_status
+from engine.training.methods import METHODS
 from studio.demo.policy import NORMAL, DemoPolicy, owns
 from studio.monitor.live import file_stamp
 
-SAMPLING_METHODS = ("grpo",)  # the methods that write completions.jsonl
 TOTAL = "total"  # the weighted sum of the rewards (a sample's ``reward``)
 NEWEST, BEST, WORST, ZERO = "newest", "best", "worst", "zero reward"
 SHOW_CHOICES = (NEWEST, BEST, WORST, ZERO)
@@ -46,8 +46,9 @@ EMPTY_TABLE = (
 
 
 def run_samples_completions(run_dir: Path) -> bool:
-    """Whether the run's method writes completions.jsonl (its config names a sampling method)."""
-    return _METHODS.method(Path(run_dir)) in SAMPLING_METHODS
+    """Whether the run's method writes completions.jsonl (Method.writes_samples)."""
+    method = METHODS.get(_METHODS.method(Path(run_dir)) or "")
+    return method is not None and method.writes_samples
 
 
 class _MethodCache:

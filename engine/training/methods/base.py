@@ -62,6 +62,8 @@ class Method:
       the arguments every method shares come from ``engine.training.builders.common_training_kwargs``.
     - ``args_class()``: the TRL config class (a transformers TrainingArguments).
     - ``build_trainer(parts)``: the TRL trainer, ready to ``train()``.
+    - ``writes_samples``: whether its runs write samples of what they generate to completions.jsonl
+      (engine.store.completions), which the Monitor lists.
     - ``check_data(config, tokenizer)``: checks before launch beyond the rows' format, raising ConfigError (GRPO:
       its reward functions, called on two rows); None when the method has none.
     """
@@ -76,4 +78,5 @@ class Method:
     charts: tuple[MetricChart, ...] = ()
     evaluation: str = "answers"
     reference: bool = False
+    writes_samples: bool = False
     check_data: Callable[[RunConfig, Any], None] | None = None

@@ -160,5 +160,6 @@ METHOD = Method(
         MetricChart("entropy", "Entropy of the policy", "nats"),
     ),
     evaluation="answers",
+    writes_samples=True,
     check_data=check_data,
 )
