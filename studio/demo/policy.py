@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,10 +42,11 @@ LOCKED: dict[str, Any] = {
     "quantization.mode": "none",
     "launch.num_processes": 1,
     "train.report_to": "none",  # a Space's own WANDB_API_KEY must not log strangers' runs
-    "model.init_from": None,  # visitors share the workspace: no starting from another visitor's run
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
 DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
+# Visitors share the workspace: a run starts from the base model or from one of the visitor's own runs.
+INIT_FROM_REFUSAL = "the demo starts only from one of your own finished runs: pick it in the list"
 # Strangers never run code on the server: only the built-in rewards.
 CUSTOM_REWARD_REFUSAL = "custom reward files are off in this demo (they would run your code here); use a built-in"
 T = TypeVar("T")
@@ -127,10 +128,11 @@ class DemoPolicy:
             "grpo.max_completion_length": self.max_completion_tokens,
         }
 
-    def problems(self, config: RunConfig, uploads: Path | None = None) -> list[Problem]:
+    def problems(self, config: RunConfig, uploads: Path | None = None, own_runs: Collection[str] = ()) -> list[Problem]:
         """Why the demo refuses ``config`` (one Problem per field at fault; [] when it is fine or not a demo).
 
         ``uploads`` is the visitor's upload folder: data may come from there or from the bundled sets.
+        ``own_runs``: the ids of the visitor's runs that a run may start from (model.init_from).
         """
         if not self.enabled:
             return []
@@ -141,6 +143,8 @@ class DemoPolicy:
             for number, reward in enumerate(config.grpo.rewards)
             if reward.kind == "custom"
         ]
+        if config.model.init_from and config.model.init_from not in own_runs:
+            found.append(Problem("model.init_from", INIT_FROM_REFUSAL))
         # Each dataset of a list in data.path is checked on its own (data.path.1).
         found += [
             Problem(field, DATA_REFUSAL)
@@ -186,6 +190,8 @@ class DemoPolicy:
             return spec.help
         if spec.path in LOCKED:
             return f"{spec.help} Fixed in this demo."
+        if spec.path == "model.init_from":
+            return f"{spec.help} In this demo: one of your own finished runs."
         if spec.path == "train.max_steps":
             return f"Optimizer steps to run: 1 to {self.max_steps} in this demo."
         cap = self.caps().get(spec.path)

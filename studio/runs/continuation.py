@@ -26,8 +26,6 @@ def continue_values(
 ) -> tuple[dict[str, Any] | None, str]:
     """Form values (path -> widget value) that continue the one picked run, and a message; None and the reason
     when there is not exactly one picked run that can be continued (going, no weights, not the visitor's)."""
-    if policy.enabled:
-        return None, "The demo starts every run from the bundled model."
     if not run_ids or len(run_ids) != 1:
         return None, "Pick one run in “Selected runs” to continue from."
     try:

@@ -28,7 +28,15 @@ from engine.runs.lineage import init_from_problems, pinned, runs_with_weights
 from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import configs_dir, recent_models_file, runs_dir
-from studio.demo.policy import DATA_REFUSAL, NORMAL, PATH_FIELDS, DemoPolicy, visitor_uploads, widget_data_allowed
+from studio.demo.policy import (
+    DATA_REFUSAL,
+    NORMAL,
+    PATH_FIELDS,
+    DemoPolicy,
+    owns,
+    visitor_uploads,
+    widget_data_allowed,
+)
 from studio.demo.queue import enqueue_run
 from studio.demo.quota import upload_refusal
 from studio.form.schema import config_to_values, default_values, map_dataset_paths, values_to_config
@@ -72,11 +80,25 @@ def model_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[str]:
     return [DEMO_MODEL] if policy.enabled else list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
 
 
-def init_from_choices(workspace: Path) -> list[tuple[str, str]]:
+def init_from_choices(
+    workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> list[tuple[str, str]]:
     """The start-from picker's list as (label, run id): starting from the base model first, then the workspace's
-    finished runs that have weights, newest first."""
-    finished = [(f"{run.name} · {run.run_dir.name}", run.run_dir.name) for run in runs_with_weights(workspace)]
+    finished runs that have weights, newest first (in demo mode only the visitor's own)."""
+    finished = [
+        (f"{run.name} · {run.run_dir.name}", run.run_dir.name)
+        for run in runs_with_weights(workspace)
+        if owns(policy, run.status.owner, visitor)
+    ]
     return [(NO_INIT_SOURCE, ""), *finished]
+
+
+def own_start_runs(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[str]:
+    """In demo mode, the run ids the visitor may start a run from (their own finished runs); [] otherwise, where
+    the policy asks nothing of model.init_from."""
+    if not policy.enabled:
+        return []
+    return [run_id for _, run_id in init_from_choices(workspace, policy, visitor) if run_id]
 
 
 def starting_values() -> dict[str, Any]:
@@ -105,13 +127,17 @@ def run_dir_hint(config: RunConfig, workspace: Path) -> str:
 
 
 def checked_config(
-    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
+    values: Mapping[str, Any],
+    workspace: Path,
+    policy: DemoPolicy = NORMAL,
+    uploads: Path | None = None,
+    visitor: str | None = None,
 ) -> RunConfig:
     """The form's config with its paths confined and the demo's limits applied (``uploads``: the visitor's
-    upload folder, whose files the demo's form names by their names); raises ConfigError naming each field at
-    fault."""
+    upload folder, whose files the demo's form names by their names; ``visitor``: whose runs it may start from);
+    raises ConfigError naming each field at fault."""
     config = form_config(upload_paths(values, policy, uploads), workspace)
-    problems = policy.problems(config, uploads)
+    problems = policy.problems(config, uploads, own_start_runs(workspace, policy, visitor))
     if problems:
         raise ConfigError(problems)
     return continued_config(config, workspace)
@@ -180,13 +206,17 @@ def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: P
 
 
 def preview(
-    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, uploads: Path | None = None
+    values: Mapping[str, Any],
+    workspace: Path,
+    policy: DemoPolicy = NORMAL,
+    uploads: Path | None = None,
+    visitor: str | None = None,
 ) -> Preview:
     """The config as YAML and the equivalent command line; on invalid input the per-field problems. In demo mode
     they name the visitor's upload as ``mine.jsonl`` and the run folder as ``workspace/runs/...`` (``config`` keeps
     the real paths)."""
     try:
-        config = checked_config(values, workspace, policy, uploads)
+        config = checked_config(values, workspace, policy, uploads, visitor)
     except ConfigError as exc:
         listing = "\n".join(f"# {problem}" for problem in exc.problems)
         result = Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
@@ -387,7 +417,7 @@ def _start_run(
     from engine.training.methods import inspect_run_data
 
     try:
-        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor))
+        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor), visitor)
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start

@@ -53,13 +53,16 @@ def _init_from_picker(ctx: StudioContext) -> Any:
     """model.init_from as a combo box: the workspace's finished runs with weights (listed again each time it gets
     the focus, see _wire_init_from), or a run directory / checkpoint path typed in."""
 
+    demo = ctx.policy.enabled
+
     def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
         return gr.Dropdown(
-            choices=actions.init_from_choices(ctx.workspace),
+            # In the demo nobody is known at build time: the visitor's own runs are listed on focus.
+            choices=actions.init_from_choices(ctx.workspace, ctx.policy),
             value=value,
-            allow_custom_value=True,
+            allow_custom_value=not demo,  # a visitor names no path on the server
             label="Start from run",
-            info=spec.help,
+            info=ctx.policy.help_for(spec),
             elem_id="cfg-model-init_from",
         )
 
@@ -67,13 +70,12 @@ def _init_from_picker(ctx: StudioContext) -> Any:
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
-    """List the runs to start from again when the picker gets the focus: runs finish while the page is open."""
-    if ctx.policy.enabled:  # fixed to none in the demo (studio.demo.policy.LOCKED)
-        return
+    """List the runs to start from again when the picker gets the focus: runs finish while the page is open (in
+    the demo, the visitor's own runs)."""
     picker = form.components["model.init_from"]
     picker.focus(
-        lambda: gr.update(choices=actions.init_from_choices(ctx.workspace)),
-        None,
+        lambda visitor: gr.update(choices=actions.init_from_choices(ctx.workspace, ctx.policy, visitor)),
+        ctx.visitor,
         picker,
         show_progress="hidden",
         concurrency_limit=None,  # a directory listing: milliseconds
@@ -222,7 +224,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
         **_demo_overrides(ctx),
         "model.name_or_path": _model_picker(ctx),
         **({} if ctx.policy.enabled else {"data.path": _relabel("Dataset file or hub id")}),
-        **({} if ctx.policy.enabled else {"model.init_from": _init_from_picker(ctx)}),
+        "model.init_from": _init_from_picker(ctx),
     }
     first = actions.starting_values()
     form = ConfigForm(overrides=overrides, initial=first)
@@ -353,9 +355,8 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     inputs = [ctx.visitor, *form.inputs]
 
     def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
-        return actions.preview(
-            form.values(args), ctx.workspace, ctx.policy, visitor_uploads(ctx.workspace, ctx.policy, visitor)
-        )
+        uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
+        return actions.preview(form.values(args), ctx.workspace, ctx.policy, uploads, visitor)
 
     def on_change(visitor: str | None, *args: Any) -> list[Any]:
         result = checked(visitor, args)

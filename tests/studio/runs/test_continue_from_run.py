@@ -22,14 +22,16 @@ from gradio.state_holder import SessionState
 from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
+from engine.store.rundir import update_status
 from studio.context import StudioContext
-from studio.demo.policy import DemoPolicy
+from studio.demo.policy import INIT_FROM_REFUSAL, owner_tag
 from studio.form.schema import default_values
 from studio.runs.continuation import continue_values
 from studio.runs.data import RunIndex
 from studio.runs.tab import build_runs_tab
 from studio.train import actions
 from studio.train.tab import build_train_tab
+from tests.helpers.visitors import ALICE, BOB, DEMO
 
 pytestmark = pytest.mark.integration
 
@@ -99,12 +101,23 @@ def test_preview_checks_the_source_and_shows_where_the_run_starts(workspace: Pat
     assert not cleared.errors and yaml.safe_load(cleared.yaml)["model"]["init_from"] is None
 
 
-def test_the_demo_starts_every_run_from_the_demo_model(workspace: Path, source: Path):
-    demo = DemoPolicy(enabled=True)
-    assert "model.init_from" in {
-        problem.field for problem in demo.problems(parse_config({"model": {"init_from": source.name}}))
-    }
-    assert continue_values(workspace, [source.name], demo)[0] is None
+def test_a_demo_visitor_starts_only_from_their_own_runs(workspace: Path, source: Path):
+    update_status(source, owner=owner_tag(ALICE))
+    assert actions.init_from_choices(workspace, DEMO, ALICE)[1:] == [(f"sft · {source.name}", source.name)]
+    assert actions.init_from_choices(workspace, DEMO, BOB)[1:] == []
+    carried, message = continue_values(workspace, [source.name], DEMO, ALICE)
+    assert carried is not None and carried["model.init_from"] == source.name and "sft's adapter" in message
+    refused_values, why = continue_values(workspace, [source.name], DEMO, BOB)
+    assert refused_values is None and f"no run '{source.name}' here" in why
+    # The demo names its model as bundled; the source here was trained from the same folder by its full path.
+    continued = {**form_values(train__max_steps=10), **carried, "model.name_or_path": "assets/demo-model"}
+    assert actions.preview(continued, workspace, DEMO, None, ALICE).errors == {}
+    refused = {"model.init_from": INIT_FROM_REFUSAL}
+    assert actions.preview(continued, workspace, DEMO, None, BOB).errors == refused
+    assert actions.preview(continued, workspace, DEMO).errors == refused  # no visitor: nobody's runs
+    # A path is no run id of the visitor's, even when it names their own run.
+    as_path = {**continued, "model.init_from": str(source)}
+    assert actions.preview(as_path, workspace, DEMO, None, ALICE).errors == refused
 
 
 def test_continue_values_carry_the_source_model_and_adapter(workspace: Path, source: Path, queued: Path):
