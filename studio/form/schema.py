@@ -228,9 +228,26 @@ def to_widget(spec: FieldSpec, value: Any) -> Any:
     if spec.kind == "datasets" and isinstance(value, list):
         return datasets_text([_entry_data(item) for item in value])
     if spec.kind == "yaml":
-        shown = [_entry_data(item) for item in value] if isinstance(value, list) else _entry_data(value)
-        return yaml.safe_dump(shown, default_flow_style=True, sort_keys=False).strip().removesuffix("...").strip()
+        if isinstance(value, list):
+            return yaml_list_text([_entry_data(item) for item in value])
+        return _flow_yaml(_entry_data(value))
     return str(value)
+
+
+def yaml_list_text(entries: list[Any]) -> str:
+    """A list of sections (grpo.rewards) as its box shows it: one flow mapping per line, ``- {kind: regex, ...}``;
+    ``[]`` for none."""
+    return "\n".join(f"- {_flow_yaml(entry)}" for entry in entries) if entries else "[]"
+
+
+def _flow_yaml(value: Any) -> str:
+    """One value as one line of flow-style YAML."""
+    return (
+        yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1)
+        .strip()
+        .removesuffix("...")
+        .strip()
+    )
 
 
 def _entry_data(item: Any) -> Any:

@@ -42,7 +42,14 @@ from studio.demo.quota import upload_refusal
 from studio.form.schema import config_to_values, default_values, map_dataset_paths, values_to_config
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
-from studio.train.dataset import DatasetCheck, cached_tokenizer, check_dataset, copy_upload, error_markdown
+from studio.train.dataset import (
+    DatasetCheck,
+    cached_tokenizer,
+    check_dataset,
+    copy_upload,
+    error_markdown,
+    get_tokenizer,
+)
 from studio.train.estimate import target_module_problems
 
 PRESETS_DIR = ASSETS_DIR / "presets"
@@ -426,6 +433,7 @@ def _start_run(
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
         inspect_run_data(config, cached_tokenizer(config))
+        check_method_data(config)
     except ConfigError as exc:  # data that the chosen method does not train on: said next to the method field
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     except DataError as exc:
@@ -448,6 +456,17 @@ def _start_run(
     with contextlib.suppress(OSError):
         remember_model(workspace, config.model.name_or_path)
     return StartResult(f"🚀 Started `{run_dir.name}`", run_dir=run_dir)
+
+
+def check_method_data(config: RunConfig) -> None:
+    """The method's own checks before launch (GRPO: each reward loads and scores the first rows; Method.check_data),
+    raising ConfigError at the field at fault. A custom reward's code runs in this process: the demo refuses custom
+    files before this (DemoPolicy.problems), and in one's own studio it is one's own code."""
+    from engine.training.methods import method_of
+
+    check = method_of(config).check_data
+    if check is not None:
+        check(config, get_tokenizer(config))
 
 
 def _enqueue(

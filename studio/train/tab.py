@@ -23,6 +23,7 @@ from studio.form.widgets import ConfigForm, make_widget
 from studio.train import actions, eval_pairing
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
+from studio.train import rewards as rw
 
 START_LABEL = "Start training"
 # The tab's events are UI plumbing with ~70 positional inputs, not an API worth publishing.
@@ -231,7 +232,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=520):
             form.render_section("model", columns=2)
-            _render_method(form, first)
+            picker = _render_method(ctx, form, first)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
             panel = build_dataset_panel(form)
@@ -245,12 +246,13 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_dataset_list(ctx, form, panel)
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
+    _wire_reward_picker(ctx, form, picker)
     return form
 
 
-def _render_method(form: ConfigForm, first: dict[str, Any]) -> None:
+def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> RewardPicker:
     """The method picker with the chosen method's own knobs below it; the other methods' sections stay hidden
-    (a section per method that has knobs: ``dpo:`` for dpo, ...)."""
+    (a section per method that has knobs: ``dpo:`` for dpo, ...). GRPO's rewards get their picker and check."""
     from engine.training.methods import METHODS
 
     with gr.Accordion("Method", open=True, elem_classes=["ts-section"]):
@@ -260,11 +262,14 @@ def _render_method(form: ConfigForm, first: dict[str, Any]) -> None:
             if any(path.startswith(f"{name}.") for path in form.paths):
                 with gr.Column(visible=first["method"] == name, elem_id=f"ts-method-{name}") as boxes[name]:
                     form.render_children(form.section(name), columns=3)
+                    if name == "grpo":
+                        picker = _render_reward_picker(ctx)
 
     def show(method: str) -> list[Any]:
         return [gr.Column(visible=method == name) for name in boxes]
 
     form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
+    return picker
 
 
 def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
@@ -348,6 +353,45 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
 def _or_skip(value: Any) -> Any:
     """``value`` as an output, or leave the component as it is for None."""
     return gr.skip() if value is None else value
+
+
+@dataclasses.dataclass
+class RewardPicker:
+    """Below GRPO's rewards box: a kind to add, Add, Check, and the check's result."""
+
+    kind: Any
+    add: Any
+    check: Any
+    result: Any
+
+
+def _render_reward_picker(ctx: StudioContext) -> RewardPicker:
+    with gr.Row(equal_height=True):
+        kind = gr.Dropdown(
+            rw.reward_choices(ctx.policy), value="exact_match", label="Reward to add", scale=3, elem_id="reward-kind"
+        )
+        add = gr.Button("Add reward", size="sm", scale=1, elem_id="reward-add")
+        check = gr.Button("Check rewards", size="sm", scale=1, elem_id="reward-check")
+    return RewardPicker(kind, add, check, gr.Markdown(elem_id="reward-check-result"))
+
+
+def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPicker) -> None:
+    """Add a filled-in reward of the picked kind to the rewards box; check every reward on the data's first rows
+    (custom files load and run once) without starting anything."""
+    box = form.components[rw.FIELD]
+
+    def on_add(text: str, picked: str) -> Any:
+        try:
+            return rw.add_reward(text, picked)
+        except ValueError as exc:
+            gr.Warning(str(exc))
+            return gr.skip()
+
+    def on_check(visitor: str | None, *args: Any) -> str:
+        return rw.check_rewards_message(form.values(args), ctx.workspace, ctx.policy, visitor)
+
+    picker.add.click(on_add, [box, picker.kind], box, **RAW)
+    picker.check.click(on_check, [ctx.visitor, *form.inputs], picker.result, **RAW, **lanes.REWARD_CHECK)
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:

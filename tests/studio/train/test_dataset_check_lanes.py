@@ -144,8 +144,8 @@ def test_a_slow_template_does_not_hold_up_another_visitors_check(studio: Any) ->
 
 
 def test_every_dataset_check_and_start_run_on_a_wide_lane(studio: Any) -> None:
-    """Every event that writes the dataset panel's results (from any trigger) is on the shared check lane; Start and
-    the estimate have wide lanes of their own; nothing else shares them."""
+    """Every event that writes the dataset panel's results (from any trigger) is on the shared check lane; Start, the
+    estimate and the reward check have wide lanes of their own; nothing else shares them."""
     _, config, demo = studio
     summary_id = next(e for e in config["dependencies"] if e["id"] == check_event(config)[0])["outputs"][0]
     checks = [fn for fn in demo.fns.values() if fn.fn is not None and summary_id in [o._id for o in fn.outputs]]
@@ -154,7 +154,7 @@ def test_every_dataset_check_and_start_run_on_a_wide_lane(studio: Any) -> None:
     lanes_used: dict[str, set[Any]] = {}
     for fn in demo.fns.values():
         lanes_used.setdefault(fn.concurrency_id, set()).add(fn.concurrency_limit)
-    for lane in ("dataset-check", "start", "estimate"):
+    for lane in ("dataset-check", "start", "estimate", "reward-check"):
         assert lanes_used[lane] == {lanes.SLOW_LANE_WIDTH}
-    on_shared = [fn for fn in demo.fns.values() if fn.concurrency_id in ("start", "estimate")]
-    assert len(on_shared) == 2
+    on_shared = [fn for fn in demo.fns.values() if fn.concurrency_id in ("start", "estimate", "reward-check")]
+    assert len(on_shared) == 3
