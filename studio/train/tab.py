@@ -261,9 +261,10 @@ def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) 
         for name in METHODS:
             if any(path.startswith(f"{name}.") for path in form.paths):
                 with gr.Column(visible=first["method"] == name, elem_id=f"ts-method-{name}") as boxes[name]:
-                    form.render_children(form.section(name), columns=3)
-                    if name == "grpo":
+                    if name == "grpo":  # the rewards first, across the section, with their picker below
+                        form.render_fields([rw.FIELD])
                         picker = _render_reward_picker(ctx)
+                    form.render_children(form.section(name), columns=3)
 
     def show(method: str) -> list[Any]:
         return [gr.Column(visible=method == name) for name in boxes]

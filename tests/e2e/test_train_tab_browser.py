@@ -98,3 +98,46 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
         wait_until(lambda k=key, n=logged: page.evaluate(METHOD_POINTS_JS, k) == n, 30, what=f"the {key} chart")
     page.screenshot(path=str(artifacts / "24-monitor-dpo-charts.png"), full_page=True)
     page.close()
+
+
+SAMPLE_ROWS_JS = "() => document.querySelectorAll('#ts-completions-table .ts-completions tbody tr').length"
+
+
+def test_a_grpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
+    """Load the GRPO preset: add a reward with the picker and check the rewards; the started run draws the reward
+    chart, and the Monitor's "Sample completions" section lists the answers it sampled with their rewards."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(studio.url)
+    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    page.locator("#train-config-choice input").click()
+    page.get_by_role("option", name="preset: demo-grpo").first.click()
+    wait_until(lambda: page.locator("#ts-method-grpo").is_visible(), 30, what="the GRPO section")
+    rewards = page.locator("#cfg-grpo-rewards textarea")
+    wait_until(lambda: rewards.input_value().count("\n") == 1, 30, what="the preset's two rewards")
+    page.locator("#reward-kind input").click()
+    page.get_by_role("option", name="Close to a length in tokens").click()
+    page.locator("#reward-add").click()
+    wait_until(lambda: "kind: length" in rewards.input_value(), 20, what="the added reward")
+    page.locator("#reward-check").click()
+    result = page.locator("#reward-check-result")
+    wait_until(lambda: "3 rewards load" in result.inner_text(), 60, what="the reward check")
+    page.screenshot(path=str(artifacts / "25-train-grpo-rewards.png"))
+
+    set_number(page, "train.max_steps", "10")
+    before = set(runs.run_dirs(workspace))
+    page.locator("#train-start").click()
+    wait_until(lambda: set(runs.run_dirs(workspace)) - before, 30, what="the GRPO run directory")
+    [run_dir] = set(runs.run_dirs(workspace)) - before
+    assert "method: grpo" in (run_dir / "config.yaml").read_text()
+    wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 30)
+    final = runs.wait(run_dir, timeout=240)
+    assert final.state == "completed" and final.step == 10, final
+    logged = len([event for event in iter_metrics(run_dir) if event.get("event") == "train" and "reward" in event])
+    assert logged >= 2  # the preset logs every 5 steps
+    wait_until(lambda: page.evaluate(METHOD_POINTS_JS, "reward") == logged, 30, what="the reward chart")
+    page.locator("#ts-completions").get_by_text("Sample completions").click()
+    wait_until(lambda: page.evaluate(SAMPLE_ROWS_JS) > 0, 30, what="the sampled answers")
+    header = page.locator("#ts-completions-table thead").inner_text()
+    assert "exact_match" in header and "length" in header
+    page.screenshot(path=str(artifacts / "26-monitor-grpo-samples.png"), full_page=True)
+    page.close()
