@@ -172,7 +172,7 @@ class ColumnMap(Section):
     output: str | None = Field(None, description="alpaca: the answer column (default output).")
     system: str | None = Field(None, description="Optional system prompt column (default system).")
     messages: str | None = Field(None, description="conversational: the list of turns (messages/conversations).")
-    prompt: str | None = Field(None, description="prompt-completion and preference: the prompt column.")
+    prompt: str | None = Field(None, description="prompt-completion, prompt-only and preference: the prompt column.")
     completion: str | None = Field(None, description="prompt-completion and kto: the completion column.")
     text: str | None = Field(None, description="text: the plain-text column (default text).")
     chosen: str | None = Field(None, description="preference: the preferred answer column.")
@@ -182,7 +182,9 @@ class ColumnMap(Section):
     )
 
 
-DatasetFormat = Literal["auto", "alpaca", "conversational", "prompt_completion", "text", "preference", "kto", "tools"]
+DatasetFormat = Literal[
+    "auto", "alpaca", "conversational", "prompt_completion", "prompt", "text", "preference", "kto", "tools"
+]
 # Datasets one run may list in data.path: each is read whole into memory (engine.data.loading).
 MAX_DATASETS = 64
 # The largest weight of a dataset: rows are repeated in memory, so a big file times a big weight stays bounded.
@@ -266,7 +268,10 @@ class DataSection(Section):
     )
     format: DatasetFormat = Field(
         "auto",
-        description="Dataset format; auto detects it from the columns. Also that of each listed dataset without one.",
+        description=(
+            "Dataset format; auto detects it from the columns (prompt: prompts alone, for grpo). Also that of each "
+            "listed dataset without one."
+        ),
     )
     columns: ColumnMap = Field(
         default_factory=ColumnMap,

@@ -7,6 +7,15 @@ Canonical rows:
   messages are the prompt and carry no loss, even where they are assistant turns.
 - ``{"text": str}`` for plain language-modelling text.
 
+A prompt-only row (format ``prompt``: a ``prompt`` string or list of turns, no answer) becomes the messages of
+its prompt alone, with ``prompt_turns`` covering them all when the prompt holds assistant turns (few-shot
+context), so no turn of it reads as an answer (is_prompt_row). Only a method that samples its own answers (grpo)
+trains on it.
+
+The columns a row's format does not read (a reference ``answer``, a ``solution``, an ``id``) are its extra
+columns (extra_columns): they are kept beside the canonical rows (engine.data.rows.LoadedRows.extras) for the
+reward functions of grpo, and leave the canonical row as it is.
+
 Preference rows (a chosen and a rejected answer) and KTO rows (an answer and a boolean label) are detected
 here and shaped by engine.data.preference; which method trains which format is the methods' business
 (engine.training.methods.require_format).
@@ -62,11 +71,25 @@ REQUIRED = {
     "alpaca": ("instruction", "output"),
     "conversational": ("messages",),
     "prompt_completion": ("prompt", "completion"),
+    "prompt": ("prompt",),
     "text": ("text",),
     "preference": ("chosen", "rejected"),
     "kto": ("label",),
     "tools": ("messages",),
 }
+# Every field (engine.config.sections.ColumnMap) each format reads, and the fixed column names it reads besides
+# (history: LLaMA-Factory's alpaca turns; tools: the tool schemas); a row's other columns are extra columns.
+READ = {
+    "alpaca": ("instruction", "input", "output", "system"),
+    "conversational": ("messages", "system"),
+    "prompt_completion": ("prompt", "completion", "system"),
+    "prompt": ("prompt", "system"),
+    "text": ("text",),
+    "preference": ("prompt", "messages", "chosen", "rejected", "system"),
+    "kto": ("prompt", "completion", "messages", "label", "system"),
+    "tools": ("messages", "system"),
+}
+READ_AS_IS = {"alpaca": ("history",), "tools": (TOOLS_COLUMN,)}
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w-]*)\s*\}\}")
 
 
@@ -94,7 +117,8 @@ def row_format(row: dict[str, Any], columns: ColumnMap) -> str | None:
     )
     if answers and isinstance(row.get(column(columns, "label", row)), bool):
         return "kto"
-    for fmt in ("conversational", "prompt_completion", "alpaca", "text"):
+    # A prompt alone comes after prompt_completion: the same row with a completion is a prompt-completion pair.
+    for fmt in ("conversational", "prompt_completion", "prompt", "alpaca", "text"):
         if all(column(columns, field, row) in row for field in REQUIRED[fmt]):
             return fmt
     return None
@@ -136,7 +160,8 @@ def detect_format(rows: list[dict[str, Any]], data: DataSection, source: str) ->
         raise DataError(
             f"{source}: cannot tell the format from the columns {', '.join(columns)}; "
             "expected instruction/output (alpaca), messages or conversations (conversational), "
-            "prompt/completion, text, prompt/chosen/rejected (preference) or a boolean label (kto); "
+            "prompt/completion, a prompt alone (prompts for grpo), text, prompt/chosen/rejected (preference) "
+            "or a boolean label (kto); "
             "set data.columns to map yours"
         )
     return counts.most_common(1)[0][0]
@@ -198,25 +223,44 @@ def normalise_row(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str
         convert = _tool_message if fmt == "tools" else _message
         turns = [convert(turn) for turn in row[column(columns, "messages", row)]]
         messages = turns if turns[0]["role"] == "system" else messages + turns
-    else:
-        prompt, completion = row[column(columns, "prompt")], row[column(columns, "completion")]
-        prompt_messages = [_message(t) for t in prompt] if isinstance(prompt, list) else [_user(prompt)]
-        if prompt_messages and prompt_messages[0]["role"] == "system":
-            messages = []
-        messages += prompt_messages
+    else:  # prompt_completion, prompt
+        messages = _with_prompt(messages, row[column(columns, "prompt")])
         # Assistant turns inside the prompt are context, not answers: remember where the answer starts.
         if any(message["role"] == "assistant" for message in messages):
             prompt_turns = len(messages)
-        if isinstance(completion, list):
-            messages += [_message(turn) for turn in completion]
-        else:
-            messages.append({"role": "assistant", "content": completion})
+        if fmt == "prompt_completion":
+            completion = row[column(columns, "completion")]
+            if isinstance(completion, list):
+                messages += [_message(turn) for turn in completion]
+            else:
+                messages.append({"role": "assistant", "content": completion})
     result: dict[str, Any] = {"messages": messages}
     if prompt_turns is not None:
         result["prompt_turns"] = prompt_turns
     if fmt == "tools":
         result["tools"] = parse_tools(row.get(TOOLS_COLUMN))
     return result
+
+
+def _with_prompt(system: list[dict[str, str]], prompt: str | list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The system column's turn (if any) and the prompt's turns; a prompt that starts with its own system turn
+    keeps that one instead."""
+    turns = [_message(turn) for turn in prompt] if isinstance(prompt, list) else [_user(prompt)]
+    return turns if turns and turns[0]["role"] == "system" else system + turns
+
+
+def is_prompt_row(row: dict[str, Any]) -> bool:
+    """Whether a canonical row is a prompt alone: messages with no assistant answer after its prompt turns."""
+    messages = row.get("messages")
+    if not isinstance(messages, list):
+        return False
+    return not any(message["role"] == "assistant" for message in messages[row.get("prompt_turns", 0) :])
+
+
+def extra_columns(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
+    """The columns of one row (as in the file) that its format does not read: ``{"solution": "4", "id": 7}``."""
+    read = {column(columns, field, row) for field in READ[fmt]} | set(READ_AS_IS.get(fmt, ()))
+    return {key: value for key, value in row.items() if key not in read}
 
 
 def _message(turn: dict[str, Any]) -> dict[str, str]:

@@ -77,18 +77,30 @@ def weighted_indices(num_rows: int, entry: DatasetEntry, seed: int, number: int)
 
 
 def combine(parts: list[tuple[DatasetRows, LoadedRows, list[int]]]) -> LoadedRows:
-    """The picked rows of each dataset, concatenated in order, remembering where each came from."""
+    """The picked rows of each dataset, concatenated in order, remembering where each came from. Their extra
+    columns come along: a row of a dataset without a column simply lacks it."""
     _require_one_kind(parts)
-    rows, origins, columns, warnings = [], [], [], []
+    rows, origins, columns, warnings, extras = [], [], [], [], []
     for number, (dataset, loaded, picked) in enumerate(parts):
         rows += [loaded.rows[index] for index in picked]
         origins += [(number, index + 1) for index in picked]
+        extras += [loaded.extra(index) for index in picked]
         columns += loaded.columns
         warnings += [f"{dataset.label}: {warning}" for warning in loaded.warnings]
     datasets = [dataset for dataset, _, _ in parts]
     formats = FORMAT_JOIN.join(dict.fromkeys(dataset.format for dataset in datasets))
     source = SOURCE_JOIN.join(dataset.source for dataset in datasets)
-    return LoadedRows(rows, formats, source, list(dict.fromkeys(columns)), warnings, datasets, origins)
+    has_extras = any(loaded.extras is not None for _, loaded, _ in parts)
+    return LoadedRows(
+        rows,
+        formats,
+        source,
+        list(dict.fromkeys(columns)),
+        warnings,
+        datasets,
+        origins,
+        extras if has_extras else None,
+    )
 
 
 def _require_one_kind(parts: list[tuple[DatasetRows, LoadedRows, list[int]]]) -> None:
@@ -102,5 +114,6 @@ def _require_one_kind(parts: list[tuple[DatasetRows, LoadedRows, list[int]]]) ->
     raise DataError(
         f"{other.label} ({other.source}) is {other.format} data, but {paired.label} ({paired.source}) is "
         f"{paired.format} data: the datasets of one run are all {paired.format} data, or all instruction, chat, "
-        f"prompt-completion, text or tool-calling data; remove {other.label} or {paired.label} from data.path"
+        f"prompt-completion, prompt-only, text or tool-calling data; remove {other.label} or {paired.label} from "
+        "data.path"
     )

@@ -12,12 +12,19 @@ from typing import Any
 
 from engine.config.sections import DataSection
 from engine.data.errors import DataError, render_error
-from engine.data.formats import PAIRED_FORMATS
+from engine.data.formats import PAIRED_FORMATS, is_prompt_row
 from engine.data.mixture import AcceptDataset, load_training_rows
 from engine.data.preference import as_conversations
 from engine.data.rows import DatasetRows, LoadedRows, load_rows
 from engine.data.template_guard import CHECK_BUDGET_S, Conversation, probe_template, special_tokens_of
-from engine.data.tokenize import TokenizedRow, closes_assistant_turns, resolve_chat_template, tokenize_row
+from engine.data.tokenize import (
+    TokenizedRow,
+    closes_assistant_turns,
+    encode_head,
+    render,
+    resolve_chat_template,
+    tokenize_row,
+)
 
 
 @dataclass
@@ -127,18 +134,16 @@ def tokenize_rows(
     template = resolve_chat_template(tokenizer, data.chat_template)
     kept: list[TokenizedRow] = []
     numbers: list[int] = []
-    too_long = dropped = 0
+    too_long = dropped = long_prompts = 0
     paired = loaded.format in PAIRED_FORMATS
     for index in indices:
-        conversations = conversations_of(loaded, index)
-        try:
-            sides = [
-                tokenize_row(tokenizer, one, template, max_length, data.completion_only_loss or paired)
-                for one in conversations
-            ]
-        except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
-            message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise render_error(*loaded.where(index), message) from None
+        sides = _tokenize_sides(loaded, index, tokenizer, template, max_length, data.completion_only_loss or paired)
+        if is_prompt_row(loaded.rows[index]):  # no loss by nature: the method samples the answers (grpo)
+            long_prompts += sides[0].truncated
+            if not sides[0].truncated:
+                kept += sides
+                numbers.append(index + 1)
+            continue
         too_long += any(side.truncated for side in sides)
         if any(side.num_loss_tokens == 0 for side in sides):
             dropped += 1
@@ -146,7 +151,12 @@ def tokenize_rows(
         kept += sides
         numbers += [index + 1] * len(sides)
     warnings = []
-    chats = any("messages" in loaded.rows[index] for index in indices)
+    if long_prompts:  # as engine.data.prompts drops them for training
+        warnings.append(
+            f"{long_prompts} of {len(indices)} {label}prompts are longer than max_length {max_length} tokens "
+            "and are dropped"
+        )
+    chats = any("messages" in loaded.rows[index] and not is_prompt_row(loaded.rows[index]) for index in indices)
     if chats and data.completion_only_loss and not closes_assistant_turns(tokenizer, template):
         warnings.append(
             "the chat template adds nothing after an assistant's answer (no end-of-turn or eos token), "
@@ -162,7 +172,32 @@ def tokenize_rows(
             f"{dropped} of {len(indices)} {label}rows have no tokens to learn from after truncation to "
             f"max_length {max_length} (the prompt fills it) and are dropped"
         )
-    return TokenizedSet(kept, numbers, too_long, dropped, warnings)
+    return TokenizedSet(kept, numbers, too_long, dropped + long_prompts, warnings)
+
+
+def _tokenize_sides(
+    loaded: LoadedRows, index: int, tokenizer: Any, template: str, max_length: int, completion_only_loss: bool
+) -> list[TokenizedRow]:
+    """Row ``index`` as the model reads it (conversations_of), tokenized; a prompt-only row as the prompt the
+    model answers (with the generation prompt), no token carrying loss. Errors name the row."""
+    try:
+        row = loaded.rows[index]
+        if is_prompt_row(row):
+            return [tokenize_prompt(tokenizer, row["messages"], template, max_length)]
+        return [
+            tokenize_row(tokenizer, one, template, max_length, completion_only_loss)
+            for one in conversations_of(loaded, index)
+        ]
+    except Exception as exc:  # a template's raise_exception, or our DataError: name the row either way
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise render_error(*loaded.where(index), message) from None
+
+
+def tokenize_prompt(tokenizer: Any, messages: list[dict[str, Any]], template: str, max_length: int) -> TokenizedRow:
+    """A prompt as the model reads it before answering: rendered with the generation prompt, no loss."""
+    text = render(tokenizer, messages, template, add_generation_prompt=True)
+    ids = list(encode_head(tokenizer, text, max_length, add_special_tokens=False)["input_ids"])
+    return TokenizedRow(ids[:max_length], [0] * min(len(ids), max_length), len(ids))
 
 
 def conversations_of(loaded: LoadedRows, index: int) -> list[dict[str, Any]]:
@@ -193,13 +228,22 @@ def guard_chat_template(
     if not data.chat_template:
         return
     conversations = [
-        Conversation(*loaded.where(index), one["messages"], one.get("prompt_turns", 0), one.get("tools") or None)
+        Conversation(*loaded.where(index), _probed(one), one.get("prompt_turns", 0), one.get("tools") or None)
         for loaded, indices in parts
         for index in indices
         for one in conversations_of(loaded, index)
         if "messages" in one
     ]
     probe_template(data.chat_template, conversations, special_tokens_of(tokenizer), data.completion_only_loss, budget_s)
+
+
+def _probed(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages the template probe renders for a row. A prompt alone is rendered with the generation prompt
+    (tokenize_prompt, and GRPO), which the probe's plan makes only before an answer: so it probes the prompt
+    followed by an empty answer, whose plan holds that render."""
+    if not is_prompt_row(row):
+        return row["messages"]
+    return [*row["messages"], {"role": "assistant", "content": ""}]
 
 
 def inspect_dataset(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config.sections import ColumnMap, DataSection
-from engine.data.formats import detect_format, fill_placeholders, normalise_row
+from engine.data.formats import detect_format, extra_columns, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
 from engine.data.preference import normalise_kto, normalise_preference
 from engine.data.validation import validate_rows
@@ -48,6 +48,9 @@ class LoadedRows:
 
     For one file ``rows[i]`` is row ``i + 1`` of ``source``. Rows combined from a list of datasets carry their
     ``origins`` (the dataset's index in ``datasets`` and the row's number in its file): ``where`` names either.
+
+    ``extras[i]`` holds the columns of ``rows[i]`` that its format does not read (engine.data.formats.extra_columns),
+    as in the file: the reward functions of grpo read them (engine.data.prompts). None when no row has any.
     """
 
     rows: list[dict[str, Any]]
@@ -57,6 +60,7 @@ class LoadedRows:
     warnings: list[str] = field(default_factory=list)
     datasets: list[DatasetRows] = field(default_factory=list)  # the training data's datasets, in data.path order
     origins: list[tuple[int, int]] | None = None  # per row (dataset index, row number); None: one file
+    extras: list[dict[str, Any]] | None = None  # per row its extra columns; None: no row has any
 
     def where(self, index: int) -> tuple[str, int]:
         """The file and the 1-based row number in it of ``rows[index]``, as an error message names a row."""
@@ -64,6 +68,10 @@ class LoadedRows:
             return self.source, index + 1
         dataset, number = self.origins[index]
         return self.datasets[dataset].source, number
+
+    def extra(self, index: int) -> dict[str, Any]:
+        """The extra columns of ``rows[index]`` (empty when it has none); shared with the file's row: do not change."""
+        return self.extras[index] if self.extras is not None else {}
 
 
 def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
@@ -78,7 +86,8 @@ def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
     validate_rows(raw, fmt, data.columns, source)
     rows = [normalise(row, fmt, data.columns) for row in raw]
     warnings = fill_placeholders(rows, data.placeholders)
-    return LoadedRows(rows, fmt, source, columns, warnings)
+    extras = [extra_columns(row, fmt, data.columns) for row in raw]
+    return LoadedRows(rows, fmt, source, columns, warnings, extras=extras if any(extras) else None)
 
 
 def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from engine.config.sections import ColumnMap
 from engine.data.errors import DataError
-from engine.data.formats import REQUIRED, column, row_format
+from engine.data.formats import REQUIRED, column, row_format, turn_keys
 from engine.data.preference import kto_problems, preference_problems
 from engine.data.tool_rows import tool_row_problems
 from engine.data.turns import string_problems, turn_role, turns_problems
@@ -56,6 +56,8 @@ def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]
         return turns_problems(row[name], name, conversation=True)
     if fmt == "prompt_completion":
         return _prompt_completion_problems(row, columns)
+    if fmt == "prompt":
+        return _prompt_problems(row, columns) + string_problems(row, column(columns, "system"), required=False)
     return string_problems(row, column(columns, "text"), required=True)
 
 
@@ -76,6 +78,24 @@ def _alpaca_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
     ):
         problems.append("history must be a list of [instruction, answer] pairs of strings")
     return problems
+
+
+def _prompt_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
+    """A prompt alone: a non-empty string, or turns (role/content or from/value) with a user turn to answer."""
+    name = column(columns, "prompt")
+    prompt = row[name]
+    if not isinstance(prompt, list):
+        return string_problems(row, name, required=True)
+    problems = turns_problems(prompt, name, conversation=False)
+    if problems:
+        return problems
+    users = [index for index, turn in enumerate(prompt) if turn_role(turn) == "user"]
+    if not users:
+        return [f"{name} has no user turn; there is nothing to answer"]
+    last = prompt[users[-1]]
+    if not last[turn_keys(last)[1]].strip():  # the question the model answers
+        return [f"{name}[{users[-1]}] (user) is empty"]
+    return []
 
 
 def _prompt_completion_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:

@@ -92,4 +92,5 @@ def require_format(method: Method, fmt: str, source: str, entry: str = "") -> No
 FORMAT_WORDS = {
     "preference": "preference data (a chosen and a rejected answer per prompt)",
     "kto": "kto data (answers labelled desirable or not)",
+    "prompt": "prompts only (no answers to learn from; grpo samples its own)",
 }

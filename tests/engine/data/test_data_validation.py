@@ -97,6 +97,42 @@ def test_prompt_completion_problems(write_jsonl: Callable[..., Path]):
     ]
 
 
+def test_prompt_only_problems_are_named_by_row(write_jsonl: Callable[..., Path]):
+    user = {"role": "user", "content": "2+2?"}
+    rows = [
+        {"prompt": "What is 2+2?", "solution": "4"},
+        {"prompt": "   ", "solution": "1"},
+        {"prompt": None},
+        {"prompt": 7},
+        {"prompt": []},
+        {"prompt": [{"role": "system", "content": "Be brief."}]},
+        {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": " "}]},
+        {"prompt": [user, {"role": "bot", "content": "x"}]},
+        {"prompt": [{"from": "human", "value": 3}]},
+        {"prompt": "fine", "system": ["not", "text"]},
+        {"prompt": [{"from": "gpt", "value": "an answer is not a prompt"}]},
+    ]
+    assert problems(write_jsonl(rows)) == [
+        "row 2: prompt is empty",
+        "row 3: prompt is null, not a string",
+        "row 4: prompt is a number, not a string",
+        "row 5: prompt is empty",
+        "row 6: prompt has no user turn; there is nothing to answer",
+        "row 7: prompt[1] (user) is empty",
+        "row 8: prompt[1].role 'bot' is not one of system, user, assistant",
+        "row 9: prompt[0].value is a number, not a string",
+        "row 10: system is a list, not a string",
+        "row 11: prompt has no user turn; there is nothing to answer",
+    ]
+
+
+def test_a_prompt_only_row_among_prompt_completion_rows_is_named(write_jsonl: Callable[..., Path]):
+    rows = [{"prompt": "p", "completion": "c"}, {"prompt": "p", "completion": "c"}, {"prompt": "alone"}]
+    assert problems(write_jsonl(rows)) == [
+        "row 3: is a prompt row (prompt), but the dataset is prompt_completion; formats are mixed"
+    ]
+
+
 def test_text_problems(write_jsonl: Callable[..., Path]):
     rows = [{"text": "fine"}, {"text": ""}, {"text": None}]
     assert problems(write_jsonl(rows)) == ["row 2: text is empty", "row 3: text is null, not a string"]

@@ -357,3 +357,61 @@ def test_check_reports_a_missing_column_and_every_reward_at_fault(tokenizer: Any
         ),
         Problem("grpo.rewards.2", f"reward my_fn: the file {tmp_path / 'nope.py'} does not exist"),
     ]
+
+
+# --- rows that lack a column (prompt-only data, a list of datasets): TRL passes None there ---
+
+SOME_WITHOUT = [
+    {"prompt": "What is 2+2?", "solution": "4", "ts_row": 1},
+    {"prompt": "What is 3+3?", "solution": "6", "ts_row": 2},
+    {"prompt": "Say hi", "solution": None, "ts_row": 7},
+]
+
+
+def test_math_match_without_a_reference_does_not_apply(tokenizer: Any) -> None:
+    reward = only(RewardSpec(kind="math_match", column="solution"), tokenizer)
+    assert score(reward, ["4", "4"], solution=["4", None]) == [1.0, None]
+
+
+def test_a_row_no_reward_can_score_is_refused_by_its_number(tokenizer: Any) -> None:
+    only_reference = [RewardSpec(kind="exact_match", column="solution")]
+    assert check_problems(only_reference, SOME_WITHOUT, tokenizer) == {
+        "grpo.rewards.0": "exact_match needs the column 'solution', which row 7 lacks, and no other reward scores "
+        "that row: it would train nothing; give every row a 'solution', or add a reward that reads no column "
+        "(regex, length, contains or custom)"
+    }
+    two_references = [*only_reference, RewardSpec(kind="math_match", column="solution")]
+    assert (
+        "which row 7 lacks, as it lacks every other reward's column"
+        in check_problems(two_references, SOME_WITHOUT, tokenizer)["grpo.rewards.0"]
+    )
+    # Another reward scores that row: the reference reward does not apply there (None), as TRL allows.
+    check_rewards([*only_reference, RewardSpec(kind="length", target_tokens=4)], SOME_WITHOUT, tokenizer)
+
+
+def test_a_column_empty_in_every_row_is_said_so(tokenizer: Any) -> None:
+    rows = [{**row, "solution": None} for row in SOME_WITHOUT]
+    assert check_problems([RewardSpec(kind="exact_match", column="solution")], rows, tokenizer) == {
+        "grpo.rewards.0": "exact_match needs the column 'solution', which is empty (None) in every row"
+    }
+
+
+def test_a_custom_reward_is_called_on_the_first_row_that_lacks_a_column(
+    custom: Callable[..., RewardSpec], tmp_path: Path, tokenizer: Any
+) -> None:
+    seen = tmp_path / "seen.jsonl"
+    source = (
+        "import json\n\n\n"
+        "def my_fn(prompts, completions, solution, **kwargs):\n"
+        f"    open({str(seen)!r}, 'a').write(json.dumps(solution) + '\\n')\n"
+        "    return [float(len(completion) == len(str(s))) for completion, s in zip(completions, solution)]\n"
+    )
+    check_rewards([custom(source)], SOME_WITHOUT, tokenizer)
+    assert [json.loads(line) for line in seen.read_text().splitlines()] == [["4", "6"], [None]]
+    fails = source.replace("len(str(s))", "int(s)")
+    problems = check_problems([custom(fails, name="fails.py")], SOME_WITHOUT, tokenizer)
+    assert re.fullmatch(
+        r"reward my_fn failed on row 7: TypeError: int\(\) argument must be .*, not 'NoneType' \(row 7 has no "
+        r"'solution': TRL passes None where a row lacks a column; return None, not applicable, or a score for it\)",
+        problems["grpo.rewards.0"],
+    ), problems
