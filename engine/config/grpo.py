@@ -5,7 +5,6 @@ Read only by method grpo; the studio shows it when that method is chosen. The na
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -58,9 +57,11 @@ class RewardSpec(Section):
         if missing:
             raise ValueError(f"{missing[0]}: a {self.kind} reward needs it")
         if self.kind == "regex":
+            import regex  # the reward matches with it (engine.training.rewards.scoring), for its time limit
+
             try:
-                re.compile(self.pattern or "")
-            except re.error as exc:
+                regex.compile(self.pattern or "")
+            except regex.error as exc:
                 raise ValueError(f"pattern: not a valid regular expression: {exc}") from None
         return self
 

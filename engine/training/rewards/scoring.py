@@ -23,6 +23,7 @@ Scorer = Callable[[str, dict[str, Any], list[int] | None], float | None]
 _NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+"
 _VALUE = re.compile(rf"(?P<sign>(?<![\w)])-)?(?P<num>{_NUMBER})(?:\s*/\s*(?P<den>{_NUMBER}))?")
 _MATH_VERIFY_TIMEOUT_S = 5
+REGEX_TIMEOUT_S = 1.0  # one answer against a regex reward's pattern
 
 
 def reward_columns(spec: RewardSpec) -> tuple[str, ...]:
@@ -110,6 +111,25 @@ def math_match_score(completion: str, reference: str, use_math_verify: bool = Tr
     return float(math.isclose(answer, expected, rel_tol=1e-6))
 
 
+def _regex_scorer(pattern_text: str) -> Scorer:
+    """1.0 when the whole stripped answer matches the pattern, else 0.0. Matched with the ``regex`` package for its
+    time limit: Python's re has none, and a pattern that backtracks badly (``(a|a)+``) would hold a demo's shared
+    check lane, or a run, for minutes on one answer; past the limit the reward fails, naming the row."""
+    import regex
+
+    pattern = regex.compile(pattern_text, regex.DOTALL)
+
+    def matches(text: str, row: dict[str, Any], ids: list[int] | None) -> float:
+        try:
+            return float(pattern.fullmatch(text.strip(), timeout=REGEX_TIMEOUT_S) is not None)
+        except TimeoutError:
+            raise ValueError(
+                f"the pattern took more than {REGEX_TIMEOUT_S:g} s on this answer (it backtracks: simplify it)"
+            ) from None
+
+    return matches
+
+
 def builtin_scorer(spec: RewardSpec, tokenizer: Any) -> Scorer:
     """The score of one completion under a built-in reward (every kind but custom).
 
@@ -129,8 +149,7 @@ def builtin_scorer(spec: RewardSpec, tokenizer: Any) -> Scorer:
 
         return against_reference
     if spec.kind == "regex":
-        pattern = re.compile(spec.pattern or "", re.DOTALL)
-        return lambda text, row, ids: float(pattern.fullmatch(text.strip()) is not None)
+        return _regex_scorer(spec.pattern or "")
     if spec.kind == "length":
         target = spec.target_tokens or 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,15 @@ def test_regex_matches_the_whole_stripped_answer(shape: str, tokenizer: Any) -> 
     assert score(digits, SHAPES[shape]([" 42 \n", "42 apples", "7"])) == [1.0, 0.0, 1.0]
     thinking = only(RewardSpec(kind="regex", pattern=r"<think>.*</think>\s*\d+"), tokenizer)
     assert score(thinking, SHAPES[shape](["<think>a\nb</think>\n42", "<think>a</think> x"])) == [1.0, 0.0]
+
+
+def test_a_pattern_that_backtracks_fails_in_bounded_time_naming_the_row(tokenizer: Any) -> None:
+    """(a|a)+ takes 2**n steps on n a's and a mismatch: Python's re would hold the caller for minutes."""
+    backtracks = only(RewardSpec(kind="regex", pattern="(a|a)+"), tokenizer)
+    began = time.monotonic()
+    with pytest.raises(RewardError, match=r"regex.*row 7.*took more than 1 s on this answer"):
+        score(backtracks, ["aaaa", "a" * 40 + "!"], ts_row=[6, 7])
+    assert time.monotonic() - began < 30  # the limit is 1 s; generous for a busy machine, far below 2**40 steps
 
 
 @pytest.mark.parametrize("shape", SHAPES)
