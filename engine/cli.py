@@ -76,7 +76,11 @@ def _add_job_commands(commands: Any) -> None:
     )
     evaluate.add_argument("--checkpoint", type=int, help="evaluate this checkpoint (default: the final adapter/model)")
     evaluate.add_argument("--max-rows", type=int, help="score only the first N rows")
-    evaluate.add_argument("--max-new-tokens", type=int, help="longest generated answer (default: from the references)")
+    evaluate.add_argument(
+        "--max-new-tokens",
+        type=int,
+        help="longest generated answer (default: from the references; grpo runs: grpo.max_completion_length)",
+    )
     evaluate.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
     export = commands.add_parser("export", help="save a run's adapter, or merge it into its base, as a model folder")
     export.add_argument("run_dir", type=Path)

@@ -28,6 +28,24 @@ those of a summary are means per token; ``reward_accuracy`` (margin > 0) is None
 ``pairs``: ``[{"row", "prompt", "completion", "label", "tokens", "base_logp", "tuned_logp", "reward",
 "base_correct", "tuned_correct"}, ...]``.
 
+A GRPO run (engine.evaluate.rewards) is scored by its own reward functions on one greedy completion per prompt of
+each model; its "base" is the run it started from (``model.init_from``) when it has one, and ``baseline`` says
+which (``"base"``, or the starting run's name, with ", checkpoint N" for a checkpoint; a start that is gone leaves
+``"base"`` and a ``baseline_note`` saying so)::
+
+    {..., "scoring": "rewards", "method": "grpo", "baseline", "max_new_tokens",
+     "reward_weights": {name: weight},  # the reward functions in the run's order
+     "data": {..., "skipped"},  # rows without a prompt (no user turn)
+     "base": {"rewards": {name: mean}, "reward", "exact_match", "prompts"},
+     "tuned": {...same...},
+     "completions": [{"row", "prompt", "reference", "base", "tuned", "base_rewards": {name: score},
+                      "tuned_rewards", "base_reward", "tuned_reward", "base_correct", "tuned_correct"}, ...]}
+
+A reward's mean leaves out the completions it scored None (TRL's convention; None when it scored none);
+``reward`` is the mean of each completion's weighted sum of its scores (None counted as 0, as TRL sums them).
+``exact_match`` compares the stripped completion with the row's stripped reference answer; it and the
+``*_correct`` of a row are None where there is no reference.
+
 This module imports no ML library: the studio and the run list read results through it.
 """
 
@@ -49,9 +67,10 @@ from engine.training.methods import method_of
 EVALUATIONS_DIR = "evaluations"
 # How runs are scored, by Method.evaluation: "answers" is eval loss and perplexity on the answer tokens, and
 # exact match of greedy answers against the references (engine.evaluate.worker); "preference" is how base and
-# tuned model rank chosen over rejected answers, and the implicit reward margin (engine.evaluate.preference).
-SCORING_ANSWERS, SCORING_PREFERENCE = "answers", "preference"
-SCORINGS = (SCORING_ANSWERS, SCORING_PREFERENCE)
+# tuned model rank chosen over rejected answers, and the implicit reward margin (engine.evaluate.preference);
+# "rewards" is a GRPO run's own reward functions on greedy completions of held-out prompts (engine.evaluate.rewards).
+SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS = "answers", "preference", "rewards"
+SCORINGS = (SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS)
 DATA_EVAL, DATA_TRAIN = "eval", "train"
 JOB_KIND = "evaluate"
 
@@ -119,13 +138,25 @@ def _preference_summary(result: dict[str, Any]) -> str:
     return f"preference {_percent(base.get('accuracy'))} → {_percent(tuned.get('accuracy'))}, {margin}"
 
 
+def _rewards_summary(result: dict[str, Any]) -> str:
+    """The weighted reward base → tuned, and exact match base → tuned where the rows have references."""
+    base, tuned = result.get("base") or {}, result.get("tuned") or {}
+    reward = f"reward {_number(base.get('reward'))} → {_number(tuned.get('reward'))}"
+    if tuned.get("exact_match") is None:
+        return reward
+    return f"{reward}, exact match {_percent(base.get('exact_match'))} → {_percent(tuned.get('exact_match'))}"
+
+
 def summary_text(result: dict[str, Any] | None) -> str:
     """One line for the run list: exact match base → tuned (when it applies) and eval loss base → tuned; for a
-    preference result the preference accuracy base → tuned and the mean reward margin."""
+    preference result the preference accuracy base → tuned and the mean reward margin; for a rewards result the
+    weighted reward base → tuned, and exact match."""
     if not result:
         return ""
     if scoring_of(result) == SCORING_PREFERENCE:
         return _preference_summary(result)
+    if scoring_of(result) == SCORING_REWARDS:
+        return _rewards_summary(result)
     base, tuned = result.get("base") or {}, result.get("tuned") or {}
     loss = f"loss {_number(base.get('eval_loss'))} → {_number(tuned.get('eval_loss'))}"
     if tuned.get("exact_match") is None:

@@ -5,7 +5,9 @@ the final assistant turn are the prompt; the model answers by greedy decoding th
 chat template, and the answer counts when its stripped text equals the stripped reference.
 
 Generation is batched with left padding (so every prompt ends where generation starts) and stops at the
-tokenizer's eos token. This module imports torch and transformers only; never gradio.
+tokenizer's eos token. ``generate_completions`` gives the completions as generated (text and token ids), which the
+rewards scoring of GRPO runs hands to their reward functions (engine.evaluate.rewards). This module imports torch
+and transformers only; never gradio.
 """
 
 from __future__ import annotations
@@ -42,9 +44,18 @@ def split_row(row: Row) -> tuple[list[Message], str]:
     return messages[:-1], messages[-1]["content"]
 
 
+@dataclass(frozen=True)
+class Completion:
+    """One generated answer as TRL's GRPOTrainer hands it to reward functions: the text decoded without special
+    tokens (not stripped), and the new token ids up to and including the eos token (no padding)."""
+
+    text: str
+    ids: list[int]
+
+
 @torch.inference_mode()
-def _generate_batch(model: Any, tokenizer: Any, prompts: list[list[Message]], max_new_tokens: int) -> list[str]:
-    """Greedy answers for one batch of prompts, decoded without special tokens and stripped."""
+def _generate_batch(model: Any, tokenizer: Any, prompts: list[list[Message]], max_new_tokens: int) -> list[Completion]:
+    """Greedy completions for one batch of prompts."""
     encoded = tokenizer.apply_chat_template(
         prompts,
         add_generation_prompt=True,
@@ -59,8 +70,47 @@ def _generate_batch(model: Any, tokenizer: Any, prompts: list[list[Message]], ma
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
     )
-    new_tokens = output[:, encoded["input_ids"].shape[1] :]
-    return [text.strip() for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True)]
+    rows = [_until_eos(row.tolist(), tokenizer.eos_token_id) for row in output[:, encoded["input_ids"].shape[1] :]]
+    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
+    return [Completion(text, ids) for text, ids in zip(texts, rows, strict=True)]
+
+
+def _until_eos(ids: list[int], eos: int | None) -> list[int]:
+    """A row's new tokens up to its first eos (kept): generate pads the rows that end before the others."""
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
+
+
+def generate_completions(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[list[Message]],
+    max_new_tokens: int = 32,
+    batch_size: int = 64,
+) -> list[Completion]:
+    """Answer every prompt greedily through the chat template (with the generation prompt).
+
+    Args:
+        model: a causal LM (transformers or peft); it is put in eval mode, then back in the mode it was in.
+        tokenizer: its tokenizer, with a chat template, an eos token and a pad token.
+        prompts: conversations to answer, each a list of messages.
+        max_new_tokens: the longest answer to generate; longer answers are cut.
+        batch_size: prompts per generate call.
+
+    Returns:
+        One Completion per prompt, in order.
+    """
+    padding_side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # generation continues from the last position of each row
+    was_training = model.training
+    model.eval()
+    try:
+        completions: list[Completion] = []
+        for start in range(0, len(prompts), batch_size):
+            completions += _generate_batch(model, tokenizer, list(prompts[start : start + batch_size]), max_new_tokens)
+    finally:
+        tokenizer.padding_side = padding_side
+        model.train(was_training)
+    return completions
 
 
 def generate_predictions(
@@ -70,10 +120,10 @@ def generate_predictions(
     max_new_tokens: int = 32,
     batch_size: int = 64,
 ) -> list[Prediction]:
-    """Answer every row's prompt greedily and pair each answer with its reference.
+    """Answer every row's prompt greedily and pair each answer (stripped) with its reference.
 
     Args:
-        model: a causal LM (transformers or peft); it is put in eval mode and left there.
+        model: a causal LM (transformers or peft); it is put in eval mode, then back in the mode it was in.
         tokenizer: its tokenizer, with a chat template, an eos token and a pad token.
         rows: conversational rows, each ending with the reference assistant message.
         max_new_tokens: the longest answer to generate; longer answers are cut (and so wrong).
@@ -83,20 +133,9 @@ def generate_predictions(
         One Prediction per row, in order.
     """
     prompts, references = zip(*(split_row(row) for row in rows), strict=True) if rows else ((), ())
-    padding_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # generation continues from the last position of each row
-    was_training = model.training
-    model.eval()
-    try:
-        answers: list[str] = []
-        for start in range(0, len(prompts), batch_size):
-            batch = list(prompts[start : start + batch_size])
-            answers += _generate_batch(model, tokenizer, batch, max_new_tokens)
-    finally:
-        tokenizer.padding_side = padding_side
-        model.train(was_training)
+    answers = generate_completions(model, tokenizer, [list(p) for p in prompts], max_new_tokens, batch_size)
     return [
-        Prediction(prompt=list(p), reference=r, prediction=a)
+        Prediction(prompt=list(p), reference=r, prediction=a.text.strip())
         for p, r, a in zip(prompts, references, answers, strict=True)
     ]
 

@@ -1,5 +1,6 @@
 """Score a run's base model and its fine-tuned model on one dataset: eval loss, perplexity, exact match; or, for a
-preference run, how each ranks chosen over rejected answers (engine.evaluate.preference).
+preference run, how each ranks chosen over rejected answers (engine.evaluate.preference); for a GRPO run, its
+reward functions on each model's greedy completions (engine.evaluate.rewards).
 
 Runs inside ``python -m engine evaluate`` (a job, see engine.jobs). The loss is the mean cross-entropy over
 the tokens that carry loss in training (the answers, with data.completion_only_loss), so it is comparable to
@@ -19,19 +20,21 @@ from typing import Any
 
 import torch
 
-from engine.data import DataError, LoadedRows, load_rows, resolve_chat_template
-from engine.data.pipeline import select_rows, tokenize_rows
+from engine.data import DataError
+from engine.data.pipeline import tokenize_rows
 from engine.data.tokenize import TokenizedRow
 from engine.evaluate import preference
 from engine.evaluate.evaluations import (
     DATA_EVAL,
-    DATA_TRAIN,
     SCORING_ANSWERS,
     SCORING_PREFERENCE,
+    SCORING_REWARDS,
     check_request,
     new_evaluation_id,
     save_evaluation,
 )
+from engine.evaluate.models import load_eval_tokenizer, load_models, pick_rows
+from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
 from engine.runs.artifacts import FinishedRun, TrainedWeights
@@ -49,23 +52,6 @@ class EvalSet:
     format: str
     tokenized: list[TokenizedRow]
     chats: list[dict[str, Any]]  # rows ending with an assistant answer
-
-
-def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[LoadedRows, list[int], str]:
-    """The chosen rows (by index) and the choice: the run's eval set, its training rows, or every row of a file;
-    the first max_rows."""
-    config = run.config
-    if data in (DATA_EVAL, DATA_TRAIN):
-        loaded, train_idx, eval_loaded, eval_idx = select_rows(config.data, config.train.seed)
-        if data == DATA_EVAL:
-            loaded, indices = eval_loaded, eval_idx  # check_data_choice made sure there is one
-        else:
-            indices = train_idx
-        choice = data
-    else:
-        loaded = load_rows(config.data, data)
-        indices, choice = list(range(len(loaded.rows))), "file"
-    return loaded, indices[:max_rows] if max_rows else indices, choice
 
 
 def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
@@ -149,59 +135,10 @@ class Scorer:
         return metrics, predictions
 
 
-def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
-    """The tokenizer saved with the weights (it carries the chat template used in training), else the base's."""
-    from transformers import AutoTokenizer
-
-    from engine.training.modeling import load_tokenizer
-
-    if (weights.path / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(weights.path))
-    else:
-        tokenizer = load_tokenizer(run.config)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.chat_template = resolve_chat_template(tokenizer, run.config.data.chat_template)
-    return tokenizer
-
-
 def _answer_budget(tokenizer: Any, chats: list[dict[str, Any]]) -> int:
     """Enough new tokens for the longest reference answer, and a little more."""
     lengths = [len(tokenizer(row["messages"][-1]["content"])["input_ids"]) for row in chats]
     return max(lengths, default=0) + ANSWER_SLACK_TOKENS
-
-
-def _load_models(run: FinishedRun, weights: TrainedWeights, progress: Progress) -> Iterator[tuple[str, Any]]:
-    """Yield ("base", model) then ("tuned", model); one base load serves both for a LoRA run."""
-    from transformers import AutoModelForCausalLM
-
-    from engine.training.builders import torch_dtype
-    from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
-    from engine.training.modeling import load_model
-
-    hardware = detect_hardware()
-    device = resolve_device(run.config, hardware)
-    progress.update("loading the base model")
-    base = load_model(run.config, hardware)
-    if device == "cuda" and run.config.quantization.mode == "none":
-        base = base.to("cuda")  # quantized weights are placed at load time
-    base.eval()
-    if weights.is_adapter:
-        from peft import PeftModel
-
-        progress.update(f"loading the {weights.label}")
-        tuned = PeftModel.from_pretrained(base, str(weights.path))
-        tuned.eval()
-        with tuned.disable_adapter():
-            yield "base", tuned
-        yield "tuned", tuned
-        return
-    yield "base", base
-    del base
-    progress.update(f"loading the {weights.label}")
-    dtype = torch_dtype(resolve_dtype(run.config.model.dtype, run.config, hardware))
-    tuned = AutoModelForCausalLM.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
-    yield "tuned", tuned
 
 
 def _prediction_rows(chats: list[dict[str, Any]], base: list[Any], tuned: list[Any]) -> list[dict[str, Any]]:
@@ -232,7 +169,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """Score base and fine-tuned model of a run on ``data`` (eval, train or a file path); save and return it.
 
-    The method's ``evaluation`` picks the scoring: answers (loss, perplexity, exact match) or preference.
+    The method's ``evaluation`` picks the scoring: answers (loss, perplexity, exact match), preference, or rewards
+    (GRPO's reward functions on greedy completions, engine.evaluate.rewards).
     Raises ArtifactError for a missing or running run or one without weights, DataError for unusable data.
     """
     progress = progress or Progress(None)
@@ -240,8 +178,11 @@ def evaluate(
     run, weights = check_request(run_dir, data, checkpoint)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)
-    if method_of(run.config).evaluation == SCORING_PREFERENCE:
+    scoring = method_of(run.config).evaluation
+    if scoring == SCORING_PREFERENCE:
         scored = score_preference(run, weights, tokenizer, data, max_rows, progress)
+    elif scoring == SCORING_REWARDS:
+        scored = score_rewards(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
     else:
         scored = _score_answers(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
     progress.update("saving the results")
@@ -271,7 +212,7 @@ def _score_answers(
     budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
     scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress)
     scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
-    for label, model in _load_models(run, weights, progress):
+    for label, model in load_models(run, weights, progress):
         scores[label] = scorer.score(model, label)
         del model  # a full fine-tune's base can go before the tuned model loads
     return {
@@ -322,7 +263,7 @@ def score_preference(
         progress.update(done=ticks["done"], total=ticks["total"])
 
     logps: dict[str, list[preference.AnswerLogp]] = {}
-    for label, model in _load_models(run, weights, progress):
+    for label, model in load_models(run, weights, progress):
         progress.update(f"{label}: scoring the answers", **ticks)
         logps[label] = preference.answer_logps(model, tokenized.sequences, tokenizer.pad_token_id, batch_size, tick)
         del model  # a full fine-tune's base can go before the tuned model loads

@@ -1,5 +1,6 @@
 """What the Evaluate tab shows for one result (engine.evaluate.evaluations): metric cards and predictions vs
-references; for a preference run, its preference accuracy and reward margin and the pairs as each model ranked them.
+references; for a preference run, its preference accuracy and reward margin and the pairs as each model ranked them;
+for a GRPO run, each reward's mean and the weighted reward base (or starting run) → tuned, and the completions.
 
 Pure functions of a result dict, tested without Gradio.
 """
@@ -13,11 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from engine.evaluate.evaluations import SCORING_PREFERENCE, is_unpaired, scoring_of
+from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 
 PREDICTION_COLUMNS = ["#", "Prompt", "Reference", "Base model", "Fine-tuned"]
 PAIR_COLUMNS = ["#", "Prompt", "Chosen", "Rejected", "Base model", "Fine-tuned", "Margin"]
 ANSWER_COLUMNS = ["#", "Prompt", "Answer", "Label", "Base model", "Fine-tuned", "Reward"]
+REWARD_COLUMNS = ["#", "Prompt", "Reference", "Base model", "Fine-tuned", "Base reward", "Tuned reward"]
+# A run that started from another run is compared with that run, not with the base model.
+FROM_START_COLUMNS = {"Base model": "Starting run", "Base reward": "Start reward"}
 # The table's column kinds and widths, by what it lists (the tab hands them to its gr.Dataframe).
 TABLE_LAYOUTS = {
     "predictions": (["number", "str", "str", "html", "html"], ["5%", "30%", "20%", "22.5%", "22.5%"]),
@@ -29,6 +33,10 @@ TABLE_LAYOUTS = {
         ["number", "str", "str", "str", "html", "html", "number"],
         ["5%", "28%", "20%", "10%", "13%", "14%", "10%"],
     ),
+    "completions": (
+        ["number", "str", "str", "html", "html", "number", "number"],
+        ["5%", "21%", "12%", "23%", "23%", "8%", "8%"],
+    ),
 }
 FILTERS = ("All rows", "Fine-tuned wrong", "Fixed by tuning", "Broken by tuning")
 DATA_LABELS = {"eval": "eval set", "train": "training set", "file": "file"}
@@ -38,8 +46,9 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _card(title: str, base: Any, tuned: Any, fmt: str, lower_is_better: bool) -> str:
-    """One metric as base → tuned, the tuned value coloured by whether it improved."""
+def _card(title: str, base: Any, tuned: Any, fmt: str, lower_is_better: bool, base_label: str = "base") -> str:
+    """One metric as base → tuned, the tuned value coloured by whether it improved; ``base_label`` names what
+    the tuned model is compared with."""
     if not (_finite(base) and _finite(tuned)):
         shown = "—" if not _finite(tuned) else format(tuned, fmt)
         return f'<div class="ts-stat ts-eval-card"><span>{title}</span><b>{shown}</b></div>'
@@ -47,7 +56,7 @@ def _card(title: str, base: Any, tuned: Any, fmt: str, lower_is_better: bool) ->
     trend = "ts-better" if better else ("ts-same" if tuned == base else "ts-worse")
     return (
         f'<div class="ts-stat ts-eval-card"><span>{title}</span>'
-        f"<b><small>base</small> {format(base, fmt)} <i>→</i> "
+        f"<b><small>{base_label}</small> {format(base, fmt)} <i>→</i> "
         f'<em class="{trend}">{format(tuned, fmt)}</em></b></div>'
     )
 
@@ -64,12 +73,14 @@ def caption(result: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+MAX_CARD_COLUMNS = 4
 PENDING_HTML = '<div class="ts-empty">Evaluating… the scores of this evaluation appear here when it ends.</div>'
 
 
 def _cards_html(cards: list[str], note: str) -> str:
     """Cards in one row (as many columns as cards), and the caption with ``note`` after it."""
-    style = f' style="grid-template-columns: repeat({len(cards)}, minmax(0, 1fr))"' if len(cards) != 3 else ""
+    columns = min(len(cards), MAX_CARD_COLUMNS)  # more cards (a reward each) wrap onto the next row
+    style = f' style="grid-template-columns: repeat({columns}, minmax(0, 1fr))"' if columns != 3 else ""
     return (
         f'<div class="ts-eval-cards"{style}>{"".join(cards)}</div>'
         f'<div class="ts-eval-caption">{html.escape(note)}</div>'
@@ -113,11 +124,47 @@ def _preference_note(result: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def from_start(result: dict[str, Any] | None) -> bool:
+    """Whether a rewards result compares with the run it started from rather than the base model."""
+    return (result or {}).get("baseline", "base") != "base"
+
+
+def _rewards_cards(result: dict[str, Any]) -> list[str]:
+    """The weighted reward, each reward function's mean, and exact match when the rows have references: base (or
+    the starting run) → tuned."""
+    base, tuned = result.get("base") or {}, result.get("tuned") or {}
+    label = "start" if from_start(result) else "base"
+    cards = [_card("Reward (weighted sum)", base.get("reward"), tuned.get("reward"), ".3g", False, label)]
+    base_means, tuned_means = base.get("rewards") or {}, tuned.get("rewards") or {}
+    for name, weight in (result.get("reward_weights") or {}).items():
+        title = f"{html.escape(name)} <small>×{weight:g}</small>"
+        # A reward with a negative weight is one GRPO pushes down: a lower mean is the better one.
+        cards.append(_card(title, base_means.get(name), tuned_means.get(name), ".3g", weight < 0, label))
+    if tuned.get("exact_match") is not None:
+        cards.append(_card("Exact match", base.get("exact_match"), tuned.get("exact_match"), ".0%", False, label))
+    return cards
+
+
+def _rewards_note(result: dict[str, Any]) -> str:
+    """What the rewards numbers compare and how they were taken, after the caption."""
+    baseline = result.get("baseline", "base")
+    compared = f"start = {baseline}" if from_start(result) else "base = the base model"
+    parts = [caption(result), compared, f"greedy, up to {result.get('max_new_tokens', '?')} new tokens"]
+    skipped = (result.get("data") or {}).get("skipped")
+    if skipped:
+        parts.append(f"{skipped} rows left out (no prompt)")
+    if result.get("baseline_note"):
+        parts.append(result["baseline_note"])
+    return " · ".join(parts)
+
+
 def metrics_html(result: dict[str, Any] | None) -> str:
-    """The metric cards (eval loss, perplexity, exact match: base → fine-tuned; or the preference scores) and a
-    caption."""
+    """The metric cards (eval loss, perplexity, exact match: base → fine-tuned; or the preference scores; or the
+    rewards) and a caption."""
     if not result:
         return '<div class="ts-empty">No evaluation of this run yet: pick the data and press Evaluate.</div>'
+    if scoring_of(result) == SCORING_REWARDS:
+        return _cards_html(_rewards_cards(result), _rewards_note(result))
     if scoring_of(result) == SCORING_PREFERENCE:
         cards = _unpaired_cards(result) if is_unpaired(result) else _preference_cards(result)
         return _cards_html(cards, _preference_note(result))
@@ -213,8 +260,59 @@ def answers_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
 
 
+def _number(value: Any) -> str:
+    return format(value, ".3g") if _finite(value) else "—"
+
+
+def _rewarded(entry: dict[str, Any], side: str) -> str:
+    """One model's completion: ✓ or ✗ against the reference (when there is one), the text, and each reward's
+    score under it."""
+    text = html.escape(entry.get(side) or "") or "<i>(empty)</i>"
+    scores = " · ".join(
+        f"{html.escape(name)} {_number(score)}" for name, score in (entry.get(f"{side}_rewards") or {}).items()
+    )
+    return f"{_mark(entry.get(f'{side}_correct'))}{text}<br><small>{scores}</small>"
+
+
+def _keep_rewarded(entry: dict[str, Any], which: str) -> bool:
+    """The filters on a completion: by exact match where the row has a reference, else by the weighted reward
+    ("wrong": tuning did not raise it, "fixed": it rose, "broken": it fell)."""
+    if entry.get("tuned_correct") is not None:
+        return _keep(entry, which)
+    before, after = entry.get("base_reward") or 0.0, entry.get("tuned_reward") or 0.0
+    if which == "Fine-tuned wrong":
+        return after <= before
+    if which == "Fixed by tuning":
+        return after > before
+    if which == "Broken by tuning":
+        return after < before
+    return True
+
+
+def completions_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.DataFrame:
+    """A rewards result's completions: the prompt, its reference, each model's answer (✓ when it equals the
+    reference) with its reward scores, and each model's weighted reward; filtered by ``which``."""
+    rows = [
+        [
+            entry.get("row"),
+            html.escape(entry.get("prompt") or ""),
+            html.escape("" if entry.get("reference") is None else str(entry["reference"])),
+            _rewarded(entry, "base"),
+            _rewarded(entry, "tuned"),
+            _rounded(entry.get("base_reward")),
+            _rounded(entry.get("tuned_reward")),
+        ]
+        for entry in (result or {}).get("completions") or []
+        if _keep_rewarded(entry, which)
+    ]
+    frame = pd.DataFrame(rows, columns=REWARD_COLUMNS)
+    return frame.rename(columns=FROM_START_COLUMNS) if from_start(result) else frame
+
+
 def listed_kind(result: dict[str, Any] | None) -> str:
-    """What a result lists: "predictions" (answers scoring), "pairs" or "answers" (kto)."""
+    """What a result lists: "predictions" (answers scoring), "pairs" or "answers" (kto), "completions" (rewards)."""
+    if scoring_of(result) == SCORING_REWARDS:
+        return "completions"
     if scoring_of(result) != SCORING_PREFERENCE:
         return "predictions"
     return "answers" if is_unpaired(result) else "pairs"
@@ -227,8 +325,11 @@ def table_layout(result: dict[str, Any] | None) -> tuple[list[str], list[str]]:
 
 def predictions_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.DataFrame:
     """Predictions beside references, each answer marked right (✓) or wrong (✗), filtered by ``which``; for a
-    preference result its pairs (pairs_frame) or kto answers (answers_frame)."""
+    preference result its pairs (pairs_frame) or kto answers (answers_frame); for a rewards result its completions
+    (completions_frame)."""
     kind = listed_kind(result)
+    if kind == "completions":
+        return completions_frame(result, which)
     if kind == "pairs":
         return pairs_frame(result, which)
     if kind == "answers":
@@ -251,6 +352,7 @@ LIST_TITLES = {
     "predictions": ("Predictions vs references", "rows"),
     "pairs": ("Pairs: log-prob per token, chosen vs rejected (✓ chosen ranked first)", "pairs"),
     "answers": ("Answers: log-prob per token (✓ reward on the right side of the other label's median)", "answers"),
+    "completions": ("Completions: greedy answers and their rewards (✓ equals the reference)", "prompts"),
 }
 
 

@@ -53,7 +53,8 @@ class Method:
     - ``evaluation``: how Evaluate scores its runs (``engine.evaluate``): ``"answers"`` is eval loss and
       perplexity on the answer tokens, and exact match of greedy answers; ``"preference"`` is how often the
       model ranks the chosen answer first, base → tuned, and the implicit reward margin
-      (engine.evaluate.preference).
+      (engine.evaluate.preference); ``"rewards"`` is the mean of each of the run's reward functions on greedy
+      answers to held-out prompts, the starting point → tuned (engine.evaluate.rewards).
     - ``reference``: whether it trains against a reference model (its implicit reward is then what it
       optimises, and Evaluate ranks its pairs by that reward too).
     - ``prepare_data(config, tokenizer)``: the tokenized datasets, with ``.train``, ``.eval`` and ``.report``

@@ -146,7 +146,7 @@ def _prompt_text(prompt: Any) -> str:
 METHOD = Method(
     name="grpo",
     title="Group relative policy optimisation (GRPO) with reward functions",
-    formats=("conversational", "alpaca", "prompt_completion"),
+    formats=("conversational", "alpaca", "prompt_completion", "prompt"),
     prepare_data=prepare_data,
     training_kwargs=training_kwargs,
     args_class=args_class,
@@ -159,7 +159,7 @@ METHOD = Method(
         MetricChart("kl", "KL to the reference", "nats"),
         MetricChart("entropy", "Entropy of the policy", "nats"),
     ),
-    evaluation="answers",
+    evaluation="rewards",
     writes_samples=True,
     check_data=check_data,
 )

@@ -1,0 +1,93 @@
+"""What an evaluation scores and with which models: the rows picked (the run's eval set, its training rows or a
+file) and the base and tuned models loaded one after the other (engine.evaluate.worker and .rewards share them)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from engine.data import LoadedRows, load_rows, resolve_chat_template
+from engine.data.pipeline import select_rows
+from engine.evaluate.evaluations import DATA_EVAL, DATA_TRAIN
+from engine.jobs import Progress
+from engine.runs.artifacts import FinishedRun, TrainedWeights
+
+
+def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[LoadedRows, list[int], str]:
+    """The chosen rows (by index) and the choice: the run's eval set, its training rows, or every row of a file;
+    the first max_rows."""
+    config = run.config
+    if data in (DATA_EVAL, DATA_TRAIN):
+        loaded, train_idx, eval_loaded, eval_idx = select_rows(config.data, config.train.seed)
+        if data == DATA_EVAL:
+            loaded, indices = eval_loaded, eval_idx  # check_data_choice made sure there is one
+        else:
+            indices = train_idx
+        choice = data
+    else:
+        loaded = load_rows(config.data, data)
+        indices, choice = list(range(len(loaded.rows))), "file"
+    return loaded, indices[:max_rows] if max_rows else indices, choice
+
+
+def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
+    """The tokenizer saved with the weights (it carries the chat template used in training), else the base's."""
+    from transformers import AutoTokenizer
+
+    from engine.training.modeling import load_tokenizer
+
+    if (weights.path / "tokenizer_config.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(str(weights.path))
+    else:
+        tokenizer = load_tokenizer(run.config)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.chat_template = resolve_chat_template(tokenizer, run.config.data.chat_template)
+    return tokenizer
+
+
+def load_models(
+    run: FinishedRun, weights: TrainedWeights, progress: Progress, start: TrainedWeights | None = None
+) -> Iterator[tuple[str, Any]]:
+    """Yield ("base", model) then ("tuned", model); one base load serves both for a LoRA run. With ``start`` (the
+    weights the run started from, model.init_from) the "base" arm is those: a start adapter beside the tuned one on
+    the same PeftModel (``set_adapter``), or merged into the base of a whole-model run; or a start model."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.training.builders import torch_dtype
+    from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
+    from engine.training.modeling import load_model
+
+    hardware = detect_hardware()
+    device = resolve_device(run.config, hardware)
+    progress.update("loading the base model")
+    base = load_model(run.config, hardware, weights=start.path if start and not start.is_adapter else None)
+    if device == "cuda" and run.config.quantization.mode == "none":
+        base = base.to("cuda")  # quantized weights are placed at load time
+    base.eval()
+    if weights.is_adapter:
+        from peft import PeftModel
+
+        progress.update(f"loading the {weights.label}")
+        tuned = PeftModel.from_pretrained(base, str(weights.path))
+        tuned.eval()
+        if start is not None:  # a LoRA run starts only from an adapter (engine.runs.lineage)
+            tuned.load_adapter(str(start.path), adapter_name="start")
+            tuned.set_adapter("start")
+            yield "base", tuned
+            tuned.set_adapter("default")
+        else:
+            with tuned.disable_adapter():
+                yield "base", tuned
+        yield "tuned", tuned
+        return
+    if start is not None and start.is_adapter:
+        from peft import PeftModel
+
+        base = PeftModel.from_pretrained(base, str(start.path)).merge_and_unload().eval()
+    yield "base", base
+    del base
+    progress.update(f"loading the {weights.label}")
+    dtype = torch_dtype(resolve_dtype(run.config.model.dtype, run.config, hardware))
+    tuned = AutoModelForCausalLM.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
+    yield "tuned", tuned
