@@ -3,6 +3,7 @@
     python benchmarks/demo_grpo.py                     # trains the short SFT run first (about 60 s)
     python benchmarks/demo_grpo.py --sft-run DIR       # GRPO from an SFT run that already exists
     python benchmarks/demo_grpo.py --sft-steps 270 --grpo-steps 500
+    python benchmarks/demo_grpo.py --seeds 1 2 3         # GRPO three times from the one SFT start, one per seed
 
 Both runs go through ``python -m engine train``: assets/presets/demo.yaml cut to ``--sft-steps`` (without its
 evaluations), then assets/presets/demo-grpo.yaml with ``model.init_from`` set to that run. It prints the greedy
@@ -67,23 +68,30 @@ def main() -> None:
     parser.add_argument("--sft-run", type=Path, help="an SFT run of the demo to start from (else one is trained)")
     parser.add_argument("--sft-steps", type=int, default=270)
     parser.add_argument("--grpo-steps", type=int, help="override the preset's max_steps")
+    parser.add_argument("--seeds", type=int, nargs="+", help="GRPO once per seed (train.seed) from the one start")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sft_run = args.sft_run.resolve() if args.sft_run else Path(tmp) / "sft"
         if not args.sft_run:
             seconds = train_run(short_sft(args.sft_steps), sft_run)
             print(f"short SFT run ({args.sft_steps} steps): {seconds:.1f} s")
-        grpo = load_config(GRPO_PRESET)
-        grpo = grpo.model_copy(update={"model": grpo.model.model_copy(update={"init_from": str(sft_run)})})
-        if args.grpo_steps:
-            grpo = grpo.model_copy(update={"train": grpo.train.model_copy(update={"max_steps": args.grpo_steps})})
-        grpo_run = Path(tmp) / "grpo"
-        seconds = train_run(grpo, grpo_run)
-        before, after, curve = exact_match(sft_run), exact_match(grpo_run), rewards(grpo_run)
-    print(f"GRPO run ({grpo.train.max_steps} steps), end to end: {seconds:.1f} s  (goal <= 180 s)")
-    print(f"reward: first {curve[0]:.3f} -> last {curve[-1]:.3f} (mean of the last 5: {sum(curve[-5:]) / 5:.3f})")
+        before = exact_match(sft_run)
+        preset = load_config(GRPO_PRESET)
+        for seed in args.seeds or [preset.train.seed]:
+            grpo_from(preset, sft_run, seed, args.grpo_steps, before, Path(tmp) / f"grpo-{seed}")
+
+
+def grpo_from(preset: RunConfig, sft_run: Path, seed: int, steps: int | None, before: float, run_dir: Path) -> None:
+    """Train the GRPO preset from ``sft_run`` with ``seed`` (and ``steps``), and print what it reached."""
+    train_section = preset.train.model_copy(update={"seed": seed, "max_steps": steps or preset.train.max_steps})
+    model = preset.model.model_copy(update={"init_from": str(sft_run)})
+    grpo = preset.model_copy(update={"model": model, "train": train_section})
+    seconds = train_run(grpo, run_dir)
+    after, curve = exact_match(run_dir), rewards(run_dir)
+    print(f"seed {seed}: GRPO run ({grpo.train.max_steps} steps), end to end: {seconds:.1f} s  (goal <= 180 s)")
+    print(f"  reward: first {curve[0]:.3f} -> last {curve[-1]:.3f} (mean of the last 5: {sum(curve[-5:]) / 5:.3f})")
     gain = (after - before) * 100
-    print(f"held-out exact match: start {before:.1%} -> after GRPO {after:.1%}  ({gain:+.1f} points, goal >= +15)")
+    print(f"  held-out exact match: start {before:.1%} -> after GRPO {after:.1%}  ({gain:+.1f} points, goal >= +15)")
 
 
 if __name__ == "__main__":

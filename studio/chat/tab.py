@@ -295,9 +295,7 @@ class ChatTab:
         client, workspace = self.client, self.workspace
         policy, visitor = self.ctx.policy, self.ctx.visitor
         relist = {
-            "fn": lambda key, who: gr.Dropdown(
-                choices=(c := model_choices(workspace, policy, who)), value=_kept(key, c)
-            ),
+            "fn": lambda key, who: _relisted(key, model_choices(workspace, policy, who)),
             "inputs": [self.model, visitor],
             "outputs": [self.model],
             "show_progress": "hidden",
@@ -354,9 +352,13 @@ class ChatTab:
         self.clear.click(clear_clicked, None, outputs[:5], **private)
 
 
-def _kept(key: str | None, choices: list[tuple[str, str]]) -> str:
-    """The current pick if it is still offered (a refresh must not change what someone chose), else the first."""
-    return key if key in {value for _, value in choices} else choices[0][1]
+def _relisted(key: str | None, choices: list[tuple[str, str]]) -> dict[str, Any]:
+    """The picker with new choices. Its value is left alone while the pick is still offered: ``key`` is the pick
+    when the refresh was asked (on opening the tab), and one made since, before this answer arrives on a busy
+    machine, must not be undone. A pick no longer offered (a run deleted) falls back to the first choice."""
+    if key in {value for _, value in choices}:
+        return gr.update(choices=choices)
+    return gr.update(choices=choices, value=choices[0][1])
 
 
 def build_chat_tab(ctx: StudioContext) -> ChatTab:

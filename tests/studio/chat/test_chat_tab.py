@@ -19,6 +19,7 @@ from engine.store.workspace import runs_dir
 from studio.chat.models import caller_of, model_choices, spec_for
 from studio.chat.tab import (
     SAMPLING,
+    _relisted,
     clear_clicked,
     load_clicked,
     parse_sampling_widgets,
@@ -107,6 +108,18 @@ def test_choices_list_bases_then_each_runs_result_and_checkpoints(tmp_path):
     ]
     assert full.is_dir()
     assert model_choices(tmp_path / "empty") == [(f"Base · {DEMO}", f"base:{DEMO}")]
+
+
+def test_a_relisting_never_undoes_a_pick_made_while_it_was_on_its_way(tmp_path):
+    """The picker is relisted when the tab opens, with the pick of that moment; on a busy machine the answer may
+    arrive after the visitor picked a run: it must carry no value then, or it would put the old pick back."""
+    make_run(tmp_path, "mine", 1.0)
+    (runs_dir(tmp_path) / "mine" / "adapter").mkdir()
+    choices = model_choices(tmp_path)
+    kept = _relisted(f"base:{DEMO}", choices)
+    assert kept["choices"] == choices and "value" not in kept
+    gone = _relisted("run:deleted-since", choices)
+    assert gone["value"] == f"base:{DEMO}"
 
 
 def test_keys_map_to_specs(tmp_path):
