@@ -34,6 +34,7 @@ from studio.demo.policy import (
     PATH_FIELDS,
     DemoPolicy,
     owns,
+    owns_run_id,
     visitor_uploads,
     widget_data_allowed,
 )
@@ -100,12 +101,15 @@ def init_from_choices(
     return [(NO_INIT_SOURCE, ""), *finished]
 
 
-def own_start_runs(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[str]:
-    """In demo mode, the run ids the visitor may start a run from (their own finished runs); [] otherwise, where
-    the policy asks nothing of model.init_from."""
-    if not policy.enabled:
+def own_start_run(config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[str]:
+    """In demo mode, ``config``'s model.init_from when it is the id (not a path) of one of the visitor's runs: the
+    run it may start from; [] otherwise, and outside demo mode, where the policy asks nothing of it. Reads one
+    status file, since the preview asks on every change; whether that run has weights is lineage's check
+    (continued_config)."""
+    run_id = config.model.init_from
+    if not (policy.enabled and run_id and Path(run_id).name == run_id):
         return []
-    return [run_id for _, run_id in init_from_choices(workspace, policy, visitor) if run_id]
+    return [run_id] if owns_run_id(workspace, run_id, policy, visitor) else []
 
 
 def starting_values() -> dict[str, Any]:
@@ -144,7 +148,7 @@ def checked_config(
     upload folder, whose files the demo's form names by their names; ``visitor``: whose runs it may start from);
     raises ConfigError naming each field at fault."""
     config = form_config(upload_paths(values, policy, uploads), workspace)
-    problems = policy.problems(config, uploads, own_start_runs(workspace, policy, visitor))
+    problems = policy.problems(config, uploads, own_start_run(config, workspace, policy, visitor))
     if problems:
         raise ConfigError(problems)
     return continued_config(config, workspace)
