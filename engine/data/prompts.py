@@ -173,10 +173,7 @@ def first_prompt_rows(config: RunConfig, n: int = 2) -> list[dict[str, Any]]:
     rewards on (engine.training.rewards.check_rewards), so that it can tell a column no row has from one that some
     rows lack, and name the first such row."""
     loaded, train_idx, _, _ = select_rows(config.data, config.train.seed)
-    require_plain_columns(loaded)
-    pairs = [(row, loaded.where(index)) for index in train_idx if (row := _prompt_row(loaded, index)) is not None]
-    shaped = [row for row, _ in pairs]
-    uniform_columns(shaped, [where for _, where in pairs])  # as training will: the rewards see the same values
+    shaped, _ = prompt_rows(loaded, train_idx)
     picked = dict.fromkeys(range(min(n, len(shaped))))
     for key in dict.fromkeys(key for row in shaped for key in row):
         for valued in (True, False):
@@ -184,6 +181,18 @@ def first_prompt_rows(config: RunConfig, n: int = 2) -> list[dict[str, Any]]:
             if first is not None:
                 picked.setdefault(first)
     return [shaped[i] for i in sorted(picked)]
+
+
+def prompt_rows(loaded: LoadedRows, indices: list[int]) -> tuple[list[dict[str, Any]], int]:
+    """The rows at ``indices`` as prompt rows shaped as training shapes them (numbered by their row in the file,
+    with their extra columns, each column of one type: the rewards see the same values; the warnings are the
+    training's to give), and how many had no prompt. Raises DataError for a column TRL would not pass to the reward
+    functions."""
+    require_plain_columns(loaded)
+    pairs = [(row, loaded.where(index)) for index in indices if (row := _prompt_row(loaded, index)) is not None]
+    rows = [row for row, _ in pairs]
+    uniform_columns(rows, [where for _, where in pairs])
+    return rows, len(indices) - len(rows)
 
 
 def require_plain_columns(loaded: LoadedRows) -> None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.data import DataError, LoadedRows
-from engine.data.prompts import REFERENCE_COLUMN, ROW_COLUMN, prompt_row, require_plain_columns, uniform_columns
+from engine.data.prompts import REFERENCE_COLUMN, ROW_COLUMN, prompt_rows
 from engine.evaluate.evaluations import SCORING_REWARDS
 from engine.evaluate.models import load_models, pick_rows
 from engine.evaluate.scoring import Completion, generate_completions
@@ -70,18 +70,6 @@ def starting_weights(run: FinishedRun) -> tuple[str, TrainedWeights | None, str 
     except ArtifactError as exc:
         return BASELINE_BASE, None, f"the run it started from cannot be loaded ({exc}): compared with the base model"
     return source_label(value, workspace) or source.run.name, source.weights, None
-
-
-def prompt_rows(loaded: LoadedRows, indices: list[int]) -> tuple[list[Row], int]:
-    """The rows at ``indices`` as GRPO prompt rows, shaped as training shapes them (numbered by their row in the
-    file, with their extra columns, each column of one type), and how many had no prompt. Raises DataError for a
-    column TRL would not pass to the reward functions."""
-    require_plain_columns(loaded)
-    shaped = [(prompt_row(loaded.rows[i], loaded.where(i)[1], loaded.extra(i)), loaded.where(i)) for i in indices]
-    kept = [(row, where) for row, where in shaped if row is not None]
-    rows = [row for row, _ in kept]
-    uniform_columns(rows, [where for _, where in kept])  # its warnings were the training's to give
-    return rows, len(shaped) - len(kept)
 
 
 def score_completions(

@@ -218,7 +218,8 @@ def test_rows_are_shaped_and_scored_as_training_shapes_and_scores_them(tmp_path:
     from transformers import TrainerState
 
     from engine.data import load_rows
-    from engine.evaluate.rewards import Arm, is_correct, prompt_rows, score_completions
+    from engine.data.prompts import prompt_rows
+    from engine.evaluate.rewards import Arm, is_correct, score_completions
     from engine.evaluate.scoring import Completion
     from engine.training.rewards import reward_functions
 
