@@ -87,26 +87,32 @@ class _TokenClock:
         return Clock()
 
 
+def bare_lora_config(adapter: Any) -> Any:
+    """The run's LoRA settings as a bare script writes them: a peft LoraConfig from the adapter section by hand."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        task_type="CAUSAL_LM",
+        r=adapter.r,
+        lora_alpha=adapter.alpha,
+        lora_dropout=adapter.dropout,
+        target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
+    )
+
+
 def run_bare(config: RunConfig, steps: int) -> float:
     """The baseline: transformers Trainer + peft, configured by hand the way its docs show."""
     import torch
-    from peft import LoraConfig, get_peft_model
+    from peft import get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer, TrainingArguments
 
     torch.manual_seed(config.train.seed)
     source = str(find_local_path(config.model.name_or_path))
     tokenizer = AutoTokenizer.from_pretrained(source)
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
-    adapter = config.adapter
     model = get_peft_model(
         model,
-        LoraConfig(
-            task_type="CAUSAL_LM",
-            r=adapter.r,
-            lora_alpha=adapter.alpha,
-            lora_dropout=adapter.dropout,
-            target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
-        ),
+        bare_lora_config(config.adapter),
     )
     points: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory() as output:
@@ -138,11 +144,9 @@ def run_bare(config: RunConfig, steps: int) -> float:
 def run_trl_defaults(config: RunConfig, steps: int) -> float:
     """TRL's SFTTrainer with SFTConfig's defaults: only steps, batch, learning rate and LoRA are set."""
     from datasets import Dataset
-    from peft import LoraConfig
     from trl import SFTConfig, SFTTrainer
 
     source = str(find_local_path(config.model.name_or_path))
-    adapter = config.adapter
     points: list[tuple[float, int]] = []
     with tempfile.TemporaryDirectory() as output:
         args = SFTConfig(
@@ -161,13 +165,7 @@ def run_trl_defaults(config: RunConfig, steps: int) -> float:
             model=source,
             args=args,
             train_dataset=Dataset.from_list(_read_rows(config)),
-            peft_config=LoraConfig(
-                task_type="CAUSAL_LM",
-                r=adapter.r,
-                lora_alpha=adapter.alpha,
-                lora_dropout=adapter.dropout,
-                target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
-            ),
+            peft_config=bare_lora_config(config.adapter),
             callbacks=[_TokenClock.make(points)],
         )
         trainer.train()

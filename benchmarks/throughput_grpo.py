@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from throughput import alternated_rounds, child_figure, engine_train_events, print_ratios  # noqa: E402  (benchmarks/ is the script's folder)
+from throughput import alternated_rounds, bare_lora_config, child_figure, engine_train_events, print_ratios  # noqa: E402  (benchmarks/ is the script's folder)
 
 from engine.config import RunConfig, load_config  # noqa: E402
 from engine.store.paths import find_local_path  # noqa: E402
@@ -55,7 +55,6 @@ def run_bare(config: RunConfig) -> float:
     """The baseline: TRL's GRPOTrainer + peft, with reward functions written as TRL's documentation shows."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
@@ -105,13 +104,7 @@ def run_bare(config: RunConfig) -> float:
             ),
             train_dataset=Dataset.from_list(rows),
             processing_class=AutoTokenizer.from_pretrained(source),
-            peft_config=LoraConfig(
-                task_type="CAUSAL_LM",
-                r=adapter.r,
-                lora_alpha=adapter.alpha,
-                lora_dropout=adapter.dropout,
-                target_modules=adapter.target_modules if adapter.target_modules != "auto" else None,
-            ),
+            peft_config=bare_lora_config(adapter),
             callbacks=[Clock()],
         )
         trainer.train()
