@@ -18,7 +18,8 @@ from engine.config.grpo import RewardSpec
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.form.schema import yaml_list_text
 from studio.markup import text_block
-from studio.train.actions import check_method_data, checked_config
+from studio.train.actions import checked_config
+from studio.train.starting import check_method_data
 
 FIELD = "grpo.rewards"
 # What "Add" writes for each kind: what the kind needs, with a value that works on the demo task.

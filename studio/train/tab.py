@@ -20,7 +20,7 @@ from studio.context import StudioContext
 from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
 from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget
-from studio.train import actions, eval_pairing
+from studio.train import actions, eval_pairing, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
@@ -539,7 +539,7 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
 
     def on_start(visitor: str | None, *args: Any) -> list[Any]:
-        result = actions.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor)
+        result = starting.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor)
         slots, unplaced = form.error_updates(result.errors)
         data_error = dp.error_markdown(result.data_error) if result.data_error else gr.skip()
         linked: list[Any] = [gr.skip()] * len(links)

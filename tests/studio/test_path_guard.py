@@ -17,7 +17,7 @@ from engine.config import ConfigError, RunConfig, parse_config, save_config
 from engine.store.paths import PROJECT_ROOT
 from studio.form.schema import default_values
 from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config, resolve_run
-from studio.train import actions
+from studio.train import actions, starting
 from studio.train import dataset as dp
 from tests.helpers.side_effects import tree
 
@@ -100,7 +100,7 @@ def test_handlers_refuse_without_reading_or_starting(places: dict[str, Path]) ->
     preview = actions.preview(form(data__eval_path=secret), workspace)
     assert "outside the folders" in preview.errors["data.eval_path"] and preview.command == ""
     calls: list[Path] = []
-    started = actions.start_run(form(data__path=secret), workspace, launcher=calls.append)
+    started = starting.start_run(form(data__path=secret), workspace, launcher=calls.append)
     assert started.run_dir is None and calls == [] and "data.path" in started.errors
     assert tree(workspace) == before
 

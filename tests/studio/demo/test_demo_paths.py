@@ -27,7 +27,7 @@ from studio.monitor import tab as monitor_tab
 from studio.monitor.routes import ChartQuery, charts_response
 from studio.monitor.session import MonitorSession
 from studio.runs.tab import compare_outputs, delete_runs, open_run
-from studio.train import actions
+from studio.train import actions, starting
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
 OWNER = "0123456789abcdef" * 2
@@ -155,7 +155,7 @@ def test_a_malformed_upload_is_named_by_its_file_name(workspace: Path) -> None:
     check = actions.check_data(values, workspace, DEMO, ALICE, with_tokens=False)
     assert "mine.jsonl line 2 is not valid JSON" in check.error
     assert_no_server_path(check.error, workspace)
-    started = actions.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
+    started = starting.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
     assert started.run_dir is None and "mine.jsonl line 2 is not valid JSON" in started.data_error
     assert_no_server_path(started.data_error, workspace)
     # One's own studio names the file by its full path, as before.
@@ -170,7 +170,7 @@ def test_a_good_upload_summary_and_an_upload_refusal_name_no_server_folder(works
     assert check.error == "" and "**Eval file** `assets/datasets/demo_sft_eval.jsonl`" in check.summary
     assert_no_server_path(check.summary, workspace)
     # Start trains on the file the name stands for.
-    started = actions.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
+    started = starting.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
     assert started.run_dir is not None and "`mine`" in started.message
     saved = (started.run_dir / "config.yaml").read_text()
     assert f"path: {visitor_uploads(workspace, DEMO, ALICE) / 'mine.jsonl'}" in saved

@@ -13,7 +13,7 @@ import launch
 from engine.config import parse_config
 from studio.demo.policy import NORMAL, owner_tag, owns, place_text, visitor_uploads
 from studio.form.schema import default_values, leaf_specs
-from studio.train import actions
+from studio.train import actions, starting
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
 CAP = DEMO.max_steps
@@ -115,7 +115,7 @@ def test_preview_and_start_show_the_demo_refusal_next_to_the_field(tmp_path: Pat
     result = actions.preview(demo_values(train__max_steps=5000), tmp_path, DEMO)
     assert result.config is None
     assert result.errors == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} (5000 asked)"}
-    started = actions.start_run(demo_values(train__max_steps=-1), tmp_path, policy=DEMO, visitor=VISITOR)
+    started = starting.start_run(demo_values(train__max_steps=-1), tmp_path, policy=DEMO, visitor=VISITOR)
     assert started.run_dir is None and "epoch-based runs (-1) are off" in started.errors["train.max_steps"]
     assert not (tmp_path / "runs").exists()
 

@@ -27,7 +27,7 @@ from studio.monitor.live import FEEDS, live_panels
 from studio.monitor.session import MonitorSession
 from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
-from studio.train import actions
+from studio.train import actions, starting
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
 from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO
 
@@ -45,11 +45,11 @@ def stand_in(processes: list[subprocess.Popen[bytes]]) -> Any:
     return launch
 
 
-def start(workspace: Path, visitor: str, launcher: Any, **changes: Any) -> actions.StartResult:
+def start(workspace: Path, visitor: str, launcher: Any, **changes: Any) -> starting.StartResult:
     values = actions.starting_values()
     values.update({"name": NAMES.get(visitor, "nobody"), "train.max_steps": 5})
     values.update({key.replace("__", "."): value for key, value in changes.items()})
-    return actions.start_run(values, workspace, launcher, policy=DEMO, visitor=visitor)
+    return starting.start_run(values, workspace, launcher, policy=DEMO, visitor=visitor)
 
 
 def finish(run_dir: Path) -> None:

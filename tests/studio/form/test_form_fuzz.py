@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from engine.config import ConfigError, RunConfig
 from studio.form.schema import FieldSpec, default_values, leaf_specs, values_to_config
-from studio.train import actions
+from studio.train import actions, starting
 from studio.train import dataset as dp
 from tests.helpers.fuzz_strategies import SPECIAL_TEXT, fuzz, odd_values
 
@@ -109,7 +109,7 @@ def test_start_starts_one_run_or_nothing(values: dict[str, Any]) -> None:
     calls: list[Path] = []
     try:
         with no_process():
-            result = actions.start_run(values, workspace, launcher=calls.append)
+            result = starting.start_run(values, workspace, launcher=calls.append)
         runs_dir = workspace / "runs"
         event("started" if result.run_dir else "refused")
         if result.run_dir is None:

@@ -13,8 +13,8 @@ import pytest
 
 from engine.config import RunConfig
 from studio.form.schema import default_values
-from studio.train import actions
 from studio.train import dataset as dp
+from studio.train import starting
 from tests.data.bad_inputs.corpus import CASES, MAX_LENGTH, Case, build_corpus
 from tests.helpers.side_effects import repo_new_files, tree
 
@@ -65,7 +65,7 @@ def tokenizer_loaded() -> None:
 def test_start_refuses_a_bad_dataset_and_starts_nothing(case: Case, workspace: Path, tokenizer_loaded: None) -> None:
     before, repo_before = tree(workspace), repo_new_files()
     calls: list[Path] = []
-    result = actions.start_run(form_values(case, workspace), workspace, launcher=calls.append)
+    result = starting.start_run(form_values(case, workspace), workspace, launcher=calls.append)
     assert result.run_dir is None and calls == []
     assert result.message == "❌ Not started: the dataset cannot be used (see the dataset panel)."
     assert all(fragment in result.data_error for fragment in case.expect), result.data_error

@@ -20,7 +20,7 @@ from studio.context import StudioContext
 from studio.demo.policy import DATA_REFUSAL, DemoPolicy, visitor_uploads
 from studio.form.schema import config_to_values, dataset_paths, default_values, leaf_specs, values_to_config
 from studio.path_guard import guard_config
-from studio.train import actions
+from studio.train import actions, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train.eval_pairing import follow_training_path
@@ -176,7 +176,7 @@ def test_the_check_reports_each_dataset(tmp_path: Path) -> None:
     assert "demo_sft_train.jsonl row 1 · " in tokens.examples  # an example names its file in a list
     refused = dp.check_dataset(form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), False, workspace=tmp_path)
     assert f"data.path.1: {PROJECT_ROOT / DPO_TRAIN} is preference data" in refused.error
-    start = actions.start_run(form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), tmp_path, launcher=list)
+    start = starting.start_run(form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), tmp_path, launcher=list)
     assert start.run_dir is None and list(start.errors) == ["data.path.1"]
 
 

@@ -18,7 +18,7 @@ from engine.config.grpo import RewardSpec
 from studio.context import StudioContext
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
 from studio.form.schema import leaf_specs, to_widget
-from studio.train import actions
+from studio.train import actions, starting
 from studio.train import rewards as rw
 from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, DEMO
@@ -87,7 +87,7 @@ def test_start_refuses_a_reward_that_cannot_run_at_its_field(tmp_path: Path) -> 
     workspace = tmp_path / "workspace"
     started: list[Path] = []
     values = grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT))
-    result = actions.start_run(values, workspace, started.append)
+    result = starting.start_run(values, workspace, started.append)
     assert started == [] and runs.run_dirs(workspace) == []
     assert result.message.startswith("❌ Not started") and "my_fn" in result.errors["grpo.rewards.0"]
 

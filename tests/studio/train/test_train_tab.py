@@ -25,7 +25,7 @@ from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
 from studio.form.schema import config_to_values, default_values
-from studio.train import actions
+from studio.train import actions, starting
 from studio.train import dataset as dp
 from studio.train.estimate import estimate_memory, model_shape, weight_bytes_per_param
 from studio.train.tab import build_train_tab
@@ -145,7 +145,7 @@ def test_preview_shows_yaml_and_command_or_the_errors(tmp_path: Path) -> None:
 
 def test_invalid_form_starts_nothing(tmp_path: Path) -> None:
     calls: list[Path] = []
-    result = actions.start_run(values(train__per_device_batch_size=0), tmp_path, fake_launcher(calls))
+    result = starting.start_run(values(train__per_device_batch_size=0), tmp_path, fake_launcher(calls))
     assert result.run_dir is None and "train.per_device_batch_size" in result.errors
     assert calls == [] and run_dirs(tmp_path) == []
 
@@ -154,30 +154,32 @@ def test_bad_dataset_starts_nothing_and_names_the_row(tmp_path: Path) -> None:
     data = tmp_path / "bad.jsonl"
     data.write_text('{"instruction": "a", "output": "b"}\n{"instruction": "c", "output": ""}\n')
     calls: list[Path] = []
-    result = actions.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
+    result = starting.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
     assert result.run_dir is None and "row 2" in result.data_error
     assert calls == [] and run_dirs(tmp_path) == []
 
 
 def test_target_modules_are_matched_as_peft_matches_them_at_start(tmp_path: Path) -> None:
     calls: list[Path] = []
-    bad = actions.start_run(values(adapter__target_modules="foo,mlp"), tmp_path, fake_launcher(calls))
+    bad = starting.start_run(values(adapter__target_modules="foo,mlp"), tmp_path, fake_launcher(calls))
     message = bad.errors["adapter.target_modules"]
     # mlp is a module but not a layer LoRA can adapt; the choices are the linear layers' names.
     assert "no module foo, mlp that LoRA can adapt" in message
     assert "down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj" in message
     assert bad.run_dir is None and calls == [] and run_dirs(tmp_path) == []
-    good = actions.start_run(values(adapter__target_modules="q_proj, self_attn.v_proj"), tmp_path, fake_launcher(calls))
+    good = starting.start_run(
+        values(adapter__target_modules="q_proj, self_attn.v_proj"), tmp_path, fake_launcher(calls)
+    )
     assert good.errors == {} and good.run_dir is not None and calls == [good.run_dir]
 
 
 def test_double_click_starts_one_run(tmp_path: Path) -> None:
     calls: list[Path] = []
     launcher = fake_launcher(calls)
-    results: list[actions.StartResult] = []
+    results: list[starting.StartResult] = []
     form = values(name="twice")
     threads = [
-        threading.Thread(target=lambda: results.append(actions.start_run(form, tmp_path, launcher))) for _ in "ab"
+        threading.Thread(target=lambda: results.append(starting.start_run(form, tmp_path, launcher))) for _ in "ab"
     ]
     for thread in threads:
         thread.start()
@@ -196,7 +198,7 @@ def test_busy_workspace_refuses_with_a_clear_message(tmp_path: Path) -> None:
     try:
         update_status(busy, state="running", supervisor_pid=sleeper.pid)
         calls: list[Path] = []
-        result = actions.start_run(values(), tmp_path, fake_launcher(calls))
+        result = starting.start_run(values(), tmp_path, fake_launcher(calls))
         assert result.run_dir is None and calls == []
         assert "another run is active: busy (running)" in result.message and "Stop it first" in result.message
     finally:
@@ -356,7 +358,7 @@ def test_estimate_counts_the_demo_models_parameters() -> None:
 @pytest.mark.integration
 def test_start_runs_a_real_two_step_run(tmp_path: Path) -> None:
     form = values(name="two-steps", train__max_steps=2, train__max_length=64, train__save_strategy="no")
-    result = actions.start_run(form, tmp_path)
+    result = starting.start_run(form, tmp_path)
     assert result.run_dir is not None, result.message
     final = runs.wait(result.run_dir, timeout=180)
     assert final.state == "completed", final

@@ -1,0 +1,121 @@
+"""Start on the Train tab, as a plain function of the form's values (tested without a browser): validate the form,
+its dataset and the method's own checks, then create and start one run, or in demo mode put it in line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.config import ConfigError, RunConfig
+from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
+from studio.demo.queue import enqueue_run
+from studio.train.actions import checked_config, remember_model, shown_fields
+from studio.train.dataset import cached_tokenizer, get_tokenizer
+from studio.train.estimate import target_module_problems
+
+# One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
+# with the active-run check inside both, a double click starts one run.
+_start_lock = threading.Lock()
+
+
+@dataclass
+class StartResult:
+    """What Start did: a run directory, or why not (field errors, a dataset error, or a general message)."""
+
+    message: str
+    run_dir: Path | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+    data_error: str = ""
+
+
+def busy_runs(workspace: Path) -> list[runs.RunSummary]:
+    """Runs of the workspace that are starting, running or stopping (status reconciled with the processes)."""
+    return [runs.summarize(run_dir) for run_dir in runs.active_runs(Path(workspace))]
+
+
+def start_run(
+    values: Mapping[str, Any],
+    workspace: Path,
+    launcher: Callable[[Path], Any] | None = None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+) -> StartResult:
+    """Validate the form and its dataset, then create and start one run; nothing starts on any problem.
+
+    ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
+    In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free, and the
+    messages name files as the visitor knows them (errors of the dataset or the disk quote server paths).
+    """
+    result = _start_run(values, workspace, launcher, policy, visitor)
+    return shown_fields(result, policy, workspace, "message", "errors", "data_error")
+
+
+def _start_run(
+    values: Mapping[str, Any],
+    workspace: Path,
+    launcher: Callable[[Path], Any] | None,
+    policy: DemoPolicy,
+    visitor: str | None,
+) -> StartResult:
+    from engine.data import DataError
+    from engine.training.methods import inspect_run_data
+
+    try:
+        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor), visitor)
+    except ConfigError as exc:
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+    module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start
+    if module_errors:
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=module_errors)
+    try:
+        # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
+        inspect_run_data(config, cached_tokenizer(config))
+        check_method_data(config)
+    except ConfigError as exc:  # data that the chosen method does not train on: said next to the method field
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+    except DataError as exc:
+        return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
+    if policy.enabled:
+        return _enqueue(config, workspace, policy, visitor, launcher)
+    with _start_lock, runs.start_lock(Path(workspace)):
+        busy = busy_runs(workspace)
+        if busy:
+            names = ", ".join(f"{run.name} ({run.state})" for run in busy)
+            return StartResult(
+                f"⏳ Not started: another run is active: {names}. Stop it first, or start this one when it has ended."
+            )
+        try:
+            run_dir = runs.create_run(config, workspace=Path(workspace))
+            (launcher or runs.start)(run_dir)
+        except (runs.RunError, OSError) as exc:
+            return StartResult(f"❌ Could not start the run: {exc}")
+    # The run has started: a recent-models list that cannot be written is no reason to report a failure.
+    with contextlib.suppress(OSError):
+        remember_model(workspace, config.model.name_or_path)
+    return StartResult(f"🚀 Started `{run_dir.name}`", run_dir=run_dir)
+
+
+def check_method_data(config: RunConfig) -> None:
+    """The method's own checks before launch (GRPO: each reward loads and scores the first rows; Method.check_data),
+    raising ConfigError at the field at fault. A custom reward's code runs in this process: the demo refuses custom
+    files before this (DemoPolicy.problems), and in one's own studio it is one's own code."""
+    from engine.training.methods import method_of
+
+    check = method_of(config).check_data
+    if check is not None:
+        check(config, get_tokenizer(config))
+
+
+def _enqueue(
+    config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None, launcher: Callable[[Path], Any] | None
+) -> StartResult:
+    """Demo mode's Start: the run waits in line (a busy machine is no reason to refuse)."""
+    queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
+    run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
+    return StartResult(message, run_dir=run_dir)
