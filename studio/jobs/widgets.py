@@ -45,7 +45,15 @@ def tab_opened(
     mine = [run_dir.name for run_dir in owned_run_dirs(workspace, policy, visitor)] if policy.enabled else None
     job_dir = job_dir or running_job(workspace, kind, mine)
     timer = gr.Timer(active=True) if job_dir else gr.skip()
-    return [gr.Dropdown(choices=choices, value=pick_run(choices, run_id, current_run)), job_dir, timer]
+    return [_relisted(choices, run_id, current_run), job_dir, timer]
+
+
+def _relisted(choices: list[tuple[str, str]], run_id: str | None, current_run: str | None) -> dict[str, Any]:
+    """The run picker with new choices. ``run_id`` is the pick when the tab was opened: while it is still offered
+    the value is left alone, so a pick made since, before this answer arrives on a busy machine, is not undone."""
+    if run_id in {value for _, value in choices}:
+        return gr.update(choices=choices)
+    return gr.update(choices=choices, value=pick_run(choices, run_id, current_run))
 
 
 def refresh_on_open(ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.State, timer: gr.Timer) -> None:

@@ -116,7 +116,7 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
         state.parent.mkdir(parents=True)
         state.write_text('{"global_step": 5}')
     run_choices = tab_opened(tmp_path, "export", None, None, None, DEMO, ALICE)[0]
-    assert [value for _, value in run_choices.choices] == [alice.name]
+    assert [value for _, value in run_choices["choices"]] == [alice.name]
     chat_keys = [key for _, key in chat_models.model_choices(tmp_path, DEMO, ALICE)]
     assert chat_keys == ["base:assets/demo-model", f"run:{alice.name}:5"]
     refused = export_tab.start_clicked(tmp_path, bob.name, "5", "adapter", "float32", "", "", "", True, DEMO, ALICE)

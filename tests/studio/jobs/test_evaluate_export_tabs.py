@@ -24,7 +24,7 @@ from studio.evaluate import tab as evaluate_tab
 from studio.evaluate import view as evaluate_view
 from studio.export import tab as export_tab
 from studio.jobs.view import checkpoint_of, finished_runs, pick_run, progress_html, weight_choices
-from studio.jobs.widgets import cancel_job
+from studio.jobs.widgets import cancel_job, tab_opened
 from tests.helpers.demo_run import RUN_ID, trained_demo_run
 from tests.helpers.servers import free_port
 from tests.helpers.visitors import ALICE, DEMO
@@ -69,6 +69,15 @@ def test_only_finished_runs_with_weights_are_offered(workspace, run_dir):
     assert (checkpoint_of(""), checkpoint_of("30")) == (None, 30)
     choices = finished_runs(workspace)
     assert pick_run(choices, None, str(run_dir)) == RUN_ID and pick_run([], RUN_ID, None) is None
+
+
+def test_opening_the_tab_keeps_a_pick_made_while_its_answer_was_on_the_way(workspace, run_dir):
+    # The pick at opening is still offered: the answer leaves the value alone (a later pick is not undone).
+    kept = tab_opened(workspace, "export", None, RUN_ID, None)[0]
+    assert kept["choices"] == finished_runs(workspace) and "value" not in kept
+    # Nothing picked yet, or a pick since deleted: the run open in the Monitor, else the newest.
+    assert tab_opened(workspace, "export", str(run_dir), None, None)[0]["value"] == RUN_ID
+    assert tab_opened(workspace, "export", None, "deleted-since", None)[0]["value"] == RUN_ID
 
 
 def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, run_dir):
