@@ -88,7 +88,8 @@ def eta_seconds(step: int, max_steps: int, seconds_per_step: float | None) -> fl
 def _charts_of(run_dir: Path) -> tuple[str, ...]:
     """The metrics keys of the charts the run's method adds to the Monitor (none for an unreadable config)."""
     try:
-        method = METHODS[load_config(run_dir / CONFIG_FILE).method]
+        config = load_config(run_dir / CONFIG_FILE)
+        method = METHODS[config.method]
     except (ConfigError, OSError, KeyError):
         return ()
-    return tuple(chart.key for chart in method.charts)
+    return tuple(chart.key for chart in method.charts if chart.drawn_for(config))

@@ -17,6 +17,12 @@ class MetricChart:
     key: str
     title: str
     unit: str
+    # Whether a run with this config logs the metric at all (GRPO logs no KL when beta is 0); None: always.
+    logged_by: Callable[[RunConfig], bool] | None = None
+
+    def drawn_for(self, config: RunConfig) -> bool:
+        """Whether the Monitor draws this chart for a run with ``config``."""
+        return self.logged_by is None or self.logged_by(config)
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,7 @@ METHOD = Method(
         MetricChart("reward_std", "Reward spread within groups", "reward"),
         MetricChart("completions/mean_length", "Answer length", "tokens"),
         MetricChart("completions/clipped_ratio", "Answers cut at max length", "share"),
-        MetricChart("kl", "KL to the reference", "nats"),
+        MetricChart("kl", "KL to the reference", "nats", logged_by=lambda config: config.grpo.beta > 0),
         MetricChart("entropy", "Entropy of the policy", "nats"),
     ),
     evaluation="rewards",
