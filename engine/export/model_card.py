@@ -7,12 +7,20 @@ config.yaml, which never holds a secret. Standard library only.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.evaluate.evaluations import latest_evaluation
+from engine.evaluate.evaluations import (
+    SCORING_PREFERENCE,
+    SCORING_REWARDS,
+    is_unpaired,
+    latest_evaluation,
+    scoring_of,
+)
 from engine.export.exports import ExportPlan
 from engine.store.rundir import iter_metrics
+from engine.training.methods import method_of
 
 
 @dataclass(frozen=True)
@@ -58,15 +66,68 @@ def _results(plan: ExportPlan, metrics: FinalMetrics) -> str:
         rows.append(("final eval loss", f"{metrics.eval_loss:.4f}"))
     evaluation = latest_evaluation(plan.run.run_dir)
     if evaluation:
-        base, tuned = evaluation.get("base") or {}, evaluation.get("tuned") or {}
-        where = f"{evaluation['data']['choice']} set, {evaluation['data']['rows']} rows"
-        if _finite(base.get("eval_loss")) and _finite(tuned.get("eval_loss")):
-            rows.append((f"eval loss, base → tuned ({where})", f"{base['eval_loss']:.4f} → {tuned['eval_loss']:.4f}"))
-        if tuned.get("exact_match") is not None:
-            rows.append(
-                (f"exact match, base → tuned ({where})", f"{base['exact_match']:.1%} → {tuned['exact_match']:.1%}")
-            )
+        rows.extend(evaluation_rows(evaluation))
     return _table(rows)
+
+
+def evaluation_rows(evaluation: dict[str, Any]) -> list[tuple[str, str]]:
+    """The newest evaluation's numbers as model-card rows, each labelled with what it compares and on what data:
+    eval loss and exact match (answers), preference accuracy and margin (preference), each reward function's mean,
+    the weighted reward and exact match (rewards; against the run it started from when that is the baseline).
+    A number the evaluation does not have (no reference answers, a method without a reference) has no row."""
+    base, tuned = evaluation.get("base") or {}, evaluation.get("tuned") or {}
+    data = evaluation.get("data") or {}
+    where = f"{data.get('choice', '?')} set, {data.get('rows', '?')} rows"
+    baseline = evaluation.get("baseline") or "base"
+    against = "base" if baseline == "base" else f"start run {baseline}"
+
+    def change(name: str, pair: tuple[Any, Any], shown: Callable[[Any], str | None]) -> tuple[str, str | None]:
+        before, after = shown(pair[0]), shown(pair[1])
+        both = before is not None and after is not None
+        return f"{name}, {against} → tuned ({where})", f"{before} → {after}" if both else None
+
+    def sides(key: str) -> tuple[Any, Any]:
+        return base.get(key), tuned.get(key)
+
+    def alone(name: str, value: str | None) -> tuple[str, str | None]:
+        return f"{name}, tuned ({where})", value
+
+    scoring = scoring_of(evaluation)
+    if scoring == SCORING_PREFERENCE:
+        shares = (
+            [alone("desirable answers above the median reward", _percent(tuned.get("reward_accuracy")))]
+            if is_unpaired(evaluation)
+            else [
+                change("preference accuracy", sides("accuracy"), _percent),
+                alone("reward accuracy", _percent(tuned.get("reward_accuracy"))),
+            ]
+        )
+        rows = [*shares, alone("mean reward margin", _decimal(tuned.get("mean_margin")))]
+    elif scoring == SCORING_REWARDS:
+        means = (base.get("rewards") or {}, tuned.get("rewards") or {})
+        each = [
+            change(f"reward {name}", (means[0].get(name), means[1].get(name)), _decimal)
+            for name in evaluation.get("reward_weights") or {}
+        ]
+        rows = [
+            change("weighted reward", sides("reward"), _decimal),
+            *each,
+            change("exact match", sides("exact_match"), _percent),
+        ]
+    else:
+        rows = [
+            change("eval loss", sides("eval_loss"), _decimal),
+            change("exact match", sides("exact_match"), _percent),
+        ]
+    return [(name, value) for name, value in rows if value is not None]
+
+
+def _decimal(value: Any) -> str | None:
+    return f"{value:.4f}" if _finite(value) else None
+
+
+def _percent(value: Any) -> str | None:
+    return f"{value:.1%}" if _finite(value) else None
 
 
 def _usage(plan: ExportPlan, base_model: str) -> str:
@@ -103,6 +164,7 @@ def model_card(plan: ExportPlan) -> str:
         else f"the fine-tuned weights merged into the base, saved in {plan.dtype} safetensors"
     )
     library = "peft" if plan.kind == "adapter" else "transformers"
+    start = f", starting from run `{config.model.init_from}`," if config.model.init_from else ""
     data = ", ".join(f"`{path}`" for path in config.data.paths())  # one file, or each of a list of datasets
     return "\n".join(
         [
@@ -112,13 +174,14 @@ def model_card(plan: ExportPlan) -> str:
             "pipeline_tag: text-generation",
             "tags:",
             "- tuning-studio",
-            "- sft",
+            f"- {config.method}",
             *(["- lora"] if adapter.is_lora else []),
             "---",
             "",
             f"# {plan.run.name}",
             "",
-            f"Fine-tuned from `{base_model}` with {method} on {data}. "
+            f"Fine-tuned from `{base_model}`{start} with {method} on {data}; "
+            f"training method: {method_of(config).title}. "
             f"This export holds {what} ({plan.weights.label} of run `{plan.run.run_dir.name}`), "
             "with the tokenizer and its chat template.",
             "",
