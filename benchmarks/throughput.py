@@ -252,6 +252,13 @@ def median_interval(values: list[float], draws: int = 4000, seed: int = 0) -> tu
     return medians[int(0.025 * draws)], medians[int(0.975 * draws) - 1]
 
 
+def check_steps(parser: argparse.ArgumentParser, steps: int, logging_steps: int) -> None:
+    """Refuse a step count that gives fewer than two logging points: speed is measured between the first and the
+    last one."""
+    if steps < 2 * logging_steps:
+        parser.error(f"--steps {steps}: at least {2 * logging_steps} (two logging points, every {logging_steps} steps)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", type=Path, default=ROOT / "assets" / "presets" / "demo.yaml")
@@ -261,6 +268,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = load_config(args.preset)
+    check_steps(parser, args.steps, config.train.logging_steps)
     if args.arm:  # a child process: print its figure and leave
         import warnings
 

@@ -29,7 +29,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from throughput import alternated_rounds, bare_lora_config, child_figure, engine_train_events, print_ratios  # noqa: E402  (benchmarks/ is the script's folder)
+from throughput import (  # noqa: E402  (benchmarks/ is the script's folder)
+    alternated_rounds,
+    bare_lora_config,
+    check_steps,
+    child_figure,
+    engine_train_events,
+    print_ratios,
+)
 
 from engine.config import RunConfig, load_config  # noqa: E402
 from engine.store.paths import find_local_path  # noqa: E402
@@ -122,6 +129,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     config = benchmark_config(args.preset, args.steps, args.optimizer)
+    check_steps(parser, args.steps, config.train.logging_steps)
     if args.bare:  # a child process: print its figure and leave
         import warnings
 
