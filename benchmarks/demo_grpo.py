@@ -4,6 +4,7 @@
     python benchmarks/demo_grpo.py --sft-run DIR       # GRPO from an SFT run that already exists
     python benchmarks/demo_grpo.py --sft-steps 270 --grpo-steps 500
     python benchmarks/demo_grpo.py --seeds 1 2 3         # GRPO three times from the one SFT start, one per seed
+    python benchmarks/demo_grpo.py --set grpo.temperature=1.2 --set train.learning_rate=5e-4   # a variant
 
 Both runs go through ``python -m engine train``: assets/presets/demo.yaml cut to ``--sft-steps`` (without its
 evaluations), then assets/presets/demo-grpo.yaml with ``model.init_from`` set to that run. It prints the greedy
@@ -23,6 +24,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -69,6 +72,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=270)
     parser.add_argument("--grpo-steps", type=int, help="override the preset's max_steps")
     parser.add_argument("--seeds", type=int, nargs="+", help="GRPO once per seed (train.seed) from the one start")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="change the GRPO preset")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         sft_run = args.sft_run.resolve() if args.sft_run else Path(tmp) / "sft"
@@ -76,9 +80,23 @@ def main() -> None:
             seconds = train_run(short_sft(args.sft_steps), sft_run)
             print(f"short SFT run ({args.sft_steps} steps): {seconds:.1f} s")
         before = exact_match(sft_run)
-        preset = load_config(GRPO_PRESET)
+        preset = changed(load_config(GRPO_PRESET), args.set)
+        print(f"start: exact match {before:.1%}; GRPO preset{' with ' + ', '.join(args.set) if args.set else ''}")
         for seed in args.seeds or [preset.train.seed]:
             grpo_from(preset, sft_run, seed, args.grpo_steps, before, Path(tmp) / f"grpo-{seed}")
+
+
+def changed(config: RunConfig, settings: list[str]) -> RunConfig:
+    """``config`` with each ``field.path=value`` of ``settings`` (the value read as YAML), validated again."""
+    data = config.model_dump(mode="json")
+    for setting in settings:
+        path, _, value = setting.partition("=")
+        *parents, leaf = path.split(".")
+        section = data
+        for name in parents:
+            section = section[name]
+        section[leaf] = yaml.safe_load(value)
+    return RunConfig.model_validate(data)
 
 
 def grpo_from(preset: RunConfig, sft_run: Path, seed: int, steps: int | None, before: float, run_dir: Path) -> None:
