@@ -66,7 +66,9 @@ def test_the_page_has_the_common_charts_then_every_methods_own() -> None:
 @pytest.mark.parametrize(("beta", "drawn"), [(0.0, False), (0.04, True)])
 def test_grpo_draws_kl_only_when_it_trains_against_a_reference(tmp_path: Path, beta: float, drawn: bool) -> None:
     # TRL logs no "kl" when beta is 0 (no reference model): an empty chart would only puzzle.
-    config = RunConfig(name="g", method="grpo", grpo={"beta": beta, "rewards": [{"kind": "length", "target_tokens": 8}]})
+    config = RunConfig(
+        name="g", method="grpo", grpo={"beta": beta, "rewards": [{"kind": "length", "target_tokens": 8}]}
+    )
     feed = MetricsFeed(runs.create_run(config, workspace=tmp_path))
     assert ("kl" in feed.charts) is drawn and {"reward", "entropy"} <= set(feed.charts)
     assert ("kl" in live.changed_charts(feed, "run", {}, wanted=live.CHARTS)["hidden"]) is not drawn
