@@ -8,6 +8,11 @@
     python -m engine export DIR --kind adapter|merged [--dtype float32|bfloat16|float16] [--out DIR]
                             [--checkpoint N] [--zip] [--push-to REPO_ID [--private]]
                                                          save the adapter or a merged model
+    python -m engine sweep SWEEP.yaml [--workspace DIR]  run (or continue) a hyperparameter sweep
+    python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
+
+A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
+command continues the sweep, as it does after the driver was killed.
 
 Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
@@ -32,6 +37,7 @@ if TYPE_CHECKING:
     from engine.training.check import CheckReport
 
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
 REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX")
 
 
@@ -51,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         "--workspace", type=Path, default=Path("workspace"), help="where a run id in model.init_from is looked up"
     )
     _add_job_commands(commands)
+    _add_sweep_commands(commands)
     for internal in ("supervise", "worker"):
         command = commands.add_parser(internal, help=argparse.SUPPRESS)
         command.add_argument("run_dir", type=Path)
@@ -93,6 +100,16 @@ def _add_job_commands(commands: Any) -> None:
     export.add_argument("--push-to", metavar="REPO_ID", help="upload to this hub model repo (token from HF_TOKEN)")
     export.add_argument("--private", action="store_true", help="create the hub repo as private")
     export.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
+
+
+def _add_sweep_commands(commands: Any) -> None:
+    """The sweep and sweep-status sub-commands."""
+    sweep = commands.add_parser("sweep", help="run (or continue) a hyperparameter sweep in the foreground")
+    sweep.add_argument("sweep", type=Path, help="the sweep's YAML file")
+    sweep.add_argument("--workspace", type=Path, default=Path("workspace"), help="where its runs and study go")
+    status = commands.add_parser("sweep-status", help="the sweeps of a workspace, or one sweep's trials ranked")
+    status.add_argument("workspace", type=Path)
+    status.add_argument("name", nargs="?", help="the sweep whose trials to list (default: list the sweeps)")
 
 
 def _quiet() -> None:
@@ -217,6 +234,60 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    import shlex
+    import signal
+    import threading
+
+    import optuna
+
+    from engine.sweeps import SweepError, load_sweep, run_sweep
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints its own line per trial
+    config = load_sweep(args.sweep)
+    stop = threading.Event()
+
+    def request_stop(_signum: int, _frame: object) -> None:
+        if not stop.is_set():
+            print("stopping the current trial's run (it saves a checkpoint) ...", flush=True)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, request_stop)
+    try:
+        result = run_sweep(
+            config,
+            args.workspace,
+            sweep_text=args.sweep.read_text(encoding="utf-8"),
+            stop=stop,
+            echo=lambda line: print(line, flush=True),
+        )
+    except SweepError as exc:
+        return _error(str(exc))
+    if result.interrupted:
+        again = shlex.join(["python", "-m", "engine", "sweep", str(args.sweep), "--workspace", str(args.workspace)])
+        print(f"to continue: {again}", flush=True)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _sweep_status(args: argparse.Namespace) -> int:
+    from engine.sweeps import SweepError, list_sweeps, sweep_status
+    from engine.sweeps.summary import progress_line, trials_table
+
+    if args.name is None:
+        sweeps = list_sweeps(args.workspace)
+        print("\n".join(map(progress_line, sweeps)) if sweeps else f"no sweeps in {args.workspace}")
+        return 0
+    try:
+        summary = sweep_status(args.workspace, args.name)
+    except SweepError as exc:
+        return _error(str(exc))
+    print(progress_line(summary))
+    print("\n".join(trials_table(summary)))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m engine``; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -233,6 +304,10 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "sweep":
+            return _sweep(args)
+        if args.command == "sweep-status":
+            return _sweep_status(args)
         if args.command == "chat-worker":
             from engine.chat.client import ModelSpec
             from engine.chat.worker import serve

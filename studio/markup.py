@@ -48,12 +48,13 @@ def progress_bar_html(percent: float, text: str, classes: str = "", fill: str = 
     )
 
 
-def badge_html(state: str | None) -> str:
+def badge_html(state: str | None, note: str | None = None) -> str:
     """A coloured pill for a run's state (colours in assets/studio.css, keyed by state), pulsing while a process
-    of the run is at work."""
+    of the run is at work; ``note`` (why it ended: a pruned run's reason) shows when the pointer rests on it."""
     state = state or "unknown"
     live = '<span class="ts-pulse"></span>' if state in ACTIVE_STATES else ""
-    return f'<span class="ts-badge ts-state-{html.escape(state)}">{live}{html.escape(state)}</span>'
+    title = f' title="{html.escape(note)}"' if note else ""
+    return f'<span class="ts-badge ts-state-{html.escape(state)}"{title}>{live}{html.escape(state)}</span>'
 
 
 def format_duration(seconds: float | None) -> str:

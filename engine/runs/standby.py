@@ -35,7 +35,7 @@ from typing import Any
 
 from engine.runs.status import active_runs
 from engine.store.processes import engine_command, pid_alive, spawn_detached
-from engine.store.rundir import COMPLETED, LOG_FILE, is_run_dir, read_status, update_status, write_text_atomic
+from engine.store.rundir import COMPLETED, LOG_FILE, PRUNED, is_run_dir, read_status, update_status, write_text_atomic
 from engine.store.workspace import standby_dir
 
 READY_LINE = b"standby ready\n"
@@ -192,11 +192,12 @@ class _Standby:
     def _run_gone_elsewhere(self, run_dir: Path) -> bool:
         """Whether the kept run will not come back to this worker: deleted, completed, or supervised by another
         process (resumed some other way). A run that reads ``starting`` with no supervisor is being started, by
-        a claimant that may be about to claim this very standby: it is not gone."""
+        a claimant that may be about to claim this very standby: it is not gone. A pruned run (a sweep's trial) is
+        over like a completed one."""
         if not is_run_dir(run_dir):
             return True
         current = read_status(run_dir)
-        return current.state == COMPLETED or current.supervisor_pid not in (None, self.pid)
+        return current.state in (COMPLETED, PRUNED) or current.supervisor_pid not in (None, self.pid)
 
     def _other_run_active(self, run_dir: Path) -> bool:
         """Whether another run of the workspace is going: the kept worker's memory (a GPU's too) is its now."""

@@ -45,10 +45,13 @@ STOPPED = "stopped"  # stopped on request after a step, with a checkpoint (or ca
 COMPLETED = "completed"
 FAILED = "failed"  # the training process crashed or could not start
 ABORTED = "aborted"  # killed on request (Abort, or a time limit past its grace): no checkpoint saved at the end
+# A sweep's trial that its pruner stopped early (engine.sweeps), with a checkpoint; ``error`` says why. Not
+# resumable: the sweep has judged the trial, and its study would not count more steps.
+PRUNED = "pruned"
 ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is at work (or should be)
 TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
 OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
-FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED)
+FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED, PRUNED)
 # Ended without completing: such a run continues from its newest whole checkpoint when it has one. An aborted
 # run keeps every checkpoint saved before the kill, so it resumes like a stopped one (losing the steps since).
 RESUMABLE_STATES = (STOPPED, FAILED, ABORTED)
@@ -133,7 +136,7 @@ class RunStatus:
     max_steps: int | None = None
     epoch: float | None = None
     exit_code: int | None = None
-    error: str | None = None  # why the run failed or was aborted (by the user, or at its time limit)
+    error: str | None = None  # why the run failed, was aborted (by the user, or at its time limit) or was pruned
     bad_loss_step: int | None = None  # the step whose loss went NaN / infinite: such a run is not resumed
     trainable_params: int | None = None
     total_params: int | None = None
@@ -146,6 +149,7 @@ class RunStatus:
     resume_checkpoint: int | None = None  # a queued resume starts from this checkpoint
     cancelled: bool | None = None  # taken out of the queue before it started
     owner: str | None = None  # demo mode: a digest of the visitor who started it
+    sweep: dict[str, Any] | None = None  # a sweep's trial (engine.sweeps): {"name": the sweep, "trial": its number}
     # The reconciled view (engine.runs.status), never stored.
     log_tail: str | None = None
     checkpoints: list[int] = field(default_factory=list)
@@ -168,7 +172,7 @@ class RunStatus:
 
     @property
     def is_final(self) -> bool:
-        """The run has ended (stopped, completed, failed, aborted)."""
+        """The run has ended (stopped, completed, failed, aborted, pruned)."""
         return self.state in FINAL_STATES
 
     @property

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
-from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, QUEUED, TRAINING_STATES, RunStatus
+from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, PRUNED, QUEUED, TRAINING_STATES, RunStatus
 from studio.demo.policy import place_text
 from studio.markup import badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import MetricsFeed, eta_seconds
@@ -60,14 +60,16 @@ def queue_html(ahead: int) -> str:
 
 
 def run_note(status: RunStatus) -> str:
-    """Why a run ended when the state alone does not say: cancelled in the queue, its time limit, or who
-    aborted it."""
+    """Why a run ended when the state alone does not say: cancelled in the queue, its time limit, who aborted it,
+    or why its sweep's pruner stopped it."""
     if status.cancelled:
         return "cancelled before it started"
     if limit_reached(status):
         return f"ended at its time limit ({status.time_limit_s / 60:g} min)"
     if status.state == ABORTED:
         return status.error or "aborted"
+    if status.state == PRUNED:
+        return status.error or "pruned by its sweep"
     return ""
 
 

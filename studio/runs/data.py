@@ -20,7 +20,7 @@ import yaml
 from engine import runs
 from engine.evaluate import evaluations
 from engine.runs.lineage import source_label
-from engine.store.rundir import CONFIG_FILE, OPEN_STATES, RunStatus, iter_metrics
+from engine.store.rundir import CONFIG_FILE, OPEN_STATES, PRUNED, RunStatus, iter_metrics
 from engine.training.methods import method_charts
 from studio.charts import Point
 from studio.markup import run_time_text
@@ -47,6 +47,7 @@ class RunRow:
     evaluation: str = ""  # the newest evaluation's summary, base → tuned (engine.evaluate.summary_text)
     owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
     started_from: str = ""  # the run it started from (model.init_from), as engine.runs.lineage.source_label says
+    note: str = ""  # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner)
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
@@ -129,6 +130,7 @@ class RunIndex:
             evaluation=tail.evaluation,
             owner=status.owner,
             started_from=tail.started_from,
+            note=(status.error or "") if status.state == PRUNED else "",
         )
 
 

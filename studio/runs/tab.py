@@ -74,8 +74,8 @@ def list_view(
     hint = "click a run to open it in the Monitor" if rows else "start one on the Train tab"
     if not rows:
         summary = "No runs yet"
-    for row in cells:
-        row[1] = badge_html(row[1])  # the state column shows the Monitor's coloured badge
+    for row, cell in zip(rows, cells, strict=True):
+        cell[1] = badge_html(cell[1], row.note)  # the Monitor's coloured badge; a pruned run's reason on hover
     return [
         key,
         pd.DataFrame(cells, columns=COLUMNS),

@@ -1,0 +1,119 @@
+"""The sections of a sweep file (engine.sweeps.config.SweepConfig): a space entry, the objective, the sampler and
+the pruner. Shapes only; what they mean against the run config is checked in engine.sweeps.space."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from engine.config.sections import Section
+
+MAX_TRIALS = 10_000
+
+
+def entry_field(path: str) -> str:
+    """The Problem field of a space entry: ``space."train.learning_rate"`` (quoted, as the config errors quote a
+    key that holds dots)."""
+    return f"space.{json.dumps(path)}"
+
+
+class SpaceEntry(Section):
+    """The values one RunConfig field takes in the sweep: a range (``low``, ``high``, and ``log`` for a float
+    field or ``step`` for a whole-number field) or a list of ``choices``."""
+
+    low: float | None = Field(None, description="Range: the lowest value (a number field only).")
+    high: float | None = Field(None, description="Range: the highest value, included.")
+    log: bool = Field(False, description="Range: sample on a log scale (both bounds above 0), as learning rates are.")
+    step: int | None = Field(
+        None, ge=1, description="Range of a whole-number field: take every step-th value from low (default 1)."
+    )
+    choices: list[Any] | None = Field(
+        None,
+        min_length=1,
+        description="The values to try, each one the field accepts: for literals, booleans, lists and anything else.",
+    )
+
+    @model_validator(mode="after")
+    def _range_or_choices(self) -> SpaceEntry:
+        """Exactly one of the two forms; a range has both bounds, low below high."""
+        ranged = [name for name in ("low", "high", "step") if getattr(self, name) is not None] + (
+            ["log"] if self.log else []
+        )
+        if self.choices is not None and ranged:
+            raise ValueError(f"give either choices or a range, not both (found choices and {', '.join(ranged)})")
+        if self.choices is not None:
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError("give a range {low, high} (with log or step) or {choices: [...]}")
+        if self.low >= self.high:
+            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+        if self.log and self.low <= 0:
+            raise ValueError(f"a log range needs low above 0 (got {self.low:g})")
+        if self.log and (self.step or 1) != 1:
+            raise ValueError("a log range cannot have a step")
+        return self
+
+    @property
+    def is_range(self) -> bool:
+        """A {low, high} range (else a list of choices)."""
+        return self.choices is None
+
+
+class Objective(Section):
+    """What the sweep optimizes: a metric each trial's run logs, and which way is better."""
+
+    metric: str = Field(
+        "eval_loss",
+        min_length=1,
+        description=(
+            "eval_loss (the last evaluation's loss; the base config must evaluate), train_loss (the last logged "
+            "training loss) or any other key the run logs in metrics.jsonl (e.g. reward): its last value."
+        ),
+    )
+    direction: Literal["minimize", "maximize"] = Field(
+        "minimize", description="minimize for losses, maximize for rewards and accuracies."
+    )
+
+
+class SamplerSection(Section):
+    """How optuna picks each trial's values (written as a name alone, or as a section with its knobs)."""
+
+    kind: Literal["tpe", "random", "grid"] = Field(
+        "tpe",
+        description=(
+            "tpe: learn from the finished trials (optuna's TPESampler); random: independent draws; grid: every "
+            "combination in turn (only choices and whole-number ranges; trials beyond the grid's size are not run)."
+        ),
+    )
+    startup_trials: int = Field(
+        10,
+        ge=0,
+        le=MAX_TRIALS,
+        description="tpe: trials drawn at random before TPE models the results (optuna's n_startup_trials).",
+    )
+
+
+class PrunerSection(Section):
+    """When optuna stops a trial early (written as a name alone, or as a section with its knobs)."""
+
+    kind: Literal["median", "successive_halving", "none"] = Field(
+        "median",
+        description=(
+            "median: stop a trial whose objective is worse than the median of earlier trials at the same step; "
+            "successive_halving: keep the best fraction at each rung; none: every trial runs to its end."
+        ),
+    )
+    startup_trials: int = Field(
+        5, ge=0, le=MAX_TRIALS, description="median: trials that finish before any trial is pruned."
+    )
+    warmup_steps: int = Field(0, ge=0, description="median: training steps of a trial before it may be pruned.")
+    min_resource: int | None = Field(
+        None,
+        ge=1,
+        description="successive_halving: training steps before the first rung; empty: optuna works it out (auto).",
+    )
+    reduction_factor: int = Field(
+        4, ge=2, le=100, description="successive_halving: 1 in this many trials goes on to the next rung."
+    )
