@@ -135,7 +135,8 @@ def test_a_trial_that_falls_behind_the_median_is_pruned(tmp_path: Path) -> None:
     output = run_sweep_cli(write_sweep(tmp_path, sweep), workspace)
 
     trials = {trial.number: trial for trial in sweep_status(workspace, "pruning").trials}
-    assert (trials[0].state, trials[1].state) == ("complete", "pruned")
+    why = f"{output}\n" + "\n".join(f"trial {t.number}: {t.state} {t.note}" for t in trials.values())
+    assert (trials[0].state, trials[1].state) == ("complete", "pruned"), why
     reason = trials[1].note or ""
     assert reason.startswith(f"pruned at step {EVAL_STEPS}: eval_loss ") and "worse than the median" in reason
     pruned = workspace / "runs" / trials[1].run_id
