@@ -1,4 +1,5 @@
-"""The studio page: a header and six tabs (Train, Monitor, Runs, Chat, Evaluate, Export) sharing the current run.
+"""The studio page: a header and seven tabs (Train, Monitor, Runs, Sweeps, Chat, Evaluate, Export) sharing the
+current run.
 
 ``build_app`` makes the Blocks; ``launch_options`` holds what Gradio 6 takes at ``launch()`` (theme, CSS, the
 live charts' script and routes).
@@ -29,6 +30,7 @@ from studio.path_guard import ASSETS_DIR
 from studio.runs import api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
+from studio.sweeps.tab import build_sweeps_tab
 from studio.train.tab import build_train_tab
 
 CSS_PATH = ASSETS_DIR / "studio.css"
@@ -102,6 +104,8 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
                 build_monitor_tab(ctx)
             with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):
                 build_runs_tab(ctx)
+            with gr.Tab("Sweeps", id="sweeps", elem_id="ts-tab-sweeps") as sweeps_tab:
+                build_sweeps_tab(ctx, sweeps_tab)
             with gr.Tab("Chat", id="chat", elem_id="ts-tab-chat"):
                 build_chat_tab(ctx)
             with gr.Tab("Evaluate", id="evaluate", elem_id="ts-tab-evaluate"):

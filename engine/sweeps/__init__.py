@@ -7,11 +7,20 @@ trials as ordinary runs of the workspace.
     objective.py             a trial's objective read from its run's metrics.jsonl by byte offset
     local.py                 the local executor: one trial at a time, pruning, picking up after a crash
     summary.py               what a sweep has done: trials ranked by the objective, the best one
+    control.py               the driver in the background (the studio's Start / Stop / Continue): start, running, stop
 
 ``engine.sweeps`` re-exports the API the CLI and the studio use.
 """
 
 from engine.sweeps.config import SweepConfig, load_sweep, parse_sweep
+from engine.sweeps.control import (
+    SweepLaunch,
+    continue_sweep,
+    driver_pid,
+    driver_running,
+    start_sweep,
+    stop_sweep,
+)
 from engine.sweeps.local import SweepRun, run_sweep
 from engine.sweeps.study import SweepError, sweep_dir, sweeps_dir
 from engine.sweeps.summary import SweepSummary, TrialSummary, list_sweeps, sweep_status
@@ -19,13 +28,19 @@ from engine.sweeps.summary import SweepSummary, TrialSummary, list_sweeps, sweep
 __all__ = [
     "SweepConfig",
     "SweepError",
+    "SweepLaunch",
     "SweepRun",
     "SweepSummary",
     "TrialSummary",
+    "continue_sweep",
+    "driver_pid",
+    "driver_running",
     "list_sweeps",
     "load_sweep",
     "parse_sweep",
     "run_sweep",
+    "start_sweep",
+    "stop_sweep",
     "sweep_dir",
     "sweep_status",
     "sweeps_dir",

@@ -49,6 +49,12 @@ DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
 INIT_FROM_REFUSAL = "the demo starts only from one of your own finished runs: pick it in the list"
 # Strangers never run code on the server: only the built-in rewards.
 CUSTOM_REWARD_REFUSAL = "custom reward files are off in this demo (they would run your code here); use a built-in"
+# A sweep starts run after run for as long as it has trials: on a shared machine one visitor would hold it for all.
+SWEEPS_REFUSAL = (
+    "Sweeps are off in this demo: a sweep starts many runs one after another, and this machine is shared by every "
+    "visitor. Run the studio on your own machine (python launch.py), or a sweep from the command line "
+    "(python -m engine sweep SWEEP.yaml)."
+)
 T = TypeVar("T")
 
 
@@ -183,6 +189,11 @@ class DemoPolicy:
                 values[path] = to_widget(specs[path], value)
                 changed.append(path)
         return values, changed
+
+    @property
+    def sweeps_refusal(self) -> str | None:
+        """Why this studio starts, stops and continues no sweeps (SWEEPS_REFUSAL in demo mode); None when it may."""
+        return SWEEPS_REFUSAL if self.enabled else None
 
     def help_for(self, spec: FieldSpec) -> str:
         """The help text of a field in the demo (what the limit is), or the field's own help."""

@@ -6,8 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -70,3 +72,18 @@ def metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 def last_eval_loss(run_dir: Path) -> float:
     return [event["eval_loss"] for event in metrics(run_dir) if event.get("event") == "eval"][-1]
+
+
+DEADLINE_S = 240.0  # a busy shared machine may take long to start a run; a condition, never a fixed sleep
+T = TypeVar("T")
+
+
+def wait_for(condition: Callable[[], T | None], what: str, timeout: float = DEADLINE_S) -> T:
+    """``condition()`` once it is truthy, polled until ``timeout`` (AssertionError naming ``what`` then)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")

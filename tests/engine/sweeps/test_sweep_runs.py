@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import optuna
 import pytest
@@ -20,29 +18,18 @@ from engine.store.rundir import PRUNED, read_status
 from engine.sweeps import sweep_status
 from engine.sweeps.study import storage_for, sweep_dir
 from tests.engine.sweeps.sweep_files import (
+    DEADLINE_S,
     EVAL_STEPS,
     demo_base,
     engine_cli,
     last_eval_loss,
     metrics,
     start_engine_cli,
+    wait_for,
     write_sweep,
 )
 
 pytestmark = pytest.mark.integration
-
-DEADLINE_S = 240.0  # a busy shared machine may take long to start a run; a condition, never a fixed sleep
-T = TypeVar("T")
-
-
-def wait_for(condition: Callable[[], T | None], what: str, timeout: float = DEADLINE_S) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def trial_run(workspace: Path, sweep: str, number: int) -> Path | None:

@@ -1,0 +1,1 @@
+"""The Sweeps tab: build, start, watch, stop and continue hyperparameter sweeps (engine.sweeps)."""

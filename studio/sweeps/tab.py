@@ -1,0 +1,209 @@
+"""The Sweeps tab: build a sweep (a base run, the fields to vary, the objective and budget, all shown as the sweep
+YAML, which is what gets validated and started), start it in the background, watch its trials live, stop and
+continue it, open a trial in the Monitor and carry the best trial to the Train tab.
+
+The sweep's driver is a process of its own (engine.sweeps.control), so it goes on after a refresh or a studio
+restart: the tab finds it again when it is opened. A timer polls only while a driver runs. In demo mode the tab
+only says why sweeps are off (DemoPolicy.sweeps_refusal).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from engine import runs
+from engine.sweeps.control import driver_log_tail
+from studio import lanes
+from studio.context import StudioContext
+from studio.demo.policy import NORMAL, DemoPolicy, owned_run
+from studio.markup import message_html
+from studio.runs.tab import as_plot
+from studio.sweeps import actions, view
+from studio.sweeps.actions import Outcome
+from studio.sweeps.view import (
+    SweepView,
+    best_html,
+    load_view,
+    parallel_figure,
+    progress_figure,
+    status_html,
+    sweep_space,
+    table_columns,
+    trial_rows,
+)
+from studio.sweeps.widgets import PRIVATE, QUIET, SweepEditor
+
+POLL_SECONDS = 2.0
+# Start and Continue read the study (SQLite) and spawn the driver: bounded, but more than milliseconds.
+SWEEP_START: dict[str, Any] = {"concurrency_id": "sweep-start", "concurrency_limit": lanes.SLOW_LANE_WIDTH}
+
+
+def watch_outputs(workspace: Path, name: str | None, previous: Any = None) -> list[Any]:
+    """The poll's outputs: [key, status, table, parallel chart, progress chart, best, timer]; gr.skip() for those
+    of a sweep that did not change since ``previous`` (its key), and the timer on only while a driver runs."""
+    if not name:
+        empty = SweepView("", None, None)
+        return [None, "", _table(empty), *_charts(empty), best_html(None), gr.Timer(active=False)]
+    seen = load_view(workspace, name)
+    timer = gr.Timer(active=seen.driver is not None)
+    if previous is not None and seen.key() == tuple(previous):
+        return [previous, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), timer]
+    tail = driver_log_tail(workspace, name) if seen.driver is None else ""
+    charts = _charts(seen, sweep_space(workspace, name))  # the sweep's file, read only when the charts change
+    return [list(seen.key()), status_html(seen, tail), _table(seen), *charts, best_html(seen.summary), timer]
+
+
+def _table(seen: SweepView) -> pd.DataFrame:
+    metric = seen.summary.metric if seen.summary else "objective"
+    return pd.DataFrame(trial_rows(seen), columns=table_columns(metric))
+
+
+def _charts(seen: SweepView, space: dict[str, Any] | None = None) -> list[Any]:
+    return [as_plot(parallel_figure(seen.summary, space)), as_plot(progress_figure(seen.summary))]
+
+
+def relisted(workspace: Path, current: str | None, outcome: Outcome | None = None) -> list[Any]:
+    """The sweep picker with the workspace's sweeps (the one an action concerns picked, else ``current`` while it
+    exists) and that sweep's view (``watch_outputs``); after an action, its message first."""
+    choices, name = view.picked(workspace, (outcome.name if outcome else None) or current)
+    shown = [gr.Dropdown(choices=choices, value=name), *watch_outputs(workspace, name)]
+    if outcome is not None and outcome.kind == "ok" and outcome.name:
+        shown[-1] = gr.Timer(active=True)  # a driver just started: follow it (a tick turns this off once it ends)
+    return [actions.outcome_html(outcome), *shown] if outcome is not None else shown
+
+
+def open_trial(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
+    """A clicked trial: its run in the Monitor (current run and tab); nothing for a trial without a run."""
+    try:
+        run_dir = owned_run(workspace, run_id, policy, visitor)
+    except runs.RunError:  # a trial whose run was never made, or was deleted
+        return [gr.skip(), gr.skip()]
+    return [str(run_dir), gr.Tabs(selected="monitor")]
+
+
+class SweepsTab:
+    """The Sweeps tab's components and events."""
+
+    def __init__(self, ctx: StudioContext, opened: Any = None):
+        """``opened``: the ``gr.Tab`` this tab is built in; selecting it refreshes the view (else any tab change)."""
+        self.ctx, self.opened = ctx, opened
+        refusal = ctx.policy.sweeps_refusal
+        if refusal:  # a public demo: said plainly, and nothing to click
+            gr.HTML(message_html(refusal, "warn"), elem_id="ts-sweeps-off", elem_classes="ts-html")
+            return
+        choices, name = view.picked(ctx.workspace, None)
+        self._build_watch(choices, name)
+        with gr.Accordion("New sweep", open=not choices, elem_id="ts-sweep-new"):
+            self.editor = SweepEditor(ctx)
+        self._wire_watch()
+        self._wire_start()
+
+    # --- watching -----------------------------------------------------------------------------------------------
+
+    def _build_watch(self, choices: list[str], name: str | None) -> None:
+        with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
+            self.sweep = gr.Dropdown(choices, value=name, label="Sweep", scale=3, elem_id="ts-sweep-pick")
+            with gr.Column(scale=0, min_width=380), gr.Row(elem_classes="ts-actions"):
+                self.refresh = gr.Button("↻ Refresh", min_width=130, elem_id="ts-sweep-refresh")
+                self.stop = gr.Button("Stop", variant="stop", min_width=90, elem_id="ts-sweep-stop")
+                self.resume = gr.Button("Continue", min_width=110, elem_id="ts-sweep-continue")
+        with gr.Row(equal_height=False):  # what the sweep does, beside what the last button did
+            with gr.Column(scale=2):
+                self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-status")
+            with gr.Column(scale=1):
+                self.message = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-message")
+        self.table = gr.Dataframe(
+            value=_table(SweepView("", None, None)),
+            datatype=["str", "number", "html", "str", "str", "str"],
+            interactive=False,
+            max_height=280,
+            show_label=False,
+            column_widths=["7%", "7%", "15%", "11%", "36%", "24%"],
+            elem_id="ts-sweep-table",
+        )
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=3):
+                self.parallel = gr.Plot(show_label=False, elem_classes="ts-chart", elem_id="ts-sweep-parallel")
+            with gr.Column(scale=2):
+                self.progress = gr.Plot(show_label=False, elem_classes="ts-chart", elem_id="ts-sweep-progress")
+        with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
+            self.best = gr.HTML(best_html(None), elem_classes="ts-html", elem_id="ts-sweep-best")
+            linked = self.ctx.train_form is not None and self.ctx.tabs is not None
+            self.best_run = gr.Button(
+                "New run from the best trial", scale=0, min_width=300, visible=linked, elem_id="ts-sweep-best-run"
+            )
+        self.key = gr.State(None)
+        self.timer = gr.Timer(POLL_SECONDS, active=False)
+
+    def _wire_watch(self) -> None:
+        workspace, ctx = self.ctx.workspace, self.ctx
+        shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
+        self.timer.tick(
+            lambda name, key: watch_outputs(workspace, name, key),
+            [self.sweep, self.key],
+            shown,
+            concurrency_limit=None,  # reads the study and a few status files: no lane others wait on
+            **QUIET,
+        )
+        # input, not change: a pick by hand (the handlers' own updates of the picker already show the sweep)
+        self.sweep.input(lambda name: watch_outputs(workspace, name), [self.sweep], shown, **QUIET)
+
+        def relist(current: str | None) -> list[Any]:
+            return relisted(workspace, current)
+
+        self.refresh.click(relist, [self.sweep], [self.sweep, *shown], **QUIET)
+        # Opening the tab shows a driver started or ended meanwhile (by another page, the CLI, before a refresh).
+        opened = self.opened if self.opened is not None else ctx.tabs
+        if opened is not None:
+            opened.select(relist, [self.sweep], [self.sweep, *shown], **QUIET)
+
+        after = [self.message, self.sweep, *shown]
+        stop = lambda name: relisted(workspace, name, actions.stop(workspace, name, ctx.policy))  # noqa: E731
+        self.stop.click(stop, [self.sweep], after, **PRIVATE)
+        resume = lambda name: relisted(workspace, name, actions.resume(workspace, name, ctx.policy))  # noqa: E731
+        self.resume.click(resume, [self.sweep], after, **PRIVATE, **SWEEP_START)
+        self._wire_links()
+
+    def _wire_links(self) -> None:
+        """A trial's row opens its run in the Monitor; the best trial fills the Train form."""
+        workspace, ctx = self.ctx.workspace, self.ctx
+        if ctx.tabs is None:
+            return
+
+        def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
+            return open_trial(workspace, str((event.row_value or [""])[-1]), ctx.policy, who)
+
+        self.table.select(on_select, [ctx.visitor], [ctx.current_run, ctx.tabs], **PRIVATE)
+        form = ctx.train_form
+        if form is None:
+            return
+
+        def best_run(name: str | None) -> list[Any]:
+            values, outcome = actions.best_values(workspace, name, ctx.policy)
+            if values is None:
+                return [actions.outcome_html(outcome), *([gr.skip()] * len(form.paths)), gr.skip()]
+            gr.Info(outcome.message)  # a toast: the page switches to the Train tab
+            return ["", *form.value_updates(values), gr.Tabs(selected="train")]
+
+        self.best_run.click(best_run, [self.sweep], [self.message, *form.inputs, ctx.tabs], **PRIVATE)
+
+    def _wire_start(self) -> None:
+        """The editor's Start: validate its YAML, start the driver and watch the sweep it started."""
+        workspace, ctx, editor = self.ctx.workspace, self.ctx, self.editor
+        shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
+        editor.start.click(
+            lambda text, current: relisted(workspace, current, actions.start(workspace, text, ctx.policy)),
+            [editor.yaml, self.sweep],
+            [editor.start_message, self.sweep, *shown],
+            **PRIVATE,
+            **SWEEP_START,
+        )
+
+
+def build_sweeps_tab(ctx: StudioContext, opened: Any = None) -> SweepsTab:
+    """Build the Sweeps tab inside the current ``gr.Tab`` (``opened``: that tab, whose selection refreshes it)."""
+    return SweepsTab(ctx, opened)

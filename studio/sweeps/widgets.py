@@ -1,0 +1,164 @@
+"""The Sweeps tab's builder: a base run, the fields to vary with their ranges or choices, the objective and
+budget, and the sweep YAML they edit (the YAML is the source of truth: each widget changes one key of it, a hand
+edit shows in the widgets, and the whole text is checked as it changes, each problem naming its key).
+
+The tab builds it in its "New sweep" section and wires its Start button (studio/sweeps/tab.py); the edits
+themselves are plain functions (studio/sweeps/space_editor.py). Every event here takes milliseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from studio.context import StudioContext
+from studio.markup import message_html
+from studio.sweeps import actions, space_editor
+
+PRIVATE: dict[str, Any] = {"api_visibility": "private"}
+QUIET: dict[str, Any] = {"show_progress": "hidden", **PRIVATE}
+METRICS = ["eval_loss", "train_loss"]
+
+
+def edit_yaml(change: Any, *args: Any) -> list[Any]:
+    """Apply an editor change to the YAML; [yaml, message]: the YAML unchanged and why, when it cannot apply."""
+    try:
+        return [change(*args), ""]
+    except ValueError as exc:
+        return [gr.skip(), message_html(str(exc), "warn")]
+
+
+class SweepEditor:
+    """The builder's components and their events (its ``start`` button and ``yaml`` are wired by the tab)."""
+
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
+        self._build(actions.starting_yaml(ctx.workspace))
+        self._wire()
+
+    def _build(self, text: str) -> None:
+        workspace = self.ctx.workspace
+        with gr.Row(equal_height=False):
+            with gr.Column(scale=2, min_width=360):
+                with gr.Row(equal_height=True, elem_classes="ts-pick-row"):
+                    self.base = gr.Dropdown(
+                        actions.base_choices(workspace, self.ctx.policy),
+                        value=actions.FROM_FORM,
+                        label="Start from",
+                        scale=3,
+                        elem_id="ts-sweep-base",
+                    )
+                    self.use_base = gr.Button("Use", scale=0, min_width=80, elem_id="ts-sweep-use-base")
+                self.field = gr.Dropdown(
+                    space_editor.field_choices(), value=None, label="Field to vary", elem_id="ts-sweep-field"
+                )
+                # No minimum on the numbers: the sweep's own checks name a bad value in the YAML's problems.
+                with gr.Row(equal_height=True, elem_classes="ts-pick-row"):
+                    self.low = gr.Number(label="Low", min_width=90, elem_id="ts-sweep-low")
+                    self.high = gr.Number(label="High", min_width=90, elem_id="ts-sweep-high")
+                    self.step = gr.Number(1, label="Step", precision=0, min_width=70, elem_id="ts-sweep-step")
+                    self.log = gr.Checkbox(label="Log scale", min_width=90, elem_id="ts-sweep-log")
+                self.choices = gr.Textbox(
+                    label="…or choices", placeholder="4, 8, 16 (used instead of the range)", elem_id="ts-sweep-choices"
+                )
+                with gr.Row():
+                    self.add = gr.Button("Add / update field", variant="secondary", elem_id="ts-sweep-add")
+                    self.remove = gr.Button("Remove field", elem_id="ts-sweep-remove")
+                self._build_settings(text)
+            with gr.Column(scale=3, min_width=420):
+                self.yaml = gr.Code(
+                    text,
+                    language="yaml",
+                    lines=22,
+                    max_lines=40,
+                    interactive=True,
+                    label="Sweep YAML",
+                    elem_id="ts-sweep-yaml",
+                )
+                self.problems = gr.HTML(
+                    actions.check_html(text, workspace), elem_classes="ts-html", elem_id="ts-sweep-check"
+                )
+                self.start = gr.Button("Start sweep", variant="primary", size="lg", elem_id="ts-sweep-start")
+                self.start_message = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-start-message")
+
+    def _build_settings(self, text: str) -> None:
+        shown = space_editor.settings_of(text) or {}
+        with gr.Row(equal_height=True):
+            name = gr.Textbox(shown.get("name"), label="Name", min_width=140, elem_id="ts-sweep-name")
+            metric = gr.Dropdown(
+                METRICS,
+                value=shown.get("metric"),
+                allow_custom_value=True,
+                label="Objective",
+                min_width=140,
+                elem_id="ts-sweep-metric",
+            )
+            direction = gr.Radio(["minimize", "maximize"], value=shown.get("direction"), label="Direction")
+        with gr.Row(equal_height=True):
+            trials = gr.Number(shown.get("trials"), label="Trials", precision=0, elem_id="ts-sweep-trials")
+            sampler = gr.Dropdown(["tpe", "random", "grid"], value=shown.get("sampler"), label="Sampler")
+            pruner = gr.Dropdown(["median", "successive_halving", "none"], value=shown.get("pruner"), label="Pruner")
+            budget = gr.Number(0, label="Time budget (min, 0: none)", elem_id="ts-sweep-budget")
+        self.settings = dict(
+            zip(space_editor.SETTINGS, [name, metric, direction, trials, sampler, pruner, budget], strict=True)
+        )
+
+    def _wire(self) -> None:
+        workspace = self.ctx.workspace
+        yaml_out = [self.yaml, self.start_message]
+        row = [self.low, self.high, self.log, self.step, self.choices]
+        pick = lambda text, path: space_editor.field_row(text, path) if path else [gr.skip()] * len(row)  # noqa: E731
+        self.field.input(pick, [self.yaml, self.field], row, **PRIVATE)
+
+        def add(text: str, path: str | None, low: Any, high: Any, log: bool, step: Any, choices: str) -> list[Any]:
+            if not path:
+                return [gr.skip(), message_html("Pick a field to vary first.", "warn")]
+            entry = space_editor.EntryRow(path, low, high, bool(log), int(step or 1), choices or "")
+            return edit_yaml(space_editor.with_entry, text, entry)
+
+        self.add.click(add, [self.yaml, self.field, *row], yaml_out, **PRIVATE)
+        remove = lambda text, path: edit_yaml(space_editor.without_entry, text, path or "")  # noqa: E731
+        self.remove.click(remove, [self.yaml, self.field], yaml_out, **PRIVATE)
+        for setting, widget in self.settings.items():
+            edit = {
+                "fn": lambda text, value, key=setting: edit_yaml(space_editor.with_setting, text, key, value),
+                "inputs": [self.yaml, widget],
+                "outputs": yaml_out,
+                **PRIVATE,
+            }
+            if isinstance(widget, gr.Textbox):  # the name: once typed, not at every key
+                widget.blur(**edit)
+                widget.submit(**edit)
+            else:
+                widget.input(**edit)
+        self.yaml.blur(**self._sync())  # a hand edit of the YAML shows in the widgets
+        self.yaml.change(lambda text: actions.check_html(text, workspace), [self.yaml], [self.problems], **QUIET)
+        self._wire_base()
+
+    def _sync(self) -> dict[str, Any]:
+        """An event's arguments that show the YAML's settings in their widgets (after a hand edit, a new base)."""
+        settings = list(self.settings.values())
+
+        def sync(text: str) -> list[Any]:
+            found = space_editor.settings_of(text)
+            return [found[key] for key in self.settings] if found else [gr.skip()] * len(settings)
+
+        return {"fn": sync, "inputs": [self.yaml], "outputs": settings, **QUIET}
+
+    def _wire_base(self) -> None:
+        """Use: the base from the Train tab's form (its values as Start reads them) or from a file."""
+        workspace, form = self.ctx.workspace, self.ctx.train_form
+
+        def use(choice: str | None, text: str, *values: Any) -> list[Any]:
+            if choice == actions.FROM_FORM:
+                if form is None:
+                    return [gr.skip(), message_html("The Train tab's form is not on this page.", "warn")]
+                new, outcome = actions.yaml_from_form(text, form.values(values), workspace)
+            else:
+                new, outcome = actions.yaml_from_file(text, choice, workspace)
+            return [new if new is not None else gr.skip(), actions.outcome_html(outcome)]
+
+        inputs = [self.base, self.yaml, *(form.inputs if form is not None else [])]
+        used = self.use_base.click(use, inputs, [self.yaml, self.start_message], preprocess=False, **PRIVATE)
+        used.then(**self._sync())

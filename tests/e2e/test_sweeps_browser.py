@@ -1,0 +1,81 @@
+"""The Sweeps tab in a real Chromium against a real studio: the Train form (cut to 10 steps) becomes a sweep's base,
+a 2-trial sweep starts from the page, its trials table fills with completed trials, the parallel-coordinates and
+progress charts draw them, and a trial's row opens its run in the Monitor. A screenshot at 1366x768 goes to
+test-artifacts/e2e/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2e_harness import VIEWPORT, wait_until
+
+from engine.sweeps import driver_running, stop_sweep, sweep_status
+
+pytestmark = pytest.mark.e2e
+
+PLOT_JS = """(id) => {
+  const plot = document.querySelector(`#${id} .js-plotly-plot`);
+  const points = (t) => (t.type === 'parcoords' ? t.line.color : t.y) || [];
+  return plot && plot.data ? plot.data.map((t) => ({type: t.type, n: points(t).length})) : [];
+}"""
+
+
+def set_number(page: Any, selector: str, value: str) -> None:
+    """Type into a number box the way a person does, then leave it."""
+    box = page.locator(f"{selector} input").first
+    box.fill(value)
+    box.press("Tab")
+
+
+def table_states(page: Any) -> list[str]:
+    """The state badges of the trials table, top to bottom (the table's hidden sizing row has empty ones)."""
+    texts = page.locator("#ts-sweep-table .ts-badge").all_inner_texts()
+    return [text.strip().lower() for text in texts if text.strip()]
+
+
+def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
+    page = browser.new_page(viewport=VIEWPORT)
+    page.goto(studio.url)
+    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    set_number(page, "#cfg-train-max_steps", "10")  # the demo preset, cut short
+    set_number(page, "#cfg-train-eval_steps", "5")  # so each trial logs the objective, eval_loss
+
+    page.get_by_role("tab", name="Sweeps").click()
+    page.locator("#ts-sweep-use-base").click()  # "Start from": the Train tab's form
+    code = page.locator("#ts-sweep-yaml")
+    wait_until(lambda: "max_steps: 10" in code.inner_text(), 20, what="the form as the sweep's base")
+    set_number(page, "#ts-sweep-trials", "2")
+    wait_until(lambda: "trials: 2" in code.inner_text(), 20, what="the trials in the YAML")
+    wait_until(lambda: "Ready:" in page.locator("#ts-sweep-check").inner_text(), 20, what="the YAML checked")
+    name = re.search(r"^name: (\S+)$", page.locator("#ts-sweep-yaml .cm-content").inner_text(), re.M).group(1)
+    try:
+        page.locator("#ts-sweep-start").click()
+        message = page.locator("#ts-sweep-start-message")
+        wait_until(lambda: f"Started the sweep {name}" in message.inner_text(), 30, what="the sweep to start")
+        live = {"queued", "starting", "running"}  # a trial at work (running may last only a second or two)
+        wait_until(lambda: live & set(table_states(page)), 120, what="a trial to show as at work")
+        wait_until(lambda: table_states(page) == ["completed", "completed"], 240, what="both trials to complete")
+        parallel = wait_until(lambda: page.evaluate(PLOT_JS, "ts-sweep-parallel"), 30, what="the parallel chart")
+        assert parallel == [{"type": "parcoords", "n": 2}]
+        progress = page.evaluate(PLOT_JS, "ts-sweep-progress")
+        assert progress == [{"type": "scatter", "n": 2}, {"type": "scatter", "n": 2}]
+        wait_until(lambda: "completed" in page.locator("#ts-sweep-status").inner_text().lower(), 30)
+        assert "Best: trial" in page.locator("#ts-sweep-best").inner_text()
+        page.evaluate("window.scrollTo(0, 0)")  # the trials and charts, as the tab opens
+        page.screenshot(path=str(artifacts / "30-sweeps-tab.png"))
+        page.screenshot(path=str(artifacts / "31-sweeps-tab-full.png"), full_page=True)
+    finally:
+        if driver_running(workspace, name):  # never leave a driver starting trials after the test
+            stop_sweep(workspace, name)
+            wait_until(lambda: not driver_running(workspace, name), 120, what="the driver to stop")
+    summary = sweep_status(workspace, name)
+    assert [trial.state for trial in summary.trials] == ["complete", "complete"]
+    best = summary.best
+    assert best is not None and best.run_id in page.locator("#ts-sweep-table").inner_text()
+
+    page.locator("#ts-sweep-table [role='gridcell']").first.click()  # the best trial's row
+    wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 20)
+    wait_until(lambda: best.run_id in page.content(), 20, what="the trial's run in the Monitor")
