@@ -111,13 +111,17 @@ def test_a_trial_that_falls_behind_the_median_is_pruned(tmp_path: Path) -> None:
     # A learning rate of 1e-9 leaves the adapter where it starts (LoRA's B is zero): its eval loss stays the base
     # model's (about 8), while 3e-3 brings it near 2 within 5 steps. The first trials fix the order, so the learner
     # finishes first and the median pruner (no warm-up, one finished trial) judges the other at its first eval.
+    # The judged trial has 200 steps: on a busy machine a 10-step run can end before the driver has read its eval.
     sweep = {
         "name": "pruning",
         "base": demo_base(),
-        "space": {"train.learning_rate": {"choices": [3e-3, 1e-9]}},
+        "space": {"train.learning_rate": {"choices": [3e-3, 1e-9]}, "train.max_steps": {"choices": [10, 200]}},
         "trials": 2,
         "pruner": {"kind": "median", "startup_trials": 1, "warmup_steps": 0},
-        "first_trials": [{"train.learning_rate": 3e-3}, {"train.learning_rate": 1e-9}],
+        "first_trials": [
+            {"train.learning_rate": 3e-3, "train.max_steps": 10},
+            {"train.learning_rate": 1e-9, "train.max_steps": 200},
+        ],
     }
     output = run_sweep_cli(write_sweep(tmp_path, sweep), workspace)
 
@@ -129,7 +133,7 @@ def test_a_trial_that_falls_behind_the_median_is_pruned(tmp_path: Path) -> None:
     pruned = workspace / "runs" / trials[1].run_id
     current = runs.status(pruned)
     assert (current.state, current.error) == (PRUNED, reason)
-    assert current.checkpoints and current.step < 10  # stopped early, with a checkpoint
+    assert current.checkpoints and current.step < 200  # stopped early, with a checkpoint
     assert current.is_final and not current.is_resumable
     with pytest.raises(RunError, match="the run is pruned"):
         runs.resume_point(pruned)
