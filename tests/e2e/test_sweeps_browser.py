@@ -30,6 +30,12 @@ def set_number(page: Any, selector: str, value: str) -> None:
     box.press("Tab")
 
 
+def text_now(locator: Any) -> str:
+    """The locator's text as the page shows it now ("" while it is not there): a wait's check must not block on
+    Playwright's own 30 s wait for the element, which a busy machine can exceed while Gradio draws a tab."""
+    return " ".join(locator.all_inner_texts())
+
+
 def table_states(page: Any) -> list[str]:
     """The state badges of the trials table, top to bottom (the table's hidden sizing row has empty ones)."""
     texts = page.locator("#ts-sweep-table .ts-badge").all_inner_texts()
@@ -46,15 +52,15 @@ def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Pat
     page.get_by_role("tab", name="Sweeps").click()
     page.locator("#ts-sweep-use-base").click()  # "Start from": the Train tab's form
     code = page.locator("#ts-sweep-yaml")
-    wait_until(lambda: "max_steps: 10" in code.inner_text(), 20, what="the form as the sweep's base")
+    wait_until(lambda: "max_steps: 10" in text_now(code), 20, what="the form as the sweep's base")
     set_number(page, "#ts-sweep-trials", "2")
-    wait_until(lambda: "trials: 2" in code.inner_text(), 20, what="the trials in the YAML")
-    wait_until(lambda: "Ready:" in page.locator("#ts-sweep-check").inner_text(), 20, what="the YAML checked")
+    wait_until(lambda: "trials: 2" in text_now(code), 20, what="the trials in the YAML")
+    wait_until(lambda: "Ready:" in text_now(page.locator("#ts-sweep-check")), 20, what="the YAML checked")
     name = re.search(r"^name: (\S+)$", page.locator("#ts-sweep-yaml .cm-content").inner_text(), re.M).group(1)
     try:
         page.locator("#ts-sweep-start").click()
         message = page.locator("#ts-sweep-start-message")
-        wait_until(lambda: f"Started the sweep {name}" in message.inner_text(), 30, what="the sweep to start")
+        wait_until(lambda: f"Started the sweep {name}" in text_now(message), 30, what="the sweep to start")
         live = {"queued", "starting", "running"}  # a trial at work (running may last only a second or two)
         wait_until(lambda: live & set(table_states(page)), 120, what="a trial to show as at work")
         wait_until(lambda: table_states(page) == ["completed", "completed"], 240, what="both trials to complete")
@@ -62,7 +68,7 @@ def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Pat
         assert parallel == [{"type": "parcoords", "n": 2}]
         progress = page.evaluate(PLOT_JS, "ts-sweep-progress")
         assert progress == [{"type": "scatter", "n": 2}, {"type": "scatter", "n": 2}]
-        wait_until(lambda: "completed" in page.locator("#ts-sweep-status").inner_text().lower(), 30)
+        wait_until(lambda: "completed" in text_now(page.locator("#ts-sweep-status")).lower(), 30)
         assert "Best: trial" in page.locator("#ts-sweep-best").inner_text()
         page.evaluate("window.scrollTo(0, 0)")  # the trials and charts, as the tab opens
         page.screenshot(path=str(artifacts / "30-sweeps-tab.png"))
