@@ -60,14 +60,18 @@ def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Pat
     try:
         page.locator("#ts-sweep-start").click()
         message = page.locator("#ts-sweep-start-message")
-        wait_until(lambda: f"Started the sweep {name}" in text_now(message), 30, what="the sweep to start")
+        try:
+            wait_until(lambda: f"Started the sweep {name}" in text_now(message), 30, what="the sweep to start")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the page says: {text_now(message)!r}") from None
         live = {"queued", "starting", "running"}  # a trial at work (running may last only a second or two)
         wait_until(lambda: live & set(table_states(page)), 120, what="a trial to show as at work")
         wait_until(lambda: table_states(page) == ["completed", "completed"], 240, what="both trials to complete")
-        parallel = wait_until(lambda: page.evaluate(PLOT_JS, "ts-sweep-parallel"), 30, what="the parallel chart")
-        assert parallel == [{"type": "parcoords", "n": 2}]
-        progress = page.evaluate(PLOT_JS, "ts-sweep-progress")
-        assert progress == [{"type": "scatter", "n": 2}, {"type": "scatter", "n": 2}]
+        # The charts are drawn after the table in the same answer: wait for them to hold both trials.
+        both = [{"type": "parcoords", "n": 2}]
+        wait_until(lambda: page.evaluate(PLOT_JS, "ts-sweep-parallel") == both, 30, what="the parallel chart")
+        progress = [{"type": "scatter", "n": 2}, {"type": "scatter", "n": 2}]
+        wait_until(lambda: page.evaluate(PLOT_JS, "ts-sweep-progress") == progress, 30, what="the progress chart")
         wait_until(lambda: "completed" in text_now(page.locator("#ts-sweep-status")).lower(), 30)
         assert "Best: trial" in page.locator("#ts-sweep-best").inner_text()
         page.evaluate("window.scrollTo(0, 0)")  # the trials and charts, as the tab opens
