@@ -5,6 +5,7 @@ trials as ordinary runs of the workspace.
     space.py                 the space checked against RunConfig's schema; a trial's values applied to the base
     study.py                 WORKSPACE/sweeps/<name>/: sweep.yaml, optuna's SQLite study, sampler and pruner
     objective.py             a trial's objective read from its run's metrics.jsonl by byte offset
+    evaluated.py             the exact_match objective: Evaluate's job on a completed trial's run
     local.py                 the local executor: one trial at a time, pruning, picking up after a crash
     summary.py               what a sweep has done: trials ranked by the objective, the best one
     control.py               the driver in the background (the studio's Start / Stop / Continue): start, running, stop

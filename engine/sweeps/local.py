@@ -41,7 +41,15 @@ from engine.store.rundir import (
 )
 from engine.store.workspace import runs_dir
 from engine.sweeps.config import SweepConfig
-from engine.sweeps.objective import MetricTail
+from engine.sweeps.evaluated import (
+    EvaluationFailed,
+    EvaluationStopped,
+    await_evaluation,
+    reusable_job,
+    start_trial_evaluation,
+)
+from engine.sweeps.objective import MetricTail, pruning_feed
+from engine.sweeps.sections import EXACT_MATCH
 from engine.sweeps.space import apply
 from engine.sweeps.study import (
     DRIVER_LOCK_FILE,
@@ -53,6 +61,7 @@ from engine.sweeps.study import (
 )
 from engine.sweeps.summary import (
     ERROR_ATTR,
+    EVAL_JOB_ATTR,
     LOST_ATTR,
     PRUNED_ATTR,
     RUN_ID_ATTR,
@@ -126,6 +135,7 @@ class LocalDriver:
         self.config, self.workspace, self.study = config, workspace, study
         self.stop, self.echo, self.poll_s = stop, echo, poll_s
         self.metric = config.objective.metric
+        self.fed_metric, self.fed_sign = pruning_feed(config.objective)  # what the pruner is told while it trains
         self.distributions = distributions(config)
         self.target = target_trials(config)
 
@@ -193,7 +203,7 @@ class LocalDriver:
 
     def _follow(self, trial: Trial, run_dir: Path, reported: set[int]) -> None:
         """Watch the run to its end, then tell the study."""
-        tail = MetricTail(run_dir, self.metric)
+        tail = MetricTail(run_dir, self.fed_metric)
         final, reason = self._watch(trial, run_dir, tail, reported)
         self._conclude(trial, run_dir, final, tail, reason)
 
@@ -207,7 +217,7 @@ class LocalDriver:
             for step, value in tail.read():
                 if step in reported:  # reported before a restart of the driver
                     continue
-                trial.report(value, step)
+                trial.report(self.fed_sign * value, step)
                 reported.add(step)
                 if not current.is_final and trial.should_prune():
                     return self._prune(trial, run_dir, step, value)
@@ -225,7 +235,7 @@ class LocalDriver:
         return self._await_end(run_dir), reason
 
     def _prune_reason(self, step: int, value: float) -> str:
-        said = f"pruned at step {step}: {self.metric} {format_value(value)}"
+        said = f"pruned at step {step}: {self.fed_metric} {format_value(value)}"
         pruner = self.config.pruner
         if pruner.kind == "successive_halving":
             return f"{said} is not among the best 1/{pruner.reduction_factor} of the trials at this rung"
@@ -234,7 +244,7 @@ class LocalDriver:
             for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if step in t.intermediate_values
         ]
-        median = f" {format_value(statistics.median(earlier))}" if earlier else ""
+        median = f" {format_value(self.fed_sign * statistics.median(earlier))}" if earlier else ""
         return f"{said} is worse than the median{median} of earlier trials at that step"
 
     def _await_end(self, run_dir: Path) -> RunStatus:
@@ -259,6 +269,8 @@ class LocalDriver:
     # --- ending a trial ------------------------------------------------------------------------------------
 
     def _conclude(self, trial: Trial, run_dir: Path, final: RunStatus, tail: MetricTail, reason: str | None) -> None:
+        if final.state == COMPLETED and self.metric == EXACT_MATCH:
+            return self._evaluated(trial, run_dir)
         if final.state == COMPLETED:
             tail.read()
             if tail.last is None:
@@ -268,6 +280,24 @@ class LocalDriver:
         if reason is not None or final.state == PRUNED:
             return self._end_pruned(trial, run_dir, reason or final.error or "pruned")
         self._fail(trial, _run_failure(final))
+
+    def _evaluated(self, trial: Trial, run_dir: Path) -> None:
+        """exact_match: score the completed run with Evaluate (engine.sweeps.evaluated), or wait for the evaluation
+        a killed driver had started, and tell the study its exact match."""
+        job = reusable_job(trial.user_attrs.get(EVAL_JOB_ATTR))
+        try:
+            if job is None:
+                self.echo(f"trial {trial.number}: scoring its run {run_dir.name} with Evaluate on the eval set")
+                job = start_trial_evaluation(run_dir, self.workspace, self.config.objective.eval_rows)
+                trial.set_user_attr(EVAL_JOB_ATTR, str(job))
+            score = await_evaluation(job, self.stop, self.poll_s)
+        except EvaluationStopped:
+            self.echo(f"trial {trial.number}: its evaluation was cancelled; the run is complete and is scored again")
+            raise Interrupted from None
+        except EvaluationFailed as exc:
+            return self._fail(trial, str(exc))
+        self.study.tell(trial, score)
+        self._say(trial.number)
 
     def _end_pruned(self, trial: Trial, run_dir: Path, reason: str) -> None:
         update_status(run_dir, when=lambda stored: stored.is_final, state=PRUNED, error=reason)
@@ -298,7 +328,7 @@ class LocalDriver:
             if current.is_active:
                 runs.stop(run_dir)
                 current = self._await_end(run_dir)
-            return self._conclude(trial, run_dir, current, MetricTail(run_dir, self.metric), reason)
+            return self._conclude(trial, run_dir, current, MetricTail(run_dir, self.fed_metric), reason)
         try:
             self._restart(run_dir, current)
         except RunError as exc:  # a resume refused (its loss went bad): the trial's own failure

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
+from engine.sweeps.sections import EXACT_MATCH, Objective
 
 
 def metric_key(metric: str) -> tuple[str, str | None]:
@@ -21,6 +22,15 @@ def metric_key(metric: str) -> tuple[str, str | None]:
     if metric == "train_loss":
         return "loss", "train"
     return metric, None
+
+
+def pruning_feed(objective: Objective) -> tuple[str, float]:
+    """The metric a trial reports to the pruner while it trains, and the sign that turns it the study's way: the
+    objective itself, but for exact_match (scored only after the run, engine.sweeps.evaluated) the eval loss,
+    negated because the study maximizes."""
+    if objective.metric == EXACT_MATCH:
+        return "eval_loss", -1.0
+    return objective.metric, 1.0
 
 
 class MetricTail:

@@ -11,6 +11,8 @@ from pydantic import Field, model_validator
 from engine.config.sections import Section
 
 MAX_TRIALS = 10_000
+# The objective that Evaluate scores once a trial's run completes (engine.sweeps.evaluated), not read from metrics
+EXACT_MATCH = "exact_match"
 
 
 def entry_field(path: str) -> str:
@@ -69,11 +71,18 @@ class Objective(Section):
         min_length=1,
         description=(
             "eval_loss (the last evaluation's loss; the base config must evaluate), train_loss (the last logged "
-            "training loss) or any other key the run logs in metrics.jsonl (e.g. reward): its last value."
+            "training loss), exact_match (Evaluate's greedy exact match of the trained run on its eval set, scored "
+            "once the run completes; maximize) or any other key the run logs in metrics.jsonl (e.g. reward): its "
+            "last value."
         ),
     )
     direction: Literal["minimize", "maximize"] = Field(
         "minimize", description="minimize for losses, maximize for rewards and accuracies."
+    )
+    eval_rows: int | None = Field(
+        None,
+        ge=1,
+        description="exact_match: score the first this many rows of the eval set (empty: all of them).",
     )
 
 

@@ -20,10 +20,14 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
-from engine.sweeps.sections import Objective, SpaceEntry, entry_field
+from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
+from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
+from engine.training.methods import method_of
 
 FieldKind = Literal["float", "int", "bool", "literal", "other"]
 Label = None | bool | int | float | str  # what optuna's categorical distributions hold
+# Evaluate's scorings that hold an exact match of generated answers (engine.evaluate.evaluations)
+EXACT_MATCH_SCORINGS = (SCORING_ANSWERS, SCORING_REWARDS)
 TRIAL_NAMED = "name"  # set by the sweep: each trial's run is named after the sweep and the trial's number
 
 
@@ -223,7 +227,10 @@ def check_sweep(
 
 
 def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, SpaceEntry]) -> list[Problem]:
-    """eval_loss is only logged by runs that evaluate."""
+    """eval_loss is only logged by runs that evaluate; exact_match needs an eval set and a method Evaluate scores
+    with exact match."""
+    if objective.metric == EXACT_MATCH:
+        return _exact_match_problems(base, objective)
     if objective.metric != "eval_loss":
         return []
     if base.train.eval_strategy == "no":
@@ -237,6 +244,28 @@ def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, 
     strategy = space.get("train.eval_strategy")
     if strategy is not None and "no" in (strategy.choices or []):
         return [Problem(entry_field("train.eval_strategy"), "the choice no logs no eval_loss, the objective")]
+    return []
+
+
+def _exact_match_problems(base: RunConfig, objective: Objective) -> list[Problem]:
+    """exact_match is scored by Evaluate on the run's eval set, by a method that scores answers (sft, grpo)."""
+    if method_of(base).evaluation not in EXACT_MATCH_SCORINGS:
+        return [
+            Problem(
+                "objective.metric",
+                f"exact_match is scored on generated answers, and Evaluate scores {base.method} runs otherwise; "
+                "choose eval_loss or a metric the method logs",
+            )
+        ]
+    if not base.has_eval_data:
+        return [
+            Problem(
+                "objective.metric",
+                "exact_match is scored on the eval set: give base a data.eval_path or a data.eval_size",
+            )
+        ]
+    if objective.direction != "maximize":
+        return [Problem("objective.direction", "exact_match is better when higher: set direction to maximize")]
     return []
 
 

@@ -18,6 +18,7 @@ from engine.sweeps.study import STUDY_FILE, SWEEP_ATTR, TARGET_ATTR, SweepError,
 RUN_ID_ATTR = "run_id"  # the trial's run directory under WORKSPACE/runs/
 PRUNED_ATTR = "pruned"  # why the pruner stopped it; set before the run is stopped, so a restart finishes the job
 ERROR_ATTR = "error"  # why the trial failed: the run's error and the end of its log
+EVAL_JOB_ATTR = "evaluation_job"  # exact_match: the folder of the trial's evaluation job, for a restarted driver
 # The driver lost the trial (it died before the trial's run existed, or the run ended with it and left nothing to
 # continue from): failed, and not counted; a new trial takes its place.
 LOST_ATTR = "lost"

@@ -18,7 +18,7 @@ from studio.sweeps import actions, space_editor
 
 PRIVATE: dict[str, Any] = {"api_visibility": "private"}
 QUIET: dict[str, Any] = {"show_progress": "hidden", **PRIVATE}
-METRICS = ["eval_loss", "train_loss"]
+METRICS = ["eval_loss", "train_loss", "exact_match"]
 
 
 def edit_yaml(change: Any, *args: Any) -> list[Any]:

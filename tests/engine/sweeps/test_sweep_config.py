@@ -148,6 +148,30 @@ def test_every_bad_entry_is_named_at_once() -> None:
             "objective.metric",
             "eval_loss needs runs that evaluate: set base's train.eval_strategy to steps or epoch",
         ),
+        (
+            {"objective": {"metric": "exact_match"}},
+            "objective.direction",
+            "exact_match is better when higher: set direction to maximize",
+        ),
+        (
+            {"base": {**demo_base(), "method": "dpo"}, "objective": {"metric": "exact_match", "direction": "maximize"}},
+            "objective.metric",
+            "exact_match is scored on generated answers, and Evaluate scores dpo runs otherwise",
+        ),
+        (
+            {
+                "base": {
+                    **demo_base(),
+                    "data": {"path": "assets/datasets/demo_sft_train.jsonl"},
+                    "train": {**demo_base()["train"], "eval_strategy": "no"},
+                },
+                "objective": {"metric": "exact_match", "direction": "maximize"},
+                "pruner": "none",
+            },
+            "objective.metric",
+            "exact_match is scored on the eval set: give base a data.eval_path or a data.eval_size",
+        ),
+        ({"objective": {"metric": "exact_match", "eval_rows": 0}}, "objective.eval_rows", "must be >= 1"),
         ({"sampler": "grid"}, LR, "the grid sampler needs choices or a whole-number range; give choices"),
         ({"sampler": "bayes"}, "sampler.kind", "must be one of 'tpe', 'random' or 'grid'"),
         ({"pruner": {"kind": "median", "startup_trials": -1}}, "pruner.startup_trials", "must be >= 0"),
