@@ -276,8 +276,8 @@ def test_the_shipped_demo_sweep_loads() -> None:
     assert config.name == "demo-sweep" and config.trials == 6
     assert config.base.name == "demo-dates" and config.base.train.eval_strategy == "steps"
     lr = config.space["train.learning_rate"]
-    assert (lr.low, lr.high, lr.log) == (3e-4, 1e-2, True)
-    assert config.space["adapter.r"].choices == [4, 8, 16, 32]
+    assert (lr.low, lr.high, lr.log) == (1e-3, 1e-2, True)
+    assert config.space["adapter.r"].choices == [8, 16, 32]
     assert (config.sampler.kind, config.pruner.kind) == ("tpe", "median")
 
 
