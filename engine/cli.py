@@ -24,6 +24,7 @@ background; it starts ``worker``). ``chat-worker`` serves one model to engine.ch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -191,8 +192,11 @@ def _preflight(config: RunConfig, workspace: Path) -> CheckReport:
 
 def _train(args: argparse.Namespace) -> int:
     from engine.data import DataError
-    from engine.runs.control import RunError, create_run
+    from engine.runs.control import RunError, create_run, start_lock
+    from engine.runs.devices import pick_devices
     from engine.runs.supervisor import supervise
+    from engine.store.rundir import update_status
+    from engine.store.workspace import workspace_of
 
     config = load_config(args.config)
     try:
@@ -200,8 +204,12 @@ def _train(args: argparse.Namespace) -> int:
         print("\n".join(_preflight(config, args.workspace).lines()), flush=True)
     except (ConfigError, DataError) as exc:
         return _error(str(exc))
+    workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
     try:
-        run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
+        # Under the start lock, and never queued: a studio's queue would otherwise start this run a second time.
+        with start_lock(workspace) if workspace is not None else contextlib.nullcontext():
+            run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
+            update_status(run_dir, state="starting", devices=pick_devices(run_dir, workspace))
     except RunError as exc:
         return _error(str(exc))
     print(f"run directory: {run_dir}", flush=True)
@@ -210,7 +218,10 @@ def _train(args: argparse.Namespace) -> int:
 
 def _resume(args: argparse.Namespace) -> int:
     from engine.runs.control import RunError, resume_point
+    from engine.runs.devices import pick_devices
     from engine.runs.supervisor import supervise
+    from engine.store.rundir import update_status
+    from engine.store.workspace import workspace_of
 
     run_dir = args.run_dir.resolve()
     try:
@@ -218,6 +229,7 @@ def _resume(args: argparse.Namespace) -> int:
     except RunError as exc:
         return _error(str(exc))
     print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
+    update_status(run_dir, devices=pick_devices(run_dir, workspace_of(run_dir)))  # this start's, not the last one's
     return supervise(run_dir, checkpoint, echo=True)
 
 

@@ -30,6 +30,7 @@ from studio.path_guard import ASSETS_DIR
 from studio.runs import api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
+from studio.scheduler import ensure_scheduler
 from studio.sweeps.tab import build_sweeps_tab
 from studio.train.tab import build_train_tab
 
@@ -122,10 +123,8 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
             [current_run, tabs, visitor],
             api_visibility="private",
         )
-    if policy.enabled:
-        from studio.demo.queue import ensure_scheduler
-
-        ensure_scheduler(workspace)
+    # Queued runs start by themselves as their devices free up, in every mode (engine.runs.queue).
+    ensure_scheduler(workspace)
     return demo
 
 

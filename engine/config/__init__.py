@@ -158,6 +158,16 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
         problems.append(Problem("train.warmup", "must be a fraction below 1 or a whole number of steps"))
     if config.adapter.use_dora and config.adapter.init in ("pissa", "olora", "loftq"):
         problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
+    launch, gpus = config.launch, len(config.launch.devices or ())
+    if gpus and launch.device != "cpu" and launch.num_processes > 1 and gpus != launch.num_processes:
+        # One GPU per process (torchrun's rank N takes the Nth); a single process may use several.
+        problems.append(
+            Problem(
+                "launch.devices",
+                f"names {gpus} GPU{'s' if gpus != 1 else ''} for {launch.num_processes} processes: name one GPU "
+                "per process, or leave it empty",
+            )
+        )
     if config.method in PREFERENCE_METHODS:
         problems += _preference_problems(config)
     if config.method == "grpo":

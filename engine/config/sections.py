@@ -25,6 +25,7 @@ from engine.config.secrets import refuse_secrets
 DEMO_MODEL = "assets/demo-model"
 # Upper bound of counts (steps, rows): what the C integers of torch and the Trainer hold.
 MAX_COUNT = 2**31 - 1
+MAX_GPU_INDEX = 1023  # far above any machine's GPU count; a bound for the form
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 
@@ -444,3 +445,19 @@ class LaunchSection(Section):
         ),
         json_schema_extra=advanced(),
     )
+    devices: list[Annotated[int, Field(ge=0, le=MAX_GPU_INDEX)]] | None = Field(
+        None,
+        max_length=MAX_GPU_INDEX + 1,
+        description=(
+            "GPUs the run may use, by index (e.g. 0, 1): it waits in the queue until they are free. Empty: any free "
+            "GPU (one per process). A CPU machine always trains on the CPU."
+        ),
+    )
+
+    @field_validator("devices")
+    @classmethod
+    def _distinct_devices(cls, value: list[int] | None) -> list[int] | None:
+        """Each GPU once; an empty list (a cleared form box) means any free GPU."""
+        if value and len(set(value)) != len(value):
+            raise ValueError("name each GPU once")
+        return value or None

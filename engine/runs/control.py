@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.config import RunConfig, save_config
 from engine.runs import standby
+from engine.runs.devices import Device, fits_standby, pick_devices
 from engine.runs.lineage import pinned
 from engine.runs.status import status
 from engine.store.locks import file_lock
@@ -70,8 +71,13 @@ def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path |
     return run_dir
 
 
-def start(run_dir: Path, checkpoint: int | None = None) -> int:
-    """Start the run's supervisor in its own session (it survives its starter); returns its pid."""
+def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | None = None) -> int:
+    """Start the run's supervisor in its own session (it survives its starter); returns its pid.
+
+    ``devices``: those the queue chose (engine.runs.queue); without them the run takes free ones now, or, when
+    none is free, those it asks for anyway (a start that does not wait: the queue is where runs wait). They are
+    recorded in the status, and the supervisor gives them to the training process.
+    """
     run_dir = Path(run_dir).resolve()
     if not (run_dir / CONFIG_FILE).is_file():
         raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
@@ -87,6 +93,7 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
         pid=None,
         supervisor_pid=None,
         bad_loss_step=None,
+        devices=devices or pick_devices(run_dir, workspace_of(run_dir)),
         **next_segment(current),  # the elapsed time of earlier segments is kept, not restarted
     )
     warm = _claim_standby(run_dir, checkpoint)
@@ -102,13 +109,16 @@ def start(run_dir: Path, checkpoint: int | None = None) -> int:
 
 
 def _claim_standby(run_dir: Path, checkpoint: int | None) -> int | None:
-    """Hand the run to a warm standby of its workspace when one is ready (single-process runs only)."""
+    """Hand the run to a warm standby of its workspace when one is ready (single-process runs on every GPU of the
+    machine, or on the CPU)."""
     from engine.runs.supervisor import launch_settings
 
     workspace = workspace_of(run_dir)
     num_processes, threads = launch_settings(run_dir)
     if workspace is None or num_processes != 1 or not standby_dir(workspace).is_dir():
         return None
+    if not fits_standby(read_status(run_dir).devices):
+        return None  # some of the GPUs only: a process that may have initialised CUDA cannot be narrowed to them
     return standby.claim(workspace, run_dir, checkpoint, threads or (os.cpu_count() or 1))
 
 

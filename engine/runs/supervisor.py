@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from engine.runs.devices import Device, cuda_visible
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, next_segment, read_status, release_reserve, update_status
 
@@ -50,9 +51,11 @@ def worker_command(run_dir: Path, checkpoint: int | None, num_processes: int) ->
     ]
 
 
-def worker_environment(num_processes: int, threads: int | None) -> dict[str, str]:
-    """The worker's environment: an engine child's, with a fair share of CPU threads per process."""
-    return engine_env({"OMP_NUM_THREADS": str(threads or max(1, (os.cpu_count() or 1) // num_processes))})
+def worker_environment(num_processes: int, threads: int | None, devices: list[Device] | None = None) -> dict[str, str]:
+    """The worker's environment: an engine child's, with a fair share of CPU threads per process, and only the
+    run's GPUs visible (``devices``, engine.runs.devices; None leaves what this process sees)."""
+    threads_env = {"OMP_NUM_THREADS": str(threads or max(1, (os.cpu_count() or 1) // num_processes))}
+    return engine_env({**threads_env, **cuda_visible(devices)})
 
 
 def describe_exit(code: int) -> str:
@@ -112,7 +115,7 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
             worker_command(run_dir, checkpoint, num_processes),
             stdout=subprocess.PIPE if echo else log,
             stderr=subprocess.STDOUT,
-            env=worker_environment(num_processes, threads),
+            env=worker_environment(num_processes, threads, read_status(run_dir).devices),
         )
 
         def forward(signum: int, _frame: object) -> None:

@@ -148,6 +148,8 @@ class RunStatus:
     time_limit_s: float | None = None
     resume_checkpoint: int | None = None  # a queued resume starts from this checkpoint
     cancelled: bool | None = None  # taken out of the queue before it started
+    # The devices the run holds while active (engine.runs.devices): GPU indices, or ["cpu"]; recorded at each start.
+    devices: list[int | str] | None = None
     owner: str | None = None  # demo mode: a digest of the visitor who started it
     sweep: dict[str, Any] | None = None  # a sweep's trial (engine.sweeps): {"name": the sweep, "trial": its number}
     # The reconciled view (engine.runs.status), never stored.

@@ -41,6 +41,7 @@ LOCKED: dict[str, Any] = {
     "model.trust_remote_code": False,
     "quantization.mode": "none",
     "launch.num_processes": 1,
+    "launch.devices": None,  # any free GPU: the visitors' runs share the machine's devices through the queue
     "train.report_to": "none",  # a Space's own WANDB_API_KEY must not log strangers' runs
 }
 PATH_FIELDS = ("data.path", "data.eval_path")

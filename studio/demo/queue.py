@@ -1,28 +1,23 @@
-"""Demo mode's queue, as the studio uses it: a visitor's Start joins the line instead of being refused, a
-background thread starts the next run whenever the machine is free, and a visitor can leave the line.
+"""Demo mode's queue, as the studio uses it: a visitor's Start joins the line (when the line is not full), the
+studio's scheduler (studio.scheduler) starts it when its devices are free, and a visitor can leave the line.
 
 The queue itself lives in the run directories (engine.runs.queue); this module adds the visitor rules (one
-queued or running run each, only their own runs) and the words the page shows.
+queued or running run each, only their own runs).
 """
 
 from __future__ import annotations
 
-import logging
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
-from engine.store.rundir import OPEN_STATES, RunStatus, read_status, update_status
+from engine.store.rundir import OPEN_STATES, RunStatus, update_status
 from engine.store.workspace import workspace_of
-from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag, place_text
+from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag
 from studio.demo.quota import start_refusal
+from studio.scheduler import queue_message
 
-log = logging.getLogger(__name__)
-SCHEDULER_SECONDS = 1.0
 NO_VISITOR = (
     "❌ Not started: this page has no visitor id. Reload the page; if it still has none, this address has had "
     "its share of new visitor ids for now: try again in a few minutes."
@@ -59,16 +54,6 @@ def _busy_message(busy: list[RunStatus]) -> str:
     )
 
 
-def queue_message(run_dir: Path) -> str:
-    """What Start says about a run: started, or its place in line."""
-    current = read_status(Path(run_dir))
-    name = current.name or Path(run_dir).name
-    ahead = run_queue.runs_ahead(Path(run_dir))
-    if ahead is None:
-        return f"🚀 Started `{name}`"
-    return f"⏳ `{name}` is queued: {place_text(ahead)}. It starts by itself; follow it on the Monitor."
-
-
 def enqueue_run(
     config: RunConfig,
     workspace: Path,
@@ -77,7 +62,7 @@ def enqueue_run(
     launcher: run_queue.Launcher | None = None,
 ) -> tuple[Path | None, str]:
     """Create the visitor's run in state ``queued`` (owner and time limit in its status) and start it at once
-    when the machine is free. Returns the run directory (None when refused) and the message for the page."""
+    when its devices are free. Returns the run directory (None when refused) and the message for the page."""
     visitor = policy.visitor(visitor)
     if visitor is None:
         return None, NO_VISITOR
@@ -113,39 +98,3 @@ def resume_queued(
         run_queue.enqueue(run_dir, resume_checkpoint=checkpoint, time_limit_s=policy.time_limit_s)
     run_queue.start_next_queued(workspace, launcher)
     return queue_message(run_dir)
-
-
-class Scheduler:
-    """A daemon thread that, every ``interval`` seconds, stops runs past their time limit and starts the next
-    queued run when the workspace is idle (so a run starts about a second after the previous one ends)."""
-
-    def __init__(self, workspace: Path, interval: float = SCHEDULER_SECONDS, launcher: Any = None):
-        self.workspace, self.interval, self.launcher = Path(workspace), interval, launcher
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True, name="demo-queue")
-
-    def tick(self) -> Path | None:
-        """One round: enforce the time limits, then start the next run if the machine is free."""
-        run_queue.enforce_time_limits(self.workspace)
-        return run_queue.start_next_queued(self.workspace, self.launcher)
-
-    def _loop(self) -> None:
-        while not self.stopped.wait(self.interval):
-            try:
-                self.tick()
-            except Exception:  # noqa: BLE001 - a bad run directory must not stop the queue for everyone
-                log.exception("demo queue: a scheduling round failed")
-
-
-_schedulers: dict[Path, Scheduler] = {}
-_schedulers_lock = threading.Lock()
-
-
-def ensure_scheduler(workspace: Path, factory: Callable[[Path], Scheduler] = Scheduler) -> Scheduler:
-    """The workspace's scheduler, started on first use (one per workspace per studio process)."""
-    key = Path(workspace).resolve()
-    with _schedulers_lock:
-        if key not in _schedulers:
-            _schedulers[key] = factory(key)
-            _schedulers[key].thread.start()
-        return _schedulers[key]

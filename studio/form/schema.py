@@ -222,7 +222,7 @@ def to_widget(spec: FieldSpec, value: Any) -> Any:
     if value is None:
         return ""
     if spec.kind in ("list", "modules"):
-        return ", ".join(value) if isinstance(value, list) else str(value)
+        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)  # names, or GPU indices
     if spec.kind == "mapping":
         return "\n".join(f"{key}={item}" for key, item in value.items())
     if spec.kind == "datasets" and isinstance(value, list):

@@ -26,6 +26,7 @@ from studio.demo.queue import resume_queued
 from studio.monitor.completions import DEFAULT_SAMPLES, READ_LIMIT, SHOW_CHOICES, TOTAL, CompletionsPanel
 from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
+from studio.scheduler import resume_in_line
 
 # State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
 # every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
@@ -125,18 +126,17 @@ def stop_clicked(run_dir: str | None) -> None:
 
 
 def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
-    """Continue the run from its newest checkpoint, in a new process (in demo mode: it joins the queue)."""
+    """Continue the run from its newest checkpoint, in a new process: it joins the queue, and starts at once when
+    its devices are free (in demo mode under the visitor rules)."""
     if not run_dir:
         return
     try:
         if policy.enabled:
             gr.Info(resume_queued(Path(run_dir), policy, visitor))
-            return
-        runs.resume(Path(run_dir))
+        else:
+            gr.Info(resume_in_line(Path(run_dir)))
     except runs.RunError as exc:
         gr.Warning(policy.shown(str(exc), workspace_of(Path(run_dir))))
-    else:
-        gr.Info("Resuming from the newest checkpoint.")
 
 
 def abort_confirmed(run_dir: str | None) -> Any:

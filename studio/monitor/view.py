@@ -51,9 +51,9 @@ def header_html(status: RunStatus, run_id: str, live: str = "") -> str:
 
 
 def queue_html(ahead: int) -> str:
-    """A queued run's place in line instead of the progress bar (demo mode shares one machine in turn)."""
+    """A queued run's place in line for its devices, instead of the progress bar."""
     text = (
-        f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when the machine is free · "
+        f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when its devices are free · "
         "Cancel takes it out of the line"
     )
     return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")

@@ -1,5 +1,6 @@
 """Start on the Train tab, as a plain function of the form's values (tested without a browser): validate the form,
-its dataset and the method's own checks, then create and start one run, or in demo mode put it in line.
+its dataset and the method's own checks, then create one run and start it, or put it in line while its devices
+are busy (engine.runs.queue; in demo mode with the visitor rules of studio.demo.queue).
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from typing import Any
 
 from engine import runs
 from engine.config import ConfigError, RunConfig
+from engine.runs import queue as run_queue
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.demo.queue import enqueue_run
+from studio.scheduler import queue_message
 from studio.train.actions import checked_config, remember_model, shown_fields
 from studio.train.dataset import cached_tokenizer, get_tokenizer
 from studio.train.estimate import target_module_problems
 
 # One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
-# with the active-run check inside both, a double click starts one run.
+# of two Starts at once, one run starts and the other waits for its devices.
 _start_lock = threading.Lock()
 
 
@@ -34,11 +37,6 @@ class StartResult:
     data_error: str = ""
 
 
-def busy_runs(workspace: Path) -> list[runs.RunSummary]:
-    """Runs of the workspace that are starting, running or stopping (status reconciled with the processes)."""
-    return [runs.summarize(run_dir) for run_dir in runs.active_runs(Path(workspace))]
-
-
 def start_run(
     values: Mapping[str, Any],
     workspace: Path,
@@ -46,11 +44,12 @@ def start_run(
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
 ) -> StartResult:
-    """Validate the form and its dataset, then create and start one run; nothing starts on any problem.
+    """Validate the form and its dataset, then create one run and start it, or queue it while its devices are busy
+    (it starts by itself when they free up); nothing is created on any problem.
 
     ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
-    In demo mode the run joins the queue instead (studio.demo.queue): it starts when the machine is free, and the
-    messages name files as the visitor knows them (errors of the dataset or the disk quote server paths).
+    In demo mode the visitor rules apply too (studio.demo.queue), and the messages name files as the visitor knows
+    them (errors of the dataset or the disk quote server paths).
     """
     result = _start_run(values, workspace, launcher, policy, visitor)
     return shown_fields(result, policy, workspace, "message", "errors", "data_error")
@@ -81,24 +80,21 @@ def _start_run(
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
     except DataError as exc:
         return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
+    queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
     if policy.enabled:
-        return _enqueue(config, workspace, policy, visitor, launcher)
-    with _start_lock, runs.start_lock(Path(workspace)):
-        busy = busy_runs(workspace)
-        if busy:
-            names = ", ".join(f"{run.name} ({run.state})" for run in busy)
-            return StartResult(
-                f"⏳ Not started: another run is active: {names}. Stop it first, or start this one when it has ended."
-            )
+        run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
+        return StartResult(message, run_dir=run_dir)
+    with _start_lock:
         try:
-            run_dir = runs.create_run(config, workspace=Path(workspace))
-            (launcher or runs.start)(run_dir)
+            with runs.start_lock(Path(workspace)):  # created whole before a scheduler can see it queued
+                run_dir = runs.create_run(config, workspace=Path(workspace))
         except (runs.RunError, OSError) as exc:
-            return StartResult(f"❌ Could not start the run: {exc}")
-    # The run has started: a recent-models list that cannot be written is no reason to report a failure.
+            return StartResult(f"❌ Could not create the run: {exc}")
+        run_queue.start_next_queued(workspace, queue_launcher)
+    # The run exists: a recent-models list that cannot be written is no reason to report a failure.
     with contextlib.suppress(OSError):
         remember_model(workspace, config.model.name_or_path)
-    return StartResult(f"🚀 Started `{run_dir.name}`", run_dir=run_dir)
+    return StartResult(queue_message(run_dir), run_dir=run_dir)
 
 
 def check_method_data(config: RunConfig) -> None:
@@ -110,12 +106,3 @@ def check_method_data(config: RunConfig) -> None:
     check = method_of(config).check_data
     if check is not None:
         check(config, get_tokenizer(config))
-
-
-def _enqueue(
-    config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None, launcher: Callable[[Path], Any] | None
-) -> StartResult:
-    """Demo mode's Start: the run waits in line (a busy machine is no reason to refuse)."""
-    queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
-    run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
-    return StartResult(message, run_dir=run_dir)

@@ -24,6 +24,7 @@ import pytest
 from engine import runs
 from engine.config import PREFERENCE_METHODS as PREFERENCE
 from engine.config import RunConfig
+from engine.runs import queue as run_queue
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import (
     RESERVE_BYTES,
@@ -314,7 +315,7 @@ STARTER = textwrap.dedent(
 )
 
 
-def test_two_starts_at_once_start_exactly_one_run(reference: dict[int, float], tmp_path: Path):
+def test_two_starts_at_once_start_exactly_one_run_and_queue_the_other(reference: dict[int, float], tmp_path: Path):
     from studio.form.schema import config_to_values
 
     workspace, go = tmp_path / "workspace", tmp_path / "go"
@@ -332,12 +333,13 @@ def test_two_starts_at_once_start_exactly_one_run(reference: dict[int, float], t
     wait_until(lambda: all((tmp_path / f"ready{n}").exists() for n in range(2)), 120, "both starters")
     go.touch()
     results = [json.loads(starter.communicate(timeout=120)[0]) for starter in starters]
-    started = [result["run_dir"] for result in results if result["run_dir"]]
-    assert len(started) == 1, results
-    assert any("another run is active" in result["message"] for result in results), results
-    assert runs.run_dirs(workspace) == [Path(started[0])]
+    started = [Path(result["run_dir"]) for result in results if result["message"].startswith("🚀 Started")]
+    queued = [Path(result["run_dir"]) for result in results if "is queued: 1 run ahead" in result["message"]]
+    assert len(started) == 1 and len(queued) == 1, results
+    assert sorted(runs.run_dirs(workspace)) == sorted([*started, *queued])
+    assert run_queue.cancel_queued(queued[0])  # no scheduler runs here: it waits until cancelled
 
-    run_dir = Path(started[0])
+    run_dir = started[0]
     assert runs.wait(run_dir, timeout=240).state == "completed", runs.status(run_dir)
     assert_true_state(run_dir, "completed")
     assert assert_steps_once(run_dir, MAX_STEPS) == reference

@@ -1,5 +1,6 @@
-"""engine.runs.queue on real run directories: queue order, place in line, the scheduler starting the oldest
-queued run only when the workspace is idle, cancelling, queued resumes and time limits.
+"""engine.runs.queue on real run directories, on a CPU machine (every run needs the CPU): queue order, place in
+line, the scheduler starting the oldest queued run only when the workspace is idle, cancelling, queued resumes
+and time limits. test_devices.py has the scheduler on (fake) GPUs.
 
 The launcher stand-in marks the run running under a live process whose command line names the engine (as a
 real run's does), so engine.runs.status reconciles it as active without training anything.
@@ -20,6 +21,12 @@ from engine.runs import queue as run_queue
 from engine.store.processes import is_alive
 from engine.store.rundir import read_status, update_status
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
+
+
+@pytest.fixture(autouse=True)
+def cpu_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the CPU machine's queue, on any machine."""
+    monkeypatch.setenv("STUDIO_DEVICES", "cpu")
 
 
 def new_run(workspace: Path, name: str, created_at: float) -> Path:
@@ -58,19 +65,19 @@ def test_queue_order_and_place_in_line(tmp_path: Path, processes: list[Any]) -> 
 def test_start_next_queued_starts_the_oldest_only_when_idle(tmp_path: Path, processes: list[Any]) -> None:
     calls: list[tuple[str, int | None]] = []
     start = launcher(calls, processes)
-    assert run_queue.start_next_queued(tmp_path, start) is None  # nothing queued
+    assert run_queue.start_next_queued(tmp_path, start) == []  # nothing queued
     newer = new_run(tmp_path, "newer", 200.0)
     older = new_run(tmp_path, "older", 100.0)
     before = time.time()
-    assert run_queue.start_next_queued(tmp_path, start) == older
+    assert run_queue.start_next_queued(tmp_path, start) == [older]
     assert calls == [(older.name, None)]
     assert runs.status(older).state == "running" and read_status(older).launched_at >= before
     # The older run is active now: the newer one waits, however often the scheduler asks.
-    assert run_queue.start_next_queued(tmp_path, start) is None
-    assert run_queue.start_next_queued(tmp_path, start) is None
+    assert run_queue.start_next_queued(tmp_path, start) == []
+    assert run_queue.start_next_queued(tmp_path, start) == []
     assert calls == [(older.name, None)] and read_status(newer).state == "queued"
     update_status(older, state="completed", pid=None, supervisor_pid=None)
-    assert run_queue.start_next_queued(tmp_path, start) == newer
+    assert run_queue.start_next_queued(tmp_path, start) == [newer]
     assert calls == [(older.name, None), (newer.name, None)]
 
 
@@ -80,7 +87,7 @@ def test_a_run_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
     def refuse(_run_dir: Path, _checkpoint: int | None) -> int:
         raise runs.RunError("no such model")
 
-    assert run_queue.start_next_queued(tmp_path, refuse) is None
+    assert run_queue.start_next_queued(tmp_path, refuse) == []
     status = runs.status(run_dir)
     assert status.state == "failed" and status.error == "could not start: no such model"
     assert run_queue.queued_runs(tmp_path) == []
@@ -105,7 +112,7 @@ def test_a_queued_resume_starts_from_its_checkpoint(tmp_path: Path, processes: l
     with pytest.raises(runs.RunError, match="already queued"):
         run_queue.enqueue(run_dir)
     calls: list[tuple[str, int | None]] = []
-    assert run_queue.start_next_queued(tmp_path, launcher(calls, processes)) == run_dir
+    assert run_queue.start_next_queued(tmp_path, launcher(calls, processes)) == [run_dir]
     assert calls == [(run_dir.name, 20)]
 
 

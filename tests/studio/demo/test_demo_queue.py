@@ -18,7 +18,7 @@ from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_sta
 from studio.app import initial_view
 from studio.chat import models as chat_models
 from studio.demo.policy import owned_run, owner_tag
-from studio.demo.queue import Scheduler, resume_queued
+from studio.demo.queue import resume_queued
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab
 from studio.jobs.widgets import tab_opened
@@ -27,6 +27,7 @@ from studio.monitor.live import FEEDS, live_panels
 from studio.monitor.session import MonitorSession
 from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
+from studio.scheduler import Scheduler
 from studio.train import actions, starting
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
 from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO
@@ -73,7 +74,7 @@ def test_start_queues_one_run_per_visitor_with_the_place_in_line(tmp_path: Path,
     assert "owner" not in (bob.run_dir / CONFIG_FILE).read_text() and BOB not in (bob.run_dir / STATUS_FILE).read_text()
     # The machine frees up: the scheduler starts the oldest queued run (Bob's), and Carol moves up.
     finish(alice.run_dir)
-    assert Scheduler(tmp_path, launcher=lambda run_dir, _: launcher(run_dir)).tick() == bob.run_dir
+    assert Scheduler(tmp_path, launcher=lambda run_dir, _: launcher(run_dir)).tick() == [bob.run_dir]
     assert run_queue.runs_ahead(carol.run_dir) == 1 and runs.status(bob.run_dir).state == "running"
 
 

@@ -46,7 +46,7 @@ def run_dirs(workspace: Path) -> list[Path]:
 def fake_launcher(calls: list[Path]) -> Any:
     """Stands in for engine.runs.start: records the call and marks the run starting (as start does)."""
 
-    def launch(run_dir: Path) -> int:
+    def launch(run_dir: Path, *_checkpoint: Any, **_devices: Any) -> int:
         calls.append(run_dir)
         time.sleep(0.2)  # widen the window a second click could slip through
         update_status(run_dir, state="starting", supervisor_pid=None)
@@ -173,7 +173,8 @@ def test_target_modules_are_matched_as_peft_matches_them_at_start(tmp_path: Path
     assert good.errors == {} and good.run_dir is not None and calls == [good.run_dir]
 
 
-def test_double_click_starts_one_run(tmp_path: Path) -> None:
+def test_double_click_starts_one_run_and_queues_the_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUDIO_DEVICES", "cpu")  # one run at a time, on any machine
     calls: list[Path] = []
     launcher = fake_launcher(calls)
     results: list[starting.StartResult] = []
@@ -185,13 +186,14 @@ def test_double_click_starts_one_run(tmp_path: Path) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(run_dirs(tmp_path)) == 1 and len(calls) == 1
-    assert sorted(result.run_dir is None for result in results) == [False, True]
-    refused = next(result for result in results if result.run_dir is None)
-    assert "another run is active" in refused.message
+    assert len(run_dirs(tmp_path)) == 2 and len(calls) == 1
+    queued, started = sorted(result.message for result in results)
+    assert started == "🚀 Started `twice`"
+    assert queued == "⏳ `twice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
 
 
-def test_busy_workspace_refuses_with_a_clear_message(tmp_path: Path) -> None:
+def test_start_on_a_busy_machine_queues_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUDIO_DEVICES", "cpu")
     busy = runs.create_run(RunConfig(name="busy"), workspace=tmp_path)
     # A live process whose command line names the engine, as a real supervisor's does.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "engine"])
@@ -199,12 +201,13 @@ def test_busy_workspace_refuses_with_a_clear_message(tmp_path: Path) -> None:
         update_status(busy, state="running", supervisor_pid=sleeper.pid)
         calls: list[Path] = []
         result = starting.start_run(values(), tmp_path, fake_launcher(calls))
-        assert result.run_dir is None and calls == []
-        assert "another run is active: busy (running)" in result.message and "Stop it first" in result.message
+        assert result.run_dir is not None and calls == []
+        assert "is queued: 1 run ahead of yours. It starts by itself" in result.message
+        assert runs.status(result.run_dir).state == "queued"
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert run_dirs(tmp_path) == [busy]
+    assert sorted(run_dirs(tmp_path)) == sorted([busy, result.run_dir])
 
 
 # --- dataset panel ----------------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""The studio's side of the run queue (engine.runs.queue), in every mode: a background thread that starts queued
+runs as their devices free up, and the words Start and Resume say about a run that waits.
+
+A run waits in line when its devices are busy (on a CPU machine: while another run trains); this thread makes it
+start about a second after they free up, without anyone watching the page. In demo mode it also ends runs past
+their time limit.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from engine import runs
+from engine.runs import queue as run_queue
+from engine.store.rundir import FAILED, read_status
+from engine.store.workspace import workspace_of
+from studio.demo.policy import place_text
+
+log = logging.getLogger(__name__)
+SCHEDULER_SECONDS = 1.0
+
+
+def queue_message(run_dir: Path) -> str:
+    """What Start (or Resume) says about a run: started, its place in line for its devices, or why it could not
+    start."""
+    current = read_status(Path(run_dir))
+    name = current.name or Path(run_dir).name
+    if current.state == FAILED:
+        return f"❌ `{name}` {current.error or 'could not start'}"
+    ahead = run_queue.runs_ahead(Path(run_dir))
+    if ahead is None:
+        return f"🚀 Started `{name}`"
+    return f"⏳ `{name}` is queued: {place_text(ahead)}. It starts by itself; follow it on the Monitor."
+
+
+def resume_in_line(run_dir: Path, launcher: run_queue.Launcher | None = None) -> str:
+    """Put a stopped, failed or aborted run back in line to continue from its newest checkpoint, and start it at
+    once when its devices are free; returns the message. RunError when it cannot be resumed (engine.runs)."""
+    run_dir = Path(run_dir)
+    checkpoint = runs.resume_point(run_dir)
+    workspace = workspace_of(run_dir)
+    with runs.start_lock(workspace):
+        run_queue.enqueue(run_dir, resume_checkpoint=checkpoint)
+    run_queue.start_next_queued(workspace, launcher)
+    return queue_message(run_dir)
+
+
+class Scheduler:
+    """A daemon thread that, every ``interval`` seconds, stops runs past their time limit and starts every queued
+    run whose devices are free."""
+
+    def __init__(self, workspace: Path, interval: float = SCHEDULER_SECONDS, launcher: Any = None):
+        self.workspace, self.interval, self.launcher = Path(workspace), interval, launcher
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True, name="run-queue")
+
+    def tick(self) -> list[Path]:
+        """One round: enforce the time limits, then start the queued runs whose devices are free (returned)."""
+        run_queue.enforce_time_limits(self.workspace)
+        return run_queue.start_next_queued(self.workspace, self.launcher)
+
+    def _loop(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # noqa: BLE001 - a bad run directory must not stop the queue for everyone
+                log.exception("run queue: a scheduling round failed")
+
+
+_schedulers: dict[Path, Scheduler] = {}
+_schedulers_lock = threading.Lock()
+
+
+def ensure_scheduler(workspace: Path, factory: Callable[[Path], Scheduler] = Scheduler) -> Scheduler:
+    """The workspace's scheduler, started on first use (one per workspace per studio process)."""
+    key = Path(workspace).resolve()
+    with _schedulers_lock:
+        if key not in _schedulers:
+            _schedulers[key] = factory(key)
+            _schedulers[key].thread.start()
+        return _schedulers[key]
