@@ -25,7 +25,8 @@ import optuna
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from engine import runs
-from engine.config import ConfigError, RunConfig
+from engine.config import ConfigError
+from engine.runs import queue as run_queue
 from engine.runs.control import RunError
 from engine.store.locks import file_lock
 from engine.store.rundir import (
@@ -37,6 +38,7 @@ from engine.store.rundir import (
     RunStatus,
     is_run_dir,
     iter_metrics,
+    read_status,
     update_status,
 )
 from engine.store.workspace import runs_dir
@@ -174,30 +176,33 @@ class LocalDriver:
         run_dir = runs_dir(self.workspace) / runs.new_run_id(name)
         trial.set_user_attr(RUN_ID_ATTR, run_dir.name)  # before the run exists: a restart finds it by this
         try:
-            self._when_free(run_dir, lambda: self._create_and_start(config, run_dir, trial.number))
+            runs.create_run(config, workspace=self.workspace, run_dir=run_dir)  # queued: it waits for its devices
+            update_status(run_dir, sweep={"name": self.config.name, "trial": trial.number})
+            self._start_in_line(run_dir)
         except (RunError, OSError) as exc:
             return self._fail(trial, f"the run could not start: {exc}")
         self._follow(trial, run_dir, set())
 
-    def _create_and_start(self, config: RunConfig, run_dir: Path, number: int) -> None:
-        runs.create_run(config, workspace=self.workspace, run_dir=run_dir)
-        update_status(run_dir, sweep={"name": self.config.name, "trial": number})
-        runs.start(run_dir)
-
-    def _when_free(self, run_dir: Path, action: Callable[[], object]) -> None:
-        """Do ``action`` (start the run) once no other run of the workspace is active, under the workspace's start
-        lock as the studio's Start does: a CPU trains one run at a time."""
+    def _start_in_line(self, run_dir: Path, checkpoint: int | None = None) -> None:
+        """Put the run in the workspace's queue (a resume from ``checkpoint``) and start it once its devices are
+        free (engine.runs.queue): on a CPU machine once no other run is active, on a GPU machine on the devices the
+        base config names or any free one. A studio's scheduler may start it first; that is the same start. A run
+        that cannot start at all is marked failed, which the watch reports as the trial's failure. Interrupted
+        while it waits, the run leaves the queue (so nothing starts it after the sweep stopped)."""
+        if read_status(run_dir).state != QUEUED:
+            run_queue.enqueue(run_dir, resume_checkpoint=checkpoint)
         said = False
-        while True:
-            with runs.start_lock(self.workspace):
-                busy = [other.name for other in runs.active_runs(self.workspace) if other.name != run_dir.name]
-                if not busy:
-                    action()
-                    return
+        while not run_queue.try_start(run_dir):
+            if read_status(run_dir).state != QUEUED:
+                return
             if not said:
-                self.echo(f"waiting for {', '.join(busy)} to end before the next trial starts")
+                self.echo(f"trial run {run_dir.name} waits in the queue for its devices")
                 said = True
-            self._check_stop(self.poll_s * 4)
+            try:
+                self._check_stop(self.poll_s * 4)
+            except Interrupted:
+                run_queue.cancel_queued(run_dir)
+                raise
 
     # --- following a trial's run ---------------------------------------------------------------------------
 
@@ -353,9 +358,9 @@ class LocalDriver:
         if current.is_active or current.state in (COMPLETED, PRUNED):
             return
         if current.is_resumable and current.checkpoints:
-            self._when_free(run_dir, lambda: runs.resume(run_dir))
+            self._start_in_line(run_dir, runs.resume_point(run_dir))
         elif current.state == QUEUED or (current.is_resumable and next(iter_metrics(run_dir), None) is None):
-            self._when_free(run_dir, lambda: runs.start(run_dir))
+            self._start_in_line(run_dir)
         else:
             raise _Lost(f"{_run_failure(current)}\n(it has no checkpoint to continue from)")
 

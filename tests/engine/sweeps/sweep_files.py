@@ -52,15 +52,16 @@ def engine_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[
     )
 
 
-def start_engine_cli(*args: str, log: Path) -> subprocess.Popen[bytes]:
-    """``python -m engine ARGS`` in the background, in a session of its own, its output to ``log``."""
+def start_engine_cli(*args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """``python -m engine ARGS`` in the background, in a session of its own, its output to ``log`` (``env``: the
+    environment instead of engine_env())."""
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "engine", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=PROJECT_ROOT,
-            env=engine_env(),
+            env=env or engine_env(),
             start_new_session=True,
         )
 
