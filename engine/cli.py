@@ -253,7 +253,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from engine.sweeps import SweepError, load_sweep, run_sweep
+    from engine.sweeps import SweepError, execute_sweep, load_sweep
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints its own line per trial
     config = load_sweep(args.sweep)
@@ -267,7 +267,7 @@ def _sweep(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, request_stop)
     try:
-        result = run_sweep(
+        result = execute_sweep(
             config,
             args.workspace,
             sweep_text=args.sweep.read_text(encoding="utf-8"),

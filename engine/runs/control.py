@@ -21,6 +21,7 @@ from engine.runs import standby
 from engine.runs.devices import Device, fits_standby, pick_devices
 from engine.runs.lineage import pinned
 from engine.runs.status import status
+from engine.store.hosts import ABORT, STOP, is_remote, send_request, this_host
 from engine.store.locks import file_lock
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
 from engine.store.rundir import (
@@ -88,6 +89,7 @@ def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | 
     update_status(
         run_dir,
         state="starting",
+        host=this_host(),  # the pids recorded from here on are this machine's (engine.store.hosts)
         error=None,
         exit_code=None,
         pid=None,
@@ -174,11 +176,19 @@ def resume_point(run_dir: Path, checkpoint: int | None = None) -> int:
 def _run_roots(run_dir: Path) -> list[int]:
     """The live processes that head a run: its supervisor, and its worker (rank 0) in case the supervisor died."""
     current = read_status(run_dir)
+    if is_remote(current.host):  # another machine's pids: signalling them here would hit unrelated processes
+        return []
     return [pid for pid in (current.supervisor_pid, current.pid) if is_alive(pid)]
 
 
 def stop(run_dir: Path) -> bool:
     """Ask the run to stop after its current step, saving a checkpoint. False if it was not running."""
+    if is_remote(read_status(run_dir).host):
+        # A run on another node: the process that runs it there watches for this request (engine.runs.remote).
+        if not status(run_dir).is_active:
+            return False
+        send_request(Path(run_dir), STOP)
+        return True
     roots = _run_roots(Path(run_dir))
     if not roots:
         return False
@@ -210,6 +220,8 @@ def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -
     checkpoint is saved. The run reads ``aborted`` (not failed: nothing went wrong in it), with ``reason`` as
     its error. Returns once they are gone; False if the run was not running."""
     run_dir = Path(run_dir)
+    if is_remote(read_status(run_dir).host):
+        return _abort_remote(run_dir, timeout, reason)
     pids = run_processes(run_dir)
     if not any(is_alive(pid) for pid in pids):
         return False
@@ -222,6 +234,19 @@ def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -
         while any(is_alive(pid) for pid in pids) and time.time() < deadline:
             time.sleep(0.02)
         update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
+    return True
+
+
+def _abort_remote(run_dir: Path, timeout: float, reason: str) -> bool:
+    """Abort a run on another node: its process there kills the run and records ``aborted`` (engine.runs.remote);
+    wait up to ``timeout`` for that. A node that is gone cannot answer: its heartbeat stops and readers record the
+    run failed."""
+    if not status(run_dir).is_active:
+        return False
+    send_request(run_dir, ABORT, reason)
+    deadline = time.time() + timeout
+    while status(run_dir).is_active and time.time() < deadline:
+        time.sleep(0.1)
     return True
 
 

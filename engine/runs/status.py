@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engine.store.hosts import HEARTBEAT_LEASE_S, heartbeat_fresh, is_remote
 from engine.store.processes import is_alive
 from engine.store.rundir import (
     ACTIVE_STATES,
@@ -30,17 +31,26 @@ from engine.store.workspace import runs_dir
 def status(run_dir: Path) -> RunStatus:
     """The run's status, reconciled against its processes.
 
-    A status that says starting / running / stopping while neither the supervisor nor the worker lives is a
-    crashed run: it is recorded as failed. Failed runs carry the tail of train.log.
+    A status that says starting / running / stopping while neither the supervisor nor the worker lives (for a run
+    on another host: whose heartbeat there has stopped) is a crashed run: it is recorded as failed. Failed runs
+    carry the tail of train.log.
     """
     run_dir = Path(run_dir)
     current = read_status(run_dir)
     state = current.state
     if state in ACTIVE_STATES:
-        alive = is_alive(current.supervisor_pid) or is_alive(current.pid)
-        if not alive and not _just_started(current):
+        remote = is_remote(current.host)
+        if remote:
+            # Its pids are another machine's (a trial on a cluster node): they may name anything here. The process
+            # running it there beats a heartbeat in the run directory instead (engine.store.hosts).
+            alive = heartbeat_fresh(run_dir)
+        else:
+            alive = is_alive(current.supervisor_pid) or is_alive(current.pid)
+        if not alive and (remote or not _just_started(current)):
             code = current.exit_code
             why = f"exit code {code}" if code is not None else "exit code unknown"
+            if remote:
+                why += f"; no heartbeat from {current.host} for {HEARTBEAT_LEASE_S:g} s"
             # It ended when it was last heard from, not when a reader noticed (perhaps days later): the run's
             # elapsed time must not grow while nothing ran.
             ended = max(current.updated_at or time.time(), current.started_at or 0.0)

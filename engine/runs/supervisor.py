@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from engine.runs.devices import Device, cuda_visible
+from engine.store.hosts import this_host
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, next_segment, read_status, release_reserve, update_status
 
@@ -107,7 +108,7 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
     """Run the worker to its end and return its exit code."""
     num_processes, threads = launch_settings(run_dir)
     # A resume from the command line comes here without engine.runs.start: close the last segment here too.
-    update_status(run_dir, supervisor_pid=os.getpid(), **next_segment(read_status(run_dir)))
+    update_status(run_dir, supervisor_pid=os.getpid(), host=this_host(), **next_segment(read_status(run_dir)))
     with open(run_dir / LOG_FILE, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
         log.flush()

@@ -132,6 +132,9 @@ class RunStatus:
     earlier_seconds: float | None = None  # how long the run's earlier segments ran (before its latest resume)
     pid: int | None = None  # the worker (rank 0)
     supervisor_pid: int | None = None
+    # The machine whose processes pid and supervisor_pid are (engine.store.hosts); None: the reader's own. A run
+    # started on another node of a cluster is checked by its heartbeat there, not by its pids.
+    host: str | None = None
     step: int | None = None
     max_steps: int | None = None
     epoch: float | None = None

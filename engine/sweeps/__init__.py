@@ -7,6 +7,8 @@ trials as ordinary runs of the workspace.
     objective.py             a trial's objective read from its run's metrics.jsonl by byte offset
     evaluated.py             the exact_match objective: Evaluate's job on a completed trial's run
     local.py                 the local executor: one trial at a time, pruning, picking up after a crash
+    ray_executor.py          the Ray executor: trials as tasks on a Ray cluster, several at a time (needs ray)
+    executors.py             execute_sweep: the executor the sweep file names
     summary.py               what a sweep has done: trials ranked by the objective, the best one
     control.py               the driver in the background (the studio's Start / Stop / Continue): start, running, stop
 
@@ -22,6 +24,7 @@ from engine.sweeps.control import (
     start_sweep,
     stop_sweep,
 )
+from engine.sweeps.executors import execute_sweep
 from engine.sweeps.local import SweepRun, run_sweep
 from engine.sweeps.study import SweepError, sweep_dir, sweeps_dir
 from engine.sweeps.summary import SweepSummary, TrialSummary, list_sweeps, sweep_status
@@ -36,6 +39,7 @@ __all__ = [
     "continue_sweep",
     "driver_pid",
     "driver_running",
+    "execute_sweep",
     "list_sweeps",
     "load_sweep",
     "parse_sweep",

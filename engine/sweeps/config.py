@@ -19,7 +19,14 @@ from engine.config.errors import problems_from_validation
 from engine.config.names import check_name
 from engine.config.sections import Section
 from engine.store.paths import find_local_path
-from engine.sweeps.sections import MAX_TRIALS, Objective, PrunerSection, SamplerSection, SpaceEntry
+from engine.sweeps.sections import (
+    MAX_TRIALS,
+    ExecutorSection,
+    Objective,
+    PrunerSection,
+    SamplerSection,
+    SpaceEntry,
+)
 from engine.sweeps.space import check_sweep
 
 # A trial's run is named "<sweep>-trial-<number>"; a run name may take 120 characters (engine.config.names).
@@ -66,6 +73,14 @@ class SweepConfig(Section):
             "an entry left out is sampled (grid: give every entry). E.g. the base's own values, as a baseline."
         ),
     )
+    executor: ExecutorSection = Field(
+        default_factory=ExecutorSection,
+        description=(
+            "Where the trials run: local (one at a time on this machine) or {kind: ray, address, gpus_per_trial, "
+            "cpus_per_trial, max_concurrent_trials} (several at a time on a Ray cluster). Not part of what the "
+            "study keeps: a sweep may be continued with another executor."
+        ),
+    )
 
     @field_validator("name")
     @classmethod
@@ -87,7 +102,7 @@ class SweepConfig(Section):
         except ConfigError as exc:
             raise ValueError(str(exc).replace("\n", "; ")) from None
 
-    @field_validator("sampler", "pruner", mode="before")
+    @field_validator("sampler", "pruner", "executor", mode="before")
     @classmethod
     def _name_alone(cls, value: Any) -> Any:
         """``sampler: random`` is ``sampler: {kind: random}``."""
@@ -104,6 +119,13 @@ class SweepConfig(Section):
         )
         if problems:
             raise ValueError("\n".join(str(problem) for problem in problems))
+        executor, processes = config.executor, config.base.launch.num_processes
+        if executor.kind == "ray" and 0 < executor.gpus_per_trial < processes:
+            # Ray hides the other GPUs from the trial (CUDA_VISIBLE_DEVICES): its processes would share too few.
+            raise ValueError(
+                f"executor.gpus_per_trial: {executor.gpus_per_trial:g} is fewer than the base's "
+                f"launch.num_processes ({processes}), one GPU each"
+            )
         # Values as the fields read them (YAML reads 3e-3 as text, the field as 0.003): one spelling per value,
         # so the study's parameters, and a later run of the same sweep, agree.
         return config.model_copy(update=changes)

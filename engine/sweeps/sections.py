@@ -1,12 +1,13 @@
-"""The sections of a sweep file (engine.sweeps.config.SweepConfig): a space entry, the objective, the sampler and
-the pruner. Shapes only; what they mean against the run config is checked in engine.sweeps.space."""
+"""The sections of a sweep file (engine.sweeps.config.SweepConfig): a space entry, the objective, the sampler, the
+pruner and the executor. Shapes only; what they mean against the run config is checked in engine.sweeps.space."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from engine.config.sections import Section
 
@@ -126,3 +127,74 @@ class PrunerSection(Section):
     reduction_factor: int = Field(
         4, ge=2, le=100, description="successive_halving: 1 in this many trials goes on to the next rung."
     )
+
+
+MAX_CONCURRENT_TRIALS = 1_000
+
+
+class ExecutorSection(Section):
+    """Where the trials run (written as a name alone, or as a section with its knobs): one at a time on this
+    machine, or several at a time as tasks on an existing Ray cluster."""
+
+    kind: Literal["local", "ray"] = Field(
+        "local",
+        description=(
+            "local: one trial at a time on this machine; ray: trials as tasks on a running Ray cluster (ray start), "
+            "each on the node Ray picks. The workspace must then be on storage every node mounts at the same path."
+        ),
+    )
+    address: str = Field(
+        "auto",
+        min_length=1,
+        max_length=500,
+        description=(
+            "ray: the cluster's address as ray.init takes it: HOST:PORT of the head (ray start --head --port), or "
+            "auto for the cluster started on this machine."
+        ),
+    )
+    gpus_per_trial: float = Field(
+        1.0,
+        ge=0,
+        le=64,
+        description=(
+            "ray: GPUs each trial holds (Ray's num_gpus; it sets CUDA_VISIBLE_DEVICES for the trial). At least the "
+            "base's launch.num_processes on GPUs; 0 on a CPU-only cluster."
+        ),
+    )
+    cpus_per_trial: float = Field(
+        1.0,
+        ge=0,
+        le=1024,
+        description="ray: CPU cores each trial holds (Ray's num_cpus); set launch.threads_per_process to match.",
+    )
+    max_concurrent_trials: int = Field(
+        4,
+        ge=1,
+        le=MAX_CONCURRENT_TRIALS,
+        description=(
+            "ray: trials at work at once, at most (fewer while the cluster lacks free resources). TPE learns only "
+            "from finished trials, so many at once draw more like random search."
+        ),
+    )
+
+    @field_validator("address")
+    @classmethod
+    def _one_word(cls, value: str) -> str:
+        """An address is one word (ray.init would fail later, with a less clear message)."""
+        if value != value.strip() or any(char.isspace() for char in value):
+            raise ValueError("one word without spaces: HOST:PORT, ray://HOST:PORT or auto")
+        return value
+
+    @model_validator(mode="after")
+    def _fits_kind(self) -> ExecutorSection:
+        """Ray's knobs only with kind ray; ray installed; a trial holds some resource."""
+        if self.kind == "local":
+            knobs = sorted(self.model_fields_set - {"kind"})
+            if knobs:
+                raise ValueError(f"{', '.join(knobs)}: only for kind ray (local runs one trial at a time here)")
+            return self
+        if importlib.util.find_spec("ray") is None:
+            raise ValueError("kind ray needs the ray package, which is not installed: pip install 'ray[default]'")
+        if self.gpus_per_trial == 0 and self.cpus_per_trial == 0:
+            raise ValueError("a trial must hold some GPUs or CPUs (gpus_per_trial and cpus_per_trial are both 0)")
+        return self

@@ -111,8 +111,10 @@ def make_pruner(config: SweepConfig) -> optuna.pruners.BasePruner:
 
 
 def sweep_record(config: SweepConfig) -> dict[str, Any]:
-    """The sweep as the study keeps it: every field, the base inlined, as JSON values."""
-    return config.model_dump(mode="json")
+    """The sweep as the study keeps it: every field but the executor, the base inlined, as JSON values. Where the
+    trials run does not change what is searched (a sweep begun here may go on on a cluster), and studies made
+    before executors existed hold no such key."""
+    return config.model_dump(mode="json", exclude={"executor"})
 
 
 def stored_record(folder: Path, name: str) -> dict[str, Any] | None:
