@@ -15,7 +15,15 @@ from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.runs.lineage import checked_source
 from engine.store.paths import resolve_model_source
-from engine.training.hardware import Hardware, detect_hardware, hardware_problems, resolve_device, resolve_precision
+from engine.training.hardware import (
+    Hardware,
+    detect_hardware,
+    hardware_problems,
+    resolve_device,
+    resolve_gradient_checkpointing,
+    resolve_precision,
+)
+from engine.training.memory import MemoryEstimate, estimate_run_memory
 from engine.training.methods import inspect_run_data, method_of
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
@@ -30,6 +38,7 @@ class CheckReport:
     precision: str
     steps: int
     start: str | None = None  # where the weights come from when the run starts from another run's
+    memory: MemoryEstimate | None = None  # None when the model's config does not give its shape
 
     def lines(self) -> list[str]:
         """The short human summary printed by the CLI."""
@@ -51,6 +60,7 @@ class CheckReport:
             f"model: {self.parameters}",
             *([f"starts from: {self.start}"] if self.start else []),
             f"device: {self.device}, precision {self.precision}",
+            self.memory.summary() if self.memory else "predicted peak memory: unknown (the model's shape is not known)",
             f"optimizer steps: {self.steps}",
         ]
 
@@ -78,11 +88,12 @@ def meta_model(config: RunConfig) -> Any:
         return AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
 
 
-def meta_parameter_count(config: RunConfig, hardware: Hardware) -> ParameterCount:
-    """Trainable and total parameters, from a weightless (meta device) copy of the model."""
+def meta_parameter_count(config: RunConfig, hardware: Hardware, model: Any = None) -> ParameterCount:
+    """Trainable and total parameters, from a weightless (meta device) copy of the model (``model``, or one built
+    from the config)."""
     from engine.training.modeling import make_trainable
 
-    model = meta_model(config)
+    model = meta_model(config) if model is None else model
     # Quantization changes how weights are stored, not what is trainable: count the unquantized layout.
     unquantized = config.model_copy(update={"quantization": config.quantization.model_copy(update={"mode": "none"})})
     cpu_view = Hardware(gpu_count=0, bf16_supported=False) if not hardware.has_gpu else hardware
@@ -115,11 +126,16 @@ def check_run(
     method = method_of(config)
     if method.check_data is not None:
         method.check_data(config, tokenizer)
+    model = meta_model(config)
+    model_config = model.config.to_dict()  # read before make_trainable: peft may wrap the model
+    device, precision = resolve_device(config, hardware), resolve_precision(config, hardware)
+    checkpointing = resolve_gradient_checkpointing(config, hardware)
     return CheckReport(
         data=data,
-        parameters=meta_parameter_count(config, hardware),
-        device=resolve_device(config, hardware),
-        precision=resolve_precision(config, hardware),
+        parameters=meta_parameter_count(config, hardware, model),
+        device=device,
+        precision=precision,
         steps=planned_steps(config, data.num_rows),
         start=source.plan(config) if source is not None else None,
+        memory=estimate_run_memory(config, model_config, device, precision, checkpointing),
     )

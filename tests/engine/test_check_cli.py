@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,8 @@ def test_good_config_prints_a_summary(tmp_path: Path):
     assert f"rows: {train_rows - eval_rows:,} train, {eval_rows:,} eval" in out
     assert "trainable of" in out and "device: cpu, precision fp32" in out
     assert f"optimizer steps: {2 * -(-(train_rows - eval_rows) // 4)}" in out
+    # The predicted peak and its parts (engine.training.memory), for the CPU this run would train on.
+    assert re.search(r"predicted peak memory: \d+\.\d\d GB \(CPU RSS; weights [\d.]+, .*activations [\d.]+", out), out
 
 
 def test_bad_field_exits_non_zero_naming_it(tmp_path: Path):
