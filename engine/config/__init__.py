@@ -168,10 +168,46 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
                 "per process, or leave it empty",
             )
         )
+    problems += _batching_problems(config)
     if config.method in PREFERENCE_METHODS:
         problems += _preference_problems(config)
     if config.method == "grpo":
         problems += _grpo_problems(config)
+    return problems
+
+
+def _batching_problems(config: RunConfig) -> list[Problem]:
+    """How batches are formed (padding-free, packing, length grouping): what each method and kernel can take."""
+    train, method, problems = config.train, config.method, []
+    if train.padding_free == "on" and method != "sft":
+        problems.append(
+            Problem(
+                "train.padding_free",
+                f"{method} batches whole pairs or sampled answers with padding; padding-free is for sft only "
+                "(use auto or off)",
+            )
+        )
+    if train.padding_free == "on" and config.model.trust_remote_code:
+        problems.append(
+            Problem(
+                "train.padding_free",
+                "rows are kept apart by transformers' own attention code; code shipped with the model may let them "
+                "attend to each other (use auto, which turns it off for such models, or off)",
+            )
+        )
+    if train.padding_free == "off" and train.packing:
+        problems.append(
+            Problem(
+                "train.padding_free",
+                "packing always trains padding-free (each packed row keeps its own positions); use auto or on",
+            )
+        )
+    if train.group_by_length and method != "sft":
+        problems.append(
+            Problem("train.group_by_length", f"{method} keeps TRL's own batching; length grouping is for sft only")
+        )
+    if train.group_by_length and train.packing:
+        problems.append(Problem("train.group_by_length", "packed rows all have max_length tokens; turn packing off"))
     return problems
 
 

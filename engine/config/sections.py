@@ -73,7 +73,11 @@ class ModelSection(Section):
     )
     attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = Field(
         "auto",
-        description="Attention kernel: auto lets transformers choose (sdpa where it can).",
+        description=(
+            "Attention kernel. auto: for padding-free batches (train.padding_free) flash_attention_2's varlen kernel "
+            "on a GPU in fp16 / bf16 when flash-attn is installed, else sdpa once per row (no masked squares); "
+            "otherwise transformers' choice (sdpa where it can)."
+        ),
         json_schema_extra=advanced(),
     )
     # A plain string: whether it names a run with weights is checked against the disk before launch
@@ -424,7 +428,38 @@ class TrainSection(Section):
     )
     max_length: int = Field(1024, ge=8, le=1_048_576, description="Longest sequence in tokens; longer rows are cut.")
     packing: bool = Field(
-        False, description="Pack several short examples into one sequence.", json_schema_extra=advanced()
+        False,
+        description=(
+            "Pack several short examples into one sequence (TRL's best-fit packing: each row keeps its own "
+            "positions and attends only to itself, so packing is always padding-free). sft only."
+        ),
+        json_schema_extra=advanced(),
+    )
+    padding_free: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description=(
+            "Train without padding: a batch's rows are joined into one sequence whose positions restart at each "
+            "row, and attention never crosses rows, so the loss and gradients are those of a padded batch without "
+            "computing the padding. auto = on for sft (1.9x the tokens/s of padded batches on rows of 20-1,000 "
+            "tokens, benchmarks/throughput_real.py), off for dpo, kto, orpo and grpo, which batch pairs or samples."
+        ),
+    )
+    group_by_length: bool = Field(
+        False,
+        description=(
+            "Put rows of similar length in the same batch (transformers' length-grouped sampler). It cuts padding "
+            "when padding_free is off; with padding-free batches there is no padding to cut, and batches stop "
+            "being a uniform random draw, so it is off by default. sft only."
+        ),
+        json_schema_extra=advanced(),
+    )
+    liger_kernel: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description=(
+            "Liger's Triton kernels (fused linear cross-entropy, RMSNorm, RoPE, SwiGLU): less memory and more "
+            "speed on a GPU. auto = on for a GPU run when liger-kernel is installed; they need a GPU."
+        ),
+        json_schema_extra=advanced(),
     )
 
 

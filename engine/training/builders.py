@@ -14,7 +14,9 @@ from engine.training.hardware import (
     resolve_device,
     resolve_dtype,
     resolve_gradient_checkpointing,
+    resolve_liger,
     resolve_precision,
+    resolve_tf32,
 )
 
 if TYPE_CHECKING:
@@ -178,6 +180,8 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
         "use_cpu": resolve_device(config, hardware) == "cpu",
         "activation_checkpointing": resolve_gradient_checkpointing(config, hardware),
         "activation_checkpointing_kwargs": {"use_reentrant": False},
+        "use_liger_kernel": resolve_liger(config, hardware),
+        "tf32": resolve_tf32(config, hardware),
         "neftune_noise_alpha": train.neftune_noise_alpha,
         "label_smoothing_factor": train.label_smoothing,
         "auto_find_batch_size": train.auto_find_batch_size,

@@ -20,6 +20,8 @@ class Hardware:
     gpu_count: int
     bf16_supported: bool
     gpu_name: str | None = None
+    flash_attn: bool = False  # flash-attn is installed (its kernels need a GPU)
+    liger: bool = False  # liger-kernel is installed (Triton: GPU only)
 
     @property
     def has_gpu(self) -> bool:
@@ -37,10 +39,14 @@ def detect_hardware() -> Hardware:
 
     if not torch.cuda.is_available():
         return CPU_ONLY
+    from engine.training.attention import installed
+
     return Hardware(
         gpu_count=torch.cuda.device_count(),
         bf16_supported=torch.cuda.is_bf16_supported(),
         gpu_name=torch.cuda.get_device_name(0),
+        flash_attn=installed("flash_attn"),
+        liger=installed("liger_kernel"),
     )
 
 
@@ -75,6 +81,20 @@ def resolve_gradient_checkpointing(config: RunConfig, hardware: Hardware) -> boo
     return resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none"
 
 
+def resolve_liger(config: RunConfig, hardware: Hardware) -> bool:
+    """Liger's kernels: auto turns them on for a GPU run when liger-kernel is installed."""
+    choice = config.train.liger_kernel
+    if choice != "auto":
+        return choice == "on"
+    return resolve_device(config, hardware) == "cuda" and hardware.liger
+
+
+def resolve_tf32(config: RunConfig, hardware: Hardware) -> bool | None:
+    """TF32 matmuls for what stays in fp32 on a GPU that has them (the GPUs with bf16: Ampere and later); None
+    leaves PyTorch's setting alone (on a CPU, and on older GPUs)."""
+    return True if resolve_device(config, hardware) == "cuda" and hardware.bf16_supported else None
+
+
 def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
     """Settings this machine cannot run, each naming the field to change."""
     problems: list[Problem] = []
@@ -87,6 +107,9 @@ def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
         problems.append(Problem("train.precision", f"bf16 needs hardware that has it; {where} does not (use auto)"))
     if precision == "fp16" and device == "cpu":
         problems.append(Problem("train.precision", "fp16 training needs a GPU; use fp32 (or auto) on the CPU"))
+    if config.train.liger_kernel == "on" and not (device == "cuda" and hardware.liger):
+        missing = "liger-kernel is not installed (pip install liger-kernel)" if device == "cuda" else "they need a GPU"
+        problems.append(Problem("train.liger_kernel", f"Liger's kernels cannot run here: {missing} (use auto)"))
     if device == "cuda" and config.launch.num_processes > hardware.gpu_count:
         problems.append(
             Problem(

@@ -9,8 +9,15 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.store.paths import resolve_model_source
+from engine.training.attention import SEGMENTS, register_segment_attention, resolve_attn_implementation
 from engine.training.builders import check_target_modules, to_bnb_config, to_lora_config, torch_dtype
-from engine.training.hardware import Hardware, resolve_device, resolve_dtype, resolve_gradient_checkpointing
+from engine.training.hardware import (
+    Hardware,
+    resolve_device,
+    resolve_dtype,
+    resolve_gradient_checkpointing,
+    resolve_precision,
+)
 
 if TYPE_CHECKING:
     from engine.runs.artifacts import TrainedWeights
@@ -84,8 +91,16 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
         "trust_remote_code": config.model.trust_remote_code,
         "quantization_config": to_bnb_config(config, hardware),
     }
-    if config.model.attn_implementation != "auto":
-        kwargs["attn_implementation"] = config.model.attn_implementation
+    attention = resolve_attn_implementation(
+        config,
+        on_gpu=resolve_device(config, hardware) == "cuda",
+        half_precision=resolve_precision(config, hardware) != "fp32",
+        flash_attn=hardware.flash_attn,
+    )
+    if attention == SEGMENTS:
+        register_segment_attention()
+    if attention is not None:
+        kwargs["attn_implementation"] = attention
     if resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none":
         # Quantized weights must be placed at load time, one copy per process.
         kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", 0))}

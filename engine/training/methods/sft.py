@@ -30,10 +30,18 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
 
 def training_kwargs(config: RunConfig) -> dict[str, Any]:
     """SFTConfig's own arguments."""
+    from engine.training.attention import resolve_padding_free
+
     train = config.train
+    padding_free = resolve_padding_free(config)
     return {
-        "max_length": train.max_length,
+        # TRL refuses a max_length with padding-free batches it does not pack, since it would not cut the rows
+        # itself; engine.data has already cut them to train.max_length.
+        "max_length": None if padding_free and not train.packing else train.max_length,
         "packing": train.packing,
+        "padding_free": padding_free,
+        # Length-grouped batches: less padding when batches are padded (engine.config refuses it for packing).
+        "train_sampling_strategy": "group_by_length" if train.group_by_length else "random",
         "completion_only_loss": config.data.completion_only_loss,
         # engine.data hands over labelled rows already cut to max_length; only packing needs TRL's pass.
         "dataset_kwargs": None if train.packing else {"skip_prepare_dataset": True},
@@ -66,6 +74,16 @@ def lean_sft_trainer_class() -> type:
             # The key-value cache is useless in training and clashes with gradient checkpointing.
             inputs = {**inputs, "use_cache": False}
             return Trainer.compute_loss(self, model, inputs, return_outputs, num_items_in_batch)
+
+        def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
+            # Trainer counts the tokens that are not the pad token when a batch has no attention mask, as a
+            # padding-free batch has not; with the eos token as pad token (engine.training.modeling) that would
+            # leave out every answer's closing eos. Such a batch holds no padding: every token counts.
+            if "attention_mask" in inputs or "position_ids" not in inputs:
+                return super()._track_num_input_tokens(inputs)
+            ids = inputs[getattr(self.model, "main_input_name", "input_ids")]
+            self.state.num_input_tokens_seen += self.accelerator.gather(ids.new_tensor(ids.numel())).sum().item()
+            return None
 
         def floating_point_ops(self, inputs: dict[str, Any]) -> int:
             ids = inputs.get(getattr(self.model, "main_input_name", "input_ids"))

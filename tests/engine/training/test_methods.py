@@ -33,7 +33,16 @@ from engine.training.methods import METHODS, method_of, require_format
 CONSUMED_ELSEWHERE: dict[str, str] = {}
 METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection, "grpo": GrpoSection}
 # Fields a method reads outside its training arguments: (method, field) -> module:function that reads it.
-READ_BY_THE_DATA = {("grpo", "max_length"): "engine.data.prompts:prepare_prompt_datasets"}
+READ_BY_THE_DATA = {
+    ("grpo", "max_length"): "engine.data.prompts:prepare_prompt_datasets",
+    # Padding-free sft rows reach TRL already cut to max_length (TRL then takes no max_length).
+    ("sft", "max_length"): "engine.data.prepare:_checked_sets",
+}
+# TrainSection fields that only sft takes, with a value the other methods refuse.
+SFT_ONLY = {"packing": True, "padding_free": "on", "group_by_length": True}
+# A value other than the default that changes the arguments where the first other choice would not (sft's
+# padding_free: auto already means on).
+OTHER_VALUES = {"padding_free": "off"}
 # GRPO's rewards reach its trainer as functions (engine.training.rewards), their weights as reward_weights.
 ONE_REWARD = {"grpo": {"rewards": [{"kind": "exact_match"}]}}
 # A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
@@ -105,11 +114,11 @@ def test_every_train_field_reaches_the_training_arguments(field: str, method: st
         source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
         assert f"def {function}(" in source and f"train.{field}" in source
         return
-    if method != "sft" and field == "packing":  # whole pairs or sampled answers only: refused, not ignored
-        with pytest.raises(ConfigError, match="train.packing: .* packing is for sft only"):
-            base_config(method, packing=True)
+    if method != "sft" and field in SFT_ONLY:  # whole pairs or sampled answers only: refused, not ignored
+        with pytest.raises(ConfigError, match=f"train.{field}: .* for sft only"):
+            base_config(method, **{field: SFT_ONLY[field]})
         return
-    value = _other_value(TrainSection.model_fields[field], getattr(base.train, field))
+    value = OTHER_VALUES.get(field, _other_value(TrainSection.model_fields[field], getattr(base.train, field)))
     changed = base.model_copy(update={"train": base.train.model_copy(update={field: value})})
     assert _arguments(changed, tmp_path) != _arguments(base, tmp_path), f"train.{field} = {value!r} changes nothing"
 

@@ -1,0 +1,112 @@
+"""Padding-free batches train exactly what padded ones do: for rows of different lengths, the per-row losses and
+the LoRA gradients of TRL's padding-free batch equal those of the padded batch (fp32, CPU), for every attention
+kernel the engine may load the model with."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import LlamaConfig, LlamaForCausalLM
+from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+from engine.training import attention as attention_module
+from engine.training.attention import SEGMENTS, register_segment_attention
+
+PAD = 0
+LENGTHS = (7, 19, 3, 12)  # different lengths, the longest not first
+TOLERANCE = 1e-5
+
+
+def _rows() -> list[dict[str, list[int]]]:
+    """Rows with a prompt that carries no loss (-100) and an answer that does."""
+    generator = torch.Generator().manual_seed(0)
+    rows = []
+    for length in LENGTHS:
+        ids = torch.randint(3, 97, (length,), generator=generator).tolist()
+        prompt = length // 3
+        rows.append({"input_ids": ids, "labels": [-100] * prompt + ids[prompt:]})
+    return rows
+
+
+def _model(attention: str) -> torch.nn.Module:
+    """A tiny LLaMA with LoRA on every linear layer; the adapter starts random so both of its matrices get
+    gradients (peft's default starts B at zero, which leaves A without any)."""
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=97,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,  # grouped-query attention, as most current models have
+        max_position_embeddings=64,
+        pad_token_id=PAD,
+    )
+    if attention == SEGMENTS:
+        register_segment_attention()
+    model = LlamaForCausalLM(config).to(torch.float32)
+    model.set_attn_implementation(attention)
+    lora = LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+    return get_peft_model(model, lora).train()
+
+
+def _per_row_losses(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each position's next-token loss (0 where no loss) and its label mask, as the causal-LM loss shifts them."""
+    shifted = labels[..., 1:]
+    losses = torch.nn.functional.cross_entropy(
+        logits[..., :-1, :].transpose(1, 2), shifted, ignore_index=-100, reduction="none"
+    )
+    return losses, shifted != -100
+
+
+def _train_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[list[torch.Tensor], dict]:
+    """Per-row summed losses and the LoRA gradients of the mean token loss over the batch."""
+    model.zero_grad()
+    inputs = {key: value for key, value in batch.items() if key != "labels"}
+    logits = model(**inputs, use_cache=False).logits
+    losses, mask = _per_row_losses(logits, batch["labels"])
+    (losses.sum() / mask.sum()).backward()
+    if "attention_mask" in batch:  # padded: one row per batch entry
+        per_row = [row.sum() for row in losses]
+    else:  # padding-free: one sequence, cut where the positions restart
+        edges = batch["cu_seq_lens_q"].tolist()
+        per_row = [losses[0, start : end - 1].sum() for start, end in zip(edges[:-1], edges[1:], strict=True)]
+    grads = {name: param.grad.clone() for name, param in model.named_parameters() if param.requires_grad}
+    return per_row, grads
+
+
+@pytest.fixture(autouse=True)
+def _segments_for_any_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These batches are short: make sdpa_segments take its per-row path for them too."""
+    monkeypatch.setattr(attention_module, "SEGMENTS_FROM_TOKENS", 0)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager", SEGMENTS])
+def test_padding_free_batch_gives_the_padded_batch_losses_and_gradients(attention: str) -> None:
+    rows = _rows()
+    padded = DataCollatorForLanguageModeling(pad_token_id=PAD)(rows)
+    flat = DataCollatorForLanguageModeling(pad_token_id=PAD, padding_free=True)(rows)
+    assert flat["input_ids"].shape == (1, sum(LENGTHS)) and "attention_mask" not in flat
+    model = _model(attention)
+    padded_rows, padded_grads = _train_step(model, padded)
+    flat_rows, flat_grads = _train_step(model, flat)
+    for padded_loss, flat_loss in zip(padded_rows, flat_rows, strict=True):
+        assert flat_loss.item() == pytest.approx(padded_loss.item(), abs=TOLERANCE)
+    assert padded_grads.keys() == flat_grads.keys() and len(padded_grads) > 0
+    for name, grad in padded_grads.items():
+        assert grad.abs().max() > 0, name
+        assert torch.allclose(flat_grads[name], grad, atol=TOLERANCE, rtol=0), name
+
+
+def test_rows_of_a_padding_free_batch_do_not_see_each_other() -> None:
+    """Changing the first row leaves the logits of the others as they were (no attention across rows)."""
+    rows = _rows()
+    model = _model(SEGMENTS).eval()
+    changed = [{**rows[0], "input_ids": [5] * LENGTHS[0]}, *rows[1:]]
+    collate = DataCollatorForLanguageModeling(pad_token_id=PAD, padding_free=True)
+    with torch.no_grad():
+        before, after = (model(**{**collate(r), "labels": None}, use_cache=False).logits for r in (rows, changed))
+    first = LENGTHS[0]
+    assert not torch.allclose(before[0, :first], after[0, :first])
+    assert torch.allclose(before[0, first:], after[0, first:], atol=TOLERANCE, rtol=0)
