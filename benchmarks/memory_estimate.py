@@ -14,7 +14,7 @@ what the worker imports before it reads data or the model, measured in the same 
 the estimate's parts above its baseline. (On a GPU the estimate predicts torch.cuda.max_memory_allocated, which
 the worker logs as memory_mb; this script measures the CPU.)
 
-    python benchmarks/memory_estimate.py            # all six, about 7 minutes on 2 cores
+    python benchmarks/memory_estimate.py            # all six, about 4-5 minutes on 2 cores
     python benchmarks/memory_estimate.py --only lora-256 full-256
 """
 

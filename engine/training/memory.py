@@ -33,15 +33,15 @@ GB = 1024**3
 # Resident memory of a training worker once its libraries are imported, before it reads data or the model:
 # `python -c "import torch, transformers, peft, trl, datasets; import engine.training.recipe, ..."` then VmRSS
 # from /proc/self/status (benchmarks/memory_estimate.py prints it again on every run). Measured 2026-11 on
-# torch 2.13.0+cpu, transformers 5.24, TRL 1.16, peft 0.21.2: 0.46 GiB; bitsandbytes adds a little.
-CPU_PROCESS_BASELINE = int(0.46 * GB)
+# torch 2.13.0+cpu, transformers 5.24, TRL 1.16, peft 0.21.2: 0.48 GiB.
+CPU_PROCESS_BASELINE = int(0.48 * GB)
 # The CUDA context of one process is outside max_memory_allocated; shown for planning, not counted in the peak.
 CUDA_CONTEXT = int(0.5 * GB)
-# glibc keeps most of what a step frees (activations, the loss's buffers) in its arenas for the next step, and
-# the next step's allocations land in new places besides: a CPU run's peak RSS sits this share of a step's
-# transient memory above the live tensors. Measured on the ~100M model (benchmarks/memory_estimate.py): 0.30-0.45
-# after the first optimizer step, for LoRA, QLoRA, full and freeze alike. A GPU's caching allocator keeps its
-# cache outside max_memory_allocated, so there it is 0.
+# glibc keeps most of what a step frees (activations, the loss's buffers) in its arenas, and the next step's
+# allocations land beside it: a CPU run's peak RSS sits this share of a step's transient memory above the live
+# tensors. Fitted on the ~100M model (benchmarks/memory_estimate.py: every config's ratio 0.89-1.06 with 0.4); a
+# bare loop's peak rose 0.4 GB from the first step to the third, and malloc_trim(0) handed 1.1 GB back at the end.
+# A GPU's caching allocator keeps its cache outside max_memory_allocated, so there it is 0.
 CPU_ALLOCATOR_RETENTION = 0.4
 # Bytes of optimizer state per trainable parameter, as multiples of the parameter's own bytes (torch's AdamW keeps
 # two moments in the parameter's dtype) or as fixed bytes for the 8-bit ones (bitsandbytes' blockwise states).
