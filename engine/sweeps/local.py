@@ -166,8 +166,12 @@ class LocalDriver:
 
     # --- a new trial ---------------------------------------------------------------------------------------
 
+    def _ask(self) -> Trial:
+        """The next trial from the study: an enqueued first trial, else the sampler's values."""
+        return self.study.ask(self.distributions)
+
     def _new_trial(self) -> None:
-        trial = self.study.ask(self.distributions)
+        trial = self._ask()
         name = f"{self.config.name}-trial-{trial.number}"
         try:
             config = apply(self.config.base, trial.params, self.config.space, name)

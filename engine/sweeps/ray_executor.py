@@ -28,7 +28,7 @@ from typing import Any
 
 import optuna
 import ray
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import FrozenTrial, Trial, TrialState
 from ray.exceptions import RayError, TaskCancelledError
 
 from engine.runs.control import ABORTED_BY_USER
@@ -166,6 +166,7 @@ class RayDriver(LocalDriver):
             max_retries=0,  # a trial that died is the study's failure, or a resume from its checkpoint: not a rerun
         )
         self.lock = threading.Lock()  # guards the claims below: which lane takes which trial
+        self.ask_lock = threading.Lock()
         self.orphans: list[FrozenTrial] = []
         self.in_flight = 0  # trials lanes have claimed (new or orphaned) and not yet told the study about
         self.budget_said = False
@@ -232,6 +233,13 @@ class RayDriver(LocalDriver):
                 return False
             self.in_flight += 1
             return True
+
+    def _ask(self) -> Trial:
+        """As the local executor's, one lane at a time: two lanes asking at once could both be handed the same
+        enqueued trial (optuna marks a waiting trial running without a lock across threads), run it twice, and
+        fail the second tell with UpdateFinishedTrialError."""
+        with self.ask_lock:
+            return super()._ask()
 
     # --- starting a trial's run on the cluster ---------------------------------------------------------------
 

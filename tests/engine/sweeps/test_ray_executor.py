@@ -183,6 +183,9 @@ def test_a_cluster_that_does_not_answer_is_refused_at_once(tmp_path: Path) -> No
     assert not (tmp_path / "ws" / "runs").exists()
 
 
+PAUSED_STEPS = 80
+
+
 def training(workspace: Path, number: int) -> bool:
     """Whether the trial's run trains (past its first step)."""
     found = sorted((workspace / "runs").glob(f"*-paused-trial-{number}"))
@@ -194,8 +197,13 @@ def test_ctrl_c_stops_the_trials_on_the_cluster_and_the_same_command_resumes_the
     tmp_path: Path, ray_head: str
 ) -> None:
     workspace = tmp_path / "ws"
+    base = sweep_file(ray_head)["base"]
+    # Long enough that both trials train at once on a busy machine (one Ray worker may start seconds after the
+    # other), and that Ctrl-C comes before either ends.
+    base["train"]["max_steps"] = PAUSED_STEPS
     sweep = {
         **sweep_file(ray_head),
+        "base": base,
         "name": "paused",
         "space": {"train.learning_rate": {"choices": [3e-3, 2e-3]}},
         "trials": 2,
@@ -214,7 +222,7 @@ def test_ctrl_c_stops_the_trials_on_the_cluster_and_the_same_command_resumes_the
             driver.kill()
     stopped = [runs.status(run_dir) for run_dir in sorted(runs.run_dirs(workspace))]
     assert [(current.state, current.host) for current in stopped] == [("stopped", NODE)] * 2, log.read_text()
-    assert all(current.checkpoints and current.step < 20 for current in stopped), stopped
+    assert all(current.checkpoints and current.step < PAUSED_STEPS for current in stopped), stopped
 
     done = engine_cli("sweep", str(path), "--workspace", str(workspace))
     assert done.returncode == 0, done.stdout + done.stderr
