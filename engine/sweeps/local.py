@@ -14,10 +14,11 @@ outside ``Study.optimize``.
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,15 +112,23 @@ def run_sweep(
     different sweep of the same name, or another driver is running this one.
     """
     workspace = Path(workspace).resolve()
+    with driving(config, workspace, sweep_text) as study:
+        driver = LocalDriver(config, workspace, study, stop or threading.Event(), echo, poll_s)
+        interrupted = driver.run()
+        return SweepRun(summarize_study(study), interrupted)
+
+
+@contextlib.contextmanager
+def driving(config: SweepConfig, workspace: Path, sweep_text: str | None) -> Iterator[optuna.Study]:
+    """The sweep's study (made on first use), held by this driver alone for the duration: a flock on the sweep's
+    folder. SweepError when another driver is running the sweep, or the workspace holds a different sweep of the
+    same name."""
     folder = sweep_dir(workspace, config.name)
     folder.mkdir(parents=True, exist_ok=True)
     with file_lock(folder / DRIVER_LOCK_FILE, wait_s=0) as held:
         if not held:
             raise SweepError(f"another driver is running the sweep {config.name}; wait for it, or stop it first")
-        study = open_study(config, workspace, sweep_text)
-        driver = LocalDriver(config, workspace, study, stop or threading.Event(), echo, poll_s)
-        interrupted = driver.run()
-        return SweepRun(summarize_study(study), interrupted)
+        yield open_study(config, workspace, sweep_text)
 
 
 class LocalDriver:

@@ -34,13 +34,12 @@ from ray.exceptions import RayError, TaskCancelledError
 from engine.runs.control import ABORTED_BY_USER
 from engine.runs.remote import run_here
 from engine.store.hosts import ABORT, HEARTBEAT_S, STOP, WAITING_FOR_NODE, beat, clear_request, read_request
-from engine.store.locks import file_lock
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import ABORTED, FAILED, STOPPED, RunStatus, next_segment, read_status, update_status
 from engine.sweeps.config import SweepConfig
-from engine.sweeps.local import POLL_S, Interrupted, LocalDriver, SweepRun
+from engine.sweeps.local import POLL_S, Interrupted, LocalDriver, SweepRun, driving
 from engine.sweeps.sections import ExecutorSection
-from engine.sweeps.study import DRIVER_LOCK_FILE, SweepError, open_study, sweep_dir
+from engine.sweeps.study import SweepError
 from engine.sweeps.summary import summarize_study
 
 CONNECT_S = 5.0  # a head that is up answers within milliseconds
@@ -59,12 +58,7 @@ def run_ray_sweep(
     trial at a time. SweepError when the cluster cannot be reached or cannot hold a trial, the workspace holds a
     different sweep of the same name, or another driver is running this one."""
     workspace = Path(workspace).resolve()  # the nodes find the runs by this path (it must be the same there)
-    folder = sweep_dir(workspace, config.name)
-    folder.mkdir(parents=True, exist_ok=True)
-    with file_lock(folder / DRIVER_LOCK_FILE, wait_s=0) as held:
-        if not held:
-            raise SweepError(f"another driver is running the sweep {config.name}; wait for it, or stop it first")
-        study = open_study(config, workspace, sweep_text)
+    with driving(config, workspace, sweep_text) as study:
         with connected(config.executor):
             echo(f"executor: Ray cluster at {config.executor.address}, {describe_cluster()}")
             driver = RayDriver(config, workspace, study, stop or threading.Event(), echo, poll_s)
