@@ -440,7 +440,7 @@ class TrainSection(Section):
         description=(
             "Train without padding: a batch's rows are joined into one sequence whose positions restart at each "
             "row, and attention never crosses rows, so the loss and gradients are those of a padded batch without "
-            "computing the padding. auto = on for sft (1.9x the tokens/s of padded batches on rows of 20-1,000 "
+            "computing the padding. auto = on for sft (1.8-1.9x the tokens/s of padded batches on rows of 20-1,000 "
             "tokens, benchmarks/throughput_real.py), off for dpo, kto, orpo and grpo, which batch pairs or samples."
         ),
     )

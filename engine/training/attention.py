@@ -10,7 +10,8 @@ is padding, so the linear layers, the LM head and the loss see only real tokens.
   computes the whole (tokens x tokens) square, masked blocks included: for four rows of 600 tokens, four times the
   attention of the rows alone, which on a CPU ate most of what the padding-free batch saved.
 - ``sdpa_segments`` (this module, what ``auto`` picks for a padding-free run without flash-attn) calls PyTorch's
-  ``scaled_dot_product_attention`` once per row, causal, on that row's slice. It is the varlen idea of
+  ``scaled_dot_product_attention`` once per row, causal, on that row's slice (or, for many short rows, once on the
+  rows padded to the longest, which costs less than a call each). It is the varlen idea of
   flash-attn for any device; transformers has no such kernel for sdpa (its own mask path is the square above), so
   it is written here, as a function registered in transformers' ``AttentionInterface``. Batches without the
   boundaries (evaluation with padding, generation) go to transformers' own sdpa unchanged.
@@ -24,9 +25,9 @@ from typing import Any
 from engine.config import RunConfig
 
 SEGMENTS = "sdpa_segments"
-# Below this many tokens a padding-free batch goes to sdpa with transformers' block-diagonal mask: the masked
-# square is small, and one kernel call beats one per row (the demo preset's 16 rows of ~25 tokens).
-SEGMENTS_FROM_TOKENS = 512
+# What one extra kernel call costs, as the attention of a row of this many tokens: many short rows (the demo
+# preset's 16 rows of ~25 tokens) are cheaper in one call on the rows padded to the longest than in one call each.
+ROW_CALL_TOKENS = 64
 # The methods whose trainer takes padding-free batches here: the others batch whole pairs or sampled answers.
 PADDING_FREE_METHODS = ("sft",)
 
@@ -79,32 +80,58 @@ def segment_attention(
     is_causal: bool | None = None,
     **kwargs: Any,
 ) -> tuple[Any, None]:
-    """Causal sdpa on each row of a padding-free batch (rows given by ``cu_seq_lens_q``); any other batch goes to
-    transformers' sdpa (with its block-diagonal mask for a short padding-free batch). Returns the attention output
-    as (batch, tokens, heads, head_dim), as sdpa's does."""
-    import torch
+    """Causal sdpa within each row of a padding-free batch (rows given by ``cu_seq_lens_q``): one call per row, or,
+    when that is cheaper (many short rows), one call on the rows padded to the longest; any other batch goes to
+    transformers' sdpa. Returns the attention output as (batch, tokens, heads, head_dim), as sdpa's does."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     bounds = kwargs.get("cu_seq_lens_q")
-    tokens = query.shape[2]
-    if bounds is None or query.shape[0] != 1 or tokens != key.shape[2] or tokens < SEGMENTS_FROM_TOKENS:
+    if bounds is None or query.shape[0] != 1 or query.shape[2] != key.shape[2]:
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
     edges = bounds.tolist()
-    grouped = key.shape[1] != query.shape[1]  # grouped-query attention: fewer key / value heads
-    dropout_p = dropout if module.training else 0.0
-    rows = [
+    rows = [(start, end) for start, end in zip(edges[:-1], edges[1:], strict=False) if end > start]
+    options = {
+        "dropout_p": dropout if module.training else 0.0,
+        "scale": scaling,
+        "enable_gqa": key.shape[1] != query.shape[1],  # grouped-query attention: fewer key / value heads
+    }
+    longest = max(end - start for start, end in rows)
+    one_call = len(rows) * longest**2
+    per_row = sum((end - start) ** 2 for start, end in rows) + len(rows) * ROW_CALL_TOKENS**2
+    attend = _attend_padded if one_call <= per_row else _attend_per_row
+    return attend(query, key, value, rows, longest, options).transpose(1, 2).contiguous(), None
+
+
+def _attend_per_row(query: Any, key: Any, value: Any, rows: list[tuple[int, int]], longest: int, options: dict) -> Any:
+    """Causal sdpa on each row's slice of the (1, heads, tokens, head_dim) sequence."""
+    import torch
+
+    parts = [
         torch.nn.functional.scaled_dot_product_attention(
-            query[:, :, start:end],
-            key[:, :, start:end],
-            value[:, :, start:end],
-            dropout_p=dropout_p,
-            is_causal=True,
-            scale=scaling,
-            enable_gqa=grouped,
+            query[:, :, start:end], key[:, :, start:end], value[:, :, start:end], is_causal=True, **options
         )
-        for start, end in zip(edges[:-1], edges[1:], strict=False)
-        if end > start
+        for start, end in rows
     ]
-    return torch.cat(rows, dim=2).transpose(1, 2).contiguous(), None
+    return torch.cat(parts, dim=2)
+
+
+def _attend_padded(query: Any, key: Any, value: Any, rows: list[tuple[int, int]], longest: int, options: dict) -> Any:
+    """The rows scattered into a (rows, heads, longest, head_dim) batch, padded at the right, one causal sdpa call,
+    and gathered back. Causal attention never looks right, so the padding changes no real token's output."""
+    import torch
+
+    slots = torch.cat([torch.arange(end - start) + index * longest for index, (start, end) in enumerate(rows)])
+    slots = slots.to(query.device)
+    tokens = query.shape[2]
+
+    def padded(states: Any) -> Any:
+        heads, dim = states.shape[1], states.shape[3]
+        flat = states.new_zeros(heads, len(rows) * longest, dim).index_copy(1, slots, states[0, :, :tokens])
+        return flat.view(heads, len(rows), longest, dim).transpose(0, 1)
+
+    out = torch.nn.functional.scaled_dot_product_attention(
+        padded(query), padded(key), padded(value), is_causal=True, **options
+    )
+    return out.transpose(0, 1).reshape(out.shape[1], -1, out.shape[3])[:, slots].unsqueeze(0)

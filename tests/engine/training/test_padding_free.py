@@ -76,14 +76,19 @@ def _train_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple
     return per_row, grads
 
 
-@pytest.fixture(autouse=True)
-def _segments_for_any_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These batches are short: make sdpa_segments take its per-row path for them too."""
-    monkeypatch.setattr(attention_module, "SEGMENTS_FROM_TOKENS", 0)
+# sdpa_segments' two ways: a call per row (no overhead counted), and one call on the rows padded to the longest
+# (an overhead no batch here outweighs).
+SEGMENT_PATHS = {"per-row": 0, "padded": 10_000}
 
 
-@pytest.mark.parametrize("attention", ["sdpa", "eager", SEGMENTS])
-def test_padding_free_batch_gives_the_padded_batch_losses_and_gradients(attention: str) -> None:
+@pytest.mark.parametrize(
+    ("attention", "path"), [("sdpa", None), ("eager", None), (SEGMENTS, "per-row"), (SEGMENTS, "padded")]
+)
+def test_padding_free_batch_gives_the_padded_batch_losses_and_gradients(
+    attention: str, path: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if path:
+        monkeypatch.setattr(attention_module, "ROW_CALL_TOKENS", SEGMENT_PATHS[path])
     rows = _rows()
     padded = DataCollatorForLanguageModeling(pad_token_id=PAD)(rows)
     flat = DataCollatorForLanguageModeling(pad_token_id=PAD, padding_free=True)(rows)
@@ -99,8 +104,10 @@ def test_padding_free_batch_gives_the_padded_batch_losses_and_gradients(attentio
         assert torch.allclose(flat_grads[name], grad, atol=TOLERANCE, rtol=0), name
 
 
-def test_rows_of_a_padding_free_batch_do_not_see_each_other() -> None:
+@pytest.mark.parametrize("path", sorted(SEGMENT_PATHS))
+def test_rows_of_a_padding_free_batch_do_not_see_each_other(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Changing the first row leaves the logits of the others as they were (no attention across rows)."""
+    monkeypatch.setattr(attention_module, "ROW_CALL_TOKENS", SEGMENT_PATHS[path])
     rows = _rows()
     model = _model(SEGMENTS).eval()
     changed = [{**rows[0], "input_ids": [5] * LENGTHS[0]}, *rows[1:]]

@@ -1,0 +1,330 @@
+"""Training throughput on a real workload: the engine's defaults against a bare Trainer + peft script and TRL's
+SFTConfig defaults, on a ~100M-parameter LLaMA and rows of 20 to 1,000+ tokens.
+
+The model is LLaMA-architecture (hidden 768, 12 layers, 12 heads, MLP 2048; 87M parameters with the bundled demo
+tokenizer's 1,295-token vocabulary), built once from a config with random weights and cached under
+~/.cache/tuning-studio-bench/ (this measures speed, not quality). The data is LLaMA-Factory's alpaca_en_demo.json
+(its first ``--rows`` rows, the same file for every arm), max length 1024, batch 4, LoRA r 8 on every linear
+layer, fp32 on a CPU. Each arm is a separate process; the arms alternate within one invocation, in reverse order
+every other round, as benchmarks/throughput.py does. Every arm draws the same batches (the Trainer's random
+sampler with the same seed over the same rows).
+
+Tokens/s counts the non-padding tokens between the first and the last logging step (every step logs), so process
+start, model loading and the first step are left out of every arm alike. Peak memory is the process's peak RSS on
+a CPU and ``torch.cuda.max_memory_allocated`` on a GPU (the engine's own ``memory_mb``, measured the same way).
+
+    python benchmarks/throughput_real.py                        # 3 rounds, 4 steps an arm (trl-defaults: 3)
+    python benchmarks/throughput_real.py --arms engine engine-padded engine-sdpa-mask engine-grouped --rounds 2
+
+Arms:
+- engine:           python -m engine train with the engine's defaults (the product)
+- bare:             transformers Trainer + peft, fp32, DataCollatorForSeq2Seq (pads each batch to its longest row)
+- trl-defaults:     TRL SFTTrainer with SFTConfig's defaults (bf16 and gradient checkpointing; padded batches)
+- engine-padded:    the engine with train.padding_free off (what the defaults replace)
+- engine-sdpa-mask: padding-free, attention by transformers' sdpa with its block-diagonal mask
+- engine-grouped:   padded batches of similar lengths (train.group_by_length, padding_free off)
+- engine-grouped-free: padding-free batches of similar lengths (the same batches as engine-grouped)
+- engine-packed:    TRL's best-fit packing to max_length (train.packing)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from throughput import (  # noqa: E402
+    _TokenClock,
+    alternated_rounds,
+    engine_train_events,
+    median_interval,
+    steady_tokens_per_second,
+)
+
+from engine.config import RunConfig  # noqa: E402
+
+CACHE = Path(os.environ.get("TUNING_STUDIO_BENCH_CACHE", Path.home() / ".cache" / "tuning-studio-bench"))
+MODEL_DIR = CACHE / "llama-87m-demo-vocab"
+DATASET = ROOT.parent / "shared" / "datasets" / "alpaca_en_demo.json"
+BATCH, MAX_LENGTH, RANK, ALPHA, LEARNING_RATE, SEED = 4, 1024, 8, 16, 2e-4, 42
+# Train-section settings of each engine arm on top of the engine's defaults.
+ENGINE_VARIANTS: dict[str, dict[str, Any]] = {
+    "engine": {},
+    "engine-padded": {"train": {"padding_free": "off"}},
+    "engine-sdpa-mask": {"train": {"padding_free": "on"}, "model": {"attn_implementation": "sdpa"}},
+    "engine-grouped": {"train": {"padding_free": "off", "group_by_length": True}},
+    "engine-grouped-free": {"train": {"group_by_length": True}},
+    "engine-packed": {"train": {"packing": True}},
+}
+BASELINES = {"bare": "bare Trainer+peft", "trl-defaults": "TRL SFTConfig defaults"}
+
+
+def build_model() -> Path:
+    """The benchmark's model and tokenizer, built on the first run and reused after (outside the repository)."""
+    if (MODEL_DIR / "model.safetensors").exists():
+        return MODEL_DIR
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / "assets" / "demo-model")
+    tokenizer.model_max_length = 2048  # the demo model's is 256
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        num_key_value_heads=12,
+        intermediate_size=2048,
+        max_position_embeddings=2048,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(0)
+    staging = MODEL_DIR.with_name(MODEL_DIR.name + ".partial")
+    LlamaForCausalLM(config).save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    staging.rename(MODEL_DIR)
+    return MODEL_DIR
+
+
+def write_rows(rows: int, folder: Path) -> Path:
+    """The first ``rows`` rows of alpaca_en_demo.json, the one file every arm reads."""
+    data = json.loads(DATASET.read_text(encoding="utf-8"))[:rows]
+    path = folder / "alpaca_rows.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def engine_config(arm: str, data: Path, steps: int) -> RunConfig:
+    """The run the engine arm trains: the benchmark's settings, everything else the engine's defaults."""
+    overrides = ENGINE_VARIANTS[arm]
+    return RunConfig.model_validate(
+        {
+            "model": {"name_or_path": str(build_model()), **overrides.get("model", {})},
+            "adapter": {"method": "lora", "r": RANK, "alpha": ALPHA, "dropout": 0.0, "target_modules": "all-linear"},
+            "data": {"path": str(data)},
+            "train": {
+                "per_device_batch_size": BATCH,
+                "max_length": MAX_LENGTH,
+                "learning_rate": LEARNING_RATE,
+                "max_steps": steps,
+                "logging_steps": 1,
+                "save_strategy": "no",
+                "seed": SEED,
+                **overrides.get("train", {}),
+            },
+        }
+    )
+
+
+def run_engine(arm: str, data: Path, steps: int) -> tuple[float, float]:
+    """Tokens/s and peak memory (MiB) of ``python -m engine train``, from its own metrics.jsonl."""
+    events = engine_train_events(engine_config(arm, data, steps))
+    rate = steady_tokens_per_second([(event["time"], event["num_input_tokens_seen"]) for event in events])
+    return rate, max(event.get("memory_mb", 0.0) for event in events)
+
+
+def alpaca_messages(row: dict[str, str]) -> list[dict[str, str]]:
+    """An alpaca row as a conversation, as a user writes it by hand (and as engine.data reads alpaca)."""
+    user = row["instruction"] + (f"\n\n{row['input']}" if row.get("input", "").strip() else "")
+    return [{"role": "user", "content": user}, {"role": "assistant", "content": row["output"]}]
+
+
+def lora_config() -> Any:
+    from peft import LoraConfig
+
+    return LoraConfig(task_type="CAUSAL_LM", r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules="all-linear")
+
+
+def peak_memory_mb() -> float:
+    """Peak memory of this process: CUDA memory on a GPU, resident memory otherwise (as the engine logs it)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_bare(data: Path, steps: int) -> tuple[float, float]:
+    """transformers Trainer + peft, fp32, answers-only labels, the default padding collator."""
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer, TrainingArguments
+
+    torch.manual_seed(SEED)
+    tokenizer = AutoTokenizer.from_pretrained(build_model())
+    examples = []
+    for row in json.loads(data.read_text(encoding="utf-8")):
+        encoded = tokenizer.apply_chat_template(
+            alpaca_messages(row),
+            return_assistant_tokens_mask=True,
+            return_dict=True,
+            truncation=True,
+            max_length=MAX_LENGTH,
+        )
+        mask = encoded["assistant_masks"]
+        labels = [tok if keep else -100 for tok, keep in zip(encoded["input_ids"], mask, strict=True)]
+        examples.append({"input_ids": encoded["input_ids"], "labels": labels})
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(build_model(), dtype=torch.float32), lora_config())
+    points: list[tuple[float, int]] = []
+    with tempfile.TemporaryDirectory() as output:
+        args = TrainingArguments(
+            output_dir=output,
+            max_steps=steps,
+            per_device_train_batch_size=BATCH,
+            learning_rate=LEARNING_RATE,
+            lr_scheduler_type="cosine",
+            optim="adamw_torch",  # the engine's default optimizer
+            use_cpu=not torch.cuda.is_available(),
+            bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),  # what a GPU user sets
+            save_strategy="no",
+            report_to=[],
+            logging_steps=1,
+            include_num_input_tokens_seen="non_padding",
+            disable_tqdm=True,
+            seed=SEED,
+        )
+        collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
+        trainer = Trainer(
+            model=model, args=args, train_dataset=examples, data_collator=collator, callbacks=[_TokenClock.make(points)]
+        )
+        trainer.train()
+    return steady_tokens_per_second(points), peak_memory_mb()
+
+
+def run_trl_defaults(data: Path, steps: int) -> tuple[float, float]:
+    """TRL's SFTTrainer with SFTConfig's defaults: only steps, batch, learning rate, seed and LoRA are set."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    rows = [
+        {"prompt": messages[:1], "completion": messages[1:]}
+        for messages in map(alpaca_messages, json.loads(data.read_text(encoding="utf-8")))
+    ]
+    points: list[tuple[float, int]] = []
+    with tempfile.TemporaryDirectory() as output:
+        args = SFTConfig(
+            output_dir=output,
+            max_steps=steps,
+            per_device_train_batch_size=BATCH,
+            learning_rate=LEARNING_RATE,
+            save_strategy="no",
+            report_to=[],
+            logging_steps=1,  # where the clock reads; not a speed setting
+            include_num_input_tokens_seen="non_padding",
+            disable_tqdm=True,
+            seed=SEED,
+            max_length=MAX_LENGTH,  # SFTConfig's default too
+            use_cpu=not torch.cuda.is_available(),  # SFTConfig refuses a machine without a GPU otherwise
+        )
+        trainer = SFTTrainer(
+            model=str(build_model()),
+            args=args,
+            train_dataset=Dataset.from_list(rows),
+            peft_config=lora_config(),
+            callbacks=[_TokenClock.make(points)],
+        )
+        trainer.train()
+    return steady_tokens_per_second(points), peak_memory_mb()
+
+
+def child_arm(arm: str, data: Path, steps: int) -> tuple[float, float]:
+    """Run a baseline arm in a fresh interpreter (no arm inherits another's warm caches or memory)."""
+    import subprocess
+
+    command = [sys.executable, __file__, "--child", arm, "--data", str(data), "--steps", str(steps)]
+    output = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT).stdout
+    rate, memory = output.strip().splitlines()[-1].split()
+    return float(rate), float(memory)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--arms", nargs="+", default=["engine", "bare", "trl-defaults"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=4, help="optimizer steps of each arm (at least 2)")
+    parser.add_argument("--trl-steps", type=int, default=3, help="steps of the trl-defaults arm (bf16 on a CPU)")
+    parser.add_argument("--rows", type=int, default=200, help="first rows of alpaca_en_demo.json to train on")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.child:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        run = run_bare if args.child == "bare" else run_trl_defaults
+        print(*run(args.data, args.steps))
+        return
+    unknown = [arm for arm in args.arms if arm not in ENGINE_VARIANTS and arm not in BASELINES]
+    if unknown or "engine" not in args.arms or args.steps < 2 or args.trl_steps < 2:
+        parser.error("--arms must include engine and name known arms; --steps and --trl-steps at least 2")
+    started = time.perf_counter()
+    build_model()
+    memory: dict[str, list[float]] = {arm: [] for arm in args.arms}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_rows(args.rows, Path(tmp))
+
+        def arm_figure(arm: str) -> float:
+            if arm in ENGINE_VARIANTS:
+                rate, peak = run_engine(arm, data, args.steps)
+            else:
+                rate, peak = child_arm(arm, data, args.trl_steps if arm == "trl-defaults" else args.steps)
+            memory[arm].append(peak)
+            return rate
+
+        results = alternated_rounds(
+            {arm: (lambda arm=arm: arm_figure(arm)) for arm in args.arms}, args.rounds, "tokens/s"
+        )
+    report(results, memory, args)
+    print(f"wall time: {time.perf_counter() - started:.0f} s")
+
+
+def report(results: dict[str, list[float]], memory: dict[str, list[float]], args: argparse.Namespace) -> None:
+    """Each arm's median tokens/s and peak memory; the engine's ratio to every other arm with a 95% bootstrap
+    interval of the median of the rounds' ratios."""
+    width = max(map(len, results))
+    where = "GPU max_memory_allocated" if _on_gpu() else "peak RSS"
+    print(
+        f"\n{MODEL_DIR.name}, {args.rows} rows, batch {BATCH}, max length {MAX_LENGTH}, {args.rounds} rounds, medians:"
+    )
+    for arm, values in results.items():
+        print(
+            f"  {arm:>{width}}: {statistics.median(values):8.1f} non-padding tokens/s, "
+            f"{where} {max(memory[arm]):7.0f} MiB"
+        )
+    for arm in results:
+        if arm == "engine":
+            continue
+        ratios = [mine / other for mine, other in zip(results["engine"], results[arm], strict=True)]
+        low, high = median_interval(ratios)
+        of_medians = statistics.median(results["engine"]) / statistics.median(results[arm])
+        goal = "  (goal >= 1.5)" if arm == "bare" else ""
+        print(
+            f"engine / {BASELINES.get(arm, arm)}: {of_medians:.2f} of the medians, {statistics.median(ratios):.2f} "
+            f"median of the rounds' ratios (95% bootstrap interval {low:.2f}-{high:.2f}){goal}"
+        )
+
+
+def _on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+if __name__ == "__main__":
+    main()
