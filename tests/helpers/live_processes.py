@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
+
+from engine.store.rundir import update_status
 
 
 @pytest.fixture(name="processes")
@@ -25,3 +29,15 @@ def live_engine_process(processes: list[subprocess.Popen[bytes]]) -> int:
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "engine", "worker"])
     processes.append(process)
     return process.pid
+
+
+def running_stand_in(processes: list[subprocess.Popen[bytes]]) -> Callable[[Path], int]:
+    """Stands in for engine.runs.start: the run is running under a live stand-in process (recorded in
+    ``processes``); returns its pid."""
+
+    def launch(run_dir: Path) -> int:
+        pid = live_engine_process(processes)
+        update_status(run_dir, state="running", pid=pid, supervisor_pid=pid, started_at=time.time())
+        return pid
+
+    return launch

@@ -4,7 +4,6 @@ pair of tiny runs goes through the scheduler one after the other."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -29,21 +28,10 @@ from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
 from studio.scheduler import Scheduler
 from studio.train import actions, starting
-from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
+from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - the fixture
 from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO
 
 NAMES = {ALICE: "alice", BOB: "bob", CAROL: "carol"}
-
-
-def stand_in(processes: list[subprocess.Popen[bytes]]) -> Any:
-    """Stands in for engine.runs.start: the run is running under a live process that names the engine."""
-
-    def launch(run_dir: Path) -> int:
-        pid = live_engine_process(processes)
-        update_status(run_dir, state="running", pid=pid, supervisor_pid=pid, started_at=time.time())
-        return pid
-
-    return launch
 
 
 def start(workspace: Path, visitor: str, launcher: Any, **changes: Any) -> starting.StartResult:
@@ -58,7 +46,7 @@ def finish(run_dir: Path) -> None:
 
 
 def test_start_queues_one_run_per_visitor_with_the_place_in_line(tmp_path: Path, processes: list[Any]) -> None:
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     alice = start(tmp_path, ALICE, launcher)
     assert alice.message == "🚀 Started `alice`" and runs.status(alice.run_dir).state == "running"
     bob = start(tmp_path, BOB, launcher)
@@ -79,13 +67,13 @@ def test_start_queues_one_run_per_visitor_with_the_place_in_line(tmp_path: Path,
 
 
 def test_no_visitor_id_starts_nothing(tmp_path: Path, processes: list[Any]) -> None:
-    result = start(tmp_path, "", stand_in(processes))
+    result = start(tmp_path, "", running_stand_in(processes))
     assert result.run_dir is None and "Reload the page" in result.message
     assert runs.run_dirs(tmp_path) == []
 
 
 def two_runs(tmp_path: Path, processes: list[Any]) -> tuple[Path, Path]:
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     alice, bob = start(tmp_path, ALICE, launcher).run_dir, start(tmp_path, BOB, launcher).run_dir
     finish(alice)
     return alice, bob
@@ -140,7 +128,7 @@ def live_panels_of(run_dir: Path) -> dict[str, str]:
 
 
 def test_monitor_shows_the_queue_and_cancel(tmp_path: Path, processes: list[Any]) -> None:
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     start(tmp_path, ALICE, launcher)
     bob = start(tmp_path, BOB, launcher).run_dir
     update = MonitorSession().update(str(bob))
@@ -159,7 +147,7 @@ def test_resume_joins_the_queue(tmp_path: Path, processes: list[Any]) -> None:
     update_status(alice, state="stopped")
     (alice / "checkpoints" / "checkpoint-3").mkdir(parents=True)
     (alice / "checkpoints" / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     with pytest.raises(runs.RunError, match="no run"):
         resume_queued(alice, DEMO, BOB, lambda run_dir, _: launcher(run_dir))
     # Alice's resume joins the line behind Bob's run, which the free machine starts first.

@@ -5,7 +5,6 @@ that the studio's scheduler runs one after the other, the second starting by its
 
 from __future__ import annotations
 
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -20,19 +19,8 @@ from studio.form.schema import config_to_values, leaf_specs, values_to_data
 from studio.monitor.live import FEEDS, live_panels
 from studio.scheduler import Scheduler, resume_in_line
 from studio.train import actions, starting
-from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - the fixture
+from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - the fixture
 from tests.helpers.machine_load import load_factor
-
-
-def stand_in(processes: list[subprocess.Popen[bytes]]) -> Any:
-    """Stands in for engine.runs.start: the run is running under a live process that names the engine."""
-
-    def launch(run_dir: Path) -> int:
-        pid = live_engine_process(processes)
-        update_status(run_dir, state="running", pid=pid, supervisor_pid=pid, started_at=time.time())
-        return pid
-
-    return launch
 
 
 def start(workspace: Path, launcher: Any, name: str, **changes: Any) -> starting.StartResult:
@@ -46,7 +34,7 @@ def test_start_on_two_gpus_starts_two_runs_and_queues_the_third(
     tmp_path: Path, processes: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STUDIO_DEVICES", "0,1")
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     first, second = start(tmp_path, launcher, "first"), start(tmp_path, launcher, "second")
     assert (first.message, second.message) == ("🚀 Started `first`", "🚀 Started `second`")
     assert [read_status(result.run_dir).devices for result in (first, second)] == [[0], [1]]
@@ -72,7 +60,7 @@ def test_resume_waits_in_line_while_the_machine_is_busy(
     update_status(stopped, state="stopped", ended_at=time.time())
     (stopped / "checkpoints" / "checkpoint-3").mkdir(parents=True)
     (stopped / "checkpoints" / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
-    launcher = stand_in(processes)
+    launcher = running_stand_in(processes)
     busy = start(tmp_path, launcher, "busy")
     assert busy.message == "🚀 Started `busy`"
     message = resume_in_line(stopped, lambda run_dir, _: launcher(run_dir))
