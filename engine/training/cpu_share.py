@@ -10,8 +10,9 @@ So a run on a CPU whose thread count the user left to the engine measures, about
 the rest of the machine used (``/proc/stat`` minus this process's own time) and sets
 ``torch.set_num_threads`` to the cores left free, never below one nor above the count it started with. A
 light load (the studio answering polls, about a tenth of a core) keeps every thread. Linux only; elsewhere,
-and for GPU or multi-process runs, nothing changes. On the demo model the losses are the same bit for bit
-with one thread or two; a run that must repeat exactly on any model pins ``launch.threads_per_process``.
+and for GPU or multi-process runs, nothing changes. A different thread count sums floats in a different order
+(the losses of a padding-free demo run differ in the 7th digit between one thread and two), so a run that must
+repeat bit for bit pins ``launch.threads_per_process``.
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ def small_config(**overrides: Any) -> RunConfig:
             "save_steps": 3,
             "logging_steps": 1,
         },
+        # Resumed runs are compared with uninterrupted ones bit for bit: the engine's CPU share would change the
+        # thread count with the machine's load, and with it the float sums of padding-free batches.
+        "launch": {"threads_per_process": 1},
     }
     for section, values in overrides.items():
         if isinstance(values, dict):

@@ -63,6 +63,7 @@ def grpo_config(reward_file: Path, function: str = "short_answer", **train: Any)
                     {"kind": "custom", "file": str(reward_file), "function": function, "weight": 2.0},
                 ],
             },
+            "launch": {"threads_per_process": 1},  # repeatable bit for bit whatever the machine's load
         }
     )
 

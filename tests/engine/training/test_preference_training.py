@@ -99,6 +99,7 @@ def demo_preference_config(method: str, **sections: dict) -> RunConfig:
             "save_steps": 2,
             "logging_steps": 1,
         },
+        "launch": {"threads_per_process": 1},  # repeatable bit for bit whatever the machine's load
     }
     for section, values in sections.items():
         data.setdefault(section, {}).update(values)
