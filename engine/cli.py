@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
-REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX")
+REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX", "trackio")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -163,7 +163,7 @@ def exit_at_once(code: int) -> int:
     native thread pools can abort the process: a Stop is done when the worker is gone, and by now every file of
     the run is written and closed (status atomically, metrics line by line, checkpoints by their savers).
 
-    W&B and TensorBoard writers finish in exit hooks, so a worker that reported to either leaves the usual way.
+    W&B, TensorBoard and trackio writers finish in exit hooks, so a worker that reported to one leaves the usual way.
     """
     if any(name in sys.modules for name in REPORTER_MODULES):
         return code

@@ -169,6 +169,7 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
             )
         )
     problems += _batching_problems(config)
+    problems += _tracker_problems(config)
     if config.method in PREFERENCE_METHODS:
         problems += _preference_problems(config)
     if config.method == "grpo":
@@ -209,6 +210,19 @@ def _batching_problems(config: RunConfig) -> list[Problem]:
     if train.group_by_length and train.packing:
         problems.append(Problem("train.group_by_length", "packed rows all have max_length tokens; turn packing off"))
     return problems
+
+
+def _tracker_problems(config: RunConfig) -> list[Problem]:
+    """trackio's own fields do nothing unless trackio is among the trackers: a Space typed there would silently
+    get no metrics."""
+    train = config.train
+    if "trackio" in train.report_to:
+        return []
+    return [
+        Problem(f"train.{name}", "used only by trackio: add trackio to train.report_to, or leave this empty")
+        for name in ("trackio_project", "trackio_space")
+        if getattr(train, name) is not None
+    ]
 
 
 def _grpo_problems(config: RunConfig) -> list[Problem]:

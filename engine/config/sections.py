@@ -6,6 +6,7 @@ for numbers, bounds. Fields marked ``advanced`` are collapsed in the form.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -355,6 +356,11 @@ Optimizer = Literal[
     "paged_lion_8bit",
 ]
 Strategy = Literal["no", "steps", "epoch"]
+# The trackers a run can log to besides its own metrics.jsonl (transformers' report_to names).
+Tracker = Literal["tensorboard", "wandb", "trackio"]
+MAX_TRACKIO_NAME = 96  # the hub's limit on a repo name (a Space's); trackio's projects are file names
+TRACKIO_PROJECT = re.compile(r"[A-Za-z0-9_-]+")
+TRACKIO_SPACE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class TrainSection(Section):
@@ -421,9 +427,32 @@ class TrainSection(Section):
     auto_find_batch_size: bool = Field(
         False, description="Halve the batch size on out-of-memory and retry.", json_schema_extra=advanced()
     )
-    report_to: Literal["none", "tensorboard", "wandb"] = Field(
-        "none",
-        description="Also log to TensorBoard or Weights & Biases (token from WANDB_API_KEY).",
+    report_to: list[Tracker] = Field(
+        default_factory=list,
+        description=(
+            "Also log the metrics to these trackers, several at once if you like (empty: none). tensorboard: event "
+            "files in the run's checkpoints/runs folder; wandb: Weights & Biases (token from WANDB_API_KEY); "
+            "trackio: Hugging Face's local-first tracker, into WORKSPACE/trackio (dashboard: trackio show)."
+        ),
+        json_schema_extra=advanced(),
+    )
+    trackio_project: str | None = Field(
+        None,
+        max_length=MAX_TRACKIO_NAME,
+        description=(
+            "trackio's project: the runs of one project share its dashboard. Letters, digits, - and _; "
+            "empty: the workspace folder's name (a run directory outside a workspace: the run's id)."
+        ),
+        json_schema_extra=advanced(),
+    )
+    trackio_space: str | None = Field(
+        None,
+        max_length=2 * MAX_TRACKIO_NAME + 1,
+        description=(
+            "A Hugging Face Space (user/name; a bare name is in the logged-in account) that trackio also syncs the "
+            "metrics to while training, created if missing (public unless your account makes it private); needs "
+            "HF_TOKEN with write access. Empty: local only."
+        ),
         json_schema_extra=advanced(),
     )
     max_length: int = Field(1024, ge=8, le=1_048_576, description="Longest sequence in tokens; longer rows are cut.")
@@ -461,6 +490,46 @@ class TrainSection(Section):
         ),
         json_schema_extra=advanced(),
     )
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers_as_list(cls, value: Any) -> Any:
+        """One tracker written as text (``report_to: wandb``, as older configs have it) is a list of one; ``none``
+        alone is the empty list."""
+        if isinstance(value, str):
+            value = [value]
+        if isinstance(value, list) and "none" in value:
+            if len(value) > 1:
+                raise ValueError("none means no tracker: leave it out when you pick trackers")
+            return []
+        return value
+
+    @field_validator("report_to")
+    @classmethod
+    def _each_tracker_once(cls, value: list[str]) -> list[str]:
+        """Each tracker once (the Trainer would add a second callback that logs everything twice)."""
+        return list(dict.fromkeys(value))
+
+    @field_validator("trackio_project")
+    @classmethod
+    def _trackio_project_name(cls, value: str | None) -> str | None:
+        """The project names trackio's files (PROJECT.db): the characters it keeps in a file name, so the
+        dashboard shows the name as written. Blank is no name."""
+        if value is None or not value.strip():
+            return None
+        if not TRACKIO_PROJECT.fullmatch(value.strip()):
+            raise ValueError("use letters, digits, - and _ only (it names trackio's database file)")
+        return value.strip()
+
+    @field_validator("trackio_space")
+    @classmethod
+    def _trackio_space_id(cls, value: str | None) -> str | None:
+        """A Space id as the hub spells one: ``user/name`` (or a bare name, in the logged-in user's namespace)."""
+        if value is None or not value.strip():
+            return None
+        if not TRACKIO_SPACE.fullmatch(value.strip()):
+            raise ValueError("write the Space as user/name (letters, digits, -, _ and . in each part)")
+        return value.strip()
 
 
 class LaunchSection(Section):

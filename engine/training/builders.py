@@ -18,6 +18,7 @@ from engine.training.hardware import (
     resolve_precision,
     resolve_tf32,
 )
+from engine.training.trackers import tracking_kwargs
 
 if TYPE_CHECKING:
     from peft import LoraConfig
@@ -185,7 +186,8 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
         "neftune_noise_alpha": train.neftune_noise_alpha,
         "label_smoothing_factor": train.label_smoothing,
         "auto_find_batch_size": train.auto_find_batch_size,
-        "report_to": [] if train.report_to == "none" else [train.report_to],
+        # The run's id names it in the trackers; output_dir is the run's checkpoints folder (RUN_DIR/checkpoints).
+        **tracking_kwargs(config, Path(output_dir).parent),
         # Tokens/s is computed from the non-padding tokens the Trainer counts.
         "include_num_input_tokens_seen": "non_padding",
         # Progress goes to metrics.jsonl and a line per log in train.log; tqdm's carriage returns would garble it.

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Literal
 
 from engine.config import Problem, RunConfig
+from engine.training.trackers import tracker_problems
 
 
 @dataclass(frozen=True)
@@ -117,4 +118,4 @@ def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
                 f"{config.launch.num_processes} processes need as many GPUs; this machine has {hardware.gpu_count}",
             )
         )
-    return problems
+    return problems + tracker_problems(config)  # a tracker this machine lacks fails like missing hardware

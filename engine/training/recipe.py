@@ -77,6 +77,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.methods import TrainerParts, method_of, require_format
     from engine.training.modeling import build_model, count_parameters, load_tokenizer
+    from engine.training.trackers import use_trackio_dir
 
     method = method_of(config)
     hardware = detect_hardware()
@@ -107,6 +108,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
             total_params=params.total,
             train_rows=data.report.num_rows,
         )
+    use_trackio_dir(config, run_dir)  # before the Trainer's trackio callback imports trackio
     args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
     trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, [callback, *cpu_share]))
     # The callback prints one readable line per log; the stock printer would print each log dict again.

@@ -22,7 +22,7 @@ from engine.runs.standby import KEPT_LINE, READY_LINE
 from engine.store.rundir import LOG_FILE, STOPPED, checkpoint_steps, read_status
 
 # Writers that finish in exit hooks (engine.cli.exit_at_once): a worker that loaded one is not kept.
-REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX")
+REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX", "trackio")
 PR_SET_PDEATHSIG = 1
 
 

@@ -42,7 +42,10 @@ LOCKED: dict[str, Any] = {
     "quantization.mode": "none",
     "launch.num_processes": 1,
     "launch.devices": None,  # any free GPU: the visitors' runs share the machine's devices through the queue
-    "train.report_to": "none",  # a Space's own WANDB_API_KEY must not log strangers' runs
+    # No tracker: a Space's own WANDB_API_KEY or HF_TOKEN must not log strangers' runs, nor trackio fill its disk.
+    "train.report_to": [],
+    "train.trackio_project": None,
+    "train.trackio_space": None,
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
 DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
@@ -228,7 +231,7 @@ def _get(config: RunConfig, path: str) -> Any:
 
 def _locked_message(path: str) -> str:
     value = LOCKED[path]
-    shown = "empty" if value is None else f"{value}"
+    shown = "empty" if value is None else "none" if value == [] else f"{value}"
     return f"fixed to {shown} in this demo (it runs on a small shared CPU)"
 
 

@@ -33,7 +33,7 @@ class FieldSpec:
     """One leaf field of the config, as the form needs it."""
 
     path: str  # dotted path in the config, e.g. "train.learning_rate"
-    kind: str  # int, float, choice, bool, text, list, modules, datasets, mapping, yaml
+    kind: str  # int, float, choice, choices, bool, text, list, modules, datasets, mapping, yaml
     label: str
     help: str
     default: Any
@@ -114,6 +114,8 @@ def _kind(annotation: Any) -> tuple[str, tuple[Any, ...]]:
         return "float", ()
     if annotation is str:
         return "text", ()
+    if origin is list and get_origin(get_args(annotation)[0]) is Literal:  # several of fixed values (report_to)
+        return "choices", get_args(get_args(annotation)[0])
     if origin is list:  # names written as "a, b"; a list of sections (grpo.rewards) as YAML
         return ("yaml" if _model_class(get_args(annotation)[0]) else "list"), ()
     if origin is dict:
@@ -219,6 +221,8 @@ def to_widget(spec: FieldSpec, value: Any) -> Any:
         return "" if value is None else str(value)  # edited as text, see text_number
     if spec.kind in ("int", "float", "bool", "choice"):
         return "" if spec.kind == "choice" and value is None else value
+    if spec.kind == "choices":
+        return list(value or [])
     if value is None:
         return ""
     if spec.kind in ("list", "modules"):
@@ -377,6 +381,18 @@ def _boolean(raw: Any) -> bool:
     raise ValueError("must be true or false")
 
 
+def _picked(raw: Any) -> list[Any]:
+    """A multiselect's value as a list: nothing picked is [], one value sent as text a list of one (the schema
+    then checks each value)."""
+    if raw is None or raw == "":
+        return []
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, (list, tuple)):
+        return list(raw)
+    raise ValueError("pick values from the list")
+
+
 def from_widget(spec: FieldSpec, raw: Any) -> Any:
     """The config value of a widget value; raises ValueError with a short message if it cannot be read."""
     if spec.kind in ("int", "float"):
@@ -385,6 +401,8 @@ def from_widget(spec: FieldSpec, raw: Any) -> Any:
         return _boolean(raw)
     if spec.kind == "choice":
         return None if spec.optional and raw in ("", None) else raw
+    if spec.kind == "choices":
+        return _picked(raw)
     text = "" if raw is None else str(raw)
     if spec.kind == "list":
         return [item.strip() for item in text.split(",") if item.strip()]

@@ -58,6 +58,10 @@ def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Comp
     if spec.kind == "choice":
         choices = [("(none)", "")] * spec.optional + [(str(choice), choice) for choice in spec.choices]
         return gr.Dropdown(choices=choices, value=value, **common)
+    if spec.kind == "choices":  # several of fixed values; none picked is an empty list
+        return gr.Dropdown(
+            choices=[(str(choice), choice) for choice in spec.choices], value=value, multiselect=True, **common
+        )
     if spec.kind == "bool":
         return gr.Checkbox(value=bool(value), **common)
     placeholders = {

@@ -64,14 +64,16 @@ def _start_run(
 ) -> StartResult:
     from engine.data import DataError
     from engine.training.methods import inspect_run_data
+    from engine.training.trackers import tracker_problems
 
     try:
         config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor), visitor)
     except ConfigError as exc:
         return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
-    module_errors = target_module_problems(config)  # a misspelt module would end the run seconds after Start
-    if module_errors:
-        return StartResult("❌ Not started: fix the fields marked in the form.", errors=module_errors)
+    # A misspelt module, or a tracker this machine lacks, would end the run seconds after Start.
+    field_errors = {**target_module_problems(config), **ConfigError(tracker_problems(config)).by_field()}
+    if field_errors:
+        return StartResult("❌ Not started: fix the fields marked in the form.", errors=field_errors)
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
         inspect_run_data(config, cached_tokenizer(config))

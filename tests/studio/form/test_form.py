@@ -76,6 +76,9 @@ def test_widget_types_bounds_and_choices_follow_the_schema(form: ConfigForm) -> 
         if get_origin(base) is Literal:
             assert isinstance(component, gr.Dropdown), path
             assert [value for _, value in component.choices] == list(get_args(base)), path
+        elif get_origin(base) is list and get_origin(get_args(base)[0]) is Literal:  # several of fixed values
+            assert isinstance(component, gr.Dropdown) and component.multiselect, path
+            assert [value for _, value in component.choices] == list(get_args(get_args(base)[0])), path
         elif base is bool:
             assert isinstance(component, gr.Checkbox), path
         elif base in (int, float) and not optional:
