@@ -11,11 +11,19 @@ Each config trains a few steps through the product (``python -m engine train``, 
 measured figure is the training worker's peak resident set (VmHWM of the pid in status.json, read from /proc
 every 20 ms until it exits) minus the process baseline: the resident set of a fresh interpreter that imported
 what the worker imports before it reads data or the model, measured in the same invocation. The prediction is
-the estimate's parts above its baseline. (On a GPU the estimate predicts torch.cuda.max_memory_allocated, which
-the worker logs as memory_mb; this script measures the CPU.)
+the estimate's parts above its baseline. On a GPU the measured figure is torch.cuda.max_memory_allocated, which
+the worker logs as memory_mb (its largest value over the run), and the prediction is the estimate for the device,
+precision and gradient checkpointing the engine resolves there (no baseline: the CUDA context is outside it).
 
     python benchmarks/memory_estimate.py            # all six, about 4-5 minutes on 2 cores
     python benchmarks/memory_estimate.py --only lora-256 full-256
+    python benchmarks/memory_estimate.py --jobs 12 --liger auto off    # a GPU: each config with and without Liger
+
+``--jobs`` runs that many configs at once: each run's peak is its own process's, so only the wall time changes
+(on a 2-core CPU machine, keep 1). ``--liger`` runs each config once per setting of train.liger_kernel (rows of
+``off`` are named ``+no-liger``). The model and data go under ``$TUNING_STUDIO_BENCH_CACHE/memory-100m/`` (default
+``~/.cache/tuning-studio-bench``), c4_demo.jsonl is read from ``$TUNING_STUDIO_BENCH_DATASETS`` (default
+``../shared/datasets``).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +49,13 @@ sys.path.insert(0, str(ROOT))
 from engine.config import RunConfig  # noqa: E402
 from engine.training.memory import GB, config_dict, estimate_run_memory  # noqa: E402
 
-CACHE = Path.home() / ".cache" / "tuning-studio-bench" / "memory-100m"
+CACHE = (
+    Path(os.environ.get("TUNING_STUDIO_BENCH_CACHE", Path.home() / ".cache" / "tuning-studio-bench")) / "memory-100m"
+)
 MODEL_DIR = CACHE / "model"
 DATA = CACHE / "long_text.jsonl"
-C4 = ROOT.parent / "shared" / "datasets" / "c4_demo.jsonl"
+C4 = Path(os.environ.get("TUNING_STUDIO_BENCH_DATASETS", ROOT.parent / "shared" / "datasets")) / "c4_demo.jsonl"
+NO_LIGER = "+no-liger"
 GOAL = (0.8, 1.2)
 # name: (adapter, quantization mode, max_length, batch size, steps)
 CONFIGS: dict[str, tuple[dict[str, Any], str, int, int, int]] = {
@@ -93,8 +105,8 @@ def build_data() -> None:
 
 
 def run_config(name: str) -> RunConfig:
-    """The RunConfig of one benchmark config."""
-    adapter, quantization, length, batch, steps = CONFIGS[name]
+    """The RunConfig of one benchmark config (``NAME+no-liger``: with train.liger_kernel off)."""
+    adapter, quantization, length, batch, steps = CONFIGS[name.removesuffix(NO_LIGER)]
     return RunConfig.model_validate(
         {
             "name": f"memory-{name}",
@@ -108,6 +120,7 @@ def run_config(name: str) -> RunConfig:
                 "max_length": length,
                 "save_strategy": "no",
                 "logging_steps": 1,
+                **({"liger_kernel": "off"} if name.endswith(NO_LIGER) else {}),
             },
         }
     )
@@ -131,7 +144,8 @@ def measure_baseline() -> float:
 
 
 def measure_run(config: RunConfig, workdir: Path) -> tuple[float, float]:
-    """(peak resident bytes of the training worker, wall seconds) of one real run."""
+    """(peak resident bytes of the training worker, wall seconds) of one real run; its output stays in
+    ``workdir/output.txt`` and its metrics in ``workdir/run/metrics.jsonl``."""
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
     run_dir = workdir / "run"
@@ -155,10 +169,25 @@ def measure_run(config: RunConfig, workdir: Path) -> tuple[float, float]:
     return peak, time.time() - start
 
 
+def cuda_peak(workdir: Path) -> float:
+    """The largest memory_mb the run logged (torch.cuda.max_memory_allocated on a GPU), in bytes."""
+    lines = (workdir / "run" / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return max(json.loads(line).get("memory_mb", 0.0) for line in lines if line.strip()) * 2**20
+
+
+def run_summary(output: str) -> str:
+    """The run's own 'model:' line (trainable and stored-quantized parameters) and its first and last loss."""
+    model = next((line for line in reversed(output.splitlines()) if line.startswith("model: ")), "model: ?")
+    losses = [part.split()[1] for line in output.splitlines() for part in line.split(" | ") if part.startswith("loss ")]
+    return f"{model}; loss {losses[0]} -> {losses[-1]}" if losses else f"{model}; no loss logged"
+
+
 def main() -> int:
     """Run the configs; print predicted and measured peaks and their ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(CONFIGS), help="run these configs only")
+    parser.add_argument("--jobs", type=int, default=1, help="configs run at once (a GPU machine; 1 on a CPU)")
+    parser.add_argument("--liger", nargs="+", choices=["auto", "off"], default=["auto"], help="train.liger_kernel")
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -166,29 +195,68 @@ def main() -> int:
     build_data()
     model_config = config_dict(MODEL_DIR)
     assert model_config is not None
-    baseline = measure_baseline()
-    print(f"process baseline (interpreter + worker imports, VmRSS): {baseline / GB:.2f} GB")
-    print(f"{'config':16} {'steps':>5} {'predicted':>9} {'measured':>9} {'ratio':>6}  within 0.8-1.2")
-    misses = []
+    from engine.training.hardware import (
+        detect_hardware,
+        resolve_device,
+        resolve_gradient_checkpointing,
+        resolve_liger,
+        resolve_precision,
+    )
+
+    hardware = detect_hardware()
+    on_gpu = hardware.has_gpu
+    if on_gpu:
+        baseline = 0.0
+        print(f"{hardware.gpu_name}: measured = torch.cuda.max_memory_allocated (the run's largest memory_mb)")
+    else:
+        baseline = measure_baseline()
+        print(f"process baseline (interpreter + worker imports, VmRSS): {baseline / GB:.2f} GB")
+    names = [name + ("" if liger == "auto" else NO_LIGER) for liger in args.liger for name in args.only or CONFIGS]
+    width = max(16, *map(len, names))
+    print(f"{'config':{width}} {'steps':>5} {'predicted':>9} {'measured':>9} {'ratio':>6}  within 0.8-1.2")
     started = time.time()
-    for name in args.only or list(CONFIGS):
-        config = run_config(name)
-        estimate = estimate_run_memory(config, model_config, "cpu", "fp32", checkpointing=False)
-        assert estimate is not None
+
+    def measure(name: str) -> tuple[float, float, str] | Exception:
         with tempfile.TemporaryDirectory(prefix=f"memory-{name}-") as tmp:
-            peak, wall = measure_run(config, Path(tmp))
-        measured = peak - baseline
-        ratio = estimate.training / measured
-        ok = GOAL[0] <= ratio <= GOAL[1]
-        misses += [] if ok else [name]
-        print(
-            f"{name:16} {config.train.max_steps:>5} {estimate.training / GB:>7.2f}GB {measured / GB:>7.2f}GB "
-            f"{ratio:>6.2f}  {'yes' if ok else 'NO'}   (whole process: predicted {estimate.total / GB:.2f}, "
-            f"peak {peak / GB:.2f} GB; {wall:.0f} s)",
-            flush=True,
-        )
-        parts = ", ".join(f"{key} {value / GB:.2f}" for key, value in estimate.parts().items() if key != "baseline")
-        print(f"{'':16} predicted parts: {parts}", flush=True)
+            try:
+                peak, wall = measure_run(run_config(name), Path(tmp))
+                measured = cuda_peak(Path(tmp)) if on_gpu else peak - baseline
+                return measured, wall, run_summary((Path(tmp) / "output.txt").read_text(encoding="utf-8"))
+            except (RuntimeError, OSError, ValueError) as exc:
+                return exc
+
+    misses = []
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for name, outcome in zip(names, pool.map(measure, names), strict=True):
+            config = run_config(name)
+            device, precision = resolve_device(config, hardware), resolve_precision(config, hardware)
+            checkpointing = resolve_gradient_checkpointing(config, hardware)
+            estimate = estimate_run_memory(config, model_config, device, precision, checkpointing)
+            assert estimate is not None
+            if isinstance(outcome, Exception):
+                misses.append(name)
+                print(f"{name:{width}} FAILED: {outcome}", flush=True)
+                continue
+            measured, wall, summary = outcome
+            ratio = estimate.training / measured
+            ok = GOAL[0] <= ratio <= GOAL[1]
+            misses += [] if ok else [name]
+            whole = (
+                f"predicted {estimate.total / GB:.2f}, peak {(measured + baseline) / GB:.2f} GB; " if not on_gpu else ""
+            )
+            print(
+                f"{name:{width}} {config.train.max_steps:>5} {estimate.training / GB:>7.2f}GB {measured / GB:>7.2f}GB "
+                f"{ratio:>6.2f}  {'yes' if ok else 'NO'}   ({'whole process: ' if whole else ''}{whole}{wall:.0f} s)",
+                flush=True,
+            )
+            parts = ", ".join(f"{key} {value / GB:.2f}" for key, value in estimate.parts().items() if key != "baseline")
+            print(f"{'':{width}} predicted parts: {parts}", flush=True)
+            if on_gpu:
+                liger = "on" if resolve_liger(config, hardware) else "off"
+                path = (
+                    f"{device}, {precision}, gradient checkpointing {'on' if checkpointing else 'off'}, liger {liger}"
+                )
+                print(f"{'':{width}} {path}; {summary}", flush=True)
     print(f"all within {GOAL[0]}-{GOAL[1]}: {'yes' if not misses else 'no: ' + ', '.join(misses)}")
     print(f"wall time: {time.time() - started:.0f} s")
     return 0 if not misses else 1

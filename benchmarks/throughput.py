@@ -178,12 +178,18 @@ def train_run(config: RunConfig, run_dir: Path) -> float:
     config_path = run_dir.parent / f"{run_dir.name}.yaml"
     config_path.write_text(config.to_yaml())
     started = time.perf_counter()
-    subprocess.run(
-        [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
-        check=True,
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-    )
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
+            check=True,
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
+    except subprocess.CalledProcessError:
+        log = run_dir / "train.log"  # the worker's output, its traceback included
+        if log.is_file():
+            print(f"{log}, the end:\n{log.read_text(encoding='utf-8', errors='replace')[-3000:]}", file=sys.stderr)
+        raise
     return time.perf_counter() - started
 
 
