@@ -7,6 +7,7 @@ jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.jobs)
 exports/                    exported adapters and merged models, each with its .zip
 datasets/                   files uploaded on the Train tab (demo mode: visitors/<owner>/datasets/)
 configs/                    configs saved from the Train tab
+trackio/                    trackio's projects (PROJECT.db), for runs that report to trackio (engine.training.trackers)
 studio/recent_models.json   the Train tab's recent models
 .standby/                   the warm standby's handshake files (engine.runs.standby)
 .start.lock                 one Start at a time, across studios on the same workspace
@@ -28,6 +29,7 @@ RECENT_MODELS_FILE = "studio/recent_models.json"
 STANDBY_DIR = ".standby"
 START_LOCK_FILE = ".start.lock"
 VISITOR_KEY_FILE = ".visitor-key"
+TRACKIO_DIR = "trackio"
 
 
 def runs_dir(workspace: Path) -> Path:
@@ -58,6 +60,11 @@ def visitor_datasets_dir(workspace: Path, owner: str) -> Path:
 def configs_dir(workspace: Path) -> Path:
     """Where the Train tab saves configs."""
     return Path(workspace) / CONFIGS_DIR
+
+
+def trackio_dir(workspace: Path) -> Path:
+    """Where trackio keeps the projects of the workspace's runs (its TRACKIO_DIR; resolved, as trackio is told)."""
+    return Path(workspace).resolve() / TRACKIO_DIR
 
 
 def recent_models_file(workspace: Path) -> Path:

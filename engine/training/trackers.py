@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import Problem, RunConfig
-from engine.store.workspace import workspace_of
+from engine.store.workspace import TRACKIO_DIR, workspace_of
+from engine.store.workspace import trackio_dir as workspace_trackio_dir
 from engine.training.attention import installed
 
-TRACKIO_DIR_NAME = "trackio"
 # The modules each tracker needs (either one will do), as transformers' integrations look for them.
 TRACKER_MODULES: dict[str, tuple[str, ...]] = {
     "tensorboard": ("tensorboard", "tensorboardX"),
@@ -63,7 +63,7 @@ def trackio_project_refusal(project: str) -> str | None:
 def trackio_dir(run_dir: Path) -> Path:
     """Where the run's trackio data goes: ``WORKSPACE/trackio``, or ``RUN_DIR/trackio`` outside a workspace."""
     workspace = workspace_of(run_dir)
-    return (workspace if workspace is not None else Path(run_dir).resolve()) / TRACKIO_DIR_NAME
+    return workspace_trackio_dir(workspace) if workspace is not None else Path(run_dir).resolve() / TRACKIO_DIR
 
 
 def trackio_project(config: RunConfig, run_dir: Path) -> str:
