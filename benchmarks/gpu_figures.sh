@@ -31,6 +31,8 @@ if [ -z "${GPU_NO_WHEELS:-}" ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         "${GPU_WHEELS:-.whl}"/*.whl || exit 1
     export PYTHONPATH=/tmp/site:$PWD
+else
+    export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 export TUNING_STUDIO_BENCH_DATASETS=${TUNING_STUDIO_BENCH_DATASETS:-$PWD/.gpu}

@@ -42,6 +42,7 @@ import json
 import math
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -394,9 +395,26 @@ def main() -> None:
             memory[arm].append(peak)
             return rate
 
-        results = alternated_rounds(
-            {arm: (lambda arm=arm: arm_figure(arm)) for arm in args.arms}, args.rounds, "tokens/s"
-        )
+        seen: dict[str, list[float]] = {arm: [] for arm in args.arms}
+
+        def recorded(arm: str) -> float:
+            seen[arm].append(arm_figure(arm))
+            return seen[arm][-1]
+
+        # A time limit (timeout, or a device call's end) sends SIGTERM: report the rounds that every arm finished.
+        signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            results = alternated_rounds(
+                {arm: (lambda arm=arm: recorded(arm)) for arm in args.arms}, args.rounds, "tokens/s"
+            )
+        except KeyboardInterrupt:
+            done = min(map(len, seen.values()))
+            print(f"interrupted: reporting the {done} rounds every arm finished", flush=True)
+            if not done:
+                return
+            results = {arm: values[:done] for arm, values in seen.items()}
+            memory = {arm: values[:done] for arm, values in memory.items()}
+            args.rounds = done
     report(results, memory, args, paths)
     print(f"wall time: {time.perf_counter() - started:.0f} s")
 
@@ -439,6 +457,10 @@ def report(
     print("paths:")
     for arm in results:
         print(f"  {arm:>{width}}: {paths.get(arm, 'unknown (it failed before it trained)')}")
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
 
 def _gpu_name() -> str | None:
