@@ -16,12 +16,14 @@ from engine.config.sections import (
     AdapterSection,
     DataSection,
     DatasetEntry,
+    EarlyStopping,
     LaunchSection,
     ModelSection,
     QuantizationSection,
     Section,
     TrainSection,
 )
+from engine.config.stopping import early_stopping_problems
 
 # The training methods (engine.training.methods registers one for each name here).
 TrainingMethod = Literal["sft", "dpo", "kto", "orpo", "grpo"]
@@ -38,6 +40,7 @@ __all__ = [
     "DataSection",
     "DatasetEntry",
     "DpoSection",
+    "EarlyStopping",
     "GrpoSection",
     "RewardSpec",
     "KtoSection",
@@ -170,6 +173,7 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
         )
     problems += _batching_problems(config)
     problems += _tracker_problems(config)
+    problems += early_stopping_problems(config)
     if config.method in PREFERENCE_METHODS:
         problems += _preference_problems(config)
     if config.method == "grpo":

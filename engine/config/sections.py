@@ -363,6 +363,46 @@ TRACKIO_PROJECT = re.compile(r"[A-Za-z0-9_-]+")
 TRACKIO_SPACE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*/)?[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+class EarlyStopping(Section):
+    """Stop the run once the eval metric has not improved for ``patience`` evaluations in a row (transformers'
+    EarlyStoppingCallback); the best checkpoint becomes the result. engine.config.stopping checks what it needs."""
+
+    patience: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description=(
+            "Evaluations in a row without improvement before the run stops early (completed, with the best "
+            "checkpoint as its result); empty: off. Needs eval_strategy steps or epoch and a checkpoint at each "
+            "evaluation (the same save_strategy; save_steps a multiple of eval_steps)."
+        ),
+    )
+    threshold: float = Field(
+        0.0, ge=0, le=1e6, description="How much the metric must beat the best so far by to count as an improvement."
+    )
+    metric: str = Field(
+        "eval_loss",
+        max_length=200,
+        description=(
+            "The evaluation metric watched, as logged (eval_loss, eval_mean_token_accuracy, ...): lower is better "
+            "for a name that ends in loss, higher for any other."
+        ),
+    )
+
+    @field_validator("metric")
+    @classmethod
+    def _an_eval_metric(cls, value: str) -> str:
+        """The name the Trainer logs the metric under: transformers reads it as ``eval_`` + the rest."""
+        if not value.startswith("eval_") or value == "eval_" or any(char.isspace() for char in value):
+            raise ValueError("name an evaluation metric as logged, starting with eval_ (e.g. eval_loss)")
+        return value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the run stops early."""
+        return self.patience is not None
+
+
 class TrainSection(Section):
     """The training loop: the knobs of transformers' Trainer / TRL's SFTConfig."""
 
@@ -404,6 +444,10 @@ class TrainSection(Section):
         le=MAX_COUNT,
         description="Keep at most this many checkpoints (empty: keep all).",
         json_schema_extra=advanced(),
+    )
+    early_stopping: EarlyStopping = Field(
+        default_factory=EarlyStopping,
+        description="Stop when the evaluations stop improving, keeping the best checkpoint as the result.",
     )
     seed: int = Field(42, ge=0, le=2**32 - 1, description="Random seed for data order, dropout and init.")
     full_determinism: bool = Field(

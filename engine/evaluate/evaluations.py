@@ -185,7 +185,7 @@ def check_data_choice(run: FinishedRun, data: str) -> None:
 def check_request(run_dir: Path, data: str, checkpoint: int | None) -> tuple[FinishedRun, TrainedWeights]:
     """The run and the weights an evaluation would score; ArtifactError for a missing or running run, one
     without weights, a method Evaluate cannot score, or a data choice that cannot work."""
-    run = open_run(run_dir)
+    run = open_run(run_dir, checkpoint)
     weights = trained_weights(run, checkpoint, newest_checkpoint=True)
     check_scoring(run)
     check_data_choice(run, data)

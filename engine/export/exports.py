@@ -90,7 +90,7 @@ def plan_export(
         raise ExportError(f"unknown export kind {kind!r}; use {' or '.join(KINDS)}")
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; use {', '.join(DTYPES)}")
-    run = open_run(run_dir)
+    run = open_run(run_dir, checkpoint)
     weights = trained_weights(run, checkpoint)
     if kind == "adapter" and not weights.is_adapter:
         raise ExportError(

@@ -1,7 +1,8 @@
 """The control side of runs, no torch: status, control, standby, supervisor, queue, artifacts.
 
 ``engine.runs`` is the API for other programs (the studio, scripts): the names below are re-exported from
-``engine.runs.control`` and ``engine.runs.status`` so that ``from engine import runs; runs.start(...)`` works.
+``engine.runs.control``, ``engine.runs.requests`` and ``engine.runs.status`` so that
+``from engine import runs; runs.start(...)`` works.
 """
 
 from engine.runs.control import (
@@ -18,6 +19,7 @@ from engine.runs.control import (
     start_lock,
     stop,
 )
+from engine.runs.requests import pause, resume_paused, save_now
 from engine.runs.status import (
     RunSummary,
     active_runs,
@@ -39,11 +41,14 @@ __all__ = [
     "keep_standby",
     "list_runs",
     "new_run_id",
+    "pause",
     "read_metrics",
     "resume",
+    "resume_paused",
     "resume_point",
     "run_dirs",
     "run_processes",
+    "save_now",
     "start",
     "start_lock",
     "status",

@@ -30,7 +30,7 @@ class TrainedWeights:
 
 @dataclass(frozen=True)
 class FinishedRun:
-    """A run that is not going, with its config and reconciled status."""
+    """A run that is not going (or one whose checkpoint is asked for), with its config and reconciled status."""
 
     run_dir: Path
     config: RunConfig
@@ -42,15 +42,19 @@ class FinishedRun:
         return self.config.name or self.run_dir.name
 
 
-def open_run(run_dir: Path) -> FinishedRun:
-    """The run at ``run_dir``; refuses a missing run and one that is still going."""
+def open_run(run_dir: Path, checkpoint: int | None = None) -> FinishedRun:
+    """The run at ``run_dir``; refuses a missing run, and one that is still going unless a ``checkpoint`` of it is
+    asked for (a whole checkpoint does not change while the run goes on: Save now makes one to look at)."""
     run_dir = Path(run_dir).resolve()
     if not (run_dir / CONFIG_FILE).is_file():
         raise ArtifactError(f"no run at {run_dir} (it has no {CONFIG_FILE})")
     current = status(run_dir)
-    if current.is_active:
+    if current.is_active and checkpoint is None:
+        steps = checkpoint_steps(run_dir)
+        hint = f"pick one of its checkpoints ({', '.join(map(str, steps))})" if steps else "press Save now for one"
         raise ArtifactError(
-            f"{current.name or run_dir.name} is still {current.state}; wait for it to finish or stop it first"
+            f"{current.name or run_dir.name} is still {current.state}, so it has no final result yet; {hint}, "
+            "or wait for it to finish"
         )
     return FinishedRun(run_dir, load_config(run_dir / CONFIG_FILE), current)
 

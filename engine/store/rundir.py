@@ -48,8 +48,12 @@ ABORTED = "aborted"  # killed on request (Abort, or a time limit past its grace)
 # A sweep's trial that its pruner stopped early (engine.sweeps), with a checkpoint; ``error`` says why. Not
 # resumable: the sweep has judged the trial, and its study would not count more steps.
 PRUNED = "pruned"
-ACTIVE_STATES = ("starting", "running", "stopping")  # a process of the run is at work (or should be)
-TRAINING_STATES = ("starting", "running")  # active and not yet asked to stop
+# Paused between two steps on request (Pause; engine.runs.requests): the worker lives and holds its memory, and
+# goes on from the same step on Continue. Active, and not asked to stop: it still holds its devices, its time limit
+# still runs, and Stop and Abort act on it.
+PAUSED = "paused"
+ACTIVE_STATES = ("starting", "running", PAUSED, "stopping")  # a process of the run is at work (or should be)
+TRAINING_STATES = ("starting", "running", PAUSED)  # active and not yet asked to stop
 OPEN_STATES = (QUEUED, *ACTIVE_STATES)  # not ended: waiting in line, or active
 FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED, PRUNED)
 # Ended without completing: such a run continues from its newest whole checkpoint when it has one. An aborted
@@ -140,6 +144,10 @@ class RunStatus:
     epoch: float | None = None
     exit_code: int | None = None
     error: str | None = None  # why the run failed, was aborted (by the user, or at its time limit) or was pruned
+    # Why a completed run ended before its max_steps: "early stopped at step N (eval_loss did not improve for K
+    # evaluations)" (train.early_stopping).
+    reason: str | None = None
+    paused_at: float | None = None  # since when a paused run waits (None while it is not paused)
     bad_loss_step: int | None = None  # the step whose loss went NaN / infinite: such a run is not resumed
     trainable_params: int | None = None
     total_params: int | None = None
@@ -167,7 +175,7 @@ class RunStatus:
 
     @property
     def is_active(self) -> bool:
-        """A process of the run is at work (starting, running, stopping)."""
+        """A process of the run is at work (starting, running, paused, stopping)."""
         return self.state in ACTIVE_STATES
 
     @property

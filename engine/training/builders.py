@@ -153,6 +153,31 @@ def _eval_args(config: RunConfig) -> dict[str, Any]:
     }
 
 
+def _best_model_args(config: RunConfig) -> dict[str, Any]:
+    """Early stopping reads the best metric that Trainer tracks for load_best_model_at_end, which also keeps the best
+    checkpoint and loads it at the end, so the run's result is its best model (engine.config.stopping checks the
+    strategies that needs). The callback's patience count is restored on resume from the checkpoint."""
+    stopping = config.train.early_stopping
+    if not stopping.enabled:
+        return {}
+    return {
+        "load_best_model_at_end": True,
+        "metric_for_best_model": stopping.metric,
+        "greater_is_better": not stopping.metric.endswith("loss"),
+        "restore_callback_states_from_checkpoint": True,
+    }
+
+
+def to_early_stopping_callback(config: RunConfig) -> Any | None:
+    """transformers' EarlyStoppingCallback for ``train.early_stopping``, or None when it is off."""
+    from transformers import EarlyStoppingCallback
+
+    stopping = config.train.early_stopping
+    if not stopping.enabled:
+        return None
+    return EarlyStoppingCallback(early_stopping_patience=stopping.patience, early_stopping_threshold=stopping.threshold)
+
+
 def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> dict[str, Any]:
     """The TrainingArguments every method shares, with device-aware defaults resolved (pure: no library)."""
     train = config.train
@@ -199,6 +224,7 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
         # step after a resume); the callback must see it to stop the run and keep later checkpoints out.
         "logging_nan_inf_filter": False,
         **_eval_args(config),
+        **_best_model_args(config),
     }
 
 

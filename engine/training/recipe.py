@@ -73,7 +73,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
 
     from engine.data import resolve_chat_template
     from engine.runs.lineage import checked_source
-    from engine.training.builders import to_training_args
+    from engine.training.builders import to_early_stopping_callback, to_training_args
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.methods import TrainerParts, method_of, require_format
     from engine.training.modeling import build_model, count_parameters, load_tokenizer
@@ -110,7 +110,10 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
         )
     use_trackio_dir(config, run_dir)  # before the Trainer's trackio callback imports trackio
     args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
-    trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, [callback, *cpu_share]))
+    # After the run directory's callback: at an evaluation that ends a pause, the pause ends first.
+    early = [early_stopping] if (early_stopping := to_early_stopping_callback(config)) else []
+    callbacks = [callback, *early, *cpu_share]
+    trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, callbacks))
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer
@@ -169,6 +172,8 @@ def run(run_dir: Path, checkpoint_step: int | None = None, stop: StopRequest | N
             error=None,
             exit_code=None,
             bad_loss_step=None,
+            paused_at=None,  # a process killed while paused left it
+            reason=None,
         )
     callback = None
     try:
@@ -282,7 +287,8 @@ def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank:
     state = trainer.state
     if callback.bad_loss:
         return _fail_on_bad_loss(run_dir, rank, callback)
-    if callback.stop.requested and state.global_step < state.max_steps:
+    reason = early_stop_reason(trainer, config)  # it has trained as far as it should: it completes
+    if reason is None and callback.stop.requested and state.global_step < state.max_steps:
         if rank.is_main:
             update_status(run_dir, state="stopped", step=state.global_step, epoch=state.epoch, ended_at=time.time())
         print(f"stopped at step {state.global_step}; resume with: python -m engine resume {run_dir}", flush=True)
@@ -298,9 +304,33 @@ def _finish(trainer: Any, run_dir: Path, config: RunConfig, callback: Any, rank:
             epoch=state.epoch,
             ended_at=time.time(),
             result=str(target),
+            reason=reason,
         )
         print(f"completed: {state.global_step} steps; saved to {target}", flush=True)
     return EXIT_OK
+
+
+def early_stop_reason(trainer: Any, config: RunConfig) -> str | None:
+    """ "early stopped at step N (eval_loss did not improve for K evaluations)" when transformers'
+    EarlyStoppingCallback ended the training before its last step, else None.
+
+    The callback is looked up in the trainer: a resume replaces it by one restored from the checkpoint.
+    """
+    from transformers import EarlyStoppingCallback
+
+    state = trainer.state
+    found = [c for c in trainer.callback_handler.callbacks if isinstance(c, EarlyStoppingCallback)]
+    if not found or state.global_step >= state.max_steps:
+        return None
+    misses = found[0].early_stopping_patience_counter
+    if misses < found[0].early_stopping_patience:
+        return None
+    reason = (
+        f"early stopped at step {state.global_step} ({config.train.early_stopping.metric} did not improve for "
+        f"{misses} evaluation{'s' if misses != 1 else ''})"
+    )
+    print(f"{reason}; the result is the best checkpoint, {state.best_model_checkpoint}", flush=True)
+    return reason
 
 
 def _fail_on_bad_loss(run_dir: Path, rank: Rank, callback: Any) -> int:

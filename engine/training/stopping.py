@@ -28,15 +28,24 @@ class StopRequest:
 
     def agreed(self) -> bool:
         """Whether any process was asked to stop. Every rank must stop at the same step or DDP hangs, and a
-        signal can reach the ranks a step apart, so several processes agree through one tiny all-reduce."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-            return self.requested
-        import torch
-
-        flag = torch.tensor([1 if self.requested else 0], device="cuda" if dist.get_backend() == "nccl" else "cpu")
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        if flag.item() and not self.requested:
+        signal can reach the ranks a step apart, so several processes agree (see ``agree``)."""
+        (stop,) = agree([self.requested])
+        if stop and not self.requested:
             self.requested, self.signal_name = True, "stop on another rank"
-        return bool(flag.item())
+        return stop
+
+
+def agree(flags: list[bool]) -> list[bool]:
+    """Each flag true on any process of the run, through one tiny all-reduce; a single process keeps its own.
+
+    Every rank must call it at the same point (the end of a step, an evaluation, a save), as they all do.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return list(flags)
+    import torch
+
+    values = torch.tensor([int(flag) for flag in flags], device="cuda" if dist.get_backend() == "nccl" else "cpu")
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return [bool(value) for value in values.tolist()]

@@ -173,8 +173,10 @@ def test_export_refuses_missing_running_and_weightless_runs_and_bad_targets(run_
     with pytest.raises(ArtifactError, match="no run at .*nope"):
         plan_export(workspace / "runs" / "nope")
     running = _run_copy(workspace, "busy", state="running", supervisor_pid=live_engine_pid)
-    with pytest.raises(ArtifactError, match="busy is still running; wait for it to finish or stop it first"):
+    with pytest.raises(ArtifactError, match="busy is still running, so it has no final result yet; press Save now"):
         plan_export(running)
+    with pytest.raises(ArtifactError, match="busy has no checkpoint 3 \\(checkpoints: none\\)"):
+        plan_export(running, checkpoint=3)  # a running run's checkpoint may be exported, when it has one
     stopped = _run_copy(workspace, "empty", state="stopped")
     with pytest.raises(ArtifactError, match="empty has no final adapter .* it has no checkpoint either"):
         plan_export(stopped)

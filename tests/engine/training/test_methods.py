@@ -30,7 +30,10 @@ from engine.training.methods import METHODS, method_of, require_format
 
 # TrainSection fields that are not training arguments, each with the place that consumes it instead
 # ("module:function"): such a place must read the field.
-CONSUMED_ELSEWHERE: dict[str, str] = {}
+CONSUMED_ELSEWHERE: dict[str, str] = {
+    # A section of its own: its training arguments and callback (tests/engine/training/test_early_stopping.py).
+    "early_stopping": "engine.training.builders:to_early_stopping_callback",
+}
 METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection, "grpo": GrpoSection}
 # Fields a method reads outside its training arguments: (method, field) -> module:function that reads it.
 READ_BY_THE_DATA = {

@@ -1,0 +1,49 @@
+"""What early stopping (``train.early_stopping``, engine.config.sections.EarlyStopping) needs of the rest of a config.
+
+It is transformers' ``EarlyStoppingCallback``, which reads the best metric that Trainer tracks for
+``load_best_model_at_end``; so turning it on also keeps the best checkpoint and makes it the run's result, and asks
+for what that needs: evaluations, and a checkpoint at every evaluation (the same strategy, save_steps a multiple of
+eval_steps), as transformers' TrainingArguments would refuse otherwise only once the worker has started. The rules
+are checked before launch, each naming the field to change.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from engine.config.errors import Problem
+
+if TYPE_CHECKING:
+    from engine.config import RunConfig
+
+
+def early_stopping_problems(config: RunConfig) -> list[Problem]:
+    """What early stopping needs of the rest of the config: evaluations, and a checkpoint at each of them (the
+    best model is kept from one)."""
+    train = config.train
+    if not train.early_stopping.enabled:
+        return []
+    if train.eval_strategy == "no":
+        return [
+            Problem(
+                "train.early_stopping.patience",
+                "early stopping watches the evaluations: set train.eval_strategy to steps or epoch (with eval data)",
+            )
+        ]
+    if train.save_strategy != train.eval_strategy:
+        return [
+            Problem(
+                "train.save_strategy",
+                f"must be {train.eval_strategy}, as train.eval_strategy, with early stopping: the best model is "
+                "kept from the checkpoint saved at its evaluation",
+            )
+        ]
+    if train.eval_strategy == "steps" and train.save_steps % train.eval_steps:
+        return [
+            Problem(
+                "train.save_steps",
+                f"must be a multiple of train.eval_steps ({train.eval_steps}) with early stopping: the best model "
+                "is kept from the checkpoint saved at its evaluation",
+            )
+        ]
+    return []
