@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from engine.store.rundir import ACTIVE_STATES, RunStatus
+from engine.store.rundir import ACTIVE_STATES, PAUSED, RunStatus
 
 
 class Html(str):
@@ -52,7 +52,7 @@ def badge_html(state: str | None, note: str | None = None) -> str:
     """A coloured pill for a run's state (colours in assets/studio.css, keyed by state), pulsing while a process
     of the run is at work; ``note`` (why it ended: a pruned run's reason) shows when the pointer rests on it."""
     state = state or "unknown"
-    live = '<span class="ts-pulse"></span>' if state in ACTIVE_STATES else ""
+    live = '<span class="ts-pulse"></span>' if state in ACTIVE_STATES and state != PAUSED else ""  # a paused one waits
     title = f' title="{html.escape(note)}"' if note else ""
     return f'<span class="ts-badge ts-state-{html.escape(state)}"{title}>{live}{html.escape(state)}</span>'
 

@@ -219,7 +219,7 @@ class EvaluateTab:
         )
         self.cancel.click(lambda job: cancel_job(job, "evaluation"), [self.job], [self.progress], **private)
         self.filter.change(lambda r, w: result_view(r, w), [self.result, self.filter], shown, **private)
-        refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer)
+        refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 
 def build_evaluate_tab(ctx: StudioContext) -> EvaluateTab:

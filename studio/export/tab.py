@@ -261,7 +261,7 @@ class ExportTab:
             lambda job: poll(job, policy, workspace), [self.job], outputs, show_progress="hidden", **private
         )
         self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
-        refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer)
+        refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 
 def build_export_tab(ctx: StudioContext) -> ExportTab:

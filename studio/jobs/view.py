@@ -31,16 +31,21 @@ def _has_final_weights(run_dir: Path) -> bool:
 
 
 def finished_runs(workspace: Path, visible: Callable[[RunStatus], bool] | None = None) -> list[tuple[str, str]]:
-    """(label, run id) of the runs that are not going and have weights (final or a checkpoint), newest first;
+    """(label, run id) of the runs that have weights, newest first: those that are not going (final or a
+    checkpoint), and those still going that have a checkpoint (made by Save now, say), labelled with their state;
     only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
     for run_dir in runs.run_dirs(workspace):
         current = runs.status(run_dir)
         if visible is not None and not visible(current):
             continue
-        if current.is_active or not (_has_final_weights(run_dir) or checkpoint_steps(run_dir)):
+        has_weights = current.checkpoints or (not current.is_active and _has_final_weights(run_dir))
+        if not has_weights:
             continue
-        found.append((current.created_at or 0, run_dir.name, current.name or run_dir.name))
+        name = current.name or run_dir.name
+        found.append(
+            (current.created_at or 0, run_dir.name, f"{name} ({current.state})" if current.is_active else name)
+        )
     found.sort(reverse=True)
     return [(f"{name} · {run_id}", run_id) for _, run_id, name in found]
 

@@ -14,7 +14,7 @@ import gradio as gr
 from engine import jobs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
-from studio.jobs.view import finished_runs, pick_run, running_job
+from studio.jobs.view import finished_runs, pick_run, running_job, weight_choices
 from studio.markup import message_html
 
 
@@ -38,14 +38,21 @@ def tab_opened(
     job_dir: str | None,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    weights: str | None = None,
 ) -> list[Any]:
-    """Offer the finished runs as they are now, and pick up a running job of ``kind`` (after a page reload);
-    in demo mode only the visitor's runs and jobs."""
+    """Offer the runs with weights as they are now, and pick up a running job of ``kind`` (after a page reload);
+    in demo mode only the visitor's runs and jobs. The picked run's weights are listed again too: a checkpoint
+    saved since (Save now on a running run) shows at once."""
     choices = finished_runs(workspace, lambda status: owns(policy, status.owner, visitor))
     mine = [run_dir.name for run_dir in owned_run_dirs(workspace, policy, visitor)] if policy.enabled else None
     job_dir = job_dir or running_job(workspace, kind, mine)
     timer = gr.Timer(active=True) if job_dir else gr.skip()
-    return [_relisted(choices, run_id, current_run), job_dir, timer]
+    return [
+        _relisted(choices, run_id, current_run),
+        job_dir,
+        timer,
+        _weights_relisted(workspace, choices, run_id, weights),
+    ]
 
 
 def _relisted(choices: list[tuple[str, str]], run_id: str | None, current_run: str | None) -> dict[str, Any]:
@@ -56,15 +63,28 @@ def _relisted(choices: list[tuple[str, str]], run_id: str | None, current_run: s
     return gr.update(choices=choices, value=pick_run(choices, run_id, current_run))
 
 
-def refresh_on_open(ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.State, timer: gr.Timer) -> None:
-    """Whenever a tab of the page is picked, refresh the run choices and re-attach to a running job."""
+def _weights_relisted(workspace: Path, choices: list[tuple[str, str]], run_id: str | None, weights: str | None) -> Any:
+    """The weights picker of a run that stays picked, with its weights as they are now (the pick kept while it is
+    offered); a new pick of run lists its own weights when it changes."""
+    if run_id not in {value for _, value in choices}:
+        return gr.skip()
+    offered = weight_choices(workspace, run_id)
+    values = [value for _, value in offered]
+    return gr.update(choices=offered, value=weights if weights in values else (values[0] if values else None))
+
+
+def refresh_on_open(
+    ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.State, timer: gr.Timer, weights: gr.Dropdown
+) -> None:
+    """Whenever a tab of the page is picked, refresh the run choices and the picked run's weights, and re-attach to
+    a running job."""
     if ctx.tabs is None:
         return
     ctx.tabs.select(
-        lambda current, run_id, job_dir, who: tab_opened(
-            ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who
+        lambda current, run_id, job_dir, who, picked: tab_opened(
+            ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who, picked
         ),
-        [ctx.current_run, run, job, ctx.visitor],
-        [run, job, timer],
+        [ctx.current_run, run, job, ctx.visitor, weights],
+        [run, job, timer, weights],
         api_visibility="private",
     )

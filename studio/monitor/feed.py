@@ -50,6 +50,9 @@ class MetricsFeed:
             self.resumes.append(step)
             self.recent.clear()  # the pause between stop and resume is not training speed
             return
+        if kind == "pause":
+            self.recent.clear()  # nor is a Pause: the speed is measured again from the steps after it
+            return
         if kind == "summary":
             return
         for key in SERIES:

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
+from engine.runs import requests
 from engine.store.rundir import CONFIG_FILE, RunStatus
 from studio.demo.policy import DemoPolicy
 from studio.monitor.live import live_token
-from studio.monitor.view import EMPTY_HTML, Controls, controls_for, error_html, header_html
+from studio.monitor.view import EMPTY_HTML, REQUEST_STATES, Controls, controls_for, error_html, header_html
 
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
 
@@ -92,7 +93,8 @@ class MonitorSession:
         self._put(update, "header", header, lambda: header)
         error = error_html(status)
         self._put(update, "error", error, lambda: error)
-        controls = controls_for(status)
+        asked = status.state in REQUEST_STATES and requests.pause_requested(run_dir)  # Continue before it waits
+        controls = controls_for(status, asked)
         self._put(update, "controls", controls, lambda: controls)
         self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
 

@@ -1,4 +1,5 @@
-"""The Monitor tab: live charts, progress, state, log and the Stop / Resume / Abort controls of one run.
+"""The Monitor tab: live charts, progress, state, log and the controls of one run: Save now, Pause / Continue,
+Stop, Resume and Abort.
 
 The charts, the progress bar, the stats and the log are plain containers that the page script
 assets/live_charts.js fills from studio.monitor.live, outside Gradio's events, as the trainer writes. A
@@ -21,11 +22,12 @@ from engine.runs import queue as run_queue
 from engine.store.workspace import workspace_of
 from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy
+from studio.demo.policy import NORMAL, DemoPolicy, check_owner
 from studio.demo.queue import resume_queued
 from studio.monitor.completions import DEFAULT_SAMPLES, READ_LIMIT, SHOW_CHOICES, TOTAL, CompletionsPanel
 from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
+from studio.monitor.view import CONTINUE, PAUSE
 from studio.scheduler import resume_in_line
 
 # State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
@@ -59,9 +61,11 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     values = [skip if value is None else value for value in values]
     controls = update.controls
     if controls is None:
-        values += [skip, skip, skip]
+        values += [skip] * 5
     else:
         values += [
+            gr.Button(interactive=controls.save),
+            gr.Button(interactive=controls.pause, value=controls.pause_label),
             gr.Button(interactive=controls.stop, value=controls.stop_label),
             gr.Button(interactive=controls.resume),
             gr.Button(interactive=controls.abort),
@@ -125,6 +129,44 @@ def stop_clicked(run_dir: str | None) -> None:
         gr.Warning("The run is not running.")
 
 
+def save_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+    """Ask for a checkpoint at the end of the current step; the run goes on (a paused run stays paused)."""
+    if not run_dir:
+        return
+    try:
+        saving = runs.save_now(check_owner(Path(run_dir), policy, visitor))
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+        return
+    if saving:
+        gr.Info("Saving a checkpoint at the end of the current step; training goes on.")
+    else:
+        gr.Warning("The run is not running.")
+
+
+def pause_clicked(
+    run_dir: str | None, action: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+) -> None:
+    """Pause the run after its current step, or let a paused run go on (``action``: the button's label as the
+    page showed it, so a click acts as it read even if the state changed meanwhile)."""
+    if not run_dir:
+        return
+    try:
+        run = check_owner(Path(run_dir), policy, visitor)
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+        return
+    if action == CONTINUE:
+        if runs.resume_paused(run):
+            gr.Info("Continuing from the step where the run waited.")
+        else:
+            gr.Warning("The run is not paused.")
+    elif runs.pause(run):
+        gr.Info("Pausing: the run waits after the current step, holding its memory; Continue goes on.")
+    else:
+        gr.Warning("The run is not running.")
+
+
 def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
     """Continue the run from its newest checkpoint, in a new process: it joins the queue, and starts at once when
     its devices are free (in demo mode under the visitor rules)."""
@@ -156,7 +198,9 @@ class MonitorTab:
             with gr.Column(scale=3, elem_classes="ts-tight"):
                 self.header = gr.HTML(elem_classes="ts-html")
                 gr.HTML(panel_html("progress"), elem_classes="ts-html")
-            with gr.Column(scale=1, min_width=330), gr.Row(elem_classes="ts-actions"):
+            with gr.Column(scale=2, min_width=520), gr.Row(elem_classes="ts-actions"):
+                self.save = gr.Button("Save now", variant="secondary", interactive=False, elem_id="ts-save")
+                self.pause = gr.Button(PAUSE, variant="secondary", interactive=False, elem_id="ts-pause")
                 self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
                 self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
                 self.abort = gr.Button("Abort", variant="stop", interactive=False, elem_id="ts-abort")
@@ -249,6 +293,8 @@ class MonitorTab:
             self.header,
             self.error,
             self.config,
+            self.save,
+            self.pause,
             self.stop,
             self.resume,
             self.abort,
@@ -272,6 +318,14 @@ class MonitorTab:
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
             self.ctx.tabs.change(**{**poll, "fn": lambda run_dir, session: redraw(run_dir, session, policy, workspace)})
         run = [self.ctx.current_run]
+        visitor = [self.ctx.visitor]
+        save = {"fn": lambda run_dir, who: save_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
+        self.save.click(**save, outputs=None, **private).then(**poll)
+        pause = {
+            "fn": lambda run_dir, action, who: pause_clicked(run_dir, action, policy, who),
+            "inputs": [*run, self.pause, *visitor],
+        }
+        self.pause.click(**pause, outputs=None, **private).then(**poll)
         self.stop.click(stop_clicked, run, None, **private).then(**poll)
         resume = {
             "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),

@@ -7,14 +7,29 @@ is, when it will end) are tested as plain functions.
 from __future__ import annotations
 
 import html
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from engine.runs.queue import limit_reached
-from engine.store.rundir import ABORTED, ACTIVE_STATES, COMPLETED, FAILED, PRUNED, QUEUED, TRAINING_STATES, RunStatus
+from engine.store.rundir import (
+    ABORTED,
+    ACTIVE_STATES,
+    COMPLETED,
+    FAILED,
+    PAUSED,
+    PRUNED,
+    QUEUED,
+    TRAINING_STATES,
+    RunStatus,
+)
 from studio.demo.policy import place_text
 from studio.markup import badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import MetricsFeed, eta_seconds
+
+# The states in which the worker takes Save now and Pause / Continue (engine.runs.requests).
+REQUEST_STATES = ("running", PAUSED)
+PAUSE, CONTINUE = "Pause", "Continue"
 
 
 @dataclass(frozen=True)
@@ -25,18 +40,26 @@ class Controls:
     resume: bool
     abort: bool
     stop_label: str = "Stop"  # "Cancel" for a queued run: it leaves the line
+    save: bool = False  # Save now
+    pause: bool = False  # the Pause / Continue button
+    pause_label: str = PAUSE  # CONTINUE while the run is paused or asked to pause
 
 
-def controls_for(status: RunStatus) -> Controls:
-    """Stop while it runs (Cancel while it waits in the queue), Abort while a process lives, Resume when it ended
-    without completing (stopped, failed, aborted) and has a checkpoint."""
+def controls_for(status: RunStatus, pause_requested: bool = False) -> Controls:
+    """Stop while it runs or is paused (Cancel while it waits in the queue), Abort while a process lives, Resume
+    when it ended without completing (stopped, failed, aborted) and has a checkpoint; Save now and Pause while it
+    runs, Continue instead of Pause while it is paused or ``pause_requested`` (not yet at the step's end)."""
     state = status.state
     has_checkpoint = bool(status.checkpoints)
+    takes_requests = state in REQUEST_STATES
     return Controls(
         stop=state in (QUEUED, *TRAINING_STATES),
         resume=status.is_resumable and has_checkpoint,
         abort=state in ACTIVE_STATES,
         stop_label="Cancel" if state == QUEUED else "Stop",
+        save=takes_requests,
+        pause=takes_requests,
+        pause_label=CONTINUE if takes_requests and (state == PAUSED or pause_requested) else PAUSE,
     )
 
 
@@ -59,9 +82,17 @@ def queue_html(ahead: int) -> str:
     return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")
 
 
-def run_note(status: RunStatus) -> str:
-    """Why a run ended when the state alone does not say: cancelled in the queue, its time limit, who aborted it,
-    or why its sweep's pruner stopped it."""
+def run_note(status: RunStatus, now: float | None = None) -> str:
+    """What the state alone does not say: since when a run is paused; why it ended: cancelled in the queue, its
+    time limit, who aborted it, why its sweep's pruner stopped it, or that it stopped early (early stopping)."""
+    if status.state == PAUSED:
+        since = status.paused_at
+        if not since:
+            return "paused"
+        waited = format_duration((now or time.time()) - since)
+        return f"paused since {time.strftime('%H:%M:%S', time.localtime(since))} ({waited}) · Continue goes on"
+    if status.state == COMPLETED and status.reason:
+        return status.reason
     if status.cancelled:
         return "cancelled before it started"
     if limit_reached(status):
@@ -82,15 +113,17 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     if state == COMPLETED:
         fraction = 1.0
     eta = None
-    if state in TRAINING_STATES and feed is not None:
+    going = state in TRAINING_STATES and state != PAUSED  # a paused run has no time of arrival
+    if going and feed is not None:
         eta = eta_seconds(step, max_steps, feed.seconds_per_step())
     epoch = status.epoch
+    note = run_note(status, now)
     parts = [
         f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
         f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
         f"elapsed {run_time_text(status, now)}",
-        f"ETA {format_duration(eta)}" if state in TRAINING_STATES else "",
-        f"<b>{html.escape(run_note(status))}</b>" if run_note(status) else "",
+        f"ETA {format_duration(eta)}" if going else "",
+        f"<b>{html.escape(note)}</b>" if note else "",
     ]
     text = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"
     return progress_bar_html(fraction * 100, text, f"ts-state-{html.escape(state)}", decimals=1)

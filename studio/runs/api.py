@@ -1,4 +1,5 @@
-"""The studio's HTTP API (``gradio_client`` / MCP): list runs, read a run's status and metrics, stop, resume.
+"""The studio's HTTP API (``gradio_client`` / MCP): list runs, read a run's status and metrics, stop, resume, save a
+checkpoint now, pause and continue.
 
 The page's own events are private plumbing (they take session state); these endpoints take plain run ids,
 so a script can watch and steer runs the same way the page does. They are plain functions: a run they cannot
@@ -43,4 +44,18 @@ def endpoints(workspace: Path) -> list[Callable[..., Any]]:
         """Continue a stopped, failed or aborted run from its newest checkpoint; returns the supervisor's pid."""
         return runs.resume(resolve_run(workspace, run_id))
 
-    return [list_runs, run_status, run_metrics, stop_run, resume_run]
+    def save_run(run_id: str) -> bool:
+        """Save a checkpoint at the end of the current step while the run goes on; False if it is not running
+        or paused."""
+        return runs.save_now(resolve_run(workspace, run_id))
+
+    def pause_run(run_id: str) -> bool:
+        """Pause a running run after its current step (the process waits, holding its memory); False if it is not
+        running."""
+        return runs.pause(resolve_run(workspace, run_id))
+
+    def continue_run(run_id: str) -> bool:
+        """Let a paused run go on from the step where it waits, in the same process; False if it is not paused."""
+        return runs.resume_paused(resolve_run(workspace, run_id))
+
+    return [list_runs, run_status, run_metrics, stop_run, resume_run, save_run, pause_run, continue_run]

@@ -20,7 +20,7 @@ import yaml
 from engine import runs
 from engine.evaluate import evaluations
 from engine.runs.lineage import source_label
-from engine.store.rundir import CONFIG_FILE, OPEN_STATES, PRUNED, RunStatus, iter_metrics
+from engine.store.rundir import COMPLETED, CONFIG_FILE, OPEN_STATES, PRUNED, RunStatus, iter_metrics
 from engine.training.methods import method_charts
 from studio.charts import Point
 from studio.markup import run_time_text
@@ -47,7 +47,8 @@ class RunRow:
     evaluation: str = ""  # the newest evaluation's summary, base → tuned (engine.evaluate.summary_text)
     owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
     started_from: str = ""  # the run it started from (model.init_from), as engine.runs.lineage.source_label says
-    note: str = ""  # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner)
+    # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner), an early stop
+    note: str = ""
 
     def cells(self, now: float | None = None) -> list[Any]:
         """The table cells, in COLUMNS order."""
@@ -130,7 +131,7 @@ class RunIndex:
             evaluation=tail.evaluation,
             owner=status.owner,
             started_from=tail.started_from,
-            note=(status.error or "") if status.state == PRUNED else "",
+            note=run_note(status),
         )
 
 
@@ -290,3 +291,12 @@ def read_config(run_dir: Path) -> dict[str, Any]:
         return yaml.safe_load((run_dir / CONFIG_FILE).read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError):
         return {}
+
+
+def run_note(status: RunStatus) -> str:
+    """The badge's hover text: why a pruned run was pruned, or how a completed one stopped early."""
+    if status.state == PRUNED:
+        return status.error or ""
+    if status.state == COMPLETED:
+        return status.reason or ""
+    return ""

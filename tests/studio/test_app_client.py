@@ -65,6 +65,8 @@ def test_api_actions_refuse_what_does_not_fit(studio):
     url, run_dir = studio
     client = Client(url, verbose=False)
     assert client.predict(run_dir.name, api_name="/stop_run") is False  # not running
+    for action in ("/save_run", "/pause_run", "/continue_run"):  # no worker to ask (tests/engine/runs/test_requests.py)
+        assert client.predict(run_dir.name, api_name=action) is False
     with pytest.raises(Exception, match="no checkpoint to resume from"):
         client.predict(run_dir.name, api_name="/resume_run")
     with pytest.raises(Exception, match="no run '../../etc'"):  # nothing outside the workspace

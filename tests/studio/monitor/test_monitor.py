@@ -100,10 +100,15 @@ def test_eta():
     assert eta_seconds(10, 0, 0.5) is None and eta_seconds(10, 100, None) is None
 
 
+# A running run: Stop and Abort, and Save now and Pause (studio/monitor/test_monitor_controls.py).
+TAKES_REQUESTS = Controls(stop=True, resume=False, abort=True, save=True, pause=True)
+
+
 @pytest.mark.parametrize(
     ("state", "checkpoints", "expected"),
     [
-        ("running", [], Controls(stop=True, resume=False, abort=True)),
+        ("running", [], TAKES_REQUESTS),
+        ("paused", [], Controls(stop=True, resume=False, abort=True, save=True, pause=True, pause_label="Continue")),
         ("starting", [], Controls(stop=True, resume=False, abort=True)),
         ("stopping", [10], Controls(stop=False, resume=False, abort=True)),
         ("stopped", [10], Controls(stop=False, resume=True, abort=False)),
@@ -127,7 +132,7 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     append(run_dir, *(train_event(s, now - 10 + 0.5 * s, 3.0 - s / 10) for s in range(1, 11)))
     session = MonitorSession()
     update = session.update(str(run_dir))
-    assert update.controls == Controls(stop=True, resume=False, abort=True)
+    assert update.controls == TAKES_REQUESTS
     panels = live_panels_of(run_dir, now)  # sent with the charts, outside the Gradio poll
     assert "step 10</b> / 100" in panels["progress"] and "ETA 0:45" in panels["progress"]
     assert "elapsed 1:00" in panels["progress"] and "width:10.0%" in panels["progress"]
