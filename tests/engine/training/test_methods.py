@@ -44,8 +44,10 @@ READ_BY_THE_DATA = {
 # TrainSection fields that only sft takes, with a value the other methods refuse.
 SFT_ONLY = {"packing": True, "padding_free": "on", "group_by_length": True}
 # A value other than the default that changes the arguments where the first other choice would not (sft's
-# padding_free: auto already means on).
-OTHER_VALUES = {"padding_free": "off"}
+# padding_free: auto already means on), or where there is no list of choices to take it from (the trackers).
+OTHER_VALUES = {"padding_free": "off", "report_to": ["trackio"], "trackio_project": "dates", "trackio_space": "me/b"}
+# Fields that reach the arguments only beside another setting: that setting, in both configs compared.
+NEEDS = {"trackio_project": {"report_to": ["trackio"]}, "trackio_space": {"report_to": ["trackio"]}}
 # GRPO's rewards reach its trainer as functions (engine.training.rewards), their weights as reward_weights.
 ONE_REWARD = {"grpo": {"rewards": [{"kind": "exact_match"}]}}
 # A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
@@ -110,7 +112,7 @@ def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("field", sorted(TrainSection.model_fields))
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_train_field_reaches_the_training_arguments(field: str, method: str, tmp_path: Path) -> None:
-    base = base_config(method)
+    base = base_config(method, **NEEDS.get(field, {}))
     reader = CONSUMED_ELSEWHERE.get(field) or READ_BY_THE_DATA.get((method, field))
     if reader:
         module, function = reader.split(":")
