@@ -10,7 +10,9 @@
 # The step sizes can be changed from the environment: GPU_BATCH, GPU_STEPS, GPU_ROWS, GPU_ROUNDS, GPU_ARMS
 # (throughput_real.py), GPU_MEMORY_ARGS (memory_estimate.py), and each step's time limit in seconds,
 # GPU_T_THROUGHPUT and GPU_T_MEMORY, which with the set-up (30-40 s) fit a 420 s device call. GPU_NO_WHEELS=1
-# skips the install (a machine that has the packages; a dry run on a CPU).
+# skips the install (a machine that has the packages; a dry run on a CPU), GPU_CHECKS=0 the bitsandbytes check and
+# Liger's warm-up, GPU_MEMORY_ARGS=skip the memory step. GPU_PROFILE=ARM first profiles GPU_PROFILE_STEPS steps of
+# that engine arm (benchmarks/profile_engine_step.py, at most GPU_T_PROFILE s).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-figures}
@@ -55,6 +57,7 @@ for name in names.split():
 print(f"python {sys.version.split()[0]}; " + ", ".join(found))
 EOF
 
+if [ "${GPU_CHECKS:-1}" != 0 ]; then
 say "bitsandbytes import"
 if ! python3 -c "import bitsandbytes, torch; print('bitsandbytes', bitsandbytes.__version__, torch.version.cuda)"; then
     echo "bitsandbytes does not import: removed, so the other steps run without it (QLoRA rows will fail)"
@@ -96,6 +99,14 @@ then
     echo "Liger's kernels failed: liger-kernel removed, the engine runs without them"
     rm -rf /tmp/site/liger_kernel /tmp/site/liger_kernel-*
 fi
+fi
+
+if [ -n "${GPU_PROFILE:-}" ]; then
+    say "0. profile_engine_step.py --arm $GPU_PROFILE (at most ${GPU_T_PROFILE:-75} s)"
+    timeout "${GPU_T_PROFILE:-75}" python3 benchmarks/profile_engine_step.py --arm "$GPU_PROFILE" \
+        --steps "${GPU_PROFILE_STEPS:-4}" --batch "$BATCH" --rows "$ROWS" 2>&1 | tee "$OUT/profile.txt"
+    echo "profile_engine_step.py exit: ${PIPESTATUS[0]}"
+fi
 
 say "1. throughput_real.py (batch $BATCH, $STEPS steps an arm, $ROUNDS rounds, at most $T_THROUGHPUT s)"
 # shellcheck disable=SC2086  # ARMS is a list of words
@@ -103,8 +114,10 @@ timeout "$T_THROUGHPUT" python3 benchmarks/throughput_real.py --arms $ARMS --rou
     --trl-steps "$STEPS" --rows "$ROWS" --batch "$BATCH" 2>&1 | tee "$OUT/throughput_real.txt"
 echo "throughput_real.py exit: ${PIPESTATUS[0]}"
 
-say "2. memory_estimate.py $MEMORY_ARGS (at most $T_MEMORY s)"
-# shellcheck disable=SC2086  # MEMORY_ARGS is a list of words
-timeout "$T_MEMORY" python3 benchmarks/memory_estimate.py $MEMORY_ARGS 2>&1 | tee "$OUT/memory_estimate.txt"
-echo "memory_estimate.py exit: ${PIPESTATUS[0]}"
+if [ "$MEMORY_ARGS" != skip ]; then
+    say "2. memory_estimate.py $MEMORY_ARGS (at most $T_MEMORY s)"
+    # shellcheck disable=SC2086  # MEMORY_ARGS is a list of words
+    timeout "$T_MEMORY" python3 benchmarks/memory_estimate.py $MEMORY_ARGS 2>&1 | tee "$OUT/memory_estimate.txt"
+    echo "memory_estimate.py exit: ${PIPESTATUS[0]}"
+fi
 say "done"
