@@ -1,7 +1,7 @@
 """TrainerCallbacks that write the run directory: metrics.jsonl, status.json, a line per log in train.log,
-a graceful stop on SIGTERM / SIGINT, Save now and Pause between steps, and a stop on a NaN or infinite loss.
+a graceful stop on SIGTERM / SIGINT, and a stop on a NaN or infinite loss (Save now and Pause: controls.py).
 
-Only rank 0 writes files; every rank watches for the stop signal and the requests so they all act at the same step.
+Only rank 0 writes files; every rank watches for the stop signal so they all stop at the same step.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from engine.store.rundir import PAUSED, append_metrics, update_status
-from engine.training.controls import RunControls, Wanted
+from engine.store.rundir import append_metrics, update_status
 from engine.training.stopping import StopRequest
 
 
@@ -40,8 +39,7 @@ def _is_bad_number(value: Any) -> bool:
 
 
 class RunDirCallback(TrainerCallback):
-    """Streams progress into the run directory, turns stop signals and NaN losses into clean stops, and answers
-    Save now and Pause (engine.training.controls) between steps."""
+    """Streams progress into the run directory and turns stop signals and NaN losses into clean stops."""
 
     def __init__(
         self,
@@ -67,11 +65,8 @@ class RunDirCallback(TrainerCallback):
         self._last_status = 0.0
         self._last_log_time = time.time()
         self._last_tokens = 0
-        self.controls = RunControls(run_dir, stop, is_main)
-        self.paused_since: float | None = None  # while the run waits on a Pause (across a save made meanwhile)
-        self.stopped_paused = False  # the last check ended a pause with a Stop
 
-    def _status(self, progress: Any, force: bool = False, **changes: Any) -> None:
+    def write_status(self, progress: Any, force: bool = False, **changes: Any) -> None:
         """Write step, max_steps and epoch from the trainer state (throttled unless forced)."""
         now = time.time()
         if self.is_main and (force or now - self._last_status >= self.status_interval_s):
@@ -82,90 +77,34 @@ class RunDirCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._last_log_time = time.time()
         self._last_tokens = state.num_input_tokens_seen
-        self.controls.begin()  # before "running": requests are taken from then on
-        self._status(state, force=True, state="running")
+        self.write_status(state, force=True, state="running")
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        wanted = self._between_steps(state, control)
-        if wanted.stop and not control.should_training_stop:
-            self._stop_here(state, control, save=True)
+        if self.stop.agreed() and not control.should_training_stop:
+            control.should_save = True
+            control.should_training_stop = True
+            print(
+                f"{self.stop.signal_name}: saving a checkpoint at step {state.global_step} and stopping",
+                flush=True,
+            )
+            self.write_status(state, force=True, state="stopping", paused_at=None)
         else:
-            self._status(state)
+            self.write_status(state)
         # Trainer logs, evaluates, then saves; a save announced here starts after any evaluation (on_evaluate).
         self._expect_save(state, control, evaluating=control.should_evaluate)
-
-    def _stop_here(self, state: Any, control: Any, save: bool) -> None:
-        """End training after this step, with a checkpoint of it (``save``: ask for one; else it was just made)."""
-        control.should_save = control.should_save or save
-        control.should_training_stop = True
-        print(f"{self.stop.signal_name}: saving a checkpoint at step {state.global_step} and stopping", flush=True)
-        self._status(state, force=True, state="stopping", paused_at=None)
 
     def _expect_save(self, state: Any, control: Any, evaluating: bool = False) -> None:
         self.saving = f"checkpoint {state.global_step}" if control.should_save and not evaluating else None
 
     def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._restart_throughput_clock(state)
-        if state.global_step > 0:  # an evaluation before the first step (eval_on_start) is followed by no save
-            self._stop_after_pause(state, control, self._between_steps(state, control), save=True)
+        self.restart_throughput_clock(state)
         self._expect_save(state, control)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.saving = None
-        self.controls.saved()
-        self._stop_after_pause(state, control, self._between_steps(state, control, saved=True), save=False)
-        self._restart_throughput_clock(state)
+        self.restart_throughput_clock(state)
 
-    def _stop_after_pause(self, state: Any, control: Any, wanted: Wanted, save: bool) -> None:
-        """A Stop that ended a pause after an evaluation or a save stops at this step, which the pause was at;
-        any other Stop is left to the end of the next step, as it always was."""
-        if wanted.stop and self.stopped_paused and not control.should_training_stop:
-            self._stop_here(state, control, save)
-
-    def _between_steps(self, state: Any, control: Any, saved: bool = False) -> Wanted:
-        """Act on Save now and Pause: ask Trainer for a checkpoint of this step, or wait here while paused (a Stop,
-        a Save now or Continue ends the wait). ``saved``: this step's checkpoint was just written. Returns what
-        is wanted once done (a Stop for the caller)."""
-        wanted = self.controls.check()
-        while not wanted.stop:
-            if wanted.save and not saved:
-                control.should_save = True  # Trainer saves after this hook (and any evaluation); on_save follows
-                print(f"saving a checkpoint at step {state.global_step} on request", flush=True)
-                return wanted  # a pause wanted too waits after the save (on_save), still paused
-            if not wanted.pause:
-                break
-            self._wait_paused(state)
-            wanted = self.controls.check()
-        self._end_pause(state, wanted)
-        return wanted
-
-    def _wait_paused(self, state: Any) -> None:
-        """One wait while paused; the first says so in the status and the log."""
-        if self.paused_since is None:
-            self.paused_since = time.time()
-            self._status(state, force=True, state=PAUSED, paused_at=self.paused_since)
-            print(f"paused at step {state.global_step}; the process waits, holding its memory", flush=True)
-        time.sleep(self.controls.poll_s)
-
-    def _end_pause(self, state: Any, wanted: Wanted) -> None:
-        """After a pause: a ``pause`` event in metrics.jsonl (its time and length, so readers of the speed skip
-        it) and, on Continue, ``running`` again (a Stop writes ``stopping`` itself)."""
-        self.stopped_paused = False
-        if self.paused_since is None:
-            return
-        since, self.paused_since = self.paused_since, None
-        self.stopped_paused = wanted.stop
-        seconds = time.time() - since
-        if self.is_main:
-            append_metrics(
-                self.run_dir, [{"event": "pause", "step": state.global_step, "time": since, "seconds": seconds}]
-            )
-        print(f"{'stopping' if wanted.stop else 'continuing'} after a pause of {seconds:.1f} s", flush=True)
-        if not wanted.stop:
-            self._status(state, force=True, state="running", paused_at=None)
-        self._restart_throughput_clock(state)
-
-    def _restart_throughput_clock(self, state: Any) -> None:
+    def restart_throughput_clock(self, state: Any) -> None:
         """Evaluation and saving are not training: tokens/s of the next log counts from here."""
         self._last_log_time = time.time()
         self._last_tokens = state.num_input_tokens_seen

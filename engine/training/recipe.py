@@ -74,6 +74,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from engine.data import resolve_chat_template
     from engine.runs.lineage import checked_source
     from engine.training.builders import to_early_stopping_callback, to_training_args
+    from engine.training.controls import RequestsCallback
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.methods import TrainerParts, method_of, require_format
     from engine.training.modeling import build_model, count_parameters, load_tokenizer
@@ -110,9 +111,10 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
         )
     use_trackio_dir(config, run_dir)  # before the Trainer's trackio callback imports trackio
     args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
-    # After the run directory's callback: at an evaluation that ends a pause, the pause ends first.
+    # Save now and Pause after the run directory's callback (a step's log is written before the run waits there),
+    # early stopping after both (an evaluation that ends a pause is judged once the pause is over).
     early = [early_stopping] if (early_stopping := to_early_stopping_callback(config)) else []
-    callbacks = [callback, *early, *cpu_share]
+    callbacks = [callback, RequestsCallback(callback), *early, *cpu_share]
     trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, callbacks))
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
