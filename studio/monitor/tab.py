@@ -198,7 +198,7 @@ class MonitorTab:
             with gr.Column(scale=3, elem_classes="ts-tight"):
                 self.header = gr.HTML(elem_classes="ts-html")
                 gr.HTML(panel_html("progress"), elem_classes="ts-html")
-            with gr.Column(scale=2, min_width=520), gr.Row(elem_classes="ts-actions"):
+            with gr.Column(scale=2, min_width=560), gr.Row(elem_classes="ts-actions"):
                 self.save = gr.Button("Save now", variant="secondary", interactive=False, elem_id="ts-save")
                 self.pause = gr.Button(PAUSE, variant="secondary", interactive=False, elem_id="ts-pause")
                 self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
