@@ -79,7 +79,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer
 
-    from engine.config.sections import DataSection
+    from engine.config.data import DataSection
     from engine.data import load_rows
     from engine.evaluate.preference import score_pairs
 

@@ -8,16 +8,15 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from engine.config.data import DataSection, DatasetEntry
 from engine.config.errors import ConfigError, Problem, problems_from_validation
 from engine.config.grpo import GrpoSection, RewardSpec
+from engine.config.launch import LaunchSection
 from engine.config.methods import SMOOTHED_DPO_LOSSES, DpoSection, KtoSection, OrpoSection
 from engine.config.names import check_name
 from engine.config.sections import (
     AdapterSection,
-    DataSection,
-    DatasetEntry,
     EarlyStopping,
-    LaunchSection,
     ModelSection,
     QuantizationSection,
     Section,

@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from engine.config.sections import ColumnMap, DataSection
+from engine.config.data import ColumnMap, DataSection
 from engine.data.errors import DataError
 from engine.data.tools import (
     FUNCTION_CALL,
@@ -77,7 +77,7 @@ REQUIRED = {
     "kto": ("label",),
     "tools": ("messages",),
 }
-# Every field (engine.config.sections.ColumnMap) each format reads, and the fixed column names it reads besides
+# Every field (engine.config.data.ColumnMap) each format reads, and the fixed column names it reads besides
 # (history: LLaMA-Factory's alpaca turns; tools: the tool schemas); a row's other columns are extra columns.
 READ = {
     "alpaca": ("instruction", "input", "output", "system"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from engine.config.sections import DataSection, DatasetEntry
+from engine.config.data import DataSection, DatasetEntry
 from engine.data.errors import DataError
 from engine.data.formats import PAIRED_FORMATS
 from engine.data.rows import DatasetRows, LoadedRows, load_rows

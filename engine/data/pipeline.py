@@ -10,7 +10,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.sections import DataSection
+from engine.config.data import DataSection
 from engine.data.errors import DataError, render_error
 from engine.data.formats import PAIRED_FORMATS, is_prompt_row
 from engine.data.mixture import AcceptDataset, load_training_rows

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config.sections import ColumnMap
+from engine.config.data import ColumnMap
 from engine.data.errors import kind_of
 from engine.data.formats import column, normalise_turn
 from engine.data.turns import string_problems, turn_role, turns_problems

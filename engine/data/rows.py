@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.sections import ColumnMap, DataSection
+from engine.config.data import ColumnMap, DataSection
 from engine.data.formats import detect_format, extra_columns, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
 from engine.data.preference import normalise_kto, normalise_preference

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config.sections import ColumnMap
+from engine.config.data import ColumnMap
 from engine.data.errors import kind_of
 from engine.data.formats import SHAREGPT_ROLES, column, turn_keys
 from engine.data.tools import (

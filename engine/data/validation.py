@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config.sections import ColumnMap
+from engine.config.data import ColumnMap
 from engine.data.errors import DataError
 from engine.data.formats import REQUIRED, column, row_format, turn_keys
 from engine.data.preference import kto_problems, preference_problems

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from engine.config import ConfigError, DatasetEntry, RunConfig, load_config, parse_config, save_config
-from engine.config.sections import MAX_DATASETS, MAX_WEIGHT, ColumnMap
+from engine.config.data import MAX_DATASETS, MAX_WEIGHT, ColumnMap
 
 BRIEF_YAML = """
 data:

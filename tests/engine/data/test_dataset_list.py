@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from engine.config import ConfigError, RunConfig, parse_config
-from engine.config.sections import DataSection
+from engine.config.data import DataSection
 from engine.data import DataError, inspect_dataset, load_rows, prepare_datasets, preview_examples
 from engine.data.mixture import weighted_indices
 from engine.data.pipeline import select_rows, split_indices

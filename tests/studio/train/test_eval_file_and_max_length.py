@@ -20,7 +20,7 @@ import pytest
 from gradio.state_holder import SessionState
 
 from engine.config import RunConfig
-from engine.config.sections import DataSection
+from engine.config.data import DataSection
 from engine.data.pipeline import select_rows, tokenize_rows
 from engine.data.preview import check_tokens
 from engine.store.paths import PROJECT_ROOT
