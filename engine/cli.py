@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
-REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX", "trackio")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -165,7 +164,9 @@ def exit_at_once(code: int) -> int:
 
     W&B, TensorBoard and trackio writers finish in exit hooks, so a worker that reported to one leaves the usual way.
     """
-    if any(name in sys.modules for name in REPORTER_MODULES):
+    from engine.training.trackers import writers_open
+
+    if writers_open():
         return code
     sys.stdout.flush()
     sys.stderr.flush()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,23 @@ TRACKER_MODULES: dict[str, tuple[str, ...]] = {
     "trackio": ("trackio",),
 }
 FALLBACK_PROJECT = "tuning-studio"
+# TensorBoard's writers, which transformers' callback imports only when a run reports to TensorBoard.
+TENSORBOARD_MODULES = ("torch.utils.tensorboard", "tensorboardX")
+
+
+def writers_open() -> bool:
+    """Whether this process opened a tracker whose writes finish in exit hooks (a TensorBoard writer, a W&B run,
+    a trackio run): it must then leave the usual way, and a warm worker that trained its run is not kept.
+
+    A tracker module merely loaded does not count: TRL imports wandb whenever it is installed, and its model card
+    (written with every checkpoint) imports trackio to look for a run, so a loaded module says nothing."""
+    if any(name in sys.modules for name in TENSORBOARD_MODULES):
+        return True
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and getattr(wandb, "run", None) is not None:
+        return True
+    trackio = sys.modules.get("trackio")
+    return bool(getattr(trackio, "_atexit_registered", False))  # set by trackio.init, with its exit hook
 
 
 def tracker_problems(config: RunConfig) -> list[Problem]:

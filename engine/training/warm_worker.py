@@ -20,9 +20,8 @@ from typing import IO, Any
 
 from engine.runs.standby import KEPT_LINE, READY_LINE
 from engine.store.rundir import LOG_FILE, STOPPED, checkpoint_steps, read_status
+from engine.training.trackers import writers_open
 
-# Writers that finish in exit hooks (engine.cli.exit_at_once): a worker that loaded one is not kept.
-REPORTER_MODULES = ("wandb", "torch.utils.tensorboard", "tensorboardX", "trackio")
 PR_SET_PDEATHSIG = 1
 
 
@@ -85,8 +84,8 @@ def train_request(request: dict[str, Any]) -> int:
 
 def can_keep(run_dir: Path, code: int) -> bool:
     """Whether the worker may wait for the run's resume: it stopped cleanly with a checkpoint to resume from, and
-    nothing that must flush at exit (W&B, TensorBoard) was loaded."""
-    if code != 0 or any(name in sys.modules for name in REPORTER_MODULES):
+    no tracker writer that must flush at exit was opened (engine.training.trackers.writers_open)."""
+    if code != 0 or writers_open():
         return False
     return read_status(run_dir).state == STOPPED and bool(checkpoint_steps(run_dir))
 

@@ -227,3 +227,32 @@ def test_check_refuses_a_project_name_trackio_reserves(tmp_path: Path) -> None:
     result = run_check(tracked_config(tmp_path, report_to=["trackio"], trackio_project="registry-dates"), PROJECT_ROOT)
     assert result.returncode != 0
     assert "train.trackio_project: Project name 'registry-dates' is not allowed" in result.stderr
+
+
+WRITERS_OPEN = """
+import sys
+from engine.training.trackers import writers_open
+import trackio
+from trl.trainer.utils import get_trackio_space_url
+get_trackio_space_url()  # what TRL's model card does at every checkpoint
+print(writers_open())
+trackio.init(project="probe", name="probe-run")
+print(writers_open())
+trackio.finish()
+"""
+
+
+def test_only_an_opened_tracker_run_counts_as_a_writer_to_flush(tmp_path: Path) -> None:
+    """A worker that merely loaded trackio (TRL's model card imports it) may still be kept and exit at once; one
+    that started a trackio run must leave through the exit hooks."""
+    result = subprocess.run(
+        [sys.executable, "-c", WRITERS_OPEN],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TRACKIO_DIR=str(tmp_path), PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    answers = [line for line in result.stdout.splitlines() if line in ("False", "True")]  # trackio prints too
+    assert answers == ["False", "True"], result.stdout
