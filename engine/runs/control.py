@@ -21,7 +21,7 @@ from engine.runs import standby
 from engine.runs.devices import Device, fits_standby, pick_devices
 from engine.runs.lineage import pinned
 from engine.runs.status import status
-from engine.store.hosts import ABORT, STOP, is_remote, send_request, this_host
+from engine.store.hosts import ABORT, STOP, clear_request, is_remote, send_request, this_host
 from engine.store.locks import file_lock
 from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
 from engine.store.rundir import (
@@ -188,6 +188,7 @@ def stop(run_dir: Path) -> bool:
         if not status(run_dir).is_active:
             return False
         send_request(Path(run_dir), STOP)
+        _drop_unanswerable_request(Path(run_dir))
         return True
     roots = _run_roots(Path(run_dir))
     if not roots:
@@ -244,10 +245,18 @@ def _abort_remote(run_dir: Path, timeout: float, reason: str) -> bool:
     if not status(run_dir).is_active:
         return False
     send_request(run_dir, ABORT, reason)
+    _drop_unanswerable_request(run_dir)
     deadline = time.time() + timeout
     while status(run_dir).is_active and time.time() < deadline:
         time.sleep(0.1)
     return True
+
+
+def _drop_unanswerable_request(run_dir: Path) -> None:
+    """A run that ended between the look at its status and the request (its task clears the request file as it
+    ends) will never read it: drop it, or it would stop the run's next segment at once."""
+    if not status(run_dir).is_active:
+        clear_request(run_dir)
 
 
 @contextlib.contextmanager
