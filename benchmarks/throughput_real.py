@@ -172,15 +172,13 @@ def engine_path(config: RunConfig) -> str:
 
     hardware = detect_hardware()
     device, precision = resolve_device(config, hardware), resolve_precision(config, hardware)
-    attention = resolve_attn_implementation(
-        config, on_gpu=device == "cuda", half_precision=precision != "fp32", flash_attn=hardware.flash_attn
-    )
+    attention = resolve_attn_implementation(config, hardware)
     return _path_line(
         device,
         resolve_dtype(config.model.dtype, config, hardware),
         precision,
         attention or "transformers' default (sdpa)",
-        resolve_padding_free(config),
+        resolve_padding_free(config, hardware),
         resolve_liger(config, hardware),
         resolve_tf32(config, hardware),
         resolve_gradient_checkpointing(config, hardware),

@@ -70,8 +70,8 @@ class ModelSection(Section):
         "auto",
         description=(
             "Attention kernel. auto: for padding-free batches (train.padding_free) flash_attention_2's varlen kernel "
-            "on a GPU in fp16 / bf16 when flash-attn is installed, else sdpa once per row (no masked squares); "
-            "otherwise transformers' choice (sdpa where it can)."
+            "on a GPU in fp16 / bf16 when flash-attn is installed, else sdpa once per row (no masked squares; on a "
+            "GPU only when padding_free is on, as cuDNN plans each row length); otherwise transformers' choice."
         ),
         json_schema_extra=advanced(),
     )
@@ -345,8 +345,9 @@ class TrainSection(Section):
         description=(
             "Train without padding: a batch's rows are joined into one sequence whose positions restart at each "
             "row, and attention never crosses rows, so the loss and gradients are those of a padded batch without "
-            "computing the padding. auto = on for sft (1.8-1.9x the tokens/s of padded batches on rows of 20-1,000 "
-            "tokens, benchmarks/throughput_real.py), off for dpo, kto, orpo and grpo, which batch pairs or samples."
+            "computing the padding. auto = on for sft on a CPU (1.8-1.9x the tokens/s of padded batches on rows of "
+            "20-1,000 tokens, benchmarks/throughput_real.py) and on a GPU with flash-attn (its varlen kernel; without "
+            "it padded batches measured faster), off for dpo, kto, orpo and grpo, which batch pairs or samples."
         ),
     )
     group_by_length: bool = Field(

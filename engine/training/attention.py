@@ -19,10 +19,10 @@ is padding, so the linear layers, the LM head and the loss see only real tokens.
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from engine.config import RunConfig
+from engine.training.hardware import Hardware, resolve_device, resolve_precision
 
 SEGMENTS = "sdpa_segments"
 # What one extra kernel call costs, as the attention of a row of this many tokens: many short rows (the demo
@@ -32,20 +32,23 @@ ROW_CALL_TOKENS = 64
 PADDING_FREE_METHODS = ("sft",)
 
 
-def installed(module: str) -> bool:
-    """Whether a Python package can be imported (without importing it)."""
-    return importlib.util.find_spec(module) is not None
+def resolve_padding_free(config: RunConfig, hardware: Hardware) -> bool:
+    """Whether the run trains on padding-free batches. auto: on for sft on a CPU, and on a GPU only where
+    flash-attn's varlen kernel takes them (fp16 / bf16); off for the other methods.
 
-
-def resolve_padding_free(config: RunConfig) -> bool:
-    """Whether the run trains on padding-free batches: auto = on for sft, off for the other methods."""
+    On a GPU without flash-attn the per-row sdpa calls of ``sdpa_segments`` go to cuDNN, which plans every new row
+    length on the CPU (about 15 ms a call): 0.18x the tokens/s of a bare Trainer on an H100, and slower than padded
+    batches there (benchmarks/README.md, GPU figures).
+    """
     choice = config.train.padding_free
     if choice != "auto":
         return choice == "on"
-    return config.method in PADDING_FREE_METHODS and not config.model.trust_remote_code
+    if config.method not in PADDING_FREE_METHODS or config.model.trust_remote_code:
+        return False
+    return resolve_device(config, hardware) == "cpu" or _flash_varlen(config, hardware)
 
 
-def resolve_attn_implementation(config: RunConfig, on_gpu: bool, half_precision: bool, flash_attn: bool) -> str | None:
+def resolve_attn_implementation(config: RunConfig, hardware: Hardware) -> str | None:
     """The attention kernel to load the model with (None: transformers' own choice).
 
     A padding-free run with ``auto`` takes flash-attn's varlen kernel on a GPU in fp16 / bf16 when flash-attn is
@@ -54,9 +57,15 @@ def resolve_attn_implementation(config: RunConfig, on_gpu: bool, half_precision:
     chosen = config.model.attn_implementation
     if chosen != "auto":
         return chosen
-    if not resolve_padding_free(config):
+    if not resolve_padding_free(config, hardware):
         return None
-    return "flash_attention_2" if on_gpu and half_precision and flash_attn else SEGMENTS
+    return "flash_attention_2" if _flash_varlen(config, hardware) else SEGMENTS
+
+
+def _flash_varlen(config: RunConfig, hardware: Hardware) -> bool:
+    """Whether flash-attn's varlen kernel can run this run: a GPU, fp16 / bf16, flash-attn installed."""
+    on_gpu = resolve_device(config, hardware) == "cuda"
+    return on_gpu and hardware.flash_attn and resolve_precision(config, hardware) != "fp32"
 
 
 def register_segment_attention() -> None:

@@ -234,4 +234,5 @@ def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardwa
     from engine.training.methods import method_of
 
     method = method_of(config)
-    return method.args_class()(**common_training_kwargs(config, output_dir, hardware), **method.training_kwargs(config))
+    common = common_training_kwargs(config, output_dir, hardware)
+    return method.args_class()(**common, **method.training_kwargs(config, hardware))

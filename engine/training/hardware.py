@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Literal
 
 from engine.config import Problem, RunConfig
+from engine.training.packages import installed
 from engine.training.trackers import tracker_problems
 
 
@@ -40,8 +41,6 @@ def detect_hardware() -> Hardware:
 
     if not torch.cuda.is_available():
         return CPU_ONLY
-    from engine.training.attention import installed
-
     return Hardware(
         gpu_count=torch.cuda.device_count(),
         bf16_supported=torch.cuda.is_bf16_supported(),

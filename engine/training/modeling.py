@@ -16,7 +16,6 @@ from engine.training.hardware import (
     resolve_device,
     resolve_dtype,
     resolve_gradient_checkpointing,
-    resolve_precision,
 )
 
 if TYPE_CHECKING:
@@ -91,12 +90,7 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
         "trust_remote_code": config.model.trust_remote_code,
         "quantization_config": to_bnb_config(config, hardware),
     }
-    attention = resolve_attn_implementation(
-        config,
-        on_gpu=resolve_device(config, hardware) == "cuda",
-        half_precision=resolve_precision(config, hardware) != "fp32",
-        flash_attn=hardware.flash_attn,
-    )
+    attention = resolve_attn_implementation(config, hardware)
     if attention == SEGMENTS:
         register_segment_attention()
     if attention is not None:

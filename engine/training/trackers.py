@@ -20,7 +20,7 @@ from typing import Any
 from engine.config import Problem, RunConfig
 from engine.store.workspace import TRACKIO_DIR, workspace_of
 from engine.store.workspace import trackio_dir as workspace_trackio_dir
-from engine.training.attention import installed
+from engine.training.packages import installed
 
 # The modules each tracker needs (either one will do), as transformers' integrations look for them.
 TRACKER_MODULES: dict[str, tuple[str, ...]] = {

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
+
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,8 @@ class Method:
       optimises, and Evaluate ranks its pairs by that reward too).
     - ``prepare_data(config, tokenizer)``: the tokenized datasets, with ``.train``, ``.eval`` and ``.report``
       (an ``engine.data.DataReport``).
-    - ``training_kwargs(config)``: the method's own arguments of its ``args_class`` (pure: no library import);
+    - ``training_kwargs(config, hardware)``: the method's own arguments of its ``args_class`` (pure: no library
+      import; ``hardware`` for the device-aware ones);
       the arguments every method shares come from ``engine.training.builders.common_training_kwargs``.
     - ``args_class()``: the TRL config class (a transformers TrainingArguments).
     - ``build_trainer(parts)``: the TRL trainer, ready to ``train()``.
@@ -79,7 +83,7 @@ class Method:
     title: str
     formats: tuple[str, ...]
     prepare_data: Callable[[RunConfig, Any], Any]
-    training_kwargs: Callable[[RunConfig], dict[str, Any]]
+    training_kwargs: Callable[[RunConfig, Hardware], dict[str, Any]]
     args_class: Callable[[], type]
     build_trainer: Callable[[TrainerParts], Any]
     charts: tuple[MetricChart, ...] = ()

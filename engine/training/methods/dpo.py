@@ -4,14 +4,17 @@ fine-tune a frozen copy, or none with ``precompute_ref_log_probs``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.training.methods import paired
 from engine.training.methods.base import Method, TrainerParts
 
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
-def training_kwargs(config: RunConfig) -> dict[str, Any]:
+
+def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """DPOConfig's own arguments, from the dpo section."""
     dpo = config.dpo
     return {

@@ -8,10 +8,13 @@ reuses the samples (the "subclassing Trainer" guide's reason for it); the config
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.training.methods.base import Method, MetricChart, TrainerParts
+
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
 
 def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
@@ -30,7 +33,7 @@ def check_data(config: RunConfig, tokenizer: Any) -> None:
     check_rewards(config.grpo.rewards, first_prompt_rows(config), tokenizer)
 
 
-def training_kwargs(config: RunConfig) -> dict[str, Any]:
+def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """GRPOConfig's own arguments, from the grpo section."""
     grpo = config.grpo
     return {

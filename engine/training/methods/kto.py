@@ -3,14 +3,17 @@ against a reference model and a KL estimate taken from the other answers of the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.training.methods import paired
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
-def training_kwargs(config: RunConfig) -> dict[str, Any]:
+
+def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """KTOConfig's own arguments, from the kto section."""
     kto = config.kto
     kwargs: dict[str, Any] = {

@@ -8,14 +8,17 @@ ORPO lives in ``trl.experimental`` in TRL 1.16, whose API may change between rel
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.training.methods import paired
 from engine.training.methods.base import Method, MetricChart, TrainerParts
 
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
-def training_kwargs(config: RunConfig) -> dict[str, Any]:
+
+def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """ORPOConfig's own arguments, from the orpo section."""
     return {"max_length": config.train.max_length, "beta": config.orpo.beta}
 

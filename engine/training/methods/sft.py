@@ -15,10 +15,13 @@ floating-point operations; the count cannot change while training, so it is take
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.config import RunConfig
 from engine.training.methods.base import Method, TrainerParts
+
+if TYPE_CHECKING:
+    from engine.training.hardware import Hardware
 
 
 def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
@@ -28,12 +31,12 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
     return prepare_datasets(config, tokenizer)
 
 
-def training_kwargs(config: RunConfig) -> dict[str, Any]:
+def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """SFTConfig's own arguments."""
     from engine.training.attention import resolve_padding_free
 
     train = config.train
-    padding_free = resolve_padding_free(config)
+    padding_free = resolve_padding_free(config, hardware)
     return {
         # TRL refuses a max_length with padding-free batches it does not pack, since it would not cut the rows
         # itself; engine.data has already cut them to train.max_length.

@@ -25,19 +25,25 @@ def config(method: str = "sft", **sections: Any) -> Any:
 
 
 def attention(run: Any, hardware: Hardware) -> str | None:
-    """The kernel load_model asks for, resolved as engine.training.modeling does."""
-    from engine.training.hardware import resolve_device, resolve_precision
-
-    on_gpu = resolve_device(run, hardware) == "cuda"
-    return resolve_attn_implementation(run, on_gpu, resolve_precision(run, hardware) != "fp32", hardware.flash_attn)
+    """The kernel load_model asks for."""
+    return resolve_attn_implementation(run, hardware)
 
 
 @pytest.mark.parametrize("method", ["dpo", "kto", "orpo", "grpo"])
 def test_padding_free_is_the_sft_default_and_off_for_the_other_methods(method: str) -> None:
-    assert resolve_padding_free(config()) is True
-    assert resolve_padding_free(config(method)) is False
-    assert resolve_padding_free(config(train={"padding_free": "off"})) is False
-    assert resolve_padding_free(config(model={"trust_remote_code": True})) is False  # its attention may mix rows
+    assert resolve_padding_free(config(), CPU_ONLY) is True
+    assert resolve_padding_free(config(method), CPU_ONLY) is False
+    assert resolve_padding_free(config(train={"padding_free": "off"}), CPU_ONLY) is False
+    assert resolve_padding_free(config(model={"trust_remote_code": True}), CPU_ONLY) is False  # may mix rows
+
+
+def test_a_gpu_takes_padding_free_batches_only_with_flash_attn() -> None:
+    # Without flash-attn the per-row sdpa calls reach cuDNN, which plans each row length on the CPU: slower on an
+    # H100 than padded batches (benchmarks/README.md, GPU figures).
+    assert resolve_padding_free(config(), FULL_GPU) is True
+    assert resolve_padding_free(config(), BARE_GPU) is False
+    assert resolve_padding_free(config(train={"precision": "fp32"}), FULL_GPU) is False  # flash-attn has no fp32
+    assert resolve_padding_free(config(train={"padding_free": "on"}), BARE_GPU) is True  # the user's choice
 
 
 def test_sft_arguments_ask_trl_for_padding_free_batches(tmp_path: Path) -> None:
@@ -53,9 +59,10 @@ def test_sft_arguments_ask_trl_for_padding_free_batches(tmp_path: Path) -> None:
 def test_attention_kernel_per_machine() -> None:
     sft = config()
     assert attention(sft, CPU_ONLY) == SEGMENTS  # per-row sdpa: no masked squares on the CPU
-    assert attention(sft, BARE_GPU) == SEGMENTS  # no flash-attn installed
+    assert attention(sft, BARE_GPU) is None  # no flash-attn: padded batches, transformers' sdpa
+    assert attention(config(train={"padding_free": "on"}), BARE_GPU) == SEGMENTS  # asked for without flash-attn
     assert attention(sft, FULL_GPU) == "flash_attention_2"  # its varlen kernel, in bf16
-    assert attention(config(train={"precision": "fp32"}), FULL_GPU) == SEGMENTS  # flash-attn has no fp32
+    assert attention(config(train={"precision": "fp32"}), FULL_GPU) is None  # flash-attn has no fp32
     assert attention(config(train={"padding_free": "off"}), FULL_GPU) is None  # transformers' own choice
     assert attention(config("dpo"), FULL_GPU) is None
     assert attention(config(model={"attn_implementation": "eager"}), FULL_GPU) == "eager"  # the user's choice
@@ -66,7 +73,7 @@ def test_cpu_run_pays_for_no_bf16_checkpointing_liger_or_tf32(tmp_path: Path) ->
     args = common_training_kwargs(sft, tmp_path, CPU_ONLY)
     assert (args["bf16"], args["fp16"], args["activation_checkpointing"]) == (False, False, False)
     assert args["use_liger_kernel"] is False and args["tf32"] is None
-    assert method_of(sft).training_kwargs(sft)["train_sampling_strategy"] == "random"
+    assert method_of(sft).training_kwargs(sft, CPU_ONLY)["train_sampling_strategy"] == "random"
 
 
 def test_gpu_run_takes_liger_tf32_and_bf16_where_they_exist(tmp_path: Path) -> None:
@@ -91,7 +98,7 @@ def test_liger_asked_for_where_it_cannot_run_is_refused() -> None:
 
 def test_group_by_length_reaches_the_sampler(tmp_path: Path) -> None:
     run = config(train={"group_by_length": True, "padding_free": "off"})
-    args = {**common_training_kwargs(run, tmp_path, CPU_ONLY), **method_of(run).training_kwargs(run)}
+    args = {**common_training_kwargs(run, tmp_path, CPU_ONLY), **method_of(run).training_kwargs(run, CPU_ONLY)}
     assert args["train_sampling_strategy"] == "group_by_length"
 
 

@@ -44,8 +44,9 @@ READ_BY_THE_DATA = {
 # TrainSection fields that only sft takes, with a value the other methods refuse.
 SFT_ONLY = {"packing": True, "padding_free": "on", "group_by_length": True}
 # A value other than the default that changes the arguments where the first other choice would not (sft's
-# padding_free: auto already means on), or where there is no list of choices to take it from (the trackers).
-OTHER_VALUES = {"padding_free": "off", "report_to": ["trackio"], "trackio_project": "dates", "trackio_space": "me/b"}
+# padding_free: auto means off on a GPU without flash-attn), or where there is no list of choices to take it from
+# (the trackers).
+OTHER_VALUES = {"padding_free": "on", "report_to": ["trackio"], "trackio_project": "dates", "trackio_space": "me/b"}
 # Fields that reach the arguments only beside another setting: that setting, in both configs compared.
 NEEDS = {"trackio_project": {"report_to": ["trackio"]}, "trackio_space": {"report_to": ["trackio"]}}
 # GRPO's rewards reach its trainer as functions (engine.training.rewards), their weights as reward_weights.
@@ -88,7 +89,7 @@ def test_a_method_refuses_data_of_another_format() -> None:
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_shared_and_method_arguments_do_not_overlap(name: str, tmp_path: Path) -> None:
     config = base_config(name)
-    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].training_kwargs(config))
+    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].training_kwargs(config, GPU))
 
 
 def _other_value(info: FieldInfo, default: Any) -> Any:
@@ -106,7 +107,7 @@ def _other_value(info: FieldInfo, default: Any) -> Any:
 
 
 def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
-    return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).training_kwargs(config)}
+    return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).training_kwargs(config, GPU)}
 
 
 @pytest.mark.parametrize("field", sorted(TrainSection.model_fields))
