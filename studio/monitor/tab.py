@@ -27,7 +27,6 @@ from studio.demo.queue import resume_queued
 from studio.monitor.completions import DEFAULT_SAMPLES, READ_LIMIT, SHOW_CHOICES, TOTAL, CompletionsPanel
 from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
-from studio.monitor.view import CONTINUE, PAUSE
 from studio.scheduler import resume_in_line
 
 # State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
@@ -61,11 +60,12 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     values = [skip if value is None else value for value in values]
     controls = update.controls
     if controls is None:
-        values += [skip] * 5
+        values += [skip] * 6
     else:
         values += [
             gr.Button(interactive=controls.save),
-            gr.Button(interactive=controls.pause, value=controls.pause_label),
+            gr.Button(interactive=controls.pause, visible=not controls.continue_run),
+            gr.Button(interactive=controls.continue_run, visible=controls.continue_run),
             gr.Button(interactive=controls.stop, value=controls.stop_label),
             gr.Button(interactive=controls.resume),
             gr.Button(interactive=controls.abort),
@@ -131,40 +131,47 @@ def stop_clicked(run_dir: str | None) -> None:
 
 def save_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
     """Ask for a checkpoint at the end of the current step; the run goes on (a paused run stays paused)."""
-    if not run_dir:
+    run = _owned(run_dir, policy, visitor)
+    if run is None:
         return
-    try:
-        saving = runs.save_now(check_owner(Path(run_dir), policy, visitor))
-    except runs.RunError as exc:
-        gr.Warning(str(exc))
-        return
-    if saving:
+    if runs.save_now(run):
         gr.Info("Saving a checkpoint at the end of the current step; training goes on.")
     else:
         gr.Warning("The run is not running.")
 
 
-def pause_clicked(
-    run_dir: str | None, action: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
-) -> None:
-    """Pause the run after its current step, or let a paused run go on (``action``: the button's label as the
-    page showed it, so a click acts as it read even if the state changed meanwhile)."""
-    if not run_dir:
+def pause_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+    """Ask the run to wait after its current step, in its process, holding its memory."""
+    run = _owned(run_dir, policy, visitor)
+    if run is None:
         return
-    try:
-        run = check_owner(Path(run_dir), policy, visitor)
-    except runs.RunError as exc:
-        gr.Warning(str(exc))
-        return
-    if action == CONTINUE:
-        if runs.resume_paused(run):
-            gr.Info("Continuing from the step where the run waited.")
-        else:
-            gr.Warning("The run is not paused.")
-    elif runs.pause(run):
+    if runs.pause(run):
         gr.Info("Pausing: the run waits after the current step, holding its memory; Continue goes on.")
     else:
         gr.Warning("The run is not running.")
+
+
+def continue_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+    """Let a paused run (or one asked to pause) go on from the step where it waits, in the same process."""
+    run = _owned(run_dir, policy, visitor)
+    if run is None:
+        return
+    if runs.resume_paused(run):
+        gr.Info("Continuing from the step where the run waited.")
+    else:
+        gr.Warning("The run is not paused.")
+
+
+def _owned(run_dir: str | None, policy: DemoPolicy, visitor: str | None) -> Path | None:
+    """The run a control acts on, when there is one and (in demo mode) it is the visitor's; else None, with the
+    same warning as for a run that does not exist."""
+    if not run_dir:
+        return None
+    try:
+        return check_owner(Path(run_dir), policy, visitor)
+    except runs.RunError as exc:
+        gr.Warning(str(exc))
+        return None
 
 
 def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
@@ -200,7 +207,10 @@ class MonitorTab:
                 gr.HTML(panel_html("progress"), elem_classes="ts-html")
             with gr.Column(scale=2, min_width=560), gr.Row(elem_classes="ts-actions"):
                 self.save = gr.Button("Save now", variant="secondary", interactive=False, elem_id="ts-save")
-                self.pause = gr.Button(PAUSE, variant="secondary", interactive=False, elem_id="ts-pause")
+                self.pause = gr.Button("Pause", variant="secondary", interactive=False, elem_id="ts-pause")
+                self.go_on = gr.Button(
+                    "Continue", variant="primary", interactive=False, visible=False, elem_id="ts-continue"
+                )
                 self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
                 self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
                 self.abort = gr.Button("Abort", variant="stop", interactive=False, elem_id="ts-abort")
@@ -295,6 +305,7 @@ class MonitorTab:
             self.config,
             self.save,
             self.pause,
+            self.go_on,
             self.stop,
             self.resume,
             self.abort,
@@ -321,11 +332,10 @@ class MonitorTab:
         visitor = [self.ctx.visitor]
         save = {"fn": lambda run_dir, who: save_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
         self.save.click(**save, outputs=None, **private).then(**poll)
-        pause = {
-            "fn": lambda run_dir, action, who: pause_clicked(run_dir, action, policy, who),
-            "inputs": [*run, self.pause, *visitor],
-        }
+        pause = {"fn": lambda run_dir, who: pause_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
         self.pause.click(**pause, outputs=None, **private).then(**poll)
+        go_on = {"fn": lambda run_dir, who: continue_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
+        self.go_on.click(**go_on, outputs=None, **private).then(**poll)
         self.stop.click(stop_clicked, run, None, **private).then(**poll)
         resume = {
             "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),

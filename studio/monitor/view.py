@@ -29,7 +29,6 @@ from studio.monitor.feed import MetricsFeed, eta_seconds
 
 # The states in which the worker takes Save now and Pause / Continue (engine.runs.requests).
 REQUEST_STATES = ("running", PAUSED)
-PAUSE, CONTINUE = "Pause", "Continue"
 
 
 @dataclass(frozen=True)
@@ -41,25 +40,27 @@ class Controls:
     abort: bool
     stop_label: str = "Stop"  # "Cancel" for a queued run: it leaves the line
     save: bool = False  # Save now
-    pause: bool = False  # the Pause / Continue button
-    pause_label: str = PAUSE  # CONTINUE while the run is paused or asked to pause
+    pause: bool = False  # Pause
+    continue_run: bool = False  # Continue, shown in Pause's place: the run is paused or asked to pause
 
 
 def controls_for(status: RunStatus, pause_requested: bool = False) -> Controls:
     """Stop while it runs or is paused (Cancel while it waits in the queue), Abort while a process lives, Resume
-    when it ended without completing (stopped, failed, aborted) and has a checkpoint; Save now and Pause while it
-    runs, Continue instead of Pause while it is paused or ``pause_requested`` (not yet at the step's end)."""
+    when it ended without completing (stopped, failed, aborted) and has a checkpoint; Save now while it runs or is
+    paused, Pause while it runs, Continue in Pause's place while it is paused or ``pause_requested`` (not yet at
+    the step's end: Continue takes the request back)."""
     state = status.state
     has_checkpoint = bool(status.checkpoints)
     takes_requests = state in REQUEST_STATES
+    waits = takes_requests and (state == PAUSED or pause_requested)
     return Controls(
         stop=state in (QUEUED, *TRAINING_STATES),
         resume=status.is_resumable and has_checkpoint,
         abort=state in ACTIVE_STATES,
         stop_label="Cancel" if state == QUEUED else "Stop",
         save=takes_requests,
-        pause=takes_requests,
-        pause_label=CONTINUE if takes_requests and (state == PAUSED or pause_requested) else PAUSE,
+        pause=takes_requests and not waits,
+        continue_run=waits,
     )
 
 

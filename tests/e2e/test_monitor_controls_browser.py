@@ -19,8 +19,10 @@ pytestmark = pytest.mark.e2e
 STEPS = 2000  # far more than the test lets it train: it ends with Stop
 
 
-def pause_label(page) -> str:
-    return page.locator("#ts-pause").inner_text().strip()
+def offers(page, button: str) -> bool:
+    """Whether the Monitor shows ``button`` (Pause and Continue take turns in one place) and it can be clicked."""
+    locator = page.locator(f"#ts-{button}")
+    return locator.is_visible() and locator.is_enabled()
 
 
 def test_pause_save_restart_the_studio_continue_and_stop(studio, browser, start_run, artifacts):
@@ -28,12 +30,13 @@ def test_pause_save_restart_the_studio_continue_and_stop(studio, browser, start_
     page, monitor = open_studio(browser, studio.url)
     monitor.wait_state("running", timeout=90)
     monitor.wait_points(2)
-    wait_until(lambda: monitor.enabled("save") and monitor.enabled("pause"), 10, what="Save now and Pause")
-    assert pause_label(page) == "Pause" and not monitor.enabled("resume")
+    wait_until(lambda: offers(page, "save") and offers(page, "pause"), 10, what="Save now and Pause")
+    assert not page.locator("#ts-continue").is_visible() and not monitor.enabled("resume")
 
     page.locator("#ts-pause").click()
     monitor.wait_state("paused", timeout=60)
-    wait_until(lambda: pause_label(page) == "Continue", 10, what="the button to offer Continue")
+    wait_until(lambda: offers(page, "continue"), 10, what="Continue in Pause's place")
+    assert not page.locator("#ts-pause").is_visible()
     paused = runs.status(run_dir)
     assert paused.state == "paused" and paused.paused_at and paused.pid
     assert monitor.enabled("stop") and monitor.enabled("abort") and monitor.enabled("save")
@@ -54,14 +57,14 @@ def test_pause_save_restart_the_studio_continue_and_stop(studio, browser, start_
     studio.start()
     page, monitor = open_studio(browser, studio.url)
     monitor.wait_state("paused", timeout=60)  # an open run brings the Monitor to the front, still paused
-    wait_until(lambda: pause_label(page) == "Continue", 10, what="Continue after the restart")
+    wait_until(lambda: offers(page, "continue"), 10, what="Continue after the restart")
     assert runs.status(run_dir).pid == paused.pid and runs.status(run_dir).step == paused.step
     monitor.shot(artifacts, "controls-02-paused-after-studio-restart")
     log("controls-02-paused-after-studio-restart")
 
-    page.locator("#ts-pause").click()  # Continue
+    page.locator("#ts-continue").click()
     monitor.wait_state("running", timeout=60)
-    wait_until(lambda: pause_label(page) == "Pause", 10, what="the button to offer Pause again")
+    wait_until(lambda: offers(page, "pause"), 10, what="Pause again in Continue's place")
     wait_until(lambda: max(monitor.steps(), default=0) > paused.step, 60, what="new points after Continue")
     monitor.shot(artifacts, "controls-03-continued")
     log("controls-03-continued")

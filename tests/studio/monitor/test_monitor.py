@@ -108,7 +108,7 @@ TAKES_REQUESTS = Controls(stop=True, resume=False, abort=True, save=True, pause=
     ("state", "checkpoints", "expected"),
     [
         ("running", [], TAKES_REQUESTS),
-        ("paused", [], Controls(stop=True, resume=False, abort=True, save=True, pause=True, pause_label="Continue")),
+        ("paused", [], Controls(stop=True, resume=False, abort=True, save=True, continue_run=True)),
         ("starting", [], Controls(stop=True, resume=False, abort=True)),
         ("stopping", [10], Controls(stop=False, resume=False, abort=True)),
         ("stopped", [10], Controls(stop=False, resume=True, abort=False)),

@@ -23,7 +23,7 @@ from studio.jobs.view import finished_runs, weight_choices
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed
 from studio.monitor.session import MonitorSession
-from studio.monitor.view import CONTINUE, PAUSE, Controls, controls_for, progress_html, run_note
+from studio.monitor.view import Controls, controls_for, progress_html, run_note
 from studio.runs.data import run_note as runs_tab_note
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
@@ -55,12 +55,12 @@ def test_save_now_and_pause_while_running_continue_while_paused_or_asked_to_paus
     running = RunStatus(state="running")
     assert controls_for(running) == Controls(stop=True, resume=False, abort=True, save=True, pause=True)
     asked = controls_for(running, pause_requested=True)  # not yet at the step's end: Continue takes it back
-    assert asked.pause and asked.pause_label == CONTINUE
+    assert asked.continue_run and not asked.pause and asked.save
     paused = controls_for(RunStatus(state="paused"))
-    assert (paused.save, paused.pause, paused.pause_label, paused.stop, paused.abort) == (True, True, CONTINUE, 1, 1)
+    assert paused == Controls(stop=True, resume=False, abort=True, save=True, continue_run=True)
     for state in ("queued", "starting", "stopping", "stopped", "completed", "failed", "aborted"):
         controls = controls_for(RunStatus(state=state, checkpoints=[5]), pause_requested=True)
-        assert not controls.save and not controls.pause and controls.pause_label == PAUSE, state
+        assert not (controls.save or controls.pause or controls.continue_run), state
 
 
 def test_the_progress_line_says_since_when_a_run_is_paused_and_why_one_stopped_early() -> None:
@@ -91,16 +91,16 @@ def test_the_speed_after_a_pause_does_not_count_the_pause(tmp_path: Path) -> Non
 def test_the_session_reads_a_pending_pause_and_a_paused_run(tmp_path: Path, live_pid: int) -> None:
     run_dir = write_run(tmp_path, state="running", step=3, max_steps=30, supervisor_pid=live_pid)
     session = MonitorSession()
-    assert session.update(str(run_dir)).controls.pause_label == PAUSE
+    assert session.update(str(run_dir)).controls.pause
     request_pause(run_dir, True)
-    assert session.update(str(run_dir)).controls.pause_label == CONTINUE
+    assert session.update(str(run_dir)).controls.continue_run
     update_status(run_dir, state="paused", paused_at=time.time())
     update = session.update(str(run_dir))
     assert ">paused<" in update.header and "ts-pulse" not in update.header  # it waits: no pulse
     assert update.controls is None  # the same buttons as once Pause was asked for: nothing new to send
     session.forget_sent()
     controls = session.update(str(run_dir)).controls
-    assert controls.pause_label == CONTINUE and controls.save and controls.stop and controls.abort
+    assert controls.continue_run and controls.save and controls.stop and controls.abort and not controls.pause
 
 
 def test_the_buttons_act_on_the_run_and_in_demo_mode_on_the_visitors_own_only(tmp_path: Path, live_pid: int) -> None:
@@ -108,18 +108,18 @@ def test_the_buttons_act_on_the_run_and_in_demo_mode_on_the_visitors_own_only(tm
     alice = write_run(tmp_path, "alice", state="paused", supervisor_pid=live_pid, owner=owner_tag(ALICE))
     request_pause(alice, True)
     with pytest.warns(UserWarning, match="no run 'alice' here"):
-        monitor_tab.pause_clicked(str(alice), CONTINUE, DEMO, BOB)
+        monitor_tab.continue_clicked(str(alice), DEMO, BOB)
     with pytest.warns(UserWarning, match="no run 'alice' here"):
         monitor_tab.save_clicked(str(alice), DEMO, BOB)
     assert read_controls(alice).pause and read_controls(alice).save == 0  # Bob changed nothing
     monitor_tab.save_clicked(str(alice), DEMO, ALICE)
-    monitor_tab.pause_clicked(str(alice), CONTINUE, DEMO, ALICE)
+    monitor_tab.continue_clicked(str(alice), DEMO, ALICE)
     assert read_controls(alice).save == 1 and not read_controls(alice).pause
     with pytest.warns(UserWarning, match="The run is not paused"):
-        monitor_tab.pause_clicked(str(alice), CONTINUE)  # a second Continue: already going on
+        monitor_tab.continue_clicked(str(alice))  # a second Continue: already going on
     stopped = write_run(tmp_path, "stopped", state="stopped", checkpoints=(5,))
     with pytest.warns(UserWarning, match="The run is not running"):
-        monitor_tab.pause_clicked(str(stopped), PAUSE)
+        monitor_tab.pause_clicked(str(stopped))
     with pytest.warns(UserWarning, match="The run is not running"):
         monitor_tab.save_clicked(str(stopped))
     assert read_controls(stopped).save == 0 and not read_controls(stopped).pause
