@@ -12,6 +12,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -27,6 +28,7 @@ CONFIG_FILE = "config.yaml"
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
 LOG_FILE = "train.log"
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour / cursor code
 CHECKPOINTS_DIR = "checkpoints"
 ADAPTER_DIR = "adapter"
 MODEL_DIR = "model"
@@ -363,8 +365,9 @@ def file_tail(path: Path, max_bytes: int) -> str:
 
 
 def log_tail(run_dir: Path, max_bytes: int = 4000) -> str:
-    """The last ``max_bytes`` of train.log."""
-    return file_tail(run_dir / LOG_FILE, max_bytes)
+    """The last ``max_bytes`` of train.log, without terminal colour codes (trackio prints its dashboard's address
+    in bold orange, hard-coded, whatever the output is), which a page would show as ``[1m[38;5;208m``."""
+    return ANSI_ESCAPE.sub("", file_tail(run_dir / LOG_FILE, max_bytes))
 
 
 def result_dir(run_dir: Path, is_adapter: bool) -> Path:

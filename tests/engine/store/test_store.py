@@ -13,7 +13,7 @@ import pytest
 
 from engine.store import processes
 from engine.store.paths import PROJECT_ROOT
-from engine.store.rundir import STATUS_FILE, RunStatus, read_status, update_status
+from engine.store.rundir import LOG_FILE, STATUS_FILE, RunStatus, log_tail, read_status, update_status
 from engine.store.workspace import runs_dir, workspace_of
 
 
@@ -60,3 +60,10 @@ def test_a_detached_child_is_reaped_and_only_engine_processes_count_as_alive(tmp
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def test_the_log_tail_drops_terminal_colour_codes(tmp_path: Path) -> None:
+    """trackio prints its dashboard's address in bold orange into train.log; a page shows the words only."""
+    printed = "\x1b[1m\x1b[38;5;208m* Trackio launched at: http://127.0.0.1:7861/\x1b[0m\nstep 1 loss 2.5\n"
+    (tmp_path / LOG_FILE).write_text(printed, encoding="utf-8")
+    assert log_tail(tmp_path) == "* Trackio launched at: http://127.0.0.1:7861/\nstep 1 loss 2.5\n"
