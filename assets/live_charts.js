@@ -70,11 +70,14 @@
       smoothing: range ? Number(range.value) || 0 : 0,
       logY: !!(box && box.checked),
       logOpen: !!(log && log.offsetParent !== null),
+      // The page's language (assets/language.js): the server answers in it, by the ts_lang cookie; a switch
+      // drops a held question so the charts and panels come again in the new language at once.
+      lang: document.documentElement.lang || "",
     };
   }
 
   const same = (a, b) =>
-    !!a && !!b && ["token", "smoothing", "logY", "logOpen"].every((field) => a[field] === b[field]);
+    !!a && !!b && ["token", "smoothing", "logY", "logOpen", "lang"].every((field) => a[field] === b[field]);
 
   // How long the server may hold this question: long when the page shows everything there is; until the small
   // charts or the open log fall due when only they are behind; not at all when the question or a chart is new.

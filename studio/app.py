@@ -24,6 +24,9 @@ from studio.demo.identity import client_address
 from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
+from studio.i18n import catalog
+from studio.i18n.catalog import key, text
+from studio.i18n.widgets import head_script, i18n, language_picker, marked, request_language, t, wire_language_picker
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
 from studio.path_guard import ASSETS_DIR
@@ -39,24 +42,30 @@ TOOLS_CSS_PATH = ASSETS_DIR / "evaluate_export.css"
 CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
 LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
 TITLE = "Tuning Studio"
+WORKSPACE, DEMO, DEMO_MODEL, DEMO_STEPS, DEMO_RULES = (
+    key(f"header.{name}") for name in ("workspace", "demo", "demo_model", "demo_steps", "demo_rules")
+)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def header_html(workspace: Path, policy: DemoPolicy = NORMAL) -> str:
-    """The slim bar at the top: name, what it does, and which workspace this studio serves (in demo mode the
+def header_html(workspace: Path, policy: DemoPolicy = NORMAL, lang: str = catalog.SOURCE) -> str:
+    """The right of the slim bar at the top, in ``lang``: which workspace this studio serves (in demo mode the
     demo's rules instead: a visitor has no use for a server path)."""
-    where = f"workspace<br><code>{html.escape(str(workspace))}</code>"
     if policy.enabled:
         where = (
-            f"<b>Demo</b> · the bundled model · up to {policy.max_steps} steps<br>"
-            "one run at a time, in turn · you see only your own runs"
+            f"<b>{html.escape(text(DEMO, lang))}</b> · {html.escape(text(DEMO_MODEL, lang))} · "
+            f"{html.escape(text(DEMO_STEPS, lang, steps=policy.max_steps))}<br>{html.escape(text(DEMO_RULES, lang))}"
         )
+    else:
+        where = f"{html.escape(text(WORKSPACE, lang))}<br><code>{html.escape(str(workspace))}</code>"
+    return f'<div class="ts-workspace">{where}</div>'
+
+
+def brand_html() -> str:
+    """The left of the bar: the name and what it does (translated by the page)."""
     return (
         '<div class="ts-header"><div class="ts-logo">TS</div><div>'
-        f'<div class="ts-title">{TITLE}</div>'
-        '<div class="ts-subtitle">Fine-tune language models (SFT, DPO, KTO, ORPO; LoRA, QLoRA or full) '
-        "and watch them learn.</div>"
-        f'</div><div class="ts-workspace">{where}</div></div>'
+        f'<div class="ts-title">{TITLE}</div><div class="ts-subtitle">{marked("header.subtitle")}</div></div></div>'
     )
 
 
@@ -92,27 +101,45 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
     workspace = Path(workspace).resolve()
     policy = policy.bound_to(workspace)  # its key signs and checks visitor tokens
     with gr.Blocks(title=TITLE, fill_width=True) as demo:
-        gr.HTML(header_html(workspace, policy), elem_classes="ts-html")
+        with gr.Row(elem_classes="ts-header-row", equal_height=True):
+            gr.HTML(brand_html(), elem_classes="ts-html", scale=1)
+            where = gr.HTML(header_html(workspace, policy), elem_classes="ts-html", scale=0, min_width=240)
+            picker = language_picker()
         if not policy.enabled:  # the API takes run ids with no visitor behind them: not for a public demo
             register_api(workspace)  # first, so the public endpoints get their plain names
         current_run = gr.State(None)  # the run directory the Monitor shows, per browser tab
         visitor = _visitor_component(policy)
         with gr.Tabs(selected="train", elem_id="ts-tabs") as tabs:
             ctx = StudioContext(workspace, current_run, tabs, policy, visitor)
-            with gr.Tab("Train", id="train", elem_id="ts-tab-train"):
+            with gr.Tab(t("tab.train"), id="train", elem_id="ts-tab-train"):
                 ctx.train_form = build_train_tab(ctx)
-            with gr.Tab("Monitor", id="monitor", elem_id="ts-tab-monitor"):
+            with gr.Tab(t("tab.monitor"), id="monitor", elem_id="ts-tab-monitor"):
                 build_monitor_tab(ctx)
-            with gr.Tab("Runs", id="runs", elem_id="ts-tab-runs"):
+            with gr.Tab(t("tab.runs"), id="runs", elem_id="ts-tab-runs"):
                 build_runs_tab(ctx)
-            with gr.Tab("Sweeps", id="sweeps", elem_id="ts-tab-sweeps") as sweeps_tab:
+            with gr.Tab(t("tab.sweeps"), id="sweeps", elem_id="ts-tab-sweeps") as sweeps_tab:
                 build_sweeps_tab(ctx, sweeps_tab)
-            with gr.Tab("Chat", id="chat", elem_id="ts-tab-chat"):
+            with gr.Tab(t("tab.chat"), id="chat", elem_id="ts-tab-chat"):
                 build_chat_tab(ctx)
-            with gr.Tab("Evaluate", id="evaluate", elem_id="ts-tab-evaluate"):
+            with gr.Tab(t("tab.evaluate"), id="evaluate", elem_id="ts-tab-evaluate"):
                 build_evaluate_tab(ctx)
-            with gr.Tab("Export", id="export", elem_id="ts-tab-export"):
+            with gr.Tab(t("tab.export"), id="export", elem_id="ts-tab-export"):
                 build_export_tab(ctx)
+        # The header's text composed here follows the page's language: on load, and at once on a pick.
+        wire_language_picker(picker, [where], lambda lang: header_html(workspace, policy, lang))
+
+        def where_for(request: gr.Request) -> str:
+            return header_html(workspace, policy, request_language(request))
+
+        gr.on(
+            None,
+            where_for,
+            None,
+            where,
+            show_progress="hidden",
+            api_visibility="private",
+            concurrency_limit=None,  # a few strings: microseconds
+        )
 
         def on_load(current: str | None, visitor_id: str | None, request: gr.Request) -> list[Any]:
             return initial_view(workspace, current, policy, visitor_id, request_client(request, policy))
@@ -168,14 +195,16 @@ def theme() -> gr.themes.Base:
 
 
 def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, Any]:
-    """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the live charts' page script, the
-    plain HTTP routes it reads (studio.monitor.routes) for ``workspace``'s runs, and the largest upload (the
-    demo's cap in demo mode, ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
+    """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the words of every language
+    (studio.i18n) and the page script that picks one, the live charts' page script, the plain HTTP routes it
+    reads (studio.monitor.routes) for ``workspace``'s runs, and the largest upload (the demo's cap in demo mode,
+    ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
     script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
     return {
         "max_file_size": int(policy.upload_limit_mb * MB),
         "theme": theme(),
         "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH],
-        "head": f"<script>{script}</script>",
+        "head": head_script() + f"<script>{script}</script>",
+        "i18n": i18n(),
         "app_kwargs": {"routes": live_routes(Path(workspace).resolve(), policy)},
     }

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from studio.i18n.catalog import SOURCE, key, text
+
 Point = tuple[float, float]  # (step, value)
 # A plotly figure as plain JSON data ({"data": [...], "layout": {...}}): plotly.js draws it as is. Building the
 # dict directly skips plotly.py's validation and template, which cost more than the rest of a poll together.
@@ -24,6 +26,13 @@ LOSS_HEIGHT, SMALL_HEIGHT = 300, 200  # pixels: the Monitor's loss chart and its
 # One palette for every chart, readable on white and for the common colour-vision deficiencies.
 COLORS = ("#4f46e5", "#f97316", "#0891b2", "#16a34a", "#db2777", "#ca8a04", "#7c3aed", "#64748b")
 TRAIN_COLOR, EVAL_COLOR = COLORS[0], COLORS[1]
+# The words on the Monitor's charts (studio.i18n), said in the page's language.
+LOSS, TRAIN_LOSS, TRAIN_RAW, EVAL_LOSS, RESUMED, WAITING, NO_DATA, STEP = (
+    key(f"chart.{name}")
+    for name in ("loss", "train_loss", "train_raw", "eval_loss", "resumed", "waiting", "no_data", "step")
+)
+LOSS_UNIT = key("unit.loss")
+NOT_LOGGED, PICK_RUNS = key("runs.compare.not_logged"), key("runs.compare.pick")  # the Compare chart's empty notes
 
 
 def minmax_decimate(points: Sequence[Point], max_points: int = MAX_POINTS) -> list[Point]:
@@ -196,7 +205,7 @@ def _ema_from(
     return smoothed, (running, decay)
 
 
-def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[str, Any]:
+def _layout(title: str, y_title: str, height: int, log_y: bool = False, x_title: str = "step") -> dict[str, Any]:
     """The common look: compact margins, light grid, legend on top, zoom kept across live updates."""
     axis = {
         "gridcolor": "#eef0f4",
@@ -212,7 +221,7 @@ def _layout(title: str, y_title: str, height: int, log_y: bool = False) -> dict[
         "paper_bgcolor": "white",
         "plot_bgcolor": "white",
         "font": {"family": "Inter, ui-sans-serif, system-ui, sans-serif", "size": 12, "color": "#374151"},
-        "xaxis": {**axis, "title": {"text": "step"}},
+        "xaxis": {**axis, "title": {"text": x_title}},
         "yaxis": {**axis, "title": {"text": y_title}, "type": "log" if log_y else "linear"},
         "legend": {"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
         "hovermode": "x unified",
@@ -287,19 +296,23 @@ def loss_figure(
     log_y: bool = False,
     resumes: Iterable[float] = (),
     height: int = LOSS_HEIGHT,
+    lang: str = SOURCE,
 ) -> Figure:
-    """Train loss (raw, faint when smoothed, plus its EMA) and eval loss on one chart; resumes as dotted lines."""
+    """Train loss (raw, faint when smoothed, plus its EMA) and eval loss on one chart; resumes as dotted lines.
+    Its words are in ``lang``."""
     traces = []
     xs, ys = _columns(train)
+    train_name = text(TRAIN_LOSS, lang)
     if smoothing > 0 and xs:
-        traces.append(_trace_xy(xs, ys, "train (raw)", TRAIN_COLOR, width=1, opacity=0.3, showlegend=False))
+        raw = text(TRAIN_RAW, lang)
+        traces.append(_trace_xy(xs, ys, raw, TRAIN_COLOR, width=1, opacity=0.3, showlegend=False))
         smoothed = train.smoothed(smoothing) if isinstance(train, DecimatedSeries) else ema(ys, smoothing)
-        traces.append(_trace_xy(xs, smoothed, "train loss", TRAIN_COLOR))
+        traces.append(_trace_xy(xs, smoothed, train_name, TRAIN_COLOR))
     else:
-        traces.append(_trace_xy(xs, ys, "train loss", TRAIN_COLOR))
+        traces.append(_trace_xy(xs, ys, train_name, TRAIN_COLOR))
     if len(evals):
-        traces.append(_trace(evals, "eval loss", EVAL_COLOR, mode="lines+markers", marker={"size": 7}))
-    layout = _layout("Loss", "loss", height, log_y)
+        traces.append(_trace(evals, text(EVAL_LOSS, lang), EVAL_COLOR, mode="lines+markers", marker={"size": 7}))
+    layout = _layout(text(LOSS, lang), text(LOSS_UNIT, lang), height, log_y, text(STEP, lang))
     # A dotted line and a label where the run was resumed from a checkpoint.
     layout["shapes"] = [
         {"type": "line", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1, "line": _RESUME_LINE} for x in resumes
@@ -309,23 +322,26 @@ def loss_figure(
             "x": x,
             "y": 1,
             "yref": "paper",
-            "text": "resumed",
+            "text": text(RESUMED, lang),
             "showarrow": False,
             "xanchor": "left",
             "font": _RESUME_FONT,
         }
         for x in resumes
     ]
-    return _figure(traces, layout, "waiting for the first logged step…")
+    return _figure(traces, layout, text(WAITING, lang))
 
 
-def line_figure(points: Series, title: str, y_title: str, color: str, height: int = SMALL_HEIGHT) -> Figure:
-    """One metric over the steps (learning rate, gradient norm, throughput)."""
-    layout = _layout(title, y_title, height)
+def line_figure(
+    points: Series, title: str, y_title: str, color: str, height: int = SMALL_HEIGHT, lang: str = SOURCE
+) -> Figure:
+    """One metric over the steps (learning rate, gradient norm, throughput); ``title`` and ``y_title`` as given,
+    the other words in ``lang``."""
+    layout = _layout(title, y_title, height, x_title=text(STEP, lang))
     layout["showlegend"] = False
     layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
     fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
-    return _figure([_trace(points, title, color, **fill)], layout, "no data yet")
+    return _figure([_trace(points, title, color, **fill)], layout, text(NO_DATA, lang))
 
 
 def _tint(color: str, alpha: float = 0.08) -> str:
@@ -340,11 +356,12 @@ def compare_figure(
     title: str = "Train loss",
     y_title: str = "loss",
     sparse: bool = False,
+    lang: str = SOURCE,
 ) -> Figure:
     """Several runs' curves of one metric overlaid, one colour each (decimated to at most MAX_POINTS per run).
 
-    ``title`` and ``y_title`` name the metric. ``sparse`` curves (logged at evaluations only) are drawn as the
-    Monitor draws eval loss: with markers, and not smoothed.
+    ``title`` and ``y_title`` name the metric (as given); the other words are in ``lang``. ``sparse`` curves
+    (logged at evaluations only) are drawn as the Monitor draws eval loss: with markers, and not smoothed.
     """
     traces = []
     style: dict[str, Any] = {"mode": "lines+markers", "marker": {"size": 7}} if sparse else {}
@@ -353,5 +370,5 @@ def compare_figure(
         if smoothing > 0 and points and not sparse:
             points = list(zip([p[0] for p in points], ema([p[1] for p in points], smoothing), strict=True))
         traces.append(_trace(points, name, COLORS[i % len(COLORS)], **style))
-    empty = f"none of these runs logged {title.lower()}" if curves else "pick two or more runs to compare"
-    return _figure(traces, _layout(title, y_title, 360, log_y), empty)
+    empty = text(NOT_LOGGED, lang, metric=title.lower()) if curves else text(PICK_RUNS, lang)
+    return _figure(traces, _layout(title, y_title, 360, log_y, text(STEP, lang)), empty)

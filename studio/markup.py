@@ -10,7 +10,11 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from engine.store.rundir import ACTIVE_STATES, PAUSED, RunStatus
+from engine.store.rundir import ACTIVE_STATES, PAUSED, RUN_STATES, RunStatus
+from studio.i18n.catalog import SOURCE, key, text
+
+SEGMENTS = key("progress.segments")
+STATE_WORDS = {state: key(f"state.{state}") for state in (*RUN_STATES, "unknown")}  # a badge's word per state
 
 
 class Html(str):
@@ -48,13 +52,15 @@ def progress_bar_html(percent: float, text: str, classes: str = "", fill: str = 
     )
 
 
-def badge_html(state: str | None, note: str | None = None) -> str:
+def badge_html(state: str | None, note: str | None = None, lang: str = SOURCE) -> str:
     """A coloured pill for a run's state (colours in assets/studio.css, keyed by state), pulsing while a process
-    of the run is at work; ``note`` (why it ended: a pruned run's reason) shows when the pointer rests on it."""
+    of the run is at work; ``note`` (why it ended: a pruned run's reason) shows when the pointer rests on it. The
+    state's word is in ``lang``."""
     state = state or "unknown"
     live = '<span class="ts-pulse"></span>' if state in ACTIVE_STATES and state != PAUSED else ""  # a paused one waits
     title = f' title="{html.escape(note)}"' if note else ""
-    return f'<span class="ts-badge ts-state-{html.escape(state)}"{title}>{live}{html.escape(state)}</span>'
+    word = text(STATE_WORDS[state], lang) if state in STATE_WORDS else state
+    return f'<span class="ts-badge ts-state-{html.escape(state)}"{title}>{live}{html.escape(word)}</span>'
 
 
 def format_duration(seconds: float | None) -> str:
@@ -67,12 +73,13 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def run_time_text(status: RunStatus, now: float | None = None) -> str:
-    """How long a run has trained: "12:03 total · 2:10 this segment" once it was resumed, else just "2:10"."""
+def run_time_text(status: RunStatus, now: float | None = None, lang: str = SOURCE) -> str:
+    """How long a run has trained: "12:03 total · 2:10 this segment" once it was resumed (in ``lang``), else just
+    "2:10"."""
     total = status.total_seconds(now)
     if not status.earlier_seconds:
         return format_duration(total)
-    return f"{format_duration(total)} total · {format_duration(status.segment_seconds(now))} this segment"
+    return text(SEGMENTS, lang, total=format_duration(total), segment=format_duration(status.segment_seconds(now)))
 
 
 def text_block(text: str) -> str:

@@ -19,22 +19,26 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import FAILED, read_status
 from engine.store.workspace import workspace_of
 from studio.demo.policy import place_text
+from studio.i18n.catalog import SOURCE, key, text
 
 log = logging.getLogger(__name__)
 SCHEDULER_SECONDS = 1.0
+STARTED, QUEUED, FAILED_TO_START, COULD_NOT_START = (
+    key(f"start.{name}") for name in ("started", "queued", "failed", "could_not_start")
+)
 
 
-def queue_message(run_dir: Path) -> str:
-    """What Start (or Resume) says about a run: started, its place in line for its devices, or why it could not
-    start."""
+def queue_message(run_dir: Path, lang: str = SOURCE) -> str:
+    """What Start (or Resume) says about a run, in ``lang``: started, its place in line for its devices, or why it
+    could not start."""
     current = read_status(Path(run_dir))
     name = current.name or Path(run_dir).name
     if current.state == FAILED:
-        return f"❌ `{name}` {current.error or 'could not start'}"
+        return text(FAILED_TO_START, lang, name=name, error=current.error or text(COULD_NOT_START, lang))
     ahead = run_queue.runs_ahead(Path(run_dir))
     if ahead is None:
-        return f"🚀 Started `{name}`"
-    return f"⏳ `{name}` is queued: {place_text(ahead)}. It starts by itself; follow it on the Monitor."
+        return text(STARTED, lang, name=name)
+    return text(QUEUED, lang, name=name, place=place_text(ahead, lang))
 
 
 def resume_in_line(run_dir: Path, launcher: run_queue.Launcher | None = None) -> str:

@@ -34,6 +34,34 @@ class ConfigError(ValueError):
         return {problem.field: problem.message for problem in self.problems}
 
 
+UNKNOWN_KEY, SUGGESTION = "unknown key", " (did you mean {name}?)"
+# What each kind of pydantic error says, with its context's values in braces (the studio translates these).
+MESSAGES = {
+    "greater_than": "must be > {gt}",
+    "greater_than_equal": "must be >= {ge}",
+    "less_than": "must be < {lt}",
+    "less_than_equal": "must be <= {le}",
+    "literal_error": "must be one of {expected}",
+    "missing": "is required",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "int_type": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_too_short": "must not be empty",
+    "string_type": "must be text",
+    "string_unicode": "must be valid Unicode text",
+    "list_type": "must be a list",
+    "dict_type": "must be a mapping of keys to values",
+    "model_type": "must be a section of keys and values",
+    "finite_number": "must be a finite number",
+    "too_short": "must list at least {min_length}",
+    "too_long": "must list at most {max_length}",
+}
+
+
 def _known_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """The field names valid at ``loc`` (the parent of an unknown key), for 'did you mean' hints."""
     current: Any = model
@@ -63,36 +91,12 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
     """Turn one pydantic error into a short sentence a user can act on."""
     kind, ctx = error["type"], error.get("ctx", {})
-    simple = {
-        "greater_than": "must be > {gt}",
-        "greater_than_equal": "must be >= {ge}",
-        "less_than": "must be < {lt}",
-        "less_than_equal": "must be <= {le}",
-        "literal_error": "must be one of {expected}",
-        "missing": "is required",
-        "int_parsing": "must be a whole number",
-        "int_from_float": "must be a whole number",
-        "int_type": "must be a whole number",
-        "float_parsing": "must be a number",
-        "float_type": "must be a number",
-        "bool_parsing": "must be true or false",
-        "bool_type": "must be true or false",
-        "string_too_short": "must not be empty",
-        "string_type": "must be text",
-        "string_unicode": "must be valid Unicode text",
-        "list_type": "must be a list",
-        "dict_type": "must be a mapping of keys to values",
-        "model_type": "must be a section of keys and values",
-        "finite_number": "must be a finite number",
-        "too_short": "must list at least {min_length}",
-        "too_long": "must list at most {max_length}",
-    }
-    if kind in simple:
-        return simple[kind].format(**ctx)
+    if kind in MESSAGES:
+        return MESSAGES[kind].format(**ctx)
     if kind == "extra_forbidden":
         key = str(error["loc"][-1])
         close = difflib.get_close_matches(key, _known_keys(model, tuple(error["loc"][:-1])), n=1)
-        return "unknown key" + (f" (did you mean {close[0]}?)" if close else "")
+        return UNKNOWN_KEY + (SUGGESTION.format(name=close[0]) if close else "")
     message = str(error.get("msg", kind))
     return message.removeprefix("Value error, ")
 

@@ -1,9 +1,13 @@
 """What the Chat tab can load, and for whom: the model list, the spec a pick stands for, and (in demo mode)
 whose a loaded model is. Plain functions of the workspace and the demo policy.
+
+A model's label (``Base · NAME``, ``RUN · checkpoint 10``) is said in the page's language; the chat worker names
+the loaded model in English (engine.chat.client.resolve_model) and ``shown_label`` says that name again.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from engine.chat.client import ChatError, ModelSpec
@@ -12,11 +16,24 @@ from engine.config.sections import DEMO_MODEL
 from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
 from engine.store.workspace import runs_dir
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag
+from studio.i18n import catalog
+from studio.i18n.catalog import SOURCE, key, text
+
+BASE, CHECKPOINT = key("chat.model.base"), key("chat.model.checkpoint")
+FINAL = {folder: key(f"chat.model.final_{folder}") for folder in ("adapter", "model")}  # a run's result folder
+_SLOT = re.compile(r"\{(\w+)\}")
 
 
-def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[tuple[str, str]]:
+def final_label(name: str, folder: str, lang: str = SOURCE) -> str:
+    """A run's final result: ``NAME · final adapter`` (or ``model``) in ``lang``."""
+    return text(FINAL[folder], lang, name=name) if folder in FINAL else f"{name} · final {folder}"
+
+
+def model_choices(
+    workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
+) -> list[tuple[str, str]]:
     """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
-    mode only the visitor's runs)."""
+    mode only the visitor's runs), labelled in ``lang``."""
     bases, trained = [DEMO_MODEL], []
     for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
         try:
@@ -28,10 +45,28 @@ def model_choices(workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | N
         bases += [base] if base not in bases else []
         final = final_weights(run_dir, config.adapter.is_lora)
         if final is not None:
-            trained.append((f"{name} · final {final.name}", f"run:{run_dir.name}"))
+            trained.append((final_label(name, final.name, lang), f"run:{run_dir.name}"))
         steps = reversed(checkpoint_steps(run_dir))
-        trained += [(f"{name} · checkpoint {n}", f"run:{run_dir.name}:{n}") for n in steps]
-    return [(f"Base · {base}", f"base:{base}") for base in bases] + trained
+        trained += [(text(CHECKPOINT, lang, name=name, step=n), f"run:{run_dir.name}:{n}") for n in steps]
+    return [(text(BASE, lang, model=base), f"base:{base}") for base in bases] + trained
+
+
+def english_pattern(words: str) -> re.Pattern[str]:
+    """A regular expression that reads a label made from ``words`` (an English text) back into its values."""
+    pieces = _SLOT.split(words)  # literal, name, literal, name, ...
+    return re.compile("".join(f"(?P<{piece}>.+)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
+
+
+def shown_label(label: str, lang: str = SOURCE) -> str:
+    """The chat worker's English name of a loaded model (``Base · NAME``, ``RUN · final adapter``, ``RUN ·
+    checkpoint 10``: the labels of ``model_choices``) in ``lang``; any other label as it is."""
+    if lang == SOURCE:
+        return label
+    for name in (BASE, CHECKPOINT, *FINAL.values()):
+        found = english_pattern(catalog.english()[name]).fullmatch(label)
+        if found:
+            return text(name, lang, **found.groupdict())
+    return label
 
 
 def _created(run_dir: Path) -> float:

@@ -27,6 +27,7 @@ from engine.store.workspace import runs_dir, visitor_datasets_dir
 from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
 from studio.demo.shown import server_roots, shown_value
 from studio.form.schema import FieldSpec, dataset_paths, leaf_specs, to_widget
+from studio.i18n.catalog import SOURCE, english, key, text
 from studio.path_guard import BUNDLED_DATASETS, named_paths, resolve_run
 
 DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
@@ -48,16 +49,24 @@ LOCKED: dict[str, Any] = {
     "train.trackio_space": None,
 }
 PATH_FIELDS = ("data.path", "data.eval_path")
-DATA_REFUSAL = "the demo trains on the bundled datasets or a file you upload"
+# The demo's refusals, by key (studio.i18n: said in the visitor's language); the constants hold their English.
+DATA_REFUSED = key("demo.refusal.data")
 # Visitors share the workspace: a run starts from the base model or from one of the visitor's own runs.
-INIT_FROM_REFUSAL = "the demo starts only from one of your own finished runs: pick it in the list"
+INIT_FROM_REFUSED = key("demo.refusal.init_from")
 # Strangers never run code on the server: only the built-in rewards.
-CUSTOM_REWARD_REFUSAL = "custom reward files are off in this demo (they would run your code here); use a built-in"
+CUSTOM_REWARD_REFUSED = key("demo.refusal.custom_reward")
 # A sweep starts run after run for as long as it has trials: on a shared machine one visitor would hold it for all.
-SWEEPS_REFUSAL = (
-    "Sweeps are off in this demo: a sweep starts many runs one after another, and this machine is shared by every "
-    "visitor. Run the studio on your own machine (python launch.py), or a sweep from the command line "
-    "(python -m engine sweep SWEEP.yaml)."
+SWEEPS_OFF = key("demo.sweeps_off")
+DATA_REFUSAL, INIT_FROM_REFUSAL, CUSTOM_REWARD_REFUSAL, SWEEPS_REFUSAL = (
+    text(name) for name in (DATA_REFUSED, INIT_FROM_REFUSED, CUSTOM_REWARD_REFUSED, SWEEPS_OFF)
+)
+# Why a field holds the value it does in the demo, and the notes its help gets.
+LOCKED_FIELD, LOCKED_EMPTY, LOCKED_NONE = key("demo.locked"), key("demo.locked.empty"), key("demo.locked.none")
+STEPS_CAP, STEPS_EPOCHS, STEPS_ASKED, CAPPED = (
+    key(f"demo.{name}") for name in ("steps_cap", "steps_cap.epochs", "steps_cap.asked", "capped")
+)
+HELP_FIXED, HELP_INIT_FROM, HELP_STEPS, HELP_CAP, HELP_JOINED = (
+    key(f"demo.help.{name}") for name in ("fixed", "init_from", "max_steps", "cap", "joined")
 )
 T = TypeVar("T")
 
@@ -138,44 +147,48 @@ class DemoPolicy:
             "grpo.max_completion_length": self.max_completion_tokens,
         }
 
-    def problems(self, config: RunConfig, uploads: Path | None = None, own_runs: Collection[str] = ()) -> list[Problem]:
-        """Why the demo refuses ``config`` (one Problem per field at fault; [] when it is fine or not a demo).
+    def problems(
+        self, config: RunConfig, uploads: Path | None = None, own_runs: Collection[str] = (), lang: str = SOURCE
+    ) -> list[Problem]:
+        """Why the demo refuses ``config`` (one Problem per field at fault, said in ``lang``; [] when it is fine or
+        not a demo).
 
         ``uploads`` is the visitor's upload folder: data may come from there or from the bundled sets.
         ``own_runs``: the ids of the visitor's runs that a run may start from (model.init_from).
         """
         if not self.enabled:
             return []
-        found = [Problem(path, _locked_message(path)) for path, value in LOCKED.items() if _get(config, path) != value]
-        found += [Problem(path, message) for path, message in self._cap_messages(config).items()]
+        found = [
+            Problem(path, _locked_message(path, lang)) for path, value in LOCKED.items() if _get(config, path) != value
+        ]
+        found += [Problem(path, message) for path, message in self._cap_messages(config, lang).items()]
         found += [
-            Problem(f"grpo.rewards.{number}", CUSTOM_REWARD_REFUSAL)
+            Problem(f"grpo.rewards.{number}", text(CUSTOM_REWARD_REFUSED, lang))
             for number, reward in enumerate(config.grpo.rewards)
             if reward.kind == "custom"
         ]
         if config.model.init_from and config.model.init_from not in own_runs:
-            found.append(Problem("model.init_from", INIT_FROM_REFUSAL))
+            found.append(Problem("model.init_from", text(INIT_FROM_REFUSED, lang)))
         # Each dataset of a list in data.path is checked on its own (data.path.1).
         found += [
-            Problem(field, DATA_REFUSAL)
+            Problem(field, text(DATA_REFUSED, lang))
             for field, value in named_paths(config, PATH_FIELDS)
             if not data_allowed(value, uploads)
         ]
         return found
 
-    def _cap_messages(self, config: RunConfig) -> dict[str, str]:
-        """path -> message for each number above its cap (and for epoch-based or unlimited settings)."""
+    def _cap_messages(self, config: RunConfig, lang: str = SOURCE) -> dict[str, str]:
+        """path -> message (in ``lang``) for each number above its cap (and for epoch-based or unlimited
+        settings)."""
         steps = config.train.max_steps
         found = {}
         if not 1 <= steps <= self.max_steps:
-            detail = "epoch-based runs (-1) are off" if steps < 1 else f"{steps} asked"
-            found["train.max_steps"] = (
-                f"demo runs train at most {self.max_steps} steps: set 1 to {self.max_steps} ({detail})"
-            )
+            detail = text(STEPS_EPOCHS, lang) if steps < 1 else text(STEPS_ASKED, lang, steps=steps)
+            found["train.max_steps"] = text(STEPS_CAP, lang, cap=self.max_steps, detail=detail)
         for path, cap in self.caps().items():
             value = _get(config, path)
             if path != "train.max_steps" and (value is None or value > cap):
-                found[path] = f"the demo allows at most {cap} here"
+                found[path] = text(CAPPED, lang, cap=cap)
         return found
 
     def restrict_values(self, values: Mapping[str, Any], uploads: Path | None) -> tuple[dict[str, Any], list[str]]:
@@ -199,18 +212,30 @@ class DemoPolicy:
         """Why this studio starts, stops and continues no sweeps (SWEEPS_REFUSAL in demo mode); None when it may."""
         return SWEEPS_REFUSAL if self.enabled else None
 
-    def help_for(self, spec: FieldSpec) -> str:
-        """The help text of a field in the demo (what the limit is), or the field's own help."""
+    def sweeps_refusal_in(self, lang: str) -> str | None:
+        """``sweeps_refusal`` in ``lang``."""
+        return text(SWEEPS_OFF, lang) if self.enabled else None
+
+    def help_for(self, spec: FieldSpec, lang: str = SOURCE) -> str:
+        """The help text of a field in the demo (what the limit is), or the field's own help; in ``lang``."""
+        own = _field_help(spec, lang)
         if not self.enabled:
-            return spec.help
+            return own
         if spec.path in LOCKED:
-            return f"{spec.help} Fixed in this demo."
-        if spec.path == "model.init_from":
-            return f"{spec.help} In this demo: one of your own finished runs."
-        if spec.path == "train.max_steps":
-            return f"Optimizer steps to run: 1 to {self.max_steps} in this demo."
-        cap = self.caps().get(spec.path)
-        return f"{spec.help} At most {cap} in this demo." if cap else spec.help
+            note = text(HELP_FIXED, lang)
+        elif spec.path == "model.init_from":
+            note = text(HELP_INIT_FROM, lang)
+        elif spec.path == "train.max_steps":
+            return text(HELP_STEPS, lang, cap=self.max_steps)
+        elif spec.path in self.caps():
+            note = text(HELP_CAP, lang, cap=self.caps()[spec.path])
+        else:
+            return own
+        return text(HELP_JOINED, lang, help=own, note=note) if own else note
+
+    def has_own_help(self, spec: FieldSpec) -> bool:
+        """Whether the demo gives ``spec`` a help text of its own (``help_for`` differs from the field's help)."""
+        return self.help_for(spec) != spec.help
 
     def shown(self, value: T, workspace: Path | None) -> T:
         """``value`` as a page may show it: in demo mode the server paths in its text (a string, or the strings in
@@ -229,17 +254,27 @@ def _get(config: RunConfig, path: str) -> Any:
     return value
 
 
-def _locked_message(path: str) -> str:
+def _locked_message(path: str, lang: str = SOURCE) -> str:
     value = LOCKED[path]
-    shown = "empty" if value is None else "none" if value == [] else f"{value}"
-    return f"fixed to {shown} in this demo (it runs on a small shared CPU)"
+    shown = text(LOCKED_EMPTY, lang) if value is None else text(LOCKED_NONE, lang) if value == [] else f"{value}"
+    return text(LOCKED_FIELD, lang, value=shown)
 
 
-def place_text(ahead: int) -> str:
-    """A queued run's place in line: 'yours is next', '1 run ahead of yours', '3 runs ahead of yours'."""
+def _field_help(spec: FieldSpec, lang: str) -> str:
+    """A field's own help in ``lang`` (its English, the schema's, for a field the catalog does not know)."""
+    name = f"field.{spec.path}.help"
+    return text(name, lang) if spec.help and name in english() else spec.help
+
+
+NEXT_IN_LINE, ONE_AHEAD, MANY_AHEAD = (key(f"queue.{name}") for name in ("next", "one_ahead", "many_ahead"))
+
+
+def place_text(ahead: int, lang: str = SOURCE) -> str:
+    """A queued run's place in line, in ``lang``: 'yours is next', '1 run ahead of yours', '3 runs ahead of
+    yours'."""
     if ahead <= 0:
-        return "yours is next"
-    return f"{ahead} run{'s' if ahead != 1 else ''} ahead of yours"
+        return text(NEXT_IN_LINE, lang)
+    return text(ONE_AHEAD if ahead == 1 else MANY_AHEAD, lang, count=ahead)
 
 
 # --- visitors -----------------------------------------------------------------------------------------------

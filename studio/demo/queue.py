@@ -16,12 +16,15 @@ from engine.store.rundir import OPEN_STATES, RunStatus, update_status
 from engine.store.workspace import workspace_of
 from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag
 from studio.demo.quota import start_refusal
+from studio.i18n.catalog import SOURCE, key, text
+from studio.markup import STATE_WORDS
 from studio.scheduler import queue_message
 
-NO_VISITOR = (
-    "❌ Not started: this page has no visitor id. Reload the page; if it still has none, this address has had "
-    "its share of new visitor ids for now: try again in a few minutes."
+CREATE_FAILED = key("start.create_failed")  # as one's own studio says it (studio.train.starting)
+NO_VISITOR_KEY, QUEUE_FULL, BUSY, NOT_STARTED = (
+    key(f"demo.{name}") for name in ("no_visitor", "queue_full", "busy", "not_started")
 )
+NO_VISITOR = text(NO_VISITOR_KEY)  # its English
 
 
 def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[RunStatus]:
@@ -30,28 +33,27 @@ def visitor_busy(workspace: Path, policy: DemoPolicy, visitor: str | None) -> li
     return [status for status in statuses if status.state in OPEN_STATES]
 
 
-def queue_full(workspace: Path, policy: DemoPolicy) -> str | None:
-    """Why the demo's line takes no more runs (every visitor's queued runs at ``policy.max_queued_runs``)."""
+def queue_full(workspace: Path, policy: DemoPolicy, lang: str = SOURCE) -> str | None:
+    """Why the demo's line takes no more runs (every visitor's queued runs at ``policy.max_queued_runs``), in
+    ``lang``."""
     waiting = len(run_queue.queued_runs(workspace))
     if waiting < policy.max_queued_runs:
         return None
-    return f"the demo's line is full ({waiting} runs waiting): try again in a few minutes"
+    return text(QUEUE_FULL, lang, count=waiting)
 
 
-def _refusal(workspace: Path, policy: DemoPolicy, visitor: str) -> str | None:
+def _refusal(workspace: Path, policy: DemoPolicy, visitor: str, lang: str = SOURCE) -> str | None:
     """Why the visitor may not put a run in line now: one of theirs is busy, the line is full, or their disk."""
     busy = visitor_busy(workspace, policy, visitor)
     if busy:
-        return _busy_message(busy)
-    return queue_full(workspace, policy) or start_refusal(workspace, policy, visitor)
+        return _busy_message(busy, lang)
+    return queue_full(workspace, policy, lang) or start_refusal(workspace, policy, visitor, lang)
 
 
-def _busy_message(busy: list[RunStatus]) -> str:
+def _busy_message(busy: list[RunStatus], lang: str = SOURCE) -> str:
     run = busy[0]
-    return (
-        f"you already have a run {run.state}: `{run.name}`. One run per visitor at a "
-        "time: wait for it to finish, or stop it on the Monitor."
-    )
+    state = text(STATE_WORDS[run.state], lang) if run.state in STATE_WORDS else run.state
+    return text(BUSY, lang, state=state, name=run.name)
 
 
 def enqueue_run(
@@ -60,30 +62,36 @@ def enqueue_run(
     policy: DemoPolicy,
     visitor: str | None,
     launcher: run_queue.Launcher | None = None,
+    lang: str = SOURCE,
 ) -> tuple[Path | None, str]:
     """Create the visitor's run in state ``queued`` (owner and time limit in its status) and start it at once
-    when its devices are free. Returns the run directory (None when refused) and the message for the page."""
+    when its devices are free. Returns the run directory (None when refused) and the message for the page (where
+    the studio can, in ``lang``)."""
     visitor = policy.visitor(visitor)
     if visitor is None:
-        return None, NO_VISITOR
+        return None, text(NO_VISITOR_KEY, lang)
     with runs.start_lock(Path(workspace)):  # a double click must not queue two runs
-        refusal = _refusal(workspace, policy, visitor)
+        refusal = _refusal(workspace, policy, visitor, lang)
         if refusal:
-            return None, f"⏳ Not started: {refusal}"
+            return None, text(NOT_STARTED, lang, reason=refusal)
         try:
             run_dir = runs.create_run(config, workspace=Path(workspace))
             update_status(run_dir, owner=owner_tag(visitor), time_limit_s=policy.time_limit_s)
         except (runs.RunError, OSError) as exc:
-            return None, f"❌ Could not create the run: {exc}"
+            return None, text(CREATE_FAILED, lang, error=exc)
     run_queue.start_next_queued(workspace, launcher)
-    return run_dir, queue_message(run_dir)
+    return run_dir, queue_message(run_dir, lang)
 
 
 def resume_queued(
-    run_dir: Path, policy: DemoPolicy, visitor: str | None, launcher: run_queue.Launcher | None = None
+    run_dir: Path,
+    policy: DemoPolicy,
+    visitor: str | None,
+    launcher: run_queue.Launcher | None = None,
+    lang: str = SOURCE,
 ) -> str:
     """Queue a stopped, failed or aborted run of the visitor to continue from its newest checkpoint; returns the
-    message.
+    message (in ``lang``, as the refusals are).
 
     Raises RunError when it cannot (not theirs, nothing to resume from, another of their runs is busy).
     ``launcher`` as for engine.runs.queue.start_next_queued.
@@ -92,9 +100,9 @@ def resume_queued(
     checkpoint = runs.resume_point(run_dir)  # the engine's one rule of what can be resumed, and from where
     workspace = workspace_of(run_dir)
     with runs.start_lock(workspace):
-        refusal = _refusal(workspace, policy, visitor)
+        refusal = _refusal(workspace, policy, visitor, lang)
         if refusal:
             raise runs.RunError(refusal)
         run_queue.enqueue(run_dir, resume_checkpoint=checkpoint, time_limit_s=policy.time_limit_s)
     run_queue.start_next_queued(workspace, launcher)
-    return queue_message(run_dir)
+    return queue_message(run_dir, lang)

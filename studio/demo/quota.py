@@ -11,6 +11,11 @@ import os
 from pathlib import Path
 
 from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_uploads
+from studio.i18n.catalog import SOURCE, key, text
+
+FILE_TOO_BIG, UPLOAD_PAST_QUOTA, QUOTA_FULL = (
+    key(f"demo.quota.{name}") for name in ("file_too_big", "upload_full", "full")
+)
 
 
 def tree_bytes(folder: Path | None) -> int:
@@ -39,30 +44,28 @@ def _mb(size: float) -> str:
     return f"{size / MB:.1f} MB"
 
 
-def upload_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None, size: int) -> str | None:
-    """Why an upload of ``size`` bytes is refused (bigger than one file may be, or past the visitor's quota);
-    None when it fits or outside demo mode."""
+def upload_refusal(
+    workspace: Path, policy: DemoPolicy, visitor: str | None, size: int, lang: str = SOURCE
+) -> str | None:
+    """Why an upload of ``size`` bytes is refused (bigger than one file may be, or past the visitor's quota), in
+    ``lang``; None when it fits or outside demo mode."""
     if not policy.enabled:
         return None
     if size > policy.upload_limit_mb * MB:
-        return f"the file is {_mb(size)}; this demo takes files of at most {_mb(policy.upload_limit_mb * MB)}"
+        return text(FILE_TOO_BIG, lang, size=_mb(size), limit=_mb(policy.upload_limit_mb * MB))
     used = visitor_usage(workspace, policy, visitor)
     if used + size > policy.visitor_quota_mb * MB:
-        return (
-            f"this file ({_mb(size)}) would take your uploads and runs past the {_mb(policy.visitor_quota_mb * MB)}"
-            f" a visitor may keep here (you use {_mb(used)}): delete a run on the Runs tab first"
-        )
+        quota = _mb(policy.visitor_quota_mb * MB)
+        return text(UPLOAD_PAST_QUOTA, lang, size=_mb(size), quota=quota, used=_mb(used))
     return None
 
 
-def start_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None) -> str | None:
-    """Why a Start or Resume is refused for the disk it would fill; None when the visitor is under quota."""
+def start_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None, lang: str = SOURCE) -> str | None:
+    """Why a Start or Resume is refused for the disk it would fill, in ``lang``; None when the visitor is under
+    quota."""
     if not policy.enabled:
         return None
     used = visitor_usage(workspace, policy, visitor)
     if used < policy.visitor_quota_mb * MB:
         return None
-    return (
-        f"your uploads and runs use {_mb(used)}, the most a visitor may keep here is "
-        f"{_mb(policy.visitor_quota_mb * MB)}: delete a run on the Runs tab first"
-    )
+    return text(QUOTA_FULL, lang, used=_mb(used), quota=_mb(policy.visitor_quota_mb * MB))

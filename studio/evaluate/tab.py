@@ -4,7 +4,8 @@ The work runs in a background ``python -m engine evaluate`` job (engine.evaluate
 starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
 result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references; for
 a preference run (dpo, kto, orpo) the preference accuracy base → fine-tuned, the reward margin and the pairs.
-The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again.
+The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again. What the server writes
+here is in the page's language (studio.i18n), the engine's own messages (a job's error) as the engine wrote them.
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ from engine.store.rundir import CONFIG_FILE
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.evaluate import view
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
 from studio.jobs.view import (
+    PICK_RUN,
     checkpoint_of,
     finished_runs,
     job_status,
@@ -34,29 +38,39 @@ from studio.markup import message_html
 from studio.path_guard import allowed_roots, path_problem, resolve_run
 
 POLL_SECONDS = 1.0
-DATA_CHOICES = [("Eval set", evaluations.DATA_EVAL), ("Training set", evaluations.DATA_TRAIN), ("A file", "file")]
+DATA_CHOICES = [
+    (t("evaluate.choice.eval"), evaluations.DATA_EVAL),
+    (t("evaluate.choice.train"), evaluations.DATA_TRAIN),
+    (t("evaluate.choice.file"), "file"),
+]
 DEFAULT_MAX_ROWS = 100
+DEMO_NO_FILE = key("evaluate.refuse.demo_file")
+NO_PATH, BAD_PATH = key("evaluate.refuse.no_path"), key("evaluate.refuse.bad_path")
+JOB = "evaluation"  # the job's kind, as studio.jobs.view words its progress
 
 
-def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0]) -> list[Any]:
+def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0], lang: str = SOURCE) -> list[Any]:
     """Metric cards, the predictions (or pairs) table with its label and columns, and the result kept for
-    filtering."""
-    frame = view.predictions_frame(result, which)
+    filtering; in ``lang``."""
+    frame = view.predictions_frame(result, which, lang)
     datatype, widths = view.table_layout(result)
-    table = gr.Dataframe(
-        value=frame, label=view.predictions_label(result, len(frame)), datatype=datatype, column_widths=widths
-    )
-    return [view.metrics_html(result), table, result]
+    label = view.predictions_label(result, len(frame), lang)
+    table = gr.Dataframe(value=frame, label=label, datatype=datatype, column_widths=widths)
+    return [view.metrics_html(result, lang), table, result]
 
 
 def run_changed(
-    workspace: Path, run_id: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    workspace: Path,
+    run_id: str | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """A run was picked: its weights, a sensible data choice, and its newest evaluation (nothing for another
-    visitor's run)."""
+    visitor's run), in ``lang``."""
     if not owns_run_id(workspace, run_id, policy, visitor):
         run_id = None
-    choices = weight_choices(workspace, run_id)
+    choices = weight_choices(workspace, run_id, lang)
     data = gr.skip()
     result = None
     if run_id:
@@ -68,7 +82,7 @@ def run_changed(
         except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
             gr.Warning(policy.shown(str(exc), workspace))
     weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
-    return [weights, data, *result_view(result)]
+    return [weights, data, *result_view(result, lang=lang)]
 
 
 def _refused(text: str, kind: str = "warn") -> list[Any]:
@@ -84,21 +98,22 @@ def start_clicked(
     max_rows: float | None,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """Check and start an evaluation; returns the job, the timer, the progress line and the buttons. In demo
     mode only the visitor's runs, on their own eval or training set (no file path on the server), and a refusal
-    names files as the visitor knows them."""
+    names files as the visitor knows them. A refusal is in ``lang`` (the engine's reason as it wrote it)."""
     if not run_id:
-        return _refused("Pick a run first.")
+        return _refused(text(PICK_RUN, lang))
     if policy.enabled and data == "file":
-        return _refused("This demo evaluates on the run's eval or training set, not on a file of the server.")
+        return _refused(text(DEMO_NO_FILE, lang))
     choice = (path or "").strip() if data == "file" else data
     if not choice:
-        return _refused("Give the path of a data file.")
+        return _refused(text(NO_PATH, lang))
     # Whoever reaches the page picks the file: only the workspace and the allowed folders (or a hub dataset id).
     problem = path_problem(choice, allowed_roots(workspace)) if data == "file" else None
     if problem:
-        return _refused(f"data file: {problem}", "error")
+        return _refused(text(BAD_PATH, lang, problem=problem), "error")
     try:
         job_dir = evaluations.start_evaluation(
             owned_run(workspace, run_id, policy, visitor),
@@ -110,7 +125,7 @@ def start_clicked(
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
         return _refused(policy.shown(str(exc), workspace), "error")
     status = jobs.status(job_dir)
-    return [str(job_dir), gr.Timer(active=True), progress_html(status, "evaluation"), *action_buttons(True)]
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, JOB, lang), *action_buttons(True)]
 
 
 def poll(
@@ -119,32 +134,33 @@ def poll(
     run_id: str | None = None,
     policy: DemoPolicy = NORMAL,
     workspace: Path | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """The timer's handler: progress while the job runs; its result (and the timer off) once it is over. With
     ``run_id`` (the run the page shows) the result of an evaluation of another run is not shown under its name.
-    In demo mode the error of a failed job names files as the visitor knows them."""
+    In demo mode the error of a failed job names files as the visitor knows them. All in ``lang``."""
     status = job_status(job_dir)
     unchanged = [gr.skip()] * 3
     if status is None:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), *unchanged]
     if jobs.is_running(status):
-        return [job_dir, gr.skip(), progress_html(status, "evaluation"), *action_buttons(True), *unchanged]
+        return [job_dir, gr.skip(), progress_html(status, JOB, lang), *action_buttons(True), *unchanged]
     result_path = (status.result or {}).get("path")
     result = evaluations.read_evaluation(Path(result_path)) if result_path else None
     if run_id is not None and status.labels.get("run_id") != run_id:
         result = None  # the page moved on to another run meanwhile: its own cards stay
-    shown = result_view(result, which) if result else unchanged
-    progress = policy.shown(progress_html(status, "evaluation"), workspace)  # a failed job's error names files
+    shown = result_view(result, which, lang) if result else unchanged
+    progress = policy.shown(progress_html(status, JOB, lang), workspace)  # a failed job's error names files
     return [None, gr.Timer(active=False), progress, *action_buttons(False), *shown]
 
 
-def pending_view(job_dir: str | None) -> list[Any]:
+def pending_view(job_dir: str | None, lang: str = SOURCE) -> list[Any]:
     """Once Start has started an evaluation: empty the cards and the table at once (those of an earlier
     evaluation would read as this one's until it ends); nothing changes when Start was refused."""
     if not job_dir:
         return [gr.skip()] * 3
-    _, table, result = result_view(None)
-    return [view.PENDING_HTML, table, result]
+    _, table, result = result_view(None, lang=lang)
+    return [view.pending_html(lang), table, result]
 
 
 class EvaluateTab:
@@ -155,27 +171,38 @@ class EvaluateTab:
         demo = ctx.policy.enabled  # a visitor's own runs (listed when the tab opens), no server file paths
         choices = [] if demo else finished_runs(ctx.workspace)
         with gr.Row(equal_height=False, elem_classes="ts-tool-row"):
-            self.run = gr.Dropdown(choices=choices, value=None, label="Run", scale=3, elem_id="ts-eval-run")
-            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-eval-weights")
+            self.run = gr.Dropdown(choices=choices, value=None, label=t("jobs.run"), scale=3, elem_id="ts-eval-run")
+            self.weights = gr.Dropdown(choices=[], label=t("jobs.weights"), scale=2, elem_id="ts-eval-weights")
             self.data = gr.Radio(
                 DATA_CHOICES[:2] if demo else DATA_CHOICES,
                 value=evaluations.DATA_EVAL,
-                label="Data",
+                label=t("evaluate.data"),
                 scale=3,
                 elem_id="ts-eval-data",
             )
             self.max_rows = gr.Number(
-                DEFAULT_MAX_ROWS, label="Max rows", minimum=1, precision=0, scale=1, min_width=100
+                DEFAULT_MAX_ROWS, label=t("evaluate.max_rows"), minimum=1, precision=0, scale=1, min_width=100
             )
         self.path = gr.Textbox(
-            label="Data file", placeholder="path to a JSON / JSONL / CSV / Parquet file", visible=False
+            label=t("evaluate.data_file"), placeholder=t("evaluate.data_file.placeholder"), visible=False
         )
         with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
             self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-eval-progress", scale=5)
-            self.start = gr.Button("Evaluate", variant="primary", scale=0, min_width=130, elem_id="ts-eval-start")
-            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel")
-        self.metrics = gr.HTML(view.metrics_html(None), elem_classes="ts-html", elem_id="ts-eval-metrics")
-        self.filter = gr.Radio(list(view.FILTERS), value=view.FILTERS[0], show_label=False, elem_id="ts-eval-filter")
+            self.start = gr.Button(
+                t("evaluate.start"), variant="primary", scale=0, min_width=130, elem_id="ts-eval-start"
+            )
+            self.cancel = gr.Button(
+                t("jobs.cancel"), interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel"
+            )
+        # The page translates the empty state it starts with; the server's answers come in the page's language.
+        empty = f'<div class="ts-empty">{marked(view.EMPTY)}</div>'
+        self.metrics = gr.HTML(empty, elem_classes="ts-html", elem_id="ts-eval-metrics")
+        self.filter = gr.Radio(
+            [(t(f"evaluate.filter.{view.FILTER_WORDS[which]}"), which) for which in view.FILTERS],
+            value=view.FILTERS[0],
+            show_label=False,
+            elem_id="ts-eval-filter",
+        )
         datatype, widths = view.table_layout(None)
         self.table = gr.Dataframe(
             value=view.predictions_frame(None),
@@ -184,7 +211,7 @@ class EvaluateTab:
             interactive=False,
             max_height=330,
             wrap=True,
-            label=view.predictions_label(None, 0),
+            label=t(view.LIST_TITLES["predictions"][0]),
             elem_id="ts-eval-table",
         )
         self.job = gr.State(None)
@@ -197,28 +224,43 @@ class EvaluateTab:
         shown = [self.metrics, self.table, self.result]
         buttons = [self.start, self.cancel]
         policy, visitor = self.ctx.policy, self.ctx.visitor
-        self.run.change(
-            lambda run_id, who: run_changed(workspace, run_id, policy, who),
-            [self.run, visitor],
-            [self.weights, self.data, *shown],
-            **private,
-        )
+
+        # Each handler answers in the language of the page that asked (its ``request``).
+        def picked(request: gr.Request, run_id: str | None, who: str | None) -> list[Any]:
+            return run_changed(workspace, run_id, policy, who, request_language(request))
+
+        def start(request: gr.Request, who: str | None, *values: Any) -> list[Any]:
+            return start_clicked(workspace, *values, policy=policy, visitor=who, lang=request_language(request))
+
+        def pending(request: gr.Request, job: str | None) -> list[Any]:
+            return pending_view(job, request_language(request))
+
+        def tick(request: gr.Request, job: str | None, which: str, run_id: str | None) -> list[Any]:
+            return poll(job, which, run_id, policy, workspace, request_language(request))
+
+        def cancel(request: gr.Request, job: str | None) -> str:
+            return cancel_job(job, JOB, request_language(request))
+
+        def filtered(request: gr.Request, result: dict[str, Any] | None, which: str) -> list[Any]:
+            return result_view(result, which, request_language(request))
+
+        self.run.change(picked, [self.run, visitor], [self.weights, self.data, *shown], **private)
         self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
         self.start.click(
-            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            start,
             [visitor, self.run, self.weights, self.data, self.path, self.max_rows],
             [self.job, self.timer, self.progress, *buttons],
             **private,
-        ).then(pending_view, [self.job], shown, show_progress="hidden", **private)
+        ).then(pending, [self.job], shown, show_progress="hidden", **private)
         self.timer.tick(
-            lambda job, which, run_id: poll(job, which, run_id, policy, workspace),
+            tick,
             [self.job, self.filter, self.run],
             [self.job, self.timer, self.progress, *buttons, *shown],
             show_progress="hidden",
             **private,
         )
-        self.cancel.click(lambda job: cancel_job(job, "evaluation"), [self.job], [self.progress], **private)
-        self.filter.change(lambda r, w: result_view(r, w), [self.result, self.filter], shown, **private)
+        self.cancel.click(cancel, [self.job], [self.progress], **private)
+        self.filter.change(filtered, [self.result, self.filter], shown, **private)
         refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 

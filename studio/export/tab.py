@@ -9,6 +9,9 @@ Outside demo mode the zip is served straight from WORKSPACE/exports/ (a static p
 large). In demo mode nothing there is served, since a zip's name is easy to guess (``<run id>-adapter.zip``):
 the visitor who made it gets a private copy, which Gradio copies into its cache under a path that names a
 digest of the content and a secret seed, and serves only there.
+
+What the server writes here is in the page's language (studio.i18n); the engine's reasons (a refused export, a
+failed job's error) as the engine wrote them.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from engine.runs.artifacts import ArtifactError
 from engine.store.workspace import exports_dir
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
 from studio.jobs.view import (
+    PICK_RUN,
     checkpoint_of,
     finished_runs,
     job_status,
@@ -40,14 +46,13 @@ from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
 from studio.markup import message_html
 
 POLL_SECONDS = 0.5
-KIND_CHOICES = [("Adapter", "adapter"), ("Merged model", "merged")]
-HELP = (
-    '<div class="ts-export-help"><b>Adapter</b>: the LoRA weights with the tokenizer, chat template and a model '
-    "card; small, and loads with peft on top of the base model. <b>Merged model</b>: the adapter folded into the "
-    "base (loaded un-quantized, also for QLoRA runs) and saved as safetensors in the chosen dtype; loads with "
-    "plain transformers. Each export is written beside its target and appears only when complete, with a .zip "
-    "to download.</div>"
-)
+KIND_CHOICES = [(t("export.kind.adapter"), "adapter"), (t("export.kind.merged"), "merged")]
+# What the two kinds are (HTML: the page translates it in place).
+HELP = f'<div class="ts-export-help">{marked("export.help")}</div>'
+NO_PUSH = key("export.refuse.demo_push")
+SAVED, ZIP, PUSHED = key("export.result.saved"), key("export.result.zip"), key("export.result.pushed")
+JOB = "export"  # the job's kind, as studio.jobs.view words its progress
+TOKEN_SET, TOKEN_UNSET = key("export.token.set"), key("export.token.unset")  # the token box's placeholder
 
 
 def default_name(run_id: str | None, kind: str, dtype: str) -> str:
@@ -61,12 +66,19 @@ def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
 
 
 def run_changed(
-    workspace: Path, run_id: str | None, kind: str, dtype: str, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    workspace: Path,
+    run_id: str | None,
+    kind: str,
+    dtype: str,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
-    """A run was picked: its weights and the default export name (nothing for another visitor's run)."""
+    """A run was picked: its weights (labelled in ``lang``) and the default export name (nothing for another
+    visitor's run)."""
     if not owns_run_id(workspace, run_id, policy, visitor):
         run_id = None
-    choices = weight_choices(workspace, run_id)
+    choices = weight_choices(workspace, run_id, lang)
     return [
         gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
         gr.Textbox(placeholder=default_name(run_id, kind, dtype)),
@@ -96,13 +108,14 @@ def start_clicked(
     private: bool,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
-    """Check the export and start it; a refusal says why and starts nothing. In demo mode: only the visitor's
-    runs, under the default name, and never to the hub."""
+    """Check the export and start it; a refusal says why (in ``lang``; the engine's reason as it wrote it) and
+    starts nothing. In demo mode: only the visitor's runs, under the default name, and never to the hub."""
     if not run_id:
-        return _refused("Pick a run first.")
+        return _refused(text(PICK_RUN, lang))
     if policy.enabled and ((repo_id or "").strip() or (token or "").strip()):
-        return _refused("This demo does not push to the hub: download the zip instead.")
+        return _refused(text(NO_PUSH, lang))
     if policy.enabled:
         name = ""  # the name box is hidden: the export goes to its default place in the workspace
     try:
@@ -120,21 +133,29 @@ def start_clicked(
         return _refused(policy.shown(str(exc), workspace))
     status = jobs.status(job_dir)
     hidden = gr.DownloadButton(visible=False)
-    return [str(job_dir), gr.Timer(active=True), progress_html(status, "export"), *action_buttons(True), "", hidden]
+    progress = progress_html(status, JOB, lang)
+    return [str(job_dir), gr.Timer(active=True), progress, *action_buttons(True), "", hidden]
 
 
-def result_html(status: JobStatus) -> str:
-    """Where the export went, what it holds, and the hub repo it was pushed to."""
+def _sentence(sentence: str, lang: str, /, **markup: str) -> str:
+    """The text of the key ``sentence`` in ``lang``, escaped, with ``markup`` (HTML made here) put in for its
+    placeholders."""
+    words = html.escape(text(sentence, lang, **{slot: f"{{{slot}}}" for slot in markup}))
+    return words.format(**markup)
+
+
+def result_html(status: JobStatus, lang: str = SOURCE) -> str:
+    """Where the export went, what it holds, and the hub repo it was pushed to, in ``lang``."""
     result = status.result or {}
     if not result.get("path"):
         return ""
-    files = ", ".join(result.get("files") or [])
-    parts = [f"Saved to <code>{html.escape(result['path'])}</code>: {html.escape(files)}."]
+    files = html.escape(", ".join(result.get("files") or []))
+    parts = [_sentence(SAVED, lang, path=f"<code>{html.escape(result['path'])}</code>", files=files)]
     if result.get("zip"):
-        parts.append(f"Zip: <code>{html.escape(Path(result['zip']).name)}</code>.")
+        parts.append(_sentence(ZIP, lang, name=f"<code>{html.escape(Path(result['zip']).name)}</code>"))
     if result.get("repo_url"):
         url = html.escape(result["repo_url"])
-        parts.append(f'Pushed to <a href="{url}" target="_blank">{url}</a>.')
+        parts.append(_sentence(PUSHED, lang, link=f'<a href="{url}" target="_blank">{url}</a>'))
     return f'<div class="ts-export-result">{" ".join(parts)}</div>'
 
 
@@ -160,30 +181,30 @@ def download_button(archive: str | None, policy: DemoPolicy = NORMAL) -> gr.Down
     return gr.DownloadButton(value=str(private_copy(Path(archive)) if policy.enabled else archive), visible=True)
 
 
-def poll(job_dir: str | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None) -> list[Any]:
+def poll(
+    job_dir: str | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None, lang: str = SOURCE
+) -> list[Any]:
     """The timer's handler: progress while the job runs; the result and the download once it is over (in demo
-    mode where it went, or why it failed, as ``workspace/exports/...``: no server path)."""
+    mode where it went, or why it failed, as ``workspace/exports/...``: no server path). In ``lang``."""
     status = job_status(job_dir)
     if status is None:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
     if jobs.is_running(status):
-        return [job_dir, gr.skip(), progress_html(status, "export"), *action_buttons(True), gr.skip(), gr.skip()]
+        return [job_dir, gr.skip(), progress_html(status, JOB, lang), *action_buttons(True), gr.skip(), gr.skip()]
     download = download_button((status.result or {}).get("zip"), policy)
     return [
         None,
         gr.Timer(active=False),
-        policy.shown(progress_html(status, "export"), workspace),
+        policy.shown(progress_html(status, JOB, lang), workspace),
         *action_buttons(False),
-        policy.shown(result_html(status), workspace),
+        policy.shown(result_html(status, lang), workspace),
         download,
     ]
 
 
-def token_hint() -> str:
-    """Say whether the studio already has a token (never what it is)."""
-    if os.environ.get("HF_TOKEN"):
-        return "optional: HF_TOKEN is set"
-    return "only to push; never saved"
+def token_hint() -> Any:
+    """Say whether the studio already has a token (never what it is), in the page's language."""
+    return t(TOKEN_SET if os.environ.get("HF_TOKEN") else TOKEN_UNSET)
 
 
 class ExportTab:
@@ -200,34 +221,45 @@ class ExportTab:
             self.run = gr.Dropdown(
                 choices=[] if demo else finished_runs(ctx.workspace),  # a visitor's own, once the tab opens
                 value=None,
-                label="Run",
+                label=t("jobs.run"),
                 scale=3,
                 elem_id="ts-export-run",
             )
-            self.weights = gr.Dropdown(choices=[], label="Weights", scale=2, elem_id="ts-export-weights")
-            self.kind = gr.Radio(KIND_CHOICES, value="adapter", label="Export", scale=3, elem_id="ts-export-kind")
+            self.weights = gr.Dropdown(choices=[], label=t("jobs.weights"), scale=2, elem_id="ts-export-weights")
+            self.kind = gr.Radio(
+                KIND_CHOICES, value="adapter", label=t("export.kind"), scale=3, elem_id="ts-export-kind"
+            )
             self.dtype = gr.Dropdown(
-                list(export.DTYPES), value="float32", label="Merged dtype", interactive=False, scale=1, min_width=130
+                list(export.DTYPES),
+                value="float32",
+                label=t("export.dtype"),
+                interactive=False,
+                scale=1,
+                min_width=130,
             )
         with gr.Row(equal_height=False, elem_classes="ts-tool-row", visible=not demo):
-            self.name = gr.Textbox(label="Export name (in workspace/exports)", scale=3, elem_id="ts-export-name")
+            self.name = gr.Textbox(label=t("export.name"), scale=3, elem_id="ts-export-name")
             self.repo = gr.Textbox(
-                label="Push to hub repo (optional)", placeholder="owner/name", scale=2, elem_id="ts-export-repo"
+                label=t("export.repo"), placeholder=t("export.repo.placeholder"), scale=2, elem_id="ts-export-repo"
             )
             self.token = gr.Textbox(
-                label="Hub token", type="password", placeholder=token_hint(), scale=2, elem_id="ts-export-token"
+                label=t("export.token"), type="password", placeholder=token_hint(), scale=2, elem_id="ts-export-token"
             )
             self.private = gr.Checkbox(
-                label="Private repo", value=True, scale=1, min_width=120, elem_id="ts-export-private"
+                label=t("export.private"), value=True, scale=1, min_width=120, elem_id="ts-export-private"
             )
         with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
             self.progress = gr.HTML(elem_classes="ts-html", elem_id="ts-export-progress", scale=5)
-            self.start = gr.Button("Export", variant="primary", scale=0, min_width=130, elem_id="ts-export-start")
-            self.cancel = gr.Button("Cancel", interactive=False, scale=0, min_width=110, elem_id="ts-export-cancel")
+            self.start = gr.Button(
+                t("export.start"), variant="primary", scale=0, min_width=130, elem_id="ts-export-start"
+            )
+            self.cancel = gr.Button(
+                t("jobs.cancel"), interactive=False, scale=0, min_width=110, elem_id="ts-export-cancel"
+            )
         with gr.Row(equal_height=True, elem_classes="ts-tool-actions"):
             self.result = gr.HTML(elem_classes="ts-html", elem_id="ts-export-result", scale=5)
             self.download = gr.DownloadButton(
-                "⬇ Download .zip",
+                t("export.download"),
                 visible=False,
                 variant="primary",
                 scale=0,
@@ -242,25 +274,32 @@ class ExportTab:
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         policy, visitor = self.ctx.policy, self.ctx.visitor
-        self.run.change(
-            lambda run_id, kind, dtype, who: run_changed(workspace, run_id, kind, dtype, policy, who),
-            [self.run, self.kind, self.dtype, visitor],
-            [self.weights, self.name],
-            **private,
-        )
+
+        # Each handler answers in the language of the page that asked (its ``request``).
+        def picked(request: gr.Request, run_id: str | None, kind: str, dtype: str, who: str | None) -> list[Any]:
+            return run_changed(workspace, run_id, kind, dtype, policy, who, request_language(request))
+
+        def start(request: gr.Request, who: str | None, *values: Any) -> list[Any]:
+            return start_clicked(workspace, *values, policy=policy, visitor=who, lang=request_language(request))
+
+        def tick(request: gr.Request, job: str | None) -> list[Any]:
+            return poll(job, policy, workspace, request_language(request))
+
+        def cancel(request: gr.Request, job: str | None) -> str:
+            return cancel_job(job, JOB, request_language(request))
+
+        self.run.change(picked, [self.run, self.kind, self.dtype, visitor], [self.weights, self.name], **private)
         for control in (self.kind, self.dtype):
             control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
         outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
         self.start.click(
-            lambda who, *values: start_clicked(workspace, *values, policy=policy, visitor=who),
+            start,
             [visitor, self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
             outputs,
             **private,
         )
-        self.timer.tick(
-            lambda job: poll(job, policy, workspace), [self.job], outputs, show_progress="hidden", **private
-        )
-        self.cancel.click(lambda job: cancel_job(job, "export"), [self.job], [self.progress], **private)
+        self.timer.tick(tick, [self.job], outputs, show_progress="hidden", **private)
+        self.cancel.click(cancel, [self.job], [self.progress], **private)
         refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 

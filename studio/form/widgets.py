@@ -16,10 +16,14 @@ from pydantic import BaseModel
 
 from engine.config import RunConfig
 from studio.form.schema import FieldSpec, SectionSpec, default_values, schema_tree
+from studio.i18n.catalog import SOURCE
+from studio.i18n.problems import translate_problems
+from studio.i18n.widgets import field_key, marked, schema_text, t
 
 WidgetFactory = Callable[[FieldSpec, Any], gr.components.Component]
 
 ERROR_CLASS = "ts-field-error"
+PLACEHOLDER_KINDS = ("list", "modules", "mapping", "datasets")  # text fields whose placeholder says how to write them
 
 
 def _step(spec: FieldSpec, value: Any) -> float:
@@ -29,12 +33,20 @@ def _step(spec: FieldSpec, value: Any) -> float:
     return float(f"1e{int(f'{abs(value):e}'.split('e')[1])}")
 
 
-def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Component:
+def field_words(spec: FieldSpec, root: str = "field") -> dict[str, Any]:
+    """A field's label and help, in the page's language (studio.i18n: the English is the schema's)."""
+    return {
+        "label": schema_text(field_key(spec.path, "label", root), spec.label),
+        "info": schema_text(field_key(spec.path, "help", root), spec.help) if spec.help else None,
+    }
+
+
+def make_widget(spec: FieldSpec, value: Any, root: str = "field", **extra: Any) -> gr.components.Component:
     """The default widget of a leaf field, showing ``value`` (a widget value); ``extra`` goes to the component
-    (e.g. ``interactive=False`` for a field that is shown but fixed)."""
+    (e.g. ``interactive=False`` for a field that is shown but fixed, or another ``label``). ``root`` names the
+    schema of the field's words (studio.i18n.catalog.SCHEMA_ROOTS)."""
     common: dict[str, Any] = {
-        "label": spec.label,
-        "info": spec.help,
+        **field_words(spec, root),
         "elem_id": "cfg-" + spec.path.replace(".", "-"),
         **extra,
     }
@@ -42,7 +54,7 @@ def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Comp
         bounds = spec.bounds_text()
         return gr.Textbox(
             value=value,
-            placeholder=f"empty: none ({bounds})" if bounds else "empty: none",
+            placeholder=f"{marked('form.empty_none')} ({bounds})" if bounds else t("form.empty_none"),
             max_lines=1,
             **common,
         )
@@ -56,7 +68,7 @@ def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Comp
             **common,
         )
     if spec.kind == "choice":
-        choices = [("(none)", "")] * spec.optional + [(str(choice), choice) for choice in spec.choices]
+        choices = [(t("form.none_choice"), "")] * spec.optional + [(str(choice), choice) for choice in spec.choices]
         return gr.Dropdown(choices=choices, value=value, **common)
     if spec.kind == "choices":  # several of fixed values; none picked is an empty list
         return gr.Dropdown(
@@ -64,18 +76,15 @@ def make_widget(spec: FieldSpec, value: Any, **extra: Any) -> gr.components.Comp
         )
     if spec.kind == "bool":
         return gr.Checkbox(value=bool(value), **common)
-    placeholders = {
-        "list": "comma-separated names",
-        "modules": "auto, all-linear, or comma-separated names",
-        "mapping": "name=value, one per line",
-        "datasets": "a file or hub id; several: [{path: FILE, max_samples: 200}, {path: FILE, weight: 2}]",
-    }
+    placeholder = f"form.placeholder.{spec.kind}" if spec.kind in PLACEHOLDER_KINDS else None
+    if placeholder is None and spec.optional:
+        placeholder = "form.empty_none"
     return gr.Textbox(
         value=value,
         lines=2 if spec.kind == "mapping" else 1,
         max_lines=12,
         max_length=spec.max_length,
-        placeholder=placeholders.get(spec.kind, "empty: none" if spec.optional else None),
+        placeholder=t(placeholder) if placeholder else None,
         **common,
     )
 
@@ -113,11 +122,13 @@ class ConfigForm:
         return node
 
     def render_section(self, path: str, columns: int = 1, open: bool = True, title: str | None = None) -> None:
-        """Render one section: its basic fields in rows of ``columns``, an Advanced accordion, nested groups."""
+        """Render one section: its basic fields in rows of ``columns``, an Advanced accordion, nested groups.
+        ``title`` is the key of a heading other than the section's name."""
         spec = self.section(path)
-        with gr.Accordion(title or spec.title, open=open, elem_classes=["ts-section"]):
+        heading = t(title) if title else schema_text(field_key(path, "label"), spec.title)
+        with gr.Accordion(heading, open=open, elem_classes=["ts-section"]):
             if spec.help:
-                gr.Markdown(spec.help, elem_classes=["ts-section-help"])
+                gr.Markdown(schema_text(field_key(path, "help"), spec.help), elem_classes=["ts-section-help"])
             self.render_children(spec, columns)
 
     def render_children(self, spec: SectionSpec, columns: int = 1) -> None:
@@ -126,13 +137,15 @@ class ConfigForm:
         self._grid([f for f in fields if not f.advanced], columns)
         for child in spec.children:
             if isinstance(child, SectionSpec) and not self._all_rendered(child):
-                with gr.Accordion(child.title, open=False):
+                with gr.Accordion(schema_text(field_key(child.path, "label"), child.title), open=False):
                     if child.help:
-                        gr.Markdown(child.help, elem_classes=["ts-section-help"])
+                        gr.Markdown(
+                            schema_text(field_key(child.path, "help"), child.help), elem_classes=["ts-section-help"]
+                        )
                     self.render_children(child, columns=max(columns, 2))
         advanced = [f for f in fields if f.advanced]
         if advanced:
-            with gr.Accordion("Advanced", open=False, elem_classes=["ts-advanced"]):
+            with gr.Accordion(t("form.advanced"), open=False, elem_classes=["ts-advanced"]):
                 self._grid(advanced, columns)
                 self.advanced_paths.update(f.path for f in advanced)
 
@@ -188,9 +201,10 @@ class ConfigForm:
         """Outputs for ``inputs`` that show ``values``; paths not given are left as they are."""
         return [values[path] if path in values else gr.skip() for path in self.paths]
 
-    def error_updates(self, errors: Mapping[str, str]) -> tuple[list[dict[str, Any]], list[str]]:
-        """Outputs for ``slots`` showing ``errors`` (path -> message) and hiding the rest; plus unplaced lines."""
-        placed, unplaced = place_errors(errors, self.paths)
+    def error_updates(self, errors: Mapping[str, str], lang: str = SOURCE) -> tuple[list[dict[str, Any]], list[str]]:
+        """Outputs for ``slots`` showing ``errors`` (path -> message, said in ``lang`` where the studio can) and
+        hiding the rest; plus unplaced lines."""
+        placed, unplaced = place_errors(translate_problems(dict(errors), lang), self.paths)
         return [error_slot_update(placed.get(path)) for path in self.paths], unplaced
 
 

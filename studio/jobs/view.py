@@ -2,11 +2,16 @@
 
 Pure functions of the workspace and of job statuses (engine.jobs), kept apart from the Gradio wiring so they
 are tested directly. No Gradio and no ML library here.
+
+What they write is in ``lang`` (English by default): the weights' labels, a run's state, a job's outcome, and
+its phase: the job writes that in English (engine.evaluate, engine.export), and ``said_phase`` says the phases it
+knows again (one it does not know stays as written).
 """
 
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,10 +19,49 @@ from engine import jobs, runs
 from engine.config import ConfigError, load_config
 from engine.jobs import JobStatus
 from engine.store.rundir import CONFIG_FILE, RunStatus, checkpoint_steps, final_weights
-from studio.markup import message_html, progress_bar_html
+from studio.i18n import catalog
+from studio.i18n.catalog import SOURCE, key, text
+from studio.markup import STATE_WORDS, message_html, progress_bar_html
 from studio.path_guard import resolve_run
 
 FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / model"
+FINAL_LABEL, CHECKPOINT_LABEL = key("jobs.weights.final"), key("jobs.weights.checkpoint")
+PICK_RUN = key("jobs.pick_run")  # what both tabs say to a Start without a run
+UNKNOWN_ERROR = key("jobs.unknown_error")
+JOB_KINDS = ("evaluation", "export")  # a job's kind, as the tabs name it: the keys of its words
+# A job's outcome in words, by its kind and state (``{error}``: a failed job's error, as the engine wrote it).
+OUTCOMES = {
+    (kind, state): key(f"jobs.{kind}.{state}") for kind in JOB_KINDS for state in ("completed", "cancelled", "failed")
+}
+# The phases the evaluation and export jobs write (engine.evaluate.worker, .models, .preference, .rewards;
+# engine.export.worker), their English in en.json with the values they name as ``{placeholders}``; the first that
+# reads a phase says it.
+PHASES = [
+    key(f"jobs.phase.{name}")
+    for name in (
+        "starting",
+        "loading_data",
+        "saving_results",
+        "eval_loss",
+        "generating",
+        "scoring",
+        "completions",
+        "loading_base_dtype",  # before "loading the {weights}", which would read it too
+        "loading_tuned",
+        "loading_base",
+        "loading_weights",
+        "merging",
+        "saving_merged",
+        "writing_zip",
+        "creating_repo",
+        "uploading",
+        "copying",
+        "model_card",
+        "moving",
+    )
+]
+MODEL_WORDS = {model: key(f"jobs.model.{model}") for model in ("base", "tuned")}  # a phase's {model}
+_SLOT = re.compile(r"\{(\w+)\}")
 
 
 def _has_final_weights(run_dir: Path) -> bool:
@@ -30,10 +74,12 @@ def _has_final_weights(run_dir: Path) -> bool:
     return final_weights(run_dir, config.adapter.is_lora) is not None
 
 
-def finished_runs(workspace: Path, visible: Callable[[RunStatus], bool] | None = None) -> list[tuple[str, str]]:
+def finished_runs(
+    workspace: Path, visible: Callable[[RunStatus], bool] | None = None, lang: str = SOURCE
+) -> list[tuple[str, str]]:
     """(label, run id) of the runs that have weights, newest first: those that are not going (final or a
-    checkpoint), and those still going that have a checkpoint (made by Save now, say), labelled with their state;
-    only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
+    checkpoint), and those still going that have a checkpoint (made by Save now, say), labelled with their state
+    (in ``lang``); only those whose status ``visible`` accepts (in demo mode, the visitor's own)."""
     found = []
     for run_dir in runs.run_dirs(workspace):
         current = runs.status(run_dir)
@@ -43,23 +89,24 @@ def finished_runs(workspace: Path, visible: Callable[[RunStatus], bool] | None =
         if not has_weights:
             continue
         name = current.name or run_dir.name
-        found.append(
-            (current.created_at or 0, run_dir.name, f"{name} ({current.state})" if current.is_active else name)
-        )
+        state = text(STATE_WORDS[current.state], lang) if current.state in STATE_WORDS else current.state
+        found.append((current.created_at or 0, run_dir.name, f"{name} ({state})" if current.is_active else name))
     found.sort(reverse=True)
     return [(f"{name} · {run_id}", run_id) for _, run_id, name in found]
 
 
-def weight_choices(workspace: Path, run_id: str | None) -> list[tuple[str, str]]:
-    """The final result (when there is one) and every checkpoint of a run, as (label, value)."""
+def weight_choices(workspace: Path, run_id: str | None, lang: str = SOURCE) -> list[tuple[str, str]]:
+    """The final result (when there is one) and every checkpoint of a run, as (label, value), labelled in
+    ``lang``."""
     if not run_id:
         return []
     try:
         run_dir = resolve_run(workspace, run_id)
     except runs.RunError:
         return []
-    choices = [("final result", FINAL_WEIGHTS)] if _has_final_weights(run_dir) else []
-    return choices + [(f"checkpoint {step}", str(step)) for step in reversed(checkpoint_steps(run_dir))]
+    choices = [(text(FINAL_LABEL, lang), FINAL_WEIGHTS)] if _has_final_weights(run_dir) else []
+    steps = reversed(checkpoint_steps(run_dir))
+    return choices + [(text(CHECKPOINT_LABEL, lang, step=step), str(step)) for step in steps]
 
 
 def checkpoint_of(weights: str | None) -> int | None:
@@ -77,22 +124,44 @@ def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str
     return ids[0] if ids else None
 
 
-def progress_html(status: JobStatus | None, what: str) -> str:
-    """A job's progress: a bar with its phase while it runs; what happened once it is over."""
+def _pattern(words: str) -> re.Pattern[str]:
+    """A regular expression that reads a text made from ``words`` (an English text) back into its values."""
+    pieces = _SLOT.split(words)  # literal, name, literal, name, ...
+    return re.compile("".join(f"(?P<{piece}>.+)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
+
+
+def said_phase(phase: str, lang: str = SOURCE) -> str:
+    """A job's phase (English, as the job wrote it) in ``lang``; a phase not in ``PHASES`` as it is."""
+    if lang == SOURCE:
+        return phase
+    for name in PHASES:
+        found = _pattern(catalog.english()[name]).fullmatch(phase)
+        if found:
+            values = found.groupdict()
+            if values.get("model") in MODEL_WORDS:
+                values["model"] = text(MODEL_WORDS[values["model"]], lang)
+            return text(name, lang, **values)
+    return phase
+
+
+def progress_html(status: JobStatus | None, what: str, lang: str = SOURCE) -> str:
+    """A job's progress: a bar with its phase while it runs; what happened once it is over. ``what`` is the job's
+    kind (``JOB_KINDS``); the words are in ``lang``."""
     if status is None:
         return ""
     state = status.state
     if state == "completed":
-        return message_html(f"{what.capitalize()} finished.", "ok")
+        return message_html(text(OUTCOMES[what, state], lang), "ok")
     if state == "cancelled":
-        return message_html(f"{what.capitalize()} cancelled; nothing half-written was kept.", "warn")
+        return message_html(text(OUTCOMES[what, state], lang), "warn")
     if state == "failed":
-        return message_html(f"{what.capitalize()} failed: {status.error or 'unknown error'}", "error")
+        error = status.error or text(UNKNOWN_ERROR, lang)
+        return message_html(text(OUTCOMES[what, state], lang, error=error), "error")
     done, total = status.done or 0, status.total or 0
     count = f"<b>{done} / {total}</b>" if total else ""
-    phase = html.escape(str(status.phase or "starting"))
-    text = f'<span><span class="ts-pulse"></span> {phase}</span><span>{count}</span>'
-    return progress_bar_html(100 * done / total if total else 0, text, "ts-job-progress", "ts-fill ts-fill-live")
+    phase = html.escape(said_phase(str(status.phase or "starting"), lang))
+    line = f'<span><span class="ts-pulse"></span> {phase}</span><span>{count}</span>'
+    return progress_bar_html(100 * done / total if total else 0, line, "ts-job-progress", "ts-fill ts-fill-live")
 
 
 def job_status(job_dir: str | None) -> JobStatus | None:

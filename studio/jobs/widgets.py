@@ -1,7 +1,7 @@
 """The Gradio side the Evaluate and Export tabs share: Start / Cancel states, cancel, and re-attaching on open.
 
 Each of those tabs follows one background job per browser tab (its directory in a ``gr.State``) with a
-``gr.Timer`` that runs only while the job does.
+``gr.Timer`` that runs only while the job does. What they say is in the page's language.
 """
 
 from __future__ import annotations
@@ -14,8 +14,13 @@ import gradio as gr
 from engine import jobs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
-from studio.jobs.view import finished_runs, pick_run, running_job, weight_choices
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import request_language
+from studio.jobs.view import JOB_KINDS, finished_runs, pick_run, running_job, weight_choices
 from studio.markup import message_html
+
+CANCELLING = {kind: key(f"jobs.{kind}.cancelling") for kind in JOB_KINDS}
+NOT_RUNNING = {kind: key(f"jobs.{kind}.not_running") for kind in JOB_KINDS}
 
 
 def action_buttons(running: bool) -> list[Any]:
@@ -23,11 +28,11 @@ def action_buttons(running: bool) -> list[Any]:
     return [gr.Button(interactive=not running), gr.Button(interactive=running)]
 
 
-def cancel_job(job_dir: str | None, what: str) -> str:
-    """Ask the page's job to stop; its timer reports when it has."""
+def cancel_job(job_dir: str | None, what: str, lang: str = SOURCE) -> str:
+    """Ask the page's job (of kind ``what``, studio.jobs.view.JOB_KINDS) to stop; its timer reports when it has."""
     if job_dir and jobs.cancel(Path(job_dir)):
-        return message_html(f"Cancelling the {what}…", "warn")
-    return message_html(f"No {what} is running.", "warn")
+        return message_html(text(CANCELLING[what], lang), "warn")
+    return message_html(text(NOT_RUNNING[what], lang), "warn")
 
 
 def tab_opened(
@@ -39,11 +44,12 @@ def tab_opened(
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
     weights: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """Offer the runs with weights as they are now, and pick up a running job of ``kind`` (after a page reload);
     in demo mode only the visitor's runs and jobs. The picked run's weights are listed again too: a checkpoint
-    saved since (Save now on a running run) shows at once."""
-    choices = finished_runs(workspace, lambda status: owns(policy, status.owner, visitor))
+    saved since (Save now on a running run) shows at once. Labels are in ``lang``."""
+    choices = finished_runs(workspace, lambda status: owns(policy, status.owner, visitor), lang)
     mine = [run_dir.name for run_dir in owned_run_dirs(workspace, policy, visitor)] if policy.enabled else None
     job_dir = job_dir or running_job(workspace, kind, mine)
     timer = gr.Timer(active=True) if job_dir else gr.skip()
@@ -51,7 +57,7 @@ def tab_opened(
         _relisted(choices, run_id, current_run),
         job_dir,
         timer,
-        _weights_relisted(workspace, choices, run_id, weights),
+        _weights_relisted(workspace, choices, run_id, weights, lang),
     ]
 
 
@@ -63,12 +69,14 @@ def _relisted(choices: list[tuple[str, str]], run_id: str | None, current_run: s
     return gr.update(choices=choices, value=pick_run(choices, run_id, current_run))
 
 
-def _weights_relisted(workspace: Path, choices: list[tuple[str, str]], run_id: str | None, weights: str | None) -> Any:
+def _weights_relisted(
+    workspace: Path, choices: list[tuple[str, str]], run_id: str | None, weights: str | None, lang: str = SOURCE
+) -> Any:
     """The weights picker of a run that stays picked, with its weights as they are now (the pick kept while it is
     offered); a new pick of run lists its own weights when it changes."""
     if run_id not in {value for _, value in choices}:
         return gr.skip()
-    offered = weight_choices(workspace, run_id)
+    offered = weight_choices(workspace, run_id, lang)
     values = [value for _, value in offered]
     return gr.update(choices=offered, value=weights if weights in values else (values[0] if values else None))
 
@@ -80,10 +88,20 @@ def refresh_on_open(
     a running job."""
     if ctx.tabs is None:
         return
+
+    def opened(
+        request: gr.Request,
+        current: str | None,
+        run_id: str | None,
+        job_dir: str | None,
+        who: str | None,
+        picked: str | None,
+    ) -> list[Any]:
+        lang = request_language(request)
+        return tab_opened(ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who, picked, lang)
+
     ctx.tabs.select(
-        lambda current, run_id, job_dir, who, picked: tab_opened(
-            ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who, picked
-        ),
+        opened,
         [ctx.current_run, run, job, ctx.visitor, weights],
         [run, job, timer, weights],
         api_visibility="private",

@@ -28,18 +28,23 @@ from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, l
 from engine.store.rundir import CONFIG_FILE, read_status
 from engine.training.methods import METHODS
 from studio.demo.policy import NORMAL, DemoPolicy, owns
+from studio.i18n.catalog import SOURCE, key, text
 from studio.monitor.live import file_stamp
 
 TOTAL = "total"  # the weighted sum of the rewards (a sample's ``reward``)
 NEWEST, BEST, WORST, ZERO = "newest", "best", "worst", "zero reward"
 SHOW_CHOICES = (NEWEST, BEST, WORST, ZERO)
+# What the page shows for the values above, and the table's words (studio.i18n): a reward's own name stays as is.
+TOTAL_WORD = key("monitor.completions.total")
+SHOW_WORDS = {
+    show: key(f"monitor.completions.{name}")
+    for show, name in zip(SHOW_CHOICES, ("newest", "best", "worst", "zero"), strict=True)
+}
+COLUMN_WORDS = {name: key(f"monitor.completions.{name}") for name in ("step", "prompt", "completion")}
+EMPTY_WORDS = key("monitor.completions.empty")
 DEFAULT_SAMPLES = 24
 READ_LIMIT = 400  # the newest samples the panel picks from: 25 logging steps of GRPO's 16
 MAX_TEXT_CHARS = 2_000  # of a prompt or completion in a cell; longer ones end in an ellipsis
-EMPTY_TABLE = (
-    '<div class="ts-empty">No samples yet: a GRPO run writes some of its answers and their rewards here at each '
-    "logging step.</div>"
-)
 
 
 # --- which runs --------------------------------------------------------------------------------------------------
@@ -137,6 +142,11 @@ def reward_choices(samples: list[dict[str, Any]]) -> list[str]:
     return [TOTAL, *(name for name in reward_names(samples) if name != TOTAL)]
 
 
+def reward_labels(choices: list[str], lang: str = SOURCE) -> list[tuple[str, str]]:
+    """The Reward dropdown's (label, value) pairs: the total named in ``lang``, each reward by its own name."""
+    return [(text(TOTAL_WORD, lang) if choice == TOTAL else choice, choice) for choice in choices]
+
+
 def score(sample: dict[str, Any], reward: str) -> float | None:
     """The sample's score by ``reward`` (TOTAL: the weighted sum); None when it has none or it is not finite."""
     if reward == TOTAL:
@@ -179,11 +189,13 @@ def table_rows(samples: list[dict[str, Any]], names: list[str]) -> list[list[Any
     ]
 
 
-def table_html(rows: list[list[Any]], names: list[str]) -> str:
-    """The rows as an HTML table; every text is escaped, long texts are cut."""
+def table_html(rows: list[list[Any]], names: list[str], lang: str = SOURCE) -> str:
+    """The rows as an HTML table (its headers in ``lang``, the rewards by their names); every text is escaped,
+    long texts are cut."""
     if not rows:
-        return EMPTY_TABLE
-    headers = ["step", "prompt", "completion", *names, TOTAL]
+        return f'<div class="ts-empty">{html.escape(text(EMPTY_WORDS, lang))}</div>'
+    columns = [text(words, lang) for words in COLUMN_WORDS.values()]
+    headers = [*columns, *names, text(TOTAL_WORD, lang)]
     head = "".join(f'<th style="text-align:left;padding:4px 8px">{html.escape(name)}</th>' for name in headers)
     body = "".join(f"<tr>{''.join(_cell(value, column) for column, value in enumerate(row))}</tr>" for row in rows)
     return (
@@ -244,10 +256,11 @@ class CompletionsPanel:
         visitor: str | None = None,
         force: bool = False,
         opened: bool | None = None,
+        lang: str = SOURCE,
     ) -> PanelUpdate:
-        """The outputs that changed since the last call (all of them with ``force``); ``opened``: the section was
-        just opened (True) or closed (False). The samples are read only while the panel is open and only when
-        their files changed (SAMPLES)."""
+        """The outputs that changed since the last call (all of them with ``force``, and the words after a change
+        of ``lang``); ``opened``: the section was just opened (True) or closed (False). The samples are read only
+        while the panel is open and only when their files changed (SAMPLES)."""
         with self.lock:
             if opened is not None:
                 self.open = opened
@@ -265,15 +278,15 @@ class CompletionsPanel:
             choices = reward_choices(samples)
             reward = reward if reward in choices else TOTAL
             update.reward = reward
-            self._put(update, "choices", (str(run), tuple(choices)), choices)
+            self._put(update, "choices", (str(run), tuple(choices), lang), choices)  # labelled in ``lang``
             show = show if show in SHOW_CHOICES else NEWEST
             count = _count(count)
-            key = (str(run), stamp, reward, show, count)
+            key = (str(run), stamp, reward, show, count, lang)
             if self._sent.get("table", object()) != key:
                 self._sent["table"] = key
                 names = reward_names(samples)
                 rows = policy.shown(table_rows(pick(samples, reward, show, count), names), workspace)
-                update.table = table_html(rows, names)
+                update.table = table_html(rows, names, lang)
             return update
 
     def _put(self, update: PanelUpdate, name: str, key: Any, value: Any) -> None:

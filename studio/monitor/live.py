@@ -38,6 +38,8 @@ from engine.store.rundir import CONFIG_FILE, QUEUED, RunStatus
 from engine.training.methods import method_charts
 from studio import charts
 from studio.charts import Figure
+from studio.i18n import catalog
+from studio.i18n.catalog import SOURCE, key, text
 from studio.monitor.feed import MetricsFeed
 from studio.monitor.view import progress_html, queue_html, stats_html
 
@@ -54,6 +56,9 @@ METHOD_CHARTS = {
 }
 SMALL_CHARTS = {**COMMON_CHARTS, **METHOD_CHARTS}
 CHARTS = ("loss", *SMALL_CHARTS)
+# Every small chart's title and unit is said in the page's language (studio.i18n; a method's English is its own).
+for _name, (_, _unit, *_) in SMALL_CHARTS.items():
+    key(f"chart.{_name}"), key(f"unit.{_unit}")
 NO_RUN = ""  # the token of "no run": the page gets the empty charts
 _KEY = secrets.token_bytes(32)  # signs tokens; a restarted studio serves freshly loaded pages new ones
 
@@ -142,15 +147,21 @@ def chart_keys(feed: MetricsFeed | None, smoothing: float, log_y: bool) -> dict[
     return keys
 
 
-def chart_figure(name: str, feed: MetricsFeed | None, smoothing: float, log_y: bool) -> Figure:
-    """The figure of one chart (empty, waiting for data, when there is no feed)."""
+def chart_figure(name: str, feed: MetricsFeed | None, smoothing: float, log_y: bool, lang: str = SOURCE) -> Figure:
+    """The figure of one chart in ``lang`` (empty, waiting for data, when there is no feed)."""
     if name == "loss":
         if feed is None:
-            return charts.loss_figure([])
+            return charts.loss_figure([], lang=lang)
         loss, evals = feed.series["loss"], feed.series["eval_loss"]
-        return charts.loss_figure(loss, evals, smoothing, log_y, feed.resumes)
+        return charts.loss_figure(loss, evals, smoothing, log_y, feed.resumes, lang=lang)
     title, unit, color, metric = SMALL_CHARTS[name]
-    return charts.line_figure(feed.series[metric] if feed else [], title, unit, color)
+    title, unit = _said(f"chart.{name}", title, lang), _said(f"unit.{unit}", unit, lang)
+    return charts.line_figure(feed.series[metric] if feed else [], title, unit, color, lang=lang)
+
+
+def _said(name: str, english: str, lang: str) -> str:
+    """``name``'s text in ``lang``; ``english`` itself for a chart the catalog does not know."""
+    return text(name, lang) if name in catalog.english() else english
 
 
 def changed_charts(
@@ -160,27 +171,35 @@ def changed_charts(
     smoothing: float = 0.0,
     log_y: bool = False,
     wanted: tuple[str, ...] = CHARTS,
+    lang: str = SOURCE,
 ) -> dict[str, Any]:
     """What the page lacks: ``{"keys": {chart: key}, "figures": {chart: figure}, "hidden": [chart]}`` with a
     figure for each ``wanted`` chart whose key differs from ``have`` (the keys the page holds); ``hidden`` are
     the charts of other training methods than the run's, which the page hides. ``run_key`` names the run in the
-    keys, so switching runs redraws every chart."""
+    keys, so switching runs redraws every chart; so does switching the language (``lang``: the words on them)."""
+    run_key = run_key if lang == SOURCE else f"{run_key}@{lang}"
     hidden = [name for name in wanted if name in METHOD_CHARTS and (feed is None or name not in feed.charts)]
     shown = [name for name in wanted if name not in hidden]
     keys = {name: f"{run_key}|{key}" for name, key in chart_keys(feed, smoothing, log_y).items() if name in shown}
-    figures = {name: chart_figure(name, feed, smoothing, log_y) for name, key in keys.items() if have.get(name) != key}
+    figures = {
+        name: chart_figure(name, feed, smoothing, log_y, lang) for name, key in keys.items() if have.get(name) != key
+    }
     return {"keys": keys, "figures": figures, "hidden": hidden}
 
 
 def live_panels(
-    run_dir: Path | None, status: RunStatus | None, feed: MetricsFeed | None, now: float | None = None
+    run_dir: Path | None,
+    status: RunStatus | None,
+    feed: MetricsFeed | None,
+    now: float | None = None,
+    lang: str = SOURCE,
 ) -> dict[str, str]:
     """The two panels that change with every logged step, sent with the charts: the progress bar (a queued
-    run's place in line instead) and the latest numbers."""
+    run's place in line instead) and the latest numbers, in ``lang``."""
     if run_dir is None or status is None:
         return {"progress": "", "stats": ""}
     if status.state == QUEUED:
-        progress = queue_html(run_queue.runs_ahead(run_dir) or 0)
+        progress = queue_html(run_queue.runs_ahead(run_dir) or 0, lang)
     else:
-        progress = progress_html(status, feed, now or time.time())
-    return {"progress": progress, "stats": stats_html(feed)}
+        progress = progress_html(status, feed, now or time.time(), lang)
+    return {"progress": progress, "stats": stats_html(feed, lang)}

@@ -31,6 +31,7 @@ from engine import runs
 from engine.store.rundir import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail
 from engine.store.workspace import runs_dir
 from studio.demo.policy import NORMAL, DemoPolicy
+from studio.i18n.catalog import COOKIE, SOURCE, pick_language
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
 from studio.path_guard import ASSETS_DIR
 
@@ -109,6 +110,7 @@ class ChartQuery:
     since: str = ""  # the run's version (``run_version``) at the page's previous answer
     wait: float = 0.0  # how long to hold the answer while the run's version is still ``since``
     log: bool = False  # whether to send the end of train.log (the page shows it only when its section is open)
+    lang: str = SOURCE  # the page's language (its ts_lang cookie): the words on the charts and panels
 
 
 def charts_response(
@@ -119,14 +121,14 @@ def charts_response(
     name files as the visitor knows them, not by the server's paths (DemoPolicy.shown)."""
     smoothing = min(MAX_SMOOTHING, max(0.0, query.smoothing))
     if run_dir is None:
-        charts = changed_charts(None, "none", query.have, wanted=query.wanted)
+        charts = changed_charts(None, "none", query.have, wanted=query.wanted, lang=query.lang)
         log = {"log": ""} if query.log else {}
         return _json({**charts, "panels": live_panels(None, None, None), **log, "size": 0, "version": ""})
     version = run_version(run_dir)  # before reading: a line written meanwhile makes the next wait short
     status = runs.status(run_dir)
     with FEEDS.polled(run_dir) as feed:
-        charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted)
-        panels = policy.shown(live_panels(run_dir, status, feed), workspace)
+        charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted, query.lang)
+        panels = policy.shown(live_panels(run_dir, status, feed, lang=query.lang), workspace)
     log = {"log": policy.shown(log_tail(run_dir, LOG_BYTES), workspace)} if query.log else {}
     return _json({**charts, "panels": panels, **log, "size": int(version.split(".")[0]), "version": version})
 
@@ -178,7 +180,8 @@ def live_routes(workspace: Path, policy: DemoPolicy = NORMAL) -> list[APIRoute]:
             return _json({"error": "log in first"}, 401)
         wanted = tuple(name for name in charts.split(",") if name in CHARTS)
         try:
-            query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait, log)
+            lang = pick_language(request.cookies.get(COOKIE), request.headers.get("accept-language"))
+            query = ChartQuery(run, smoothing, log_y, _have(have), wanted, since, wait, log, lang)
         except BadQuery as exc:
             return _json({"error": str(exc)}, 400)
         run_dir = None

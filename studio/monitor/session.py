@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from engine import runs
 from engine.runs import requests
 from engine.store.rundir import CONFIG_FILE, RunStatus
 from studio.demo.policy import DemoPolicy
+from studio.i18n.catalog import SOURCE
 from studio.monitor.live import live_token
-from studio.monitor.view import EMPTY_HTML, REQUEST_STATES, Controls, controls_for, error_html, header_html
+from studio.monitor.view import REQUEST_STATES, Controls, controls_for, empty_html, error_html, header_html
 
 NO_CONTROLS = Controls(stop=False, resume=False, abort=False)
 
@@ -47,27 +49,40 @@ class MonitorUpdate:
         return dataclasses.replace(self, **texts)
 
 
+# Every output again after this long, whatever was sent: a page applies two events' outputs in the order their
+# answers arrive, so a tab switch's redraw that answers after the next poll leaves the older header on the page
+# while this session believes it sent the newer one (seen: a run's badge stuck at "starting" until its end).
+RESEND_SECONDS = 5.0
+
+
 class MonitorSession:
     """What one browser tab has shown: the run, its status, and a key per output of what was sent."""
 
-    def __init__(self) -> None:
+    def __init__(self, resend_seconds: float = RESEND_SECONDS) -> None:
         self.lock = threading.Lock()  # a timer tick and a button's refresh may run at the same time
         self.run_dir: str | None = None
         self.status = RunStatus()
         self._sent: dict[str, Any] = {}
+        self.resend_seconds = resend_seconds
+        self._everything_at = time.monotonic()  # when every output was last sent
 
-    def update(self, run_dir: str | None) -> MonitorUpdate:
-        """Poll the run and return what changed since the previous call (everything, after a run switch)."""
+    def update(self, run_dir: str | None, lang: str = SOURCE) -> MonitorUpdate:
+        """Poll the run and return what changed since the previous call (everything, after a run switch), its words
+        in ``lang`` (a page that switched its language gets the header and error again)."""
         with self.lock:
             if run_dir != self.run_dir:
                 self.run_dir, self._sent = run_dir, {}
+            if time.monotonic() - self._everything_at >= self.resend_seconds:
+                self._sent = {}
+            if not self._sent:
+                self._everything_at = time.monotonic()
             update = MonitorUpdate()
             if not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
                 self.status = RunStatus()
-                self._empty(update)
+                self._empty(update, lang)
                 return update
             self.status = runs.status(Path(run_dir))
-            self._panels(update)
+            self._panels(update, lang)
             return update
 
     def forget_sent(self) -> None:
@@ -81,17 +96,18 @@ class MonitorSession:
             self._sent[name] = key
             setattr(update, name, make())
 
-    def _empty(self, update: MonitorUpdate) -> None:
-        self._put(update, "header", EMPTY_HTML, lambda: EMPTY_HTML)
+    def _empty(self, update: MonitorUpdate, lang: str) -> None:
+        empty = empty_html(lang)
+        self._put(update, "header", empty, lambda: empty)
         for name in ("error", "config"):
             self._put(update, name, "", lambda: "")
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
-    def _panels(self, update: MonitorUpdate) -> None:
+    def _panels(self, update: MonitorUpdate, lang: str) -> None:
         status, run_dir = self.status, Path(self.run_dir)
-        header = header_html(status, run_dir.name, live_token(run_dir))
+        header = header_html(status, run_dir.name, live_token(run_dir), lang)
         self._put(update, "header", header, lambda: header)
-        error = error_html(status)
+        error = error_html(status, lang)
         self._put(update, "error", error, lambda: error)
         asked = status.state in REQUEST_STATES and requests.pause_requested(run_dir)  # Continue before it waits
         controls = controls_for(status, asked)

@@ -24,16 +24,34 @@ from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner
 from studio.demo.queue import resume_queued
-from studio.monitor.completions import DEFAULT_SAMPLES, READ_LIMIT, SHOW_CHOICES, TOTAL, CompletionsPanel
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
+from studio.monitor.completions import (
+    DEFAULT_SAMPLES,
+    READ_LIMIT,
+    SHOW_CHOICES,
+    SHOW_WORDS,
+    TOTAL,
+    TOTAL_WORD,
+    CompletionsPanel,
+    reward_labels,
+)
 from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
-from studio.scheduler import resume_in_line
+from studio.scheduler import queue_message, resume_in_line
 
 # State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
 # every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
 # HTML panels, which is why what changes with every step goes through the page script instead.
 POLL_SECONDS = 1.0
 COMPLETIONS_POLL_SECONDS = 2.0  # samples arrive at logging steps; the panel's timer ticks only while it is open
+# Stop's label by Controls.stop_label (a queued run's Stop is Cancel: it leaves the line), for the page to translate.
+STOP_LABELS = {"Stop": marked("monitor.stop"), "Cancel": marked("monitor.cancel_queued")}
+# The toasts of the buttons (studio.i18n), said in the page's language.
+CANCELLED, STOPPING, NOT_RUNNING, SAVING, PAUSING, CONTINUING, NOT_PAUSED, ABORTED = (
+    key(f"monitor.toast.{name}")
+    for name in ("cancelled", "stopping", "not_running", "saving", "pausing", "continuing", "not_paused", "aborted")
+)
 
 
 def chart_html(name: str) -> str:
@@ -66,7 +84,7 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
             gr.Button(interactive=controls.save),
             gr.Button(interactive=controls.pause, visible=not controls.continue_run),
             gr.Button(interactive=controls.continue_run, visible=controls.continue_run),
-            gr.Button(interactive=controls.stop, value=controls.stop_label),
+            gr.Button(interactive=controls.stop, value=STOP_LABELS.get(controls.stop_label, controls.stop_label)),
             gr.Button(interactive=controls.resume),
             gr.Button(interactive=controls.abort),
         ]
@@ -74,21 +92,29 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
 
 
 def refresh(
-    run_dir: str | None, session: MonitorSession | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None
+    run_dir: str | None,
+    session: MonitorSession | None,
+    policy: DemoPolicy = NORMAL,
+    workspace: Path | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
-    """The timer's handler: the session (created on first use) and the changed outputs (in demo mode without the
-    server's paths: ``MonitorUpdate.shown``)."""
+    """The timer's handler: the session (created on first use) and the changed outputs, in ``lang`` (in demo mode
+    without the server's paths: ``MonitorUpdate.shown``)."""
     session = session or MonitorSession()
-    return [session, *_outputs_of(session.update(run_dir).shown(policy, workspace))]
+    return [session, *_outputs_of(session.update(run_dir, lang).shown(policy, workspace))]
 
 
 def redraw(
-    run_dir: str | None, session: MonitorSession | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None
+    run_dir: str | None,
+    session: MonitorSession | None,
+    policy: DemoPolicy = NORMAL,
+    workspace: Path | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
     if session is not None:
         session.forget_sent()
-    return refresh(run_dir, session, policy, workspace)
+    return refresh(run_dir, session, policy, workspace, lang)
 
 
 def completions_refresh(
@@ -102,64 +128,74 @@ def completions_refresh(
     workspace: Path | None = None,
     force: bool = False,
     opened: bool | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """The sample panel's handler (studio.monitor.completions): the panel state (created on first use), then the
-    accordion, the Reward dropdown, the table and the panel's timer, each gr.skip() where nothing changed."""
+    accordion, the Reward dropdown, the table and the panel's timer, each gr.skip() where nothing changed (the
+    table's words and the total's name in ``lang``)."""
     panel = panel or CompletionsPanel()
-    update = panel.update(run_dir, reward, show, count, policy, workspace, visitor, force, opened)
+    update = panel.update(run_dir, reward, show, count, policy, workspace, visitor, force, opened, lang)
     skip = gr.skip()
     return [
         panel,
         # with the open state the panel knows, which a hidden accordion shown again may have lost
         skip if update.visible is None else gr.Accordion(visible=update.visible, open=panel.open),
-        skip if update.choices is None else gr.Dropdown(choices=update.choices, value=update.reward),
+        skip
+        if update.choices is None
+        else gr.Dropdown(choices=reward_labels(update.choices, lang), value=update.reward),
         skip if update.table is None else update.table,
         skip if update.polling is None else gr.Timer(active=update.polling),
     ]
 
 
-def stop_clicked(run_dir: str | None) -> None:
+def stop_clicked(run_dir: str | None, lang: str = SOURCE) -> None:
     """Ask the run to stop after its current step (it saves a checkpoint and reads ``stopped``); a queued run
-    leaves the queue instead."""
+    leaves the queue instead. The toasts of this and the other buttons are in ``lang``."""
     if run_dir and run_queue.cancel_queued(Path(run_dir)):
-        gr.Info("Cancelled: the run left the queue.")
+        gr.Info(text(CANCELLED, lang))
     elif run_dir and runs.stop(Path(run_dir)):
-        gr.Info("Stopping: the run saves a checkpoint after the current step.")
+        gr.Info(text(STOPPING, lang))
     else:
-        gr.Warning("The run is not running.")
+        gr.Warning(text(NOT_RUNNING, lang))
 
 
-def save_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+def save_clicked(
+    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
+) -> None:
     """Ask for a checkpoint at the end of the current step; the run goes on (a paused run stays paused)."""
     run = _owned(run_dir, policy, visitor)
     if run is None:
         return
     if runs.save_now(run):
-        gr.Info("Saving a checkpoint at the end of the current step; training goes on.")
+        gr.Info(text(SAVING, lang))
     else:
-        gr.Warning("The run is not running.")
+        gr.Warning(text(NOT_RUNNING, lang))
 
 
-def pause_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+def pause_clicked(
+    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
+) -> None:
     """Ask the run to wait after its current step, in its process, holding its memory."""
     run = _owned(run_dir, policy, visitor)
     if run is None:
         return
     if runs.pause(run):
-        gr.Info("Pausing: the run waits after the current step, holding its memory; Continue goes on.")
+        gr.Info(text(PAUSING, lang))
     else:
-        gr.Warning("The run is not running.")
+        gr.Warning(text(NOT_RUNNING, lang))
 
 
-def continue_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+def continue_clicked(
+    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
+) -> None:
     """Let a paused run (or one asked to pause) go on from the step where it waits, in the same process."""
     run = _owned(run_dir, policy, visitor)
     if run is None:
         return
     if runs.resume_paused(run):
-        gr.Info("Continuing from the step where the run waited.")
+        gr.Info(text(CONTINUING, lang))
     else:
-        gr.Warning("The run is not paused.")
+        gr.Warning(text(NOT_PAUSED, lang))
 
 
 def _owned(run_dir: str | None, policy: DemoPolicy, visitor: str | None) -> Path | None:
@@ -174,24 +210,27 @@ def _owned(run_dir: str | None, policy: DemoPolicy, visitor: str | None) -> Path
         return None
 
 
-def resume_clicked(run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> None:
+def resume_clicked(
+    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
+) -> None:
     """Continue the run from its newest checkpoint, in a new process: it joins the queue, and starts at once when
-    its devices are free (in demo mode under the visitor rules)."""
+    its devices are free (in demo mode under the visitor rules). The engine's refusals stay in English."""
     if not run_dir:
         return
     try:
         if policy.enabled:
-            gr.Info(resume_queued(Path(run_dir), policy, visitor))
+            gr.Info(resume_queued(Path(run_dir), policy, visitor, lang=lang))
         else:
-            gr.Info(resume_in_line(Path(run_dir)))
+            resume_in_line(Path(run_dir))
+            gr.Info(queue_message(Path(run_dir), lang))  # what resume_in_line says, in the page's language
     except runs.RunError as exc:
         gr.Warning(policy.shown(str(exc), workspace_of(Path(run_dir))))
 
 
-def abort_confirmed(run_dir: str | None) -> Any:
+def abort_confirmed(run_dir: str | None, lang: str = SOURCE) -> Any:
     """Kill the run at once (no checkpoint); hides the confirmation again."""
     if run_dir and runs.abort(Path(run_dir)):
-        gr.Warning("The run was aborted.")
+        gr.Warning(text(ABORTED, lang))
     return gr.Row(visible=False)
 
 
@@ -206,18 +245,20 @@ class MonitorTab:
                 self.header = gr.HTML(elem_classes="ts-html")
                 gr.HTML(panel_html("progress"), elem_classes="ts-html")
             with gr.Column(scale=2, min_width=560), gr.Row(elem_classes="ts-actions"):
-                self.save = gr.Button("Save now", variant="secondary", interactive=False, elem_id="ts-save")
-                self.pause = gr.Button("Pause", variant="secondary", interactive=False, elem_id="ts-pause")
+                self.save = gr.Button(t("monitor.save"), variant="secondary", interactive=False, elem_id="ts-save")
+                self.pause = gr.Button(t("monitor.pause"), variant="secondary", interactive=False, elem_id="ts-pause")
                 self.go_on = gr.Button(
-                    "Continue", variant="primary", interactive=False, visible=False, elem_id="ts-continue"
+                    t("monitor.continue"), variant="primary", interactive=False, visible=False, elem_id="ts-continue"
                 )
-                self.stop = gr.Button("Stop", variant="secondary", interactive=False, elem_id="ts-stop")
-                self.resume = gr.Button("Resume", variant="primary", interactive=False, elem_id="ts-resume")
-                self.abort = gr.Button("Abort", variant="stop", interactive=False, elem_id="ts-abort")
+                self.stop = gr.Button(t("monitor.stop"), variant="secondary", interactive=False, elem_id="ts-stop")
+                self.resume = gr.Button(t("monitor.resume"), variant="primary", interactive=False, elem_id="ts-resume")
+                self.abort = gr.Button(t("monitor.abort"), variant="stop", interactive=False, elem_id="ts-abort")
         with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
-            gr.HTML("<b>Abort the run?</b> It is killed at once; work since the last checkpoint is lost.", scale=4)
-            self.confirm = gr.Button("Yes, abort", variant="stop", elem_id="ts-abort-confirm", scale=0, min_width=140)
-            self.cancel = gr.Button("Cancel", elem_id="ts-abort-cancel", scale=0, min_width=120)
+            gr.HTML(t("monitor.abort_question"), scale=4)
+            self.confirm = gr.Button(
+                t("monitor.abort_yes"), variant="stop", elem_id="ts-abort-confirm", scale=0, min_width=140
+            )
+            self.cancel = gr.Button(t("monitor.abort_cancel"), elem_id="ts-abort-cancel", scale=0, min_width=120)
         self.error = gr.HTML(visible=False, elem_classes="ts-html")
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, min_width=420):
@@ -227,9 +268,15 @@ class MonitorTab:
                 # Read by the chart script in the page, not by the server; no event takes them as input, so
                 # Gradio must be told they are interactive.
                 self.smoothing = gr.Slider(
-                    0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)", elem_id="ts-smoothing", interactive=True
+                    0,
+                    0.99,
+                    value=0.6,
+                    step=0.01,
+                    label=t("monitor.smoothing"),
+                    elem_id="ts-smoothing",
+                    interactive=True,
                 )
-                self.log_y = gr.Checkbox(False, label="Log scale", elem_id="ts-log-y", interactive=True)
+                self.log_y = gr.Checkbox(False, label=t("monitor.log_scale"), elem_id="ts-log-y", interactive=True)
         with gr.Row():
             for name in COMMON_CHARTS:
                 with gr.Column(min_width=260):
@@ -251,17 +298,23 @@ class MonitorTab:
     def _build_completions(self) -> None:
         """The "Sample completions" section of a GRPO run (hidden for other methods until a run shows it)."""
         self.completions_panel = gr.State(None)
-        with gr.Accordion("Sample completions", open=False, visible=False, elem_id="ts-completions") as accordion:
+        with gr.Accordion(t("monitor.completions"), open=False, visible=False, elem_id="ts-completions") as accordion:
             self.completions = accordion
             with gr.Row():
                 self.completions_reward = gr.Dropdown(
-                    [TOTAL], value=TOTAL, label="Reward", elem_id="ts-completions-reward"
+                    [(marked(TOTAL_WORD), TOTAL)],
+                    value=TOTAL,
+                    label=t("monitor.completions.reward"),
+                    elem_id="ts-completions-reward",
                 )
                 self.completions_show = gr.Dropdown(
-                    list(SHOW_CHOICES), value=SHOW_CHOICES[0], label="Show", elem_id="ts-completions-show"
+                    [(marked(SHOW_WORDS[show]), show) for show in SHOW_CHOICES],
+                    value=SHOW_CHOICES[0],
+                    label=t("monitor.completions.show"),
+                    elem_id="ts-completions-show",
                 )
                 self.completions_count = gr.Number(
-                    DEFAULT_SAMPLES, label="Samples", precision=0, minimum=1, maximum=READ_LIMIT
+                    DEFAULT_SAMPLES, label=t("monitor.completions.samples"), precision=0, minimum=1, maximum=READ_LIMIT
                 )
             self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
         self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)
@@ -281,8 +334,13 @@ class MonitorTab:
         ]
 
         def handler(force: bool = False, opened: bool | None = None) -> dict[str, Any]:
-            def fn(run_dir: str | None, panel: Any, reward: Any, show: Any, count: Any, who: Any) -> list[Any]:
-                return completions_refresh(run_dir, panel, reward, show, count, who, policy, workspace, force, opened)
+            def fn(
+                run_dir: str | None, panel: Any, reward: Any, show: Any, count: Any, who: Any, request: gr.Request
+            ) -> list[Any]:
+                lang = request_language(request)
+                return completions_refresh(
+                    run_dir, panel, reward, show, count, who, policy, workspace, force, opened, lang
+                )
 
             return {"fn": fn, "inputs": inputs, "outputs": outputs, "show_progress": "hidden", **private}
 
@@ -316,35 +374,48 @@ class MonitorTab:
         # UI plumbing stays out of the API page; studio.runs.api offers the same actions by run id.
         private: dict[str, Any] = {"api_visibility": "private"}
         policy, workspace = self.ctx.policy, self.ctx.workspace
-        poll = {
-            "fn": lambda run_dir, session: refresh(run_dir, session, policy, workspace),
-            "inputs": inputs,
-            "outputs": self.outputs,
-            "show_progress": "hidden",
-            **private,
-        }
+
+        # Each handler says its words in the page's language (request_language: the ts_lang cookie).
+        def poll_fn(run_dir: str | None, session: MonitorSession | None, request: gr.Request) -> list[Any]:
+            return refresh(run_dir, session, policy, workspace, request_language(request))
+
+        def redraw_fn(run_dir: str | None, session: MonitorSession | None, request: gr.Request) -> list[Any]:
+            return redraw(run_dir, session, policy, workspace, request_language(request))
+
+        def on_save(run_dir: str | None, who: str | None, request: gr.Request) -> None:
+            save_clicked(run_dir, policy, who, request_language(request))
+
+        def on_pause(run_dir: str | None, who: str | None, request: gr.Request) -> None:
+            pause_clicked(run_dir, policy, who, request_language(request))
+
+        def on_go_on(run_dir: str | None, who: str | None, request: gr.Request) -> None:
+            continue_clicked(run_dir, policy, who, request_language(request))
+
+        def on_stop(run_dir: str | None, request: gr.Request) -> None:
+            stop_clicked(run_dir, request_language(request))
+
+        def on_resume(run_dir: str | None, who: str | None, request: gr.Request) -> None:
+            resume_clicked(run_dir, policy, who, request_language(request))
+
+        def on_abort(run_dir: str | None, request: gr.Request) -> Any:
+            return abort_confirmed(run_dir, request_language(request))
+
+        poll = {"fn": poll_fn, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
         # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
         self.timer.tick(**poll, concurrency_limit=None)
         self.ctx.current_run.change(**poll)
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
-            self.ctx.tabs.change(**{**poll, "fn": lambda run_dir, session: redraw(run_dir, session, policy, workspace)})
+            self.ctx.tabs.change(**{**poll, "fn": redraw_fn})
         run = [self.ctx.current_run]
         visitor = [self.ctx.visitor]
-        save = {"fn": lambda run_dir, who: save_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
-        self.save.click(**save, outputs=None, **private).then(**poll)
-        pause = {"fn": lambda run_dir, who: pause_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
-        self.pause.click(**pause, outputs=None, **private).then(**poll)
-        go_on = {"fn": lambda run_dir, who: continue_clicked(run_dir, policy, who), "inputs": [*run, *visitor]}
-        self.go_on.click(**go_on, outputs=None, **private).then(**poll)
-        self.stop.click(stop_clicked, run, None, **private).then(**poll)
-        resume = {
-            "fn": lambda run_dir, who: resume_clicked(run_dir, policy, who),
-            "inputs": [*run, self.ctx.visitor],
-        }
-        self.resume.click(**resume, outputs=None, **private).then(**poll)
+        self.save.click(on_save, [*run, *visitor], None, **private).then(**poll)
+        self.pause.click(on_pause, [*run, *visitor], None, **private).then(**poll)
+        self.go_on.click(on_go_on, [*run, *visitor], None, **private).then(**poll)
+        self.stop.click(on_stop, run, None, **private).then(**poll)
+        self.resume.click(on_resume, [*run, *visitor], None, **private).then(**poll)
         self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)
         self.cancel.click(lambda: gr.Row(visible=False), None, self.confirm_row, **private)
-        self.confirm.click(abort_confirmed, run, self.confirm_row, **private).then(**poll)
+        self.confirm.click(on_abort, run, self.confirm_row, **private).then(**poll)
 
 
 def build_monitor_tab(ctx: StudioContext) -> MonitorTab:

@@ -24,11 +24,20 @@ from engine.store.rundir import (
     RunStatus,
 )
 from studio.demo.policy import place_text
-from studio.markup import badge_html, format_duration, progress_bar_html, run_time_text
+from studio.i18n.catalog import SOURCE, key, text
+from studio.markup import STATE_WORDS, badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import MetricsFeed, eta_seconds
 
 # The states in which the worker takes Save now and Pause / Continue (engine.runs.requests).
 REQUEST_STATES = ("running", PAUSED)
+# The words of the progress line, the stats cards and the error box (studio.i18n), said in the page's language.
+STEP, EPOCH, ELAPSED, ETA, PAUSED_SINCE, CANCELLED, TIME_LIMIT, PRUNED_NOTE, QUEUED_LINE = (
+    key(f"progress.{name}")
+    for name in ("step", "epoch", "elapsed", "eta", "paused_since", "cancelled", "time_limit", "pruned", "queued")
+)
+STATS = {name: key(f"stats.{name}") for name in ("loss", "best_loss", "eval_loss", "learning_rate", "tokens", "memory")}
+FAILED_TITLE, EXIT_CODE, NO_MESSAGE = key("monitor.failed"), key("monitor.exit_code"), key("monitor.no_message")
+HINT_RESUME, HINT_NEW, EMPTY = key("monitor.hint_resume"), key("monitor.hint_new"), key("monitor.empty")
 
 
 @dataclass(frozen=True)
@@ -64,50 +73,49 @@ def controls_for(status: RunStatus, pause_requested: bool = False) -> Controls:
     )
 
 
-def header_html(status: RunStatus, run_id: str, live: str = "") -> str:
-    """Run name, badge and id; ``live`` is the token the page script asks for the run's charts with."""
+def header_html(status: RunStatus, run_id: str, live: str = "", lang: str = SOURCE) -> str:
+    """Run name, badge (its word in ``lang``) and id; ``live`` is the token the page script asks for the run's
+    charts with."""
     name = html.escape(str(status.name or run_id))
     return (
         f'<div class="ts-run-head" data-live="{html.escape(live)}">'
-        f'<span class="ts-run-name">{name}</span>{badge_html(status.state)}'
+        f'<span class="ts-run-name">{name}</span>{badge_html(status.state, lang=lang)}'
         f'<span class="ts-run-id">{html.escape(run_id)}</span></div>'
     )
 
 
-def queue_html(ahead: int) -> str:
-    """A queued run's place in line for its devices, instead of the progress bar."""
-    text = (
-        f"<b>queued</b>: {html.escape(place_text(ahead))} · it starts by itself when its devices are free · "
-        "Cancel takes it out of the line"
-    )
-    return progress_bar_html(0, f"<span>{text}</span>", "ts-state-queued ts-queue")
+def queue_html(ahead: int, lang: str = SOURCE) -> str:
+    """A queued run's place in line for its devices, instead of the progress bar (in ``lang``)."""
+    line = text(QUEUED_LINE, lang, place=html.escape(place_text(ahead, lang)))  # the catalog's markup, as written
+    return progress_bar_html(0, f"<span>{line}</span>", "ts-state-queued ts-queue")
 
 
-def run_note(status: RunStatus, now: float | None = None) -> str:
-    """What the state alone does not say: since when a run is paused; why it ended: cancelled in the queue, its
-    time limit, who aborted it, why its sweep's pruner stopped it, or that it stopped early (early stopping)."""
+def run_note(status: RunStatus, now: float | None = None, lang: str = SOURCE) -> str:
+    """What the state alone does not say (in ``lang``): since when a run is paused; why it ended: cancelled in the
+    queue, its time limit, who aborted it, why its sweep's pruner stopped it, or that it stopped early (early
+    stopping). The last three are the engine's words, in English."""
     if status.state == PAUSED:
         since = status.paused_at
         if not since:
-            return "paused"
+            return text(STATE_WORDS[PAUSED], lang)
         waited = format_duration((now or time.time()) - since)
-        return f"paused since {time.strftime('%H:%M:%S', time.localtime(since))} ({waited}) · Continue goes on"
+        return text(PAUSED_SINCE, lang, time=time.strftime("%H:%M:%S", time.localtime(since)), waited=waited)
     if status.state == COMPLETED and status.reason:
         return status.reason
     if status.cancelled:
-        return "cancelled before it started"
+        return text(CANCELLED, lang)
     if limit_reached(status):
-        return f"ended at its time limit ({status.time_limit_s / 60:g} min)"
+        return text(TIME_LIMIT, lang, minutes=f"{status.time_limit_s / 60:g}")
     if status.state == ABORTED:
-        return status.error or "aborted"
+        return status.error or text(STATE_WORDS[ABORTED], lang)
     if status.state == PRUNED:
-        return status.error or "pruned by its sweep"
+        return status.error or text(PRUNED_NOTE, lang)
     return ""
 
 
-def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None = None) -> str:
+def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None = None, lang: str = SOURCE) -> str:
     """A progress bar with step / max_steps, epoch, elapsed time and ETA (and why it ended, when that needs
-    saying)."""
+    saying), in ``lang``."""
     step, max_steps = int(status.step or 0), int(status.max_steps or 0)
     state = status.state or "unknown"
     fraction = min(1.0, step / max_steps) if max_steps > 0 else 0.0
@@ -118,30 +126,41 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
     if going and feed is not None:
         eta = eta_seconds(step, max_steps, feed.seconds_per_step())
     epoch = status.epoch
-    note = run_note(status, now)
+    note = run_note(status, now, lang)
+    said = {
+        "step": text(STEP, lang, step=step),
+        "epoch": text(EPOCH, lang, epoch=f"{epoch:.2f}" if isinstance(epoch, (int, float)) else "—"),
+        "elapsed": text(ELAPSED, lang, time=run_time_text(status, now, lang)),
+        "eta": text(ETA, lang, time=format_duration(eta)) if going else "",
+    }
+    said = {name: html.escape(words) for name, words in said.items()}
     parts = [
-        f"<b>step {step}</b> / {max_steps if max_steps > 0 else '?'}",
-        f"epoch {epoch:.2f}" if isinstance(epoch, (int, float)) else "epoch —",
-        f"elapsed {run_time_text(status, now)}",
-        f"ETA {format_duration(eta)}" if going else "",
+        f"<b>{said['step']}</b> / {max_steps if max_steps > 0 else '?'}",
+        said["epoch"],
+        said["elapsed"],
+        said["eta"],
         f"<b>{html.escape(note)}</b>" if note else "",
     ]
-    text = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"
-    return progress_bar_html(fraction * 100, text, f"ts-state-{html.escape(state)}", decimals=1)
+    line = f"<span>{' · '.join(part for part in parts if part)}</span><span>{fraction * 100:.0f}%</span>"
+    return progress_bar_html(fraction * 100, line, f"ts-state-{html.escape(state)}", decimals=1)
 
 
-def stats_html(feed: MetricsFeed | None) -> str:
-    """The latest numbers in small cards: loss, best loss, eval loss, learning rate, tokens/s, memory."""
+def stats_html(feed: MetricsFeed | None, lang: str = SOURCE) -> str:
+    """The latest numbers in small cards (labelled in ``lang``): loss, best loss, eval loss, learning rate,
+    tokens/s, memory."""
     latest = feed.latest if feed else {}
     cards = [
         ("loss", _fmt(latest.get("loss"))),
-        ("best loss", _fmt(feed.best_loss if feed else None)),
-        ("eval loss", _fmt(latest.get("eval_loss"))),
-        ("learning rate", _fmt(latest.get("learning_rate"), ".2e")),
-        ("tokens / s", _fmt(latest.get("tokens_per_second"), ",.0f")),
+        ("best_loss", _fmt(feed.best_loss if feed else None)),
+        ("eval_loss", _fmt(latest.get("eval_loss"))),
+        ("learning_rate", _fmt(latest.get("learning_rate"), ".2e")),
+        ("tokens", _fmt(latest.get("tokens_per_second"), ",.0f")),
         ("memory", f"{_fmt(latest.get('memory_mb'), ',.0f')} MB" if "memory_mb" in latest else "—"),
     ]
-    body = "".join(f'<div class="ts-stat"><span>{label}</span><b>{value}</b></div>' for label, value in cards)
+    body = "".join(
+        f'<div class="ts-stat"><span>{html.escape(text(STATS[name], lang))}</span><b>{value}</b></div>'
+        for name, value in cards
+    )
     return f'<div class="ts-stats">{body}</div>'
 
 
@@ -149,22 +168,19 @@ def _fmt(value: Any, spec: str = ".4f") -> str:
     return format(value, spec) if isinstance(value, (int, float)) else "—"
 
 
-def error_html(status: RunStatus) -> str:
-    """For a failed run: what went wrong and the end of its log; empty otherwise (an aborted run did not fail:
-    its progress line says who ended it)."""
+def error_html(status: RunStatus, lang: str = SOURCE) -> str:
+    """For a failed run: what went wrong (the engine's error as it wrote it, the rest in ``lang``) and the end of
+    its log; empty otherwise (an aborted run did not fail: its progress line says who ended it)."""
     if status.state != FAILED:
         return ""
-    error = html.escape(str(status.error or "the run failed without a message"))
+    error = str(status.error or text(NO_MESSAGE, lang))
     code = status.exit_code
-    hint = (
-        "Resume continues from the newest checkpoint."
-        if status.checkpoints
-        else "There is no checkpoint to resume from; start a new run from the Train tab."
-    )
+    hint = html.escape(text(HINT_RESUME if status.checkpoints else HINT_NEW, lang))
     tail = html.escape(_last_lines(status.log_tail or "", 8))
-    exit_note = f" (exit code {code})" if code is not None else ""
+    exit_note = text(EXIT_CODE, lang, code=code) if code is not None else ""
+    title = html.escape(text(FAILED_TITLE, lang, exit=exit_note, error=error))
     return (
-        f'<div class="ts-error"><div class="ts-error-title">Run failed{exit_note}: {error}</div>'
+        f'<div class="ts-error"><div class="ts-error-title">{title}</div>'
         f'<div class="ts-error-hint">{hint}</div>' + (f"<pre>{tail}</pre>" if tail.strip() else "") + "</div>"
     )
 
@@ -173,7 +189,6 @@ def _last_lines(text: str, count: int) -> str:
     return "\n".join(text.rstrip().splitlines()[-count:])
 
 
-EMPTY_HTML = (
-    '<div class="ts-empty"><b>No run selected.</b> Start one on the <i>Train</i> tab, '
-    "or pick one on the <i>Runs</i> tab.</div>"
-)
+def empty_html(lang: str = SOURCE) -> str:
+    """The Monitor's header when no run is picked, in ``lang`` (the catalog's markup, as written)."""
+    return f'<div class="ts-empty">{text(EMPTY, lang)}</div>'

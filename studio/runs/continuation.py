@@ -16,31 +16,34 @@ from engine.runs.artifacts import ArtifactError
 from engine.runs.lineage import FIELD, resolve_init_from
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run
 from studio.form.schema import config_to_values
+from studio.i18n.catalog import SOURCE, key, text
 
 # The sections that say which weights the new run trains; it takes them from the source.
 CARRIED_SECTIONS = ("model", "quantization", "adapter")
+PICK_ONE, CANNOT, FILLED = key("runs.continue.pick"), key("runs.continue.cannot"), key("runs.continue.done")
 
 
 def continue_values(
-    workspace: Path, run_ids: list[str] | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    workspace: Path,
+    run_ids: list[str] | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> tuple[dict[str, Any] | None, str]:
-    """Form values (path -> widget value) that continue the one picked run, and a message; None and the reason
-    when there is not exactly one picked run that can be continued (going, no weights, not the visitor's)."""
+    """Form values (path -> widget value) that continue the one picked run, and a message in ``lang``; None and
+    the reason when there is not exactly one picked run that can be continued (going, no weights, not the
+    visitor's: the engine's reason, in English)."""
     if not run_ids or len(run_ids) != 1:
-        return None, "Pick one run in “Selected runs” to continue from."
+        return None, text(PICK_ONE, lang)
     try:
         run_dir = owned_run(workspace, run_ids[0], policy, visitor)
         source = resolve_init_from(run_dir.name, workspace)
     except (runs.RunError, ArtifactError, ConfigError) as exc:
-        return None, f"Cannot continue from {run_ids[0]}: {exc}"
+        return None, text(CANNOT, lang, run=run_ids[0], error=exc)
     carried = {
         path: value
         for path, value in config_to_values(source.run.config).items()
         if path.split(".", 1)[0] in CARRIED_SECTIONS
     }
     carried[FIELD] = run_dir.name
-    message = (
-        f"The Train form now starts from {source.run.name}'s {source.weights.label}, with its model and adapter "
-        "settings: choose the method, data and training settings, then Start."
-    )
-    return carried, message
+    return carried, text(FILLED, lang, name=source.run.name, weights=source.weights.label)

@@ -23,10 +23,23 @@ from engine.runs.lineage import source_label
 from engine.store.rundir import COMPLETED, CONFIG_FILE, OPEN_STATES, PRUNED, RunStatus, iter_metrics
 from engine.training.methods import method_charts
 from studio.charts import Point
+from studio.i18n import catalog
+from studio.i18n.catalog import SOURCE, text
 from studio.markup import run_time_text
 from studio.path_guard import resolve_run
 
+# The table's columns: as the API names them (studio.runs.api), and their keys for the page (studio.i18n).
 COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
+COLUMN_WORDS = [
+    catalog.key(f"runs.column.{name}")
+    for name in ("name", "state", "step", "last_loss", "best_loss", "started", "duration", "eval", "run_id")
+]
+STARTED_FROM, STARTED_FORMAT = catalog.key("runs.from"), catalog.key("runs.started_format")
+
+
+def columns(lang: str = SOURCE) -> list[str]:
+    """The table's headers in ``lang`` (COLUMNS in English)."""
+    return [text(name, lang) for name in COLUMN_WORDS]
 
 
 @dataclass
@@ -50,17 +63,18 @@ class RunRow:
     # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner), an early stop
     note: str = ""
 
-    def cells(self, now: float | None = None) -> list[Any]:
-        """The table cells, in COLUMNS order."""
+    def cells(self, now: float | None = None, lang: str = SOURCE) -> list[Any]:
+        """The table cells, in COLUMNS order, their words in ``lang`` (the state stays the value the badge is made
+        from; the evaluation's summary is the engine's)."""
         started = self.started_at or self.created_at
         return [
-            f"{self.name} (from {self.started_from})" if self.started_from else self.name,
+            text(STARTED_FROM, lang, name=self.name, source=self.started_from) if self.started_from else self.name,
             self.state,
             f"{self.step} / {self.max_steps}" if self.max_steps > 0 else str(self.step),
             _round(self.last_loss),
             _round(self.best_loss),
-            time.strftime("%b %d %H:%M", time.localtime(started)) if started else "—",
-            run_time_text(self.timing(), now),
+            time.strftime(text(STARTED_FORMAT, lang), time.localtime(started)) if started else "—",
+            run_time_text(self.timing(), now, lang),
             self.evaluation,
             self.run_id,
         ]
@@ -194,6 +208,28 @@ def compare_metrics() -> dict[str, CompareMetric]:
     for key, chart in method_charts().items():
         found.setdefault(key, CompareMetric("train", key, chart.title, chart.unit))
     return found
+
+
+# The Compare chart's words (studio.i18n): the titles of the two losses (a method's metric is titled by its own
+# chart's key, chart.<metric>), and the picker's names of them, as the Monitor's loss chart names them.
+TITLE_WORDS = {TRAIN_LOSS: catalog.key("runs.compare.train_loss"), EVAL_LOSS: catalog.key("runs.compare.eval_loss")}
+CHOICE_WORDS = {TRAIN_LOSS: catalog.key("chart.train_loss"), EVAL_LOSS: catalog.key("chart.eval_loss")}
+
+
+def _said(name: str, english: str, lang: str) -> str:
+    """``name``'s text in ``lang``; ``english`` itself for a metric the catalog does not know."""
+    return text(name, lang) if name in catalog.english() else english
+
+
+def metric_words(value: str, metric: CompareMetric, lang: str = SOURCE) -> tuple[str, str]:
+    """The Compare chart's title and y-axis label for the picker's ``value``, in ``lang``."""
+    title = _said(TITLE_WORDS.get(value, f"chart.{value}"), metric.title, lang)
+    return title, _said(f"unit.{metric.unit}", metric.unit, lang)
+
+
+def choice_labels(choices: list[tuple[str, str]], lang: str = SOURCE) -> list[tuple[str, str]]:
+    """The Metric picker's (title, value) choices with their titles in ``lang``."""
+    return [(_said(CHOICE_WORDS.get(value, f"chart.{value}"), title, lang), value) for title, value in choices]
 
 
 @dataclass

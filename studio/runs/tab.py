@@ -23,21 +23,36 @@ from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
 from studio.markup import badge_html, message_html
 from studio.path_guard import resolve_run
 from studio.runs.continuation import continue_values
 from studio.runs.data import (
+    CHOICE_WORDS,
     COLUMNS,
     EVAL_LOSS,
     TRAIN_LOSS,
     RunIndex,
+    choice_labels,
+    columns,
     compare_curves,
     config_diff,
     delete_run,
+    metric_words,
     read_config,
 )
 
 REFRESH_SECONDS = 2.0
+# The words the server composes (studio.i18n), said in the page's language.
+ONE_RUN, MANY_RUNS, RUNNING, NO_RUNS, HINT_OPEN, HINT_START = (
+    key(f"runs.{name}") for name in ("count_one", "count_many", "running", "none", "hint_open", "hint_start")
+)
+FIELD, NO_DIFFERENCES = key("runs.diff.field"), key("runs.diff.none")
+PICK_FIRST, BUSY, CONFIRM_ONE, CONFIRM_MANY = (
+    key(f"runs.delete.{name}") for name in ("pick_first", "busy", "confirm_one", "confirm_many")
+)
+DELETED_ONE, DELETED_MANY = key("runs.deleted_one"), key("runs.deleted_many")
 
 
 def as_plot(figure: Figure) -> PlotData:
@@ -51,18 +66,20 @@ def list_view(
     selected: list[str] | None,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
-    """The table, the picker's choices and the summary line; gr.skip() for each one that did not change.
+    """The table, the picker's choices and the summary line, their words in ``lang``; gr.skip() for each one that
+    did not change.
 
     Only the visitor's runs in demo mode. The picker is only updated when the set of runs changes, so a refresh
     never disturbs someone choosing.
     """
     rows = [row for row in index.rows() if owns(policy, row.owner, visitor)]
-    cells = [row.cells() for row in rows]
+    cells = [row.cells(lang=lang) for row in rows]
     choices = [(f"{row.name} · {row.run_id}", row.run_id) for row in rows]
-    key = {"cells": [tuple(c) for c in cells], "choices": choices}
+    shown = {"cells": [tuple(c) for c in cells], "choices": choices, "lang": lang}
     previous = previous or {}
-    if key == previous:
+    if shown == previous:
         return [previous, gr.skip(), gr.skip(), gr.skip()]
     picker: Any = gr.skip()
     if choices != previous.get("choices"):
@@ -70,17 +87,19 @@ def list_view(
         kept = [run_id for run_id in (selected or []) if run_id in ids]
         picker = gr.Dropdown(choices=choices, value=kept or None)  # None, not []: Gradio warns on an empty list
     running = sum(row.state in ACTIVE_STATES for row in rows)
-    summary = f"{len(rows)} run{'s' if len(rows) != 1 else ''}" + (f" · {running} running" if running else "")
-    hint = "click a run to open it in the Monitor" if rows else "start one on the Train tab"
+    summary = text(ONE_RUN, lang) if len(rows) == 1 else text(MANY_RUNS, lang, count=len(rows))
+    if running:
+        summary += " · " + text(RUNNING, lang, count=running)
+    hint = text(HINT_OPEN if rows else HINT_START, lang)
     if not rows:
-        summary = "No runs yet"
+        summary = text(NO_RUNS, lang)
     for row, cell in zip(rows, cells, strict=True):
-        cell[1] = badge_html(cell[1], row.note)  # the Monitor's coloured badge; a pruned run's reason on hover
+        cell[1] = badge_html(cell[1], row.note, lang)  # the Monitor's coloured badge; a pruned run's reason on hover
     return [
-        key,
-        pd.DataFrame(cells, columns=COLUMNS),
+        shown,
+        pd.DataFrame(cells, columns=columns(lang)),
         picker,
-        f'<div class="ts-summary">{html.escape(summary)} <span class="ts-hint">— {hint}</span></div>',
+        f'<div class="ts-summary">{html.escape(summary)} <span class="ts-hint">— {html.escape(hint)}</span></div>',
     ]
 
 
@@ -101,10 +120,11 @@ def compare_outputs(
     metric: str = TRAIN_LOSS,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
     """Overlaid curves of ``metric``, the table of config fields that differ between the picked runs (in demo
     mode the data paths as the visitor knows them: ``mine.jsonl``) and the Metric picker with the metrics the
-    runs logged (its choice kept while one of them has it, else train loss)."""
+    runs logged (its choice kept while one of them has it, else train loss); their words in ``lang``."""
     run_dirs, configs = {}, {}
     for run_id in run_ids or []:
         try:
@@ -116,16 +136,18 @@ def compare_outputs(
         run_dirs[label], configs[label] = run_dir, config
     comparison = compare_curves(run_dirs, metric)
     chart = comparison.chart
+    title, unit = metric_words(comparison.metric, chart, lang)
     figure = charts.compare_figure(
-        comparison.curves, smoothing, title=chart.title, y_title=chart.unit, sparse=chart.sparse
+        comparison.curves, smoothing, title=title, y_title=unit, sparse=chart.sparse, lang=lang
     )
     headers, rows = config_diff(configs) if len(configs) > 1 else (["field"], [])
+    headers = [text(FIELD, lang), *headers[1:]]
     if len(configs) > 1 and not rows:
-        rows = [["(no differences)", *([""] * len(configs))]]
+        rows = [[text(NO_DIFFERENCES, lang), *([""] * len(configs))]]
     return [
         as_plot(figure),
         pd.DataFrame(policy.shown(rows, workspace), columns=headers),
-        gr.Dropdown(choices=comparison.choices, value=comparison.metric),
+        gr.Dropdown(choices=choice_labels(comparison.choices, lang), value=comparison.metric),
     ]
 
 
@@ -137,26 +159,26 @@ def _unique(label: str, taken: dict[str, Any]) -> str:
     return candidate
 
 
-def ask_delete(workspace: Path, run_ids: list[str] | None) -> list[Any]:
-    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going."""
+def ask_delete(workspace: Path, run_ids: list[str] | None, lang: str = SOURCE) -> list[Any]:
+    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going (in ``lang``)."""
     if not run_ids:
-        return [gr.Row(visible=False), message_html("Pick the runs to delete in “Selected runs” first.", "warn")]
+        return [gr.Row(visible=False), message_html(text(PICK_FIRST, lang), "warn")]
     busy = _active(workspace, run_ids)
     if busy:
-        text = f"Cannot delete {', '.join(busy)}: still running. Stop or abort it on the Monitor first."
-        return [gr.Row(visible=False), message_html(text, "error")]
-    count = f"{len(run_ids)} run{'s' if len(run_ids) > 1 else ''}"
-    return [
-        gr.Row(visible=True),
-        message_html(f"Delete {count} with their checkpoints and results? This cannot be undone.", "warn"),
-    ]
+        return [gr.Row(visible=False), message_html(text(BUSY, lang, runs=", ".join(busy)), "error")]
+    question = text(CONFIRM_ONE, lang) if len(run_ids) == 1 else text(CONFIRM_MANY, lang, count=len(run_ids))
+    return [gr.Row(visible=True), message_html(question, "warn")]
 
 
 def delete_runs(
-    workspace: Path, run_ids: list[str] | None, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    workspace: Path,
+    run_ids: list[str] | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> list[Any]:
-    """Delete the picked runs (each refused while active, or not the visitor's); hides the confirmation and says
-    what happened."""
+    """Delete the picked runs (each refused while active, or not the visitor's: the engine's reasons, in English);
+    hides the confirmation and says what happened (in ``lang``)."""
     deleted, refused = [], []
     for run_id in run_ids or []:
         try:
@@ -165,10 +187,11 @@ def delete_runs(
             deleted.append(run_id)
         except runs.RunError as exc:
             refused.append(str(exc))
-    parts = [f"Deleted {len(deleted)} run{'s' if len(deleted) != 1 else ''}."] if deleted else []
+    done = text(DELETED_ONE, lang) if len(deleted) == 1 else text(DELETED_MANY, lang, count=len(deleted))
+    parts = [done] if deleted else []
     parts += refused
-    text = policy.shown(" ".join(parts), workspace)
-    return [gr.Row(visible=False), message_html(text, "error" if refused else "ok"), []]
+    said = policy.shown(" ".join(parts), workspace)
+    return [gr.Row(visible=False), message_html(said, "error" if refused else "ok"), []]
 
 
 def _active(workspace: Path, run_ids: list[str]) -> list[str]:
@@ -192,7 +215,7 @@ class RunsTab:
         self.last_key = gr.State(None)
         with gr.Row(equal_height=True, elem_classes="ts-runs-head"):
             self.summary = gr.HTML(elem_classes="ts-html", scale=4)
-            self.refresh = gr.Button("↻ Refresh", size="sm", scale=0, min_width=110, elem_id="ts-runs-refresh")
+            self.refresh = gr.Button(t("runs.refresh"), size="sm", scale=0, min_width=110, elem_id="ts-runs-refresh")
         self.table = gr.Dataframe(
             value=pd.DataFrame(columns=COLUMNS),
             datatype=["str", "html", "str", "number", "number", "str", "str", "str", "str"],
@@ -204,26 +227,28 @@ class RunsTab:
         )
         with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
             self.selected = gr.Dropdown(
-                choices=[], multiselect=True, label="Selected runs", scale=4, elem_id="ts-runs-selected"
+                choices=[], multiselect=True, label=t("runs.selected"), scale=4, elem_id="ts-runs-selected"
             )
             self.metric = gr.Dropdown(
-                choices=[(TRAIN_LOSS, TRAIN_LOSS), (EVAL_LOSS, EVAL_LOSS)],
+                choices=[(marked(CHOICE_WORDS[loss]), loss) for loss in (TRAIN_LOSS, EVAL_LOSS)],
                 value=TRAIN_LOSS,
-                label="Metric",
+                label=t("runs.metric"),
                 scale=1,
                 min_width=180,
                 elem_id="ts-compare-metric",
             )
             with gr.Column(scale=0, min_width=260), gr.Row(elem_classes="ts-actions"):
-                self.compare = gr.Button("Compare", variant="primary", elem_id="ts-compare")
-                self.delete = gr.Button("Delete…", variant="stop", elem_id="ts-delete")
+                self.compare = gr.Button(t("runs.compare"), variant="primary", elem_id="ts-compare")
+                self.delete = gr.Button(t("runs.delete"), variant="stop", elem_id="ts-delete")
                 # Fills the Train form (ctx.train_form); not in the demo, where every run starts from the demo model.
                 can_continue = ctx.train_form is not None and ctx.tabs is not None and not ctx.policy.enabled
-                self.continue_from = gr.Button("Continue from this run", visible=can_continue, elem_id="ts-continue")
+                self.continue_from = gr.Button(t("runs.continue"), visible=can_continue, elem_id="ts-continue")
         with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
-            gr.HTML("<b>Delete the selected runs?</b> Their checkpoints and results go too.", scale=4)
-            self.confirm = gr.Button("Yes, delete", variant="stop", elem_id="ts-delete-confirm", scale=0, min_width=140)
-            self.cancel = gr.Button("Cancel", elem_id="ts-delete-cancel", scale=0, min_width=120)
+            gr.HTML(t("runs.delete.question"), scale=4)
+            self.confirm = gr.Button(
+                t("runs.delete.yes"), variant="stop", elem_id="ts-delete-confirm", scale=0, min_width=140
+            )
+            self.cancel = gr.Button(t("runs.delete.cancel"), elem_id="ts-delete-cancel", scale=0, min_width=120)
         self.message = gr.HTML(elem_classes="ts-html")
         with gr.Row():
             with gr.Column(scale=3):
@@ -234,10 +259,10 @@ class RunsTab:
                     elem_id="ts-compare-chart",
                 )
             with gr.Column(scale=2):
-                self.smoothing = gr.Slider(0, 0.99, value=0.6, step=0.01, label="Smoothing (EMA)")
+                self.smoothing = gr.Slider(0, 0.99, value=0.6, step=0.01, label=t("runs.smoothing"))
                 self.diff = gr.Dataframe(
                     value=pd.DataFrame(columns=["field"]),
-                    label="Config fields that differ",
+                    label=t("runs.diff"),
                     interactive=False,
                     max_height=300,
                     elem_id="ts-diff",
@@ -248,15 +273,24 @@ class RunsTab:
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         policy, visitor = self.ctx.policy, self.ctx.visitor
+
+        # Each handler says its words in the page's language (request_language: the ts_lang cookie); the list's
+        # key holds the language, so a page that switched gets the table again at the next tick.
+        def list_fn(previous: Any, selected: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
+            return list_view(self.index, previous, selected, policy, who, request_language(request))
+
+        def relist_fn(_previous: Any, selected: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
+            return list_view(self.index, None, selected, policy, who, request_language(request))
+
         listing = {
-            "fn": lambda previous, selected, who: list_view(self.index, previous, selected, policy, who),
+            "fn": list_fn,
             "inputs": [self.last_key, self.selected, visitor],
             "outputs": [self.last_key, self.table, self.selected, self.summary],
             "show_progress": "hidden",
             **private,
         }
         self.timer.tick(**listing, concurrency_limit=None)
-        relist = {**listing, "fn": lambda _previous, selected, who: list_view(self.index, None, selected, policy, who)}
+        relist = {**listing, "fn": relist_fn}
         self.refresh.click(**relist)
         if self.ctx.tabs is not None:  # a table updated while its tab was hidden may not show it: send it again
             self.ctx.tabs.change(**relist)
@@ -265,9 +299,23 @@ class RunsTab:
             row = event.row_value or []
             return open_run(workspace, str(row[-1]), policy, who) if row else [gr.skip(), gr.skip()]
 
+        def compare_fn(
+            ids: list[str] | None, smoothing: float, metric: str, who: str | None, request: gr.Request
+        ) -> list[Any]:
+            return compare_outputs(workspace, ids, smoothing, metric, policy, who, request_language(request))
+
+        def empty_chart(request: gr.Request) -> PlotData:
+            return as_plot(charts.compare_figure({}, lang=request_language(request)))
+
+        def ask_fn(ids: list[str] | None, request: gr.Request) -> list[Any]:
+            return ask_delete(workspace, ids, request_language(request))
+
+        def delete_fn(ids: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
+            return delete_runs(workspace, ids, policy, who, request_language(request))
+
         self.table.select(on_select, [visitor], [self.ctx.current_run, self.ctx.tabs], **private)
         compare = {
-            "fn": lambda ids, s, m, who: compare_outputs(workspace, ids, s, m, policy, who),
+            "fn": compare_fn,
             "inputs": [self.selected, self.smoothing, self.metric, visitor],
             "outputs": [self.compare_plot, self.diff, self.metric],
             **private,
@@ -275,15 +323,12 @@ class RunsTab:
         self.compare.click(**compare)
         self.smoothing.release(**compare)
         self.metric.input(**compare)  # input, not change: the handler's own update of the picker must not loop
-        self.delete.click(
-            lambda ids: ask_delete(workspace, ids), [self.selected], [self.confirm_row, self.message], **private
-        )
+        # The empty chart's note in the page's language, once the page has loaded (a few hundred bytes).
+        gr.on(None, empty_chart, None, self.compare_plot, show_progress="hidden", concurrency_limit=None, **private)
+        self.delete.click(ask_fn, [self.selected], [self.confirm_row, self.message], **private)
         self.cancel.click(lambda: [gr.Row(visible=False), ""], None, [self.confirm_row, self.message], **private)
         self.confirm.click(
-            lambda ids, who: delete_runs(workspace, ids, policy, who),
-            [self.selected, visitor],
-            [self.confirm_row, self.message, self.selected],
-            **private,
+            delete_fn, [self.selected, visitor], [self.confirm_row, self.message, self.selected], **private
         ).then(**relist)
         self._wire_continue(workspace)
 
@@ -294,11 +339,11 @@ class RunsTab:
             return
         policy = self.ctx.policy
 
-        def on_continue(ids: list[str] | None, who: str | None) -> list[Any]:
-            values, text = continue_values(workspace, ids, policy, who)
+        def on_continue(ids: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
+            values, said = continue_values(workspace, ids, policy, who, request_language(request))
             if values is None:
-                return [message_html(text, "warn"), *([gr.skip()] * len(form.paths)), gr.skip()]
-            gr.Info(text)  # a toast: the page switches to the Train tab, away from this tab's message
+                return [message_html(said, "warn"), *([gr.skip()] * len(form.paths)), gr.skip()]
+            gr.Info(said)  # a toast: the page switches to the Train tab, away from this tab's message
             return ["", *form.value_updates(values), gr.Tabs(selected="train")]
 
         outputs = [self.message, *form.inputs, self.ctx.tabs]

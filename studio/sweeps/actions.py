@@ -1,7 +1,8 @@
 """What the Sweeps tab's buttons do, as plain functions of plain values (tested without a browser): take a base
 from the Train form or a file, start, stop and continue a sweep, and the Train form's values of the best trial.
 
-Every action that would start or stop something is refused in demo mode (DemoPolicy.sweeps_refusal).
+Every action that would start or stop something is refused in demo mode (DemoPolicy.sweeps_refusal). The messages
+are said in the page's language (``lang``, studio.i18n); an engine's error inside one stays as it was written.
 """
 
 from __future__ import annotations
@@ -19,12 +20,35 @@ from engine.sweeps import SweepError, continue_sweep, start_sweep, stop_sweep, s
 from engine.sweeps.control import read_sweep_text
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.schema import config_to_values
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked
 from studio.markup import Html, message_html
 from studio.path_guard import confine_file, form_config, resolve_run
 from studio.sweeps.space_editor import SWEEP_PRESETS_DIR, check_text, first_sweep, unique_name, with_base
-from studio.train.actions import PRESETS_DIR, config_files, read_config
+from studio.train.actions import PRESETS_DIR, config_files, problem_text, read_config
 
 FROM_FORM = "form"  # the "Start from" choice that takes the Train tab's form as the base
+FORM_LABEL, SWEEP_LABEL = marked("sweeps.base.form"), marked("sweeps.base.sweep")  # the page translates them
+READY, FORM_PROBLEMS, BASE_FORM, PICK_BASE, LOADED, CANNOT_USE, BASE_FILE = (
+    key(f"sweeps.{name}")
+    for name in ("ready", "form_problems", "base_form", "pick_base", "loaded", "cannot_use", "base_file")
+)
+NOT_STARTED, STARTED, PICK, NOT_RUNNING, STOPPING, ALL_DONE, NOT_CONTINUED, CONTINUING = (
+    key(f"sweeps.{name}")
+    for name in (
+        "not_started",
+        "started",
+        "pick",
+        "not_running",
+        "stopping",
+        "all_done",
+        "not_continued",
+        "continuing",
+    )
+)
+NO_BEST, CANNOT_LOAD_BEST, BEST_LOADED = (
+    key(f"sweeps.{name}") for name in ("no_best", "cannot_load_best", "best_loaded")
+)
 
 
 @dataclass(frozen=True)
@@ -36,9 +60,9 @@ class Outcome:
     name: str | None = None
 
 
-def problems_text(problems: list[Any]) -> list[str]:
-    """Each problem as a line that starts with the key to fix."""
-    return [str(problem) for problem in problems]
+def problems_text(problems: list[Any], lang: str = SOURCE) -> list[str]:
+    """Each problem as a line that starts with the key to fix (its message in ``lang`` where the studio can)."""
+    return [problem_text(problem, lang) for problem in problems]
 
 
 def outcome_html(outcome: Outcome) -> str:
@@ -46,49 +70,56 @@ def outcome_html(outcome: Outcome) -> str:
     return message_html(outcome.message, outcome.kind)
 
 
-def check_html(text: str, workspace: Path) -> str:
-    """The YAML's problems next to it, each naming its key; a short ok when it is ready to start."""
-    config, problems = check_text(text, workspace)
+def check_html(sweep: str, workspace: Path, lang: str = SOURCE) -> str:
+    """The YAML's problems next to it, each naming its key; a short ok when it is ready to start. In ``lang``."""
+    config, problems = check_text(sweep, workspace)
     if config is None:
-        lines = problems_text(problems)
+        lines = problems_text(problems, lang)
         pieces = [piece for line in lines for piece in (Html("<br>"), line)][1:]  # one problem a line
         return message_html(pieces, "error")
-    return message_html(f"Ready: {len(config.space)} fields, up to {config.trials} trials.", "ok")
+    return message_html(text(READY, lang, fields=len(config.space), trials=config.trials), "ok")
 
 
 # --- the base -----------------------------------------------------------------------------------------------------
 
 
 def base_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
-    """The "Start from" picker: the Train tab's form, the bundled sweeps, then the run presets and saved configs."""
-    sweeps = [(f"sweep: {path.stem}", str(path)) for path in sorted(SWEEP_PRESETS_DIR.glob("*.y*ml"))]
-    return [("the Train tab's form", FROM_FORM), *sweeps, *config_files(workspace, policy)]
+    """The "Start from" picker: the Train tab's form, the bundled sweeps, then the run presets and saved configs
+    (labels the page translates)."""
+    sweeps = [(f"{SWEEP_LABEL} {path.stem}", str(path)) for path in sorted(SWEEP_PRESETS_DIR.glob("*.y*ml"))]
+    return [(FORM_LABEL, FROM_FORM), *sweeps, *config_files(workspace, policy)]
 
 
-def yaml_from_form(text: str, values: Mapping[str, Any], workspace: Path) -> tuple[str | None, Outcome]:
+def yaml_from_form(
+    sweep: str, values: Mapping[str, Any], workspace: Path, lang: str = SOURCE
+) -> tuple[str | None, Outcome]:
     """The sweep YAML with the Train form's config as its base (the rest kept); None and why when the form has
-    problems."""
+    problems (in ``lang``)."""
     try:
         base = form_config(values, workspace)
     except ConfigError as exc:
-        return None, Outcome("The Train form has problems: " + "; ".join(problems_text(exc.problems)), "error")
-    return _with_base(text, base, workspace), Outcome("The base is now the Train tab's form.")
+        problems = "; ".join(problems_text(exc.problems, lang))
+        return None, Outcome(text(FORM_PROBLEMS, lang, problems=problems), "error")
+    return _with_base(sweep, base, workspace), Outcome(text(BASE_FORM, lang))
 
 
-def yaml_from_file(text: str, path: str | None, workspace: Path) -> tuple[str | None, Outcome]:
+def yaml_from_file(sweep: str, path: str | None, workspace: Path, lang: str = SOURCE) -> tuple[str | None, Outcome]:
     """A bundled sweep file as it is (its base written inline), or the sweep YAML with a preset's or saved config's
-    run as its base; None and why when the file cannot be used."""
+    run as its base; None and why (in ``lang``) when the file cannot be used."""
     if not path:
-        return None, Outcome("Pick what to start from.", "warn")
+        return None, Outcome(text(PICK_BASE, lang), "warn")
     try:
         chosen = confine_file(path, workspace, "config file")
         if chosen.parent == SWEEP_PRESETS_DIR.resolve():
             _, sweep_text = read_sweep_text(chosen.read_text(encoding="utf-8"), chosen.parent)
-            return sweep_text, Outcome(f"Loaded the sweep {chosen.stem}.")
-        base = read_config(chosen)
-    except (ValueError, OSError) as exc:  # ConfigError, PathNotAllowed
-        return None, Outcome(f"Cannot use {Path(path).name}: {exc}", "error")
-    return _with_base(text, base, workspace), Outcome(f"The base is now {chosen.name}.")
+            return sweep_text, Outcome(text(LOADED, lang, name=chosen.stem))
+        base = read_config(chosen, lang)
+    except ConfigError as exc:
+        problems = "\n".join(problems_text(exc.problems, lang))
+        return None, Outcome(text(CANNOT_USE, lang, name=Path(path).name, error=problems), "error")
+    except (ValueError, OSError) as exc:  # PathNotAllowed
+        return None, Outcome(text(CANNOT_USE, lang, name=Path(path).name, error=exc), "error")
+    return _with_base(sweep, base, workspace), Outcome(text(BASE_FILE, lang, name=chosen.name))
 
 
 def _with_base(text: str, base: RunConfig, workspace: Path) -> str:
@@ -106,68 +137,80 @@ def starting_yaml(workspace: Path) -> str:
 # --- start, stop, continue ------------------------------------------------------------------------------------------
 
 
-def start(workspace: Path, text: str, policy: DemoPolicy = NORMAL) -> Outcome:
+def _refused(policy: DemoPolicy, lang: str) -> Outcome | None:
+    """Why this studio takes no sweep action (demo mode), in ``lang``; None when it may."""
+    refusal = policy.sweeps_refusal_in(lang)
+    return Outcome(refusal, "warn") if refusal else None
+
+
+def start(workspace: Path, sweep: str, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
     """Validate the YAML and start its sweep in the background; nothing starts on any problem (each named by its
-    key). The same sweep again continues it."""
-    if policy.sweeps_refusal:
-        return Outcome(policy.sweeps_refusal, "warn")
-    config, problems = check_text(text, workspace)
+    key). The same sweep again continues it. The message is in ``lang``."""
+    refused = _refused(policy, lang)
+    if refused:
+        return refused
+    config, problems = check_text(sweep, workspace)
     if config is None:
-        return Outcome("Not started: " + "; ".join(problems_text(problems)), "error")
+        return Outcome(text(NOT_STARTED, lang, error="; ".join(problems_text(problems, lang))), "error")
     try:
-        launch = start_sweep(workspace, text, SWEEP_PRESETS_DIR)  # the text as written becomes its sweep.yaml
+        launch = start_sweep(workspace, sweep, SWEEP_PRESETS_DIR)  # the text as written becomes its sweep.yaml
     except (ConfigError, SweepError, OSError) as exc:
-        return Outcome(f"Not started: {exc}", "error")
-    return Outcome(f"Started the sweep {launch.name} (driver pid {launch.pid}).", "ok", launch.name)
+        return Outcome(text(NOT_STARTED, lang, error=exc), "error")
+    return Outcome(text(STARTED, lang, name=launch.name, pid=launch.pid), "ok", launch.name)
 
 
-def stop(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL) -> Outcome:
-    """Ask the sweep's driver to stop: the current trial's run saves a checkpoint, Continue picks it up."""
-    if policy.sweeps_refusal:
-        return Outcome(policy.sweeps_refusal, "warn")
+def stop(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
+    """Ask the sweep's driver to stop: the current trial's run saves a checkpoint, Continue picks it up. The
+    message is in ``lang``."""
+    refused = _refused(policy, lang)
+    if refused:
+        return refused
     if not name:
-        return Outcome("Pick a sweep first.", "warn")
+        return Outcome(text(PICK, lang), "warn")
     if not stop_sweep(workspace, name):
-        return Outcome(f"The sweep {name} is not running.", "warn", name)
-    return Outcome(f"Stopping {name}: its current trial saves a checkpoint, then the driver ends.", "warn", name)
+        return Outcome(text(NOT_RUNNING, lang, name=name), "warn", name)
+    return Outcome(text(STOPPING, lang, name=name), "warn", name)
 
 
-def resume(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL) -> Outcome:
-    """Continue a stopped (or finished with trials to spare) sweep with the sweep file it keeps."""
-    if policy.sweeps_refusal:
-        return Outcome(policy.sweeps_refusal, "warn")
+def resume(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
+    """Continue a stopped (or finished with trials to spare) sweep with the sweep file it keeps. The message is in
+    ``lang``."""
+    refused = _refused(policy, lang)
+    if refused:
+        return refused
     if not name:
-        return Outcome("Pick a sweep first.", "warn")
+        return Outcome(text(PICK, lang), "warn")
     with contextlib.suppress(SweepError):  # no study yet (its first driver ended early): continuing makes it
         summary = sweep_status(workspace, name)
         if summary.done >= summary.target:
-            return Outcome(f"The sweep {name} has run all its {summary.target} trials.", "warn", name)
+            return Outcome(text(ALL_DONE, lang, name=name, target=summary.target), "warn", name)
     try:
         launch = continue_sweep(workspace, name)
     except (ConfigError, SweepError, OSError) as exc:
-        return Outcome(f"Not continued: {exc}", "error", name)
-    return Outcome(f"Continuing the sweep {name} (driver pid {launch.pid}).", "ok", name)
+        return Outcome(text(NOT_CONTINUED, lang, error=exc), "error", name)
+    return Outcome(text(CONTINUING, lang, name=name, pid=launch.pid), "ok", name)
 
 
 # --- a new run from the best trial ----------------------------------------------------------------------------------
 
 
 def best_values(
-    workspace: Path, name: str | None, policy: DemoPolicy = NORMAL
+    workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE
 ) -> tuple[dict[str, Any] | None, Outcome]:
     """The Train form's values of the sweep's best trial (its run's config, named ``<sweep>-best``), to train it
-    longer or on more data; None and why when there is none yet."""
-    if policy.sweeps_refusal:
-        return None, Outcome(policy.sweeps_refusal, "warn")
+    longer or on more data; None and why when there is none yet. The message is in ``lang``."""
+    refused = _refused(policy, lang)
+    if refused:
+        return None, refused
     if not name:
-        return None, Outcome("Pick a sweep first.", "warn")
+        return None, Outcome(text(PICK, lang), "warn")
     try:
         best = sweep_status(workspace, name).best
         if best is None or not best.run_id:
-            return None, Outcome(f"No trial of {name} has completed yet.", "warn", name)
+            return None, Outcome(text(NO_BEST, lang, name=name), "warn", name)
         config = load_config(resolve_run(workspace, best.run_id) / CONFIG_FILE)
     except (SweepError, ConfigError, runs.RunError) as exc:  # RunError: its run was deleted meanwhile
-        return None, Outcome(f"Cannot load the best trial of {name}: {exc}", "error", name)
+        return None, Outcome(text(CANNOT_LOAD_BEST, lang, name=name, error=exc), "error", name)
     values = config_to_values(config.model_copy(update={"name": f"{name}-best"}))
-    text = f"The Train form now holds trial {best.number} of {name} (its run {best.run_id}): check it, then Start."
-    return values, Outcome(text, "ok", name)
+    message = text(BEST_LOADED, lang, number=best.number, name=name, run_id=best.run_id)
+    return values, Outcome(message, "ok", name)

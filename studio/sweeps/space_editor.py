@@ -22,6 +22,7 @@ from engine.sweeps.sections import entry_field
 from engine.sweeps.space import EntryProblem, find_field
 from engine.sweeps.study import sweeps_dir
 from studio.form.schema import FieldSpec, leaf_specs
+from studio.i18n.catalog import SaidError, key
 from studio.path_guard import ASSETS_DIR, PATH_FIELDS, allowed_roots, guard_config, path_problem
 
 SWEEP_PRESETS_DIR = ASSETS_DIR / "presets" / "sweeps"
@@ -64,6 +65,14 @@ FIRST_RANGES: dict[str, dict[str, Any]] = {
 }
 FIRST_CHOICES: dict[str, list[Any]] = {"adapter.r": [4, 8, 16, 32]}
 SETTINGS = ("name", "metric", "direction", "trials", "sampler", "pruner", "budget_minutes")
+LOW_HIGH, BAD_CHOICES, UNREADABLE, NOT_A_MAPPING = (
+    key(f"sweeps.editor.{name}") for name in ("low_high", "bad_choices", "unreadable", "not_a_mapping")
+)
+
+
+class EditorProblem(SaidError):
+    """Why an edit cannot apply to the YAML: its English as the message, and its key and values to say it in the
+    page's language (``said``)."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,7 @@ def row_entry(row: EntryRow) -> dict[str, Any]:
     if row.choices.strip():
         return {"choices": parse_choices(row.choices)}
     if row.low is None or row.high is None:
-        raise ValueError(f"{row.path}: give low and high, or a list of choices")
+        raise EditorProblem(LOW_HIGH, path=row.path)
     entry: dict[str, Any] = {"low": _number(row.low), "high": _number(row.high)}
     if row.log:
         entry["log"] = True
@@ -172,15 +181,15 @@ def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() and abs(value) < 2**53 else float(value)
 
 
-def parse_choices(text: str) -> list[Any]:
+def parse_choices(written: str) -> list[Any]:
     """``4, 8, 16`` or ``[cosine, linear]`` as a list of YAML values (numbers, true/false, words)."""
-    stripped = text.strip()
+    stripped = written.strip()
     try:
         values = yaml.safe_load(stripped if stripped.startswith("[") else f"[{stripped}]")
     except yaml.YAMLError:
-        raise ValueError(f"cannot read the choices {text!r}: write them as 4, 8, 16") from None
+        raise EditorProblem(BAD_CHOICES, choices=repr(written)) from None
     if not isinstance(values, list) or not values:
-        raise ValueError(f"cannot read the choices {text!r}: write them as 4, 8, 16")
+        raise EditorProblem(BAD_CHOICES, choices=repr(written))
     return values
 
 
@@ -224,11 +233,9 @@ def read_mapping(text: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text or "") or {}
     except (yaml.YAMLError, RecursionError):
-        raise ValueError(
-            "the YAML cannot be read: fix it (or start again from a base) before using the editor"
-        ) from None
+        raise EditorProblem(UNREADABLE) from None
     if not isinstance(data, dict):
-        raise ValueError("the YAML is not a mapping of name, base, space, ...: fix it before using the editor")
+        raise EditorProblem(NOT_A_MAPPING)
     return data
 
 

@@ -4,7 +4,8 @@ continue it, open a trial in the Monitor and carry the best trial to the Train t
 
 The sweep's driver is a process of its own (engine.sweeps.control), so it goes on after a refresh or a studio
 restart: the tab finds it again when it is opened. A timer polls only while a driver runs. In demo mode the tab
-only says why sweeps are off (DemoPolicy.sweeps_refusal).
+only says why sweeps are off (DemoPolicy.sweeps_refusal). Its labels are keys the page translates; what the server
+composes (the table, charts, status, messages) is said in the language of the page that asked (studio.i18n).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from engine import runs
 from engine.sweeps.control import driver_log_tail
 from studio import lanes
 from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run
-from studio.markup import message_html
+from studio.demo.policy import NORMAL, SWEEPS_OFF, DemoPolicy, owned_run
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
+from studio.markup import Html, message_html
 from studio.runs.tab import as_plot
 from studio.sweeps import actions, view
 from studio.sweeps.actions import Outcome
@@ -38,39 +41,49 @@ from studio.sweeps.view import (
 from studio.sweeps.widgets import PRIVATE, QUIET, SweepEditor
 
 POLL_SECONDS = 2.0
+OBJECTIVE = key("sweeps.col.objective")  # the objective's column before a sweep names its metric
 # Start and Continue read the study (SQLite) and spawn the driver: bounded, but more than milliseconds.
 SWEEP_START: dict[str, Any] = {"concurrency_id": "sweep-start", "concurrency_limit": lanes.SLOW_LANE_WIDTH}
 
 
-def watch_outputs(workspace: Path, name: str | None, previous: Any = None) -> list[Any]:
-    """The poll's outputs: [key, status, table, parallel chart, progress chart, best, timer]; gr.skip() for those
-    of a sweep that did not change since ``previous`` (its key), and the timer on only while a driver runs."""
+def watch_outputs(workspace: Path, name: str | None, previous: Any = None, lang: str = SOURCE) -> list[Any]:
+    """The poll's outputs: [key, status, table, parallel chart, progress chart, best, timer], in ``lang``;
+    gr.skip() for those of a sweep that did not change since ``previous`` (its key, the language with it), and the
+    timer on only while a driver runs."""
     if not name:
         empty = SweepView("", None, None)
-        return [None, "", _table(empty), *_charts(empty), best_html(None), gr.Timer(active=False)]
+        return [
+            None,
+            "",
+            _table(empty, lang),
+            *_charts(empty, lang=lang),
+            best_html(None, lang),
+            gr.Timer(active=False),
+        ]
     seen = load_view(workspace, name)
     timer = gr.Timer(active=seen.driver is not None)
-    if previous is not None and seen.key() == tuple(previous):
+    key = [*seen.key(), lang]  # another language redraws too
+    if previous is not None and tuple(key) == tuple(previous):
         return [previous, gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip(), timer]
     tail = driver_log_tail(workspace, name) if seen.driver is None else ""
-    charts = _charts(seen, sweep_space(workspace, name))  # the sweep's file, read only when the charts change
-    return [list(seen.key()), status_html(seen, tail), _table(seen), *charts, best_html(seen.summary), timer]
+    charts = _charts(seen, sweep_space(workspace, name), lang)  # the sweep's file, read only when the charts change
+    return [key, status_html(seen, tail, lang), _table(seen, lang), *charts, best_html(seen.summary, lang), timer]
 
 
-def _table(seen: SweepView) -> pd.DataFrame:
-    metric = seen.summary.metric if seen.summary else "objective"
-    return pd.DataFrame(trial_rows(seen), columns=table_columns(metric))
+def _table(seen: SweepView, lang: str = SOURCE) -> pd.DataFrame:
+    metric = seen.summary.metric if seen.summary else text(OBJECTIVE, lang)
+    return pd.DataFrame(trial_rows(seen, lang), columns=table_columns(metric, lang))
 
 
-def _charts(seen: SweepView, space: dict[str, Any] | None = None) -> list[Any]:
-    return [as_plot(parallel_figure(seen.summary, space)), as_plot(progress_figure(seen.summary))]
+def _charts(seen: SweepView, space: dict[str, Any] | None = None, lang: str = SOURCE) -> list[Any]:
+    return [as_plot(parallel_figure(seen.summary, space, lang)), as_plot(progress_figure(seen.summary, lang))]
 
 
-def relisted(workspace: Path, current: str | None, outcome: Outcome | None = None) -> list[Any]:
+def relisted(workspace: Path, current: str | None, outcome: Outcome | None = None, lang: str = SOURCE) -> list[Any]:
     """The sweep picker with the workspace's sweeps (the one an action concerns picked, else ``current`` while it
-    exists) and that sweep's view (``watch_outputs``); after an action, its message first."""
+    exists) and that sweep's view (``watch_outputs``, in ``lang``); after an action, its message first."""
     choices, name = view.picked(workspace, (outcome.name if outcome else None) or current)
-    shown = [gr.Dropdown(choices=choices, value=name), *watch_outputs(workspace, name)]
+    shown = [gr.Dropdown(choices=choices, value=name), *watch_outputs(workspace, name, lang=lang)]
     if outcome is not None and outcome.kind == "ok" and outcome.name:
         shown[-1] = gr.Timer(active=True)  # a driver just started: follow it (a tick turns this off once it ends)
     return [actions.outcome_html(outcome), *shown] if outcome is not None else shown
@@ -91,13 +104,13 @@ class SweepsTab:
     def __init__(self, ctx: StudioContext, opened: Any = None):
         """``opened``: the ``gr.Tab`` this tab is built in; selecting it refreshes the view (else any tab change)."""
         self.ctx, self.opened = ctx, opened
-        refusal = ctx.policy.sweeps_refusal
-        if refusal:  # a public demo: said plainly, and nothing to click
-            gr.HTML(message_html(refusal, "warn"), elem_id="ts-sweeps-off", elem_classes="ts-html")
+        if ctx.policy.sweeps_refusal:  # a public demo: said plainly (in the page's language), and nothing to click
+            refusal = message_html(Html(marked(SWEEPS_OFF)), "warn")
+            gr.HTML(refusal, elem_id="ts-sweeps-off", elem_classes="ts-html")
             return
         choices, name = view.picked(ctx.workspace, None)
         self._build_watch(choices, name)
-        with gr.Accordion("New sweep", open=not choices, elem_id="ts-sweep-new"):
+        with gr.Accordion(t("sweeps.new"), open=not choices, elem_id="ts-sweep-new"):
             self.editor = SweepEditor(ctx)
         self._wire_watch()
         self._wire_start()
@@ -106,11 +119,11 @@ class SweepsTab:
 
     def _build_watch(self, choices: list[str], name: str | None) -> None:
         with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
-            self.sweep = gr.Dropdown(choices, value=name, label="Sweep", scale=3, elem_id="ts-sweep-pick")
+            self.sweep = gr.Dropdown(choices, value=name, label=t("sweeps.sweep"), scale=3, elem_id="ts-sweep-pick")
             with gr.Column(scale=0, min_width=380), gr.Row(elem_classes="ts-actions"):
-                self.refresh = gr.Button("↻ Refresh", min_width=130, elem_id="ts-sweep-refresh")
-                self.stop = gr.Button("Stop", variant="stop", min_width=90, elem_id="ts-sweep-stop")
-                self.resume = gr.Button("Continue", min_width=110, elem_id="ts-sweep-continue")
+                self.refresh = gr.Button(t("sweeps.refresh"), min_width=130, elem_id="ts-sweep-refresh")
+                self.stop = gr.Button(t("sweeps.stop"), variant="stop", min_width=90, elem_id="ts-sweep-stop")
+                self.resume = gr.Button(t("sweeps.continue"), min_width=110, elem_id="ts-sweep-continue")
         with gr.Row(equal_height=False):  # what the sweep does, beside what the last button did
             with gr.Column(scale=2):
                 self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-status")
@@ -134,7 +147,7 @@ class SweepsTab:
             self.best = gr.HTML(best_html(None), elem_classes="ts-html", elem_id="ts-sweep-best")
             linked = self.ctx.train_form is not None and self.ctx.tabs is not None
             self.best_run = gr.Button(
-                "New run from the best trial", scale=0, min_width=300, visible=linked, elem_id="ts-sweep-best-run"
+                t("sweeps.best_run"), scale=0, min_width=300, visible=linked, elem_id="ts-sweep-best-run"
             )
         self.key = gr.State(None)
         self.timer = gr.Timer(POLL_SECONDS, active=False)
@@ -142,18 +155,26 @@ class SweepsTab:
     def _wire_watch(self) -> None:
         workspace, ctx = self.ctx.workspace, self.ctx
         shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
+
+        def tick(name: str | None, key: Any, request: gr.Request) -> list[Any]:
+            return watch_outputs(workspace, name, key, request_language(request))
+
         self.timer.tick(
-            lambda name, key: watch_outputs(workspace, name, key),
+            tick,
             [self.sweep, self.key],
             shown,
             concurrency_limit=None,  # reads the study and a few status files: no lane others wait on
             **QUIET,
         )
-        # input, not change: a pick by hand (the handlers' own updates of the picker already show the sweep)
-        self.sweep.input(lambda name: watch_outputs(workspace, name), [self.sweep], shown, **QUIET)
 
-        def relist(current: str | None) -> list[Any]:
-            return relisted(workspace, current)
+        def pick(name: str | None, request: gr.Request) -> list[Any]:
+            return watch_outputs(workspace, name, lang=request_language(request))
+
+        # input, not change: a pick by hand (the handlers' own updates of the picker already show the sweep)
+        self.sweep.input(pick, [self.sweep], shown, **QUIET)
+
+        def relist(current: str | None, request: gr.Request) -> list[Any]:
+            return relisted(workspace, current, lang=request_language(request))
 
         self.refresh.click(relist, [self.sweep], [self.sweep, *shown], **QUIET)
         # Opening the tab shows a driver started or ended meanwhile (by another page, the CLI, before a refresh).
@@ -162,9 +183,17 @@ class SweepsTab:
             opened.select(relist, [self.sweep], [self.sweep, *shown], **QUIET)
 
         after = [self.message, self.sweep, *shown]
-        stop = lambda name: relisted(workspace, name, actions.stop(workspace, name, ctx.policy))  # noqa: E731
+
+        def stop(name: str | None, request: gr.Request) -> list[Any]:
+            lang = request_language(request)
+            return relisted(workspace, name, actions.stop(workspace, name, ctx.policy, lang), lang)
+
         self.stop.click(stop, [self.sweep], after, **PRIVATE)
-        resume = lambda name: relisted(workspace, name, actions.resume(workspace, name, ctx.policy))  # noqa: E731
+
+        def resume(name: str | None, request: gr.Request) -> list[Any]:
+            lang = request_language(request)
+            return relisted(workspace, name, actions.resume(workspace, name, ctx.policy, lang), lang)
+
         self.resume.click(resume, [self.sweep], after, **PRIVATE, **SWEEP_START)
         self._wire_links()
 
@@ -182,8 +211,8 @@ class SweepsTab:
         if form is None:
             return
 
-        def best_run(name: str | None) -> list[Any]:
-            values, outcome = actions.best_values(workspace, name, ctx.policy)
+        def best_run(name: str | None, request: gr.Request) -> list[Any]:
+            values, outcome = actions.best_values(workspace, name, ctx.policy, request_language(request))
             if values is None:
                 return [actions.outcome_html(outcome), *([gr.skip()] * len(form.paths)), gr.skip()]
             gr.Info(outcome.message)  # a toast: the page switches to the Train tab
@@ -195,8 +224,13 @@ class SweepsTab:
         """The editor's Start: validate its YAML, start the driver and watch the sweep it started."""
         workspace, ctx, editor = self.ctx.workspace, self.ctx, self.editor
         shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
+
+        def start(sweep: str, current: str | None, request: gr.Request) -> list[Any]:
+            lang = request_language(request)
+            return relisted(workspace, current, actions.start(workspace, sweep, ctx.policy, lang), lang)
+
         editor.start.click(
-            lambda text, current: relisted(workspace, current, actions.start(workspace, text, ctx.policy)),
+            start,
             [editor.yaml, self.sweep],
             [editor.start_message, self.sweep, *shown],
             **PRIVATE,

@@ -3,6 +3,8 @@ trial and the driver's state. No Gradio.
 
 A poll costs one read of the sweep's study (engine.sweeps.sweep_status: SQLite, no metrics file), the driver's
 lock, and the status.json of each trial that is running (its step and whether the sweep's Stop stopped it).
+Its words are said in the page's language (``lang``, studio.i18n); parameter paths, metric names and values stay
+as they are.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from engine.sweeps.control import read_sweep_text
 from engine.sweeps.sections import SpaceEntry
 from engine.sweeps.space import choice_labels
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
-from engine.sweeps.summary import format_params, format_value, outcome_text, progress_line
+from engine.sweeps.summary import format_params, format_value, outcome_text
 from studio.charts import COLORS, Figure
+from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import badge_html, message_html
 
 # The trial states of optuna as the run states whose badges (assets/studio.css) the studio already shows.
@@ -31,6 +34,27 @@ BADGE_STATE = {"complete": "completed", "fail": "failed", "pruned": "pruned", "r
 CHART_HEIGHT = 320
 LOG_AXIS_RATIO = 30  # a positive parameter whose values span this factor or more gets a log axis
 _FONT = {"family": "Inter, ui-sans-serif, system-ui, sans-serif", "size": 12, "color": "#374151"}
+# The tab's words (studio.i18n).
+COLUMNS = {name: key(f"sweeps.col.{name}") for name in ("rank", "trial", "state", "params", "run_id")}
+PARALLEL, PARALLEL_EMPTY, PROGRESS, PROGRESS_EMPTY, TRIAL_AXIS, TRIALS, BEST_SO_FAR, HOVER, LOG_AXIS = (
+    key(f"sweeps.chart.{name}")
+    for name in (
+        "parallel",
+        "parallel_empty",
+        "progress",
+        "progress_empty",
+        "trial_axis",
+        "trials",
+        "best",
+        "hover",
+        "log",
+    )
+)
+BEST_EMPTY, BEST_HEAD, BEST_RUN = (key(f"sweeps.best.{name}") for name in ("empty", "head", "run"))
+NO_STUDY, CONTINUE_HINT, DRIVER_LOG = (key(f"sweeps.status.{name}") for name in ("no_study", "hint", "log"))
+TRIAL_COUNT, BEST_LINE, NONE_COMPLETED = (key(f"sweeps.progress.{name}") for name in ("trials", "best", "none"))
+# A sweep's trials by state, as the line counts them (the engine's states; the words are the studio's).
+STATE_COUNTS = {state: key(f"sweeps.progress.{state}") for state in ("complete", "pruned", "fail", "running")}
 
 
 @dataclass(frozen=True)
@@ -84,15 +108,16 @@ def picked(workspace: Path, current: str | None) -> tuple[list[str], str | None]
 # --- the trials table -------------------------------------------------------------------------------------------
 
 
-def table_columns(metric: str) -> list[str]:
-    """The trials table's header: the objective's column is named after its metric."""
-    return ["Rank", "Trial", "State", metric, "Params", "Run id"]
+def table_columns(metric: str, lang: str = SOURCE) -> list[str]:
+    """The trials table's header in ``lang``: the objective's column is named after its metric."""
+    words = {name: text(column, lang) for name, column in COLUMNS.items()}
+    return [words["rank"], words["trial"], words["state"], metric, words["params"], words["run_id"]]
 
 
-def trial_rows(view: SweepView) -> list[list[Any]]:
+def trial_rows(view: SweepView, lang: str = SOURCE) -> list[list[Any]]:
     """The trials, best first (completed ones by the objective, then the rest by number): rank, number, the
     coloured badge (a running trial's step beside it; why a trial was pruned or failed on hover), the objective,
-    the parameters and the run id (a click on the row opens that run in the Monitor)."""
+    the parameters and the run id (a click on the row opens that run in the Monitor). The states in ``lang``."""
     summary = view.summary
     if summary is None:
         return []
@@ -102,7 +127,7 @@ def trial_rows(view: SweepView) -> list[list[Any]]:
             [
                 rank if trial.value is not None else "-",
                 trial.number,
-                _state_cell(trial, view.running.get(trial.run_id or ""), summary.metric),
+                _state_cell(trial, view.running.get(trial.run_id or ""), summary.metric, lang),
                 format_value(trial.value),
                 format_params(trial.params),
                 trial.run_id or "-",
@@ -111,13 +136,13 @@ def trial_rows(view: SweepView) -> list[list[Any]]:
     return rows
 
 
-def _state_cell(trial: TrialSummary, run: RunStatus | None, metric: str) -> str:
+def _state_cell(trial: TrialSummary, run: RunStatus | None, metric: str, lang: str = SOURCE) -> str:
     """The trial's badge; for a running trial its run's own state (stopped when the sweep was stopped) and step."""
     if trial.state == "running" and run is not None:
         step = f' <span class="ts-hint">{run.step or 0}/{run.max_steps}</span>' if run.max_steps else ""
-        return badge_html(run.state) + step
-    note = None if trial.value is not None else outcome_text(trial, metric)
-    return badge_html(BADGE_STATE.get(trial.state, trial.state), note)
+        return badge_html(run.state, lang=lang) + step
+    note = None if trial.value is not None else outcome_text(trial, metric)  # why, as the run or pruner said it
+    return badge_html(BADGE_STATE.get(trial.state, trial.state), note, lang)
 
 
 # --- charts -----------------------------------------------------------------------------------------------------
@@ -152,17 +177,20 @@ def sweep_space(workspace: Path, name: str) -> dict[str, SpaceEntry]:
     return dict(config.space)
 
 
-def parallel_figure(summary: SweepSummary | None, space: Mapping[str, SpaceEntry] | None = None) -> Figure:
+def parallel_figure(
+    summary: SweepSummary | None, space: Mapping[str, SpaceEntry] | None = None, lang: str = SOURCE
+) -> Figure:
     """Parallel coordinates of the completed trials: an axis per parameter (every choice of a choices entry as a
     tick, a log axis for a log range or a wide positive one, words and switches as ticks) and the objective last,
-    each line coloured by the objective."""
+    each line coloured by the objective. Its words in ``lang``."""
     space = space or {}
-    layout = _layout("Parameters against the objective")
+    layout = _layout(text(PARALLEL, lang))
     done = [trial for trial in (summary.trials if summary else []) if trial.value is not None]
     if summary is None or not done:
-        return _empty(layout, "the chart fills as trials complete")
+        return _empty(layout, text(PARALLEL_EMPTY, lang))
     paths = list(dict.fromkeys(path for trial in done for path in trial.params))
-    dimensions = [_dimension(path, [trial.params.get(path) for trial in done], space.get(path)) for path in paths]
+    values_of = {path: [trial.params.get(path) for trial in done] for path in paths}
+    dimensions = [_dimension(path, values_of[path], space.get(path), lang) for path in paths]
     values = [trial.value for trial in done]
     dimensions.append({"label": summary.metric, "values": values, "range": _span(values)})
     line = {
@@ -180,7 +208,7 @@ def parallel_figure(summary: SweepSummary | None, space: Mapping[str, SpaceEntry
     }
 
 
-def _dimension(path: str, values: list[Any], entry: SpaceEntry | None = None) -> dict[str, Any]:
+def _dimension(path: str, values: list[Any], entry: SpaceEntry | None = None, lang: str = SOURCE) -> dict[str, Any]:
     """One axis: a choices entry's choices in order; numbers as they are, or their log10 with the real values as
     ticks; anything else as the values seen."""
     labels = choice_labels(entry) if entry is not None and not entry.is_range else []
@@ -194,7 +222,7 @@ def _dimension(path: str, values: list[Any], entry: SpaceEntry | None = None) ->
         logs = [math.log10(v) for v in numbers]
         ticks = list(range(math.floor(min(logs)), math.ceil(max(logs)) + 1))
         return {
-            "label": f"{path} (log)",
+            "label": text(LOG_AXIS, lang, path=path),
             "values": logs,
             "range": [ticks[0], ticks[-1]],
             "tickvals": ticks,
@@ -228,12 +256,13 @@ def _span(values: list[float]) -> list[float]:
     return [low - pad, high + pad]
 
 
-def progress_figure(summary: SweepSummary | None) -> Figure:
-    """The objective of each completed trial against its number, with the best so far as a step line."""
-    layout = _layout("Objective by trial")
+def progress_figure(summary: SweepSummary | None, lang: str = SOURCE) -> Figure:
+    """The objective of each completed trial against its number, with the best so far as a step line; its words
+    in ``lang``."""
+    layout = _layout(text(PROGRESS, lang))
     done = sorted((t for t in (summary.trials if summary else []) if t.value is not None), key=lambda t: t.number)
     if summary is None or not done:
-        return _empty(layout, "no completed trial yet")
+        return _empty(layout, text(PROGRESS_EMPTY, lang))
     xs, ys = [t.number for t in done], [t.value for t in done]
     better = min if summary.direction == "minimize" else max
     best, running_best = [], None
@@ -243,15 +272,17 @@ def progress_figure(summary: SweepSummary | None) -> Figure:
     axis = {"gridcolor": "#eef0f4", "zeroline": False, "linecolor": "#d4d7de"}
     layout.update(
         margin={"l": 60, "r": 16, "t": 40, "b": 44},
-        xaxis={**axis, "title": {"text": "trial"}, **({"dtick": 1} if xs[-1] - xs[0] < 12 else {})},
+        xaxis={**axis, "title": {"text": text(TRIAL_AXIS, lang)}, **({"dtick": 1} if xs[-1] - xs[0] < 12 else {})},
         yaxis={**axis, "title": {"text": summary.metric}},
         legend={"orientation": "h", "x": 1, "xanchor": "right", "y": 1.02, "yanchor": "bottom"},
         hovermode="closest",
     )
-    hover = [f"trial {t.number}<br>{html.escape(format_params(t.params))}" for t in done]
-    trials = {"type": "scatter", "mode": "markers", "name": "trial", "x": xs, "y": ys, "text": hover}
+    hover = [
+        f"{html.escape(text(HOVER, lang, number=t.number))}<br>{html.escape(format_params(t.params))}" for t in done
+    ]
+    trials = {"type": "scatter", "mode": "markers", "name": text(TRIALS, lang), "x": xs, "y": ys, "text": hover}
     trials["marker"] = {"size": 9, "color": COLORS[0]}
-    line = {"type": "scatter", "mode": "lines", "name": "best so far", "x": xs, "y": best}
+    line = {"type": "scatter", "mode": "lines", "name": text(BEST_SO_FAR, lang), "x": xs, "y": best}
     line["line"] = {"shape": "hv", "color": COLORS[1], "width": 2}
     return {"data": [trials, line], "layout": layout, "config": {"displaylogo": False}}
 
@@ -259,19 +290,20 @@ def progress_figure(summary: SweepSummary | None) -> Figure:
 # --- best trial and the driver's state --------------------------------------------------------------------------
 
 
-def best_html(summary: SweepSummary | None) -> str:
-    """The best trial so far: its objective, values and run; a placeholder before one completed."""
+def best_html(summary: SweepSummary | None, lang: str = SOURCE) -> str:
+    """The best trial so far: its objective, values and run; a placeholder before one completed. In ``lang``."""
     best = summary.best if summary else None
     if summary is None or best is None:
-        return '<div class="ts-empty">The best trial shows here once a trial completes.</div>'
+        return f'<div class="ts-empty">{html.escape(text(BEST_EMPTY, lang))}</div>'
     params = "".join(
         f"<li><code>{html.escape(path)}</code> = <b>{html.escape(_shown(value))}</b></li>"
         for path, value in best.params.items()
     )
+    head = text(BEST_HEAD, lang, number=best.number, metric=html.escape(summary.metric), value=format_value(best.value))
+    run = html.escape(text(BEST_RUN, lang, run_id=best.run_id or "-"))
     return (
-        '<div class="ts-sweep-best"><div class="ts-sweep-best-head">'
-        f"Best: trial {best.number} · {html.escape(summary.metric)} <b>{format_value(best.value)}</b></div>"
-        f'<ul>{params}</ul><div class="ts-hint">run {html.escape(best.run_id or "-")}</div></div>'
+        f'<div class="ts-sweep-best"><div class="ts-sweep-best-head">{head}</div>'
+        f'<ul>{params}</ul><div class="ts-hint">{run}</div></div>'
     )
 
 
@@ -279,24 +311,41 @@ def _shown(value: Any) -> str:
     return format_value(value) if isinstance(value, float) else _label(value)
 
 
-def status_html(view: SweepView, log_tail: str = "") -> str:
+def progress_line(summary: SweepSummary, lang: str = SOURCE) -> str:
+    """One sweep in a line, as engine.sweeps.summary.progress_line writes it for the CLI, in ``lang``: trials done
+    of its target, by state, and the best objective so far."""
+    by_state = ", ".join(
+        text(words, lang, count=summary.count(state)) for state, words in STATE_COUNTS.items() if summary.count(state)
+    )
+    best = summary.best
+    if best:
+        found = text(BEST_LINE, lang, metric=summary.metric, value=format_value(best.value), number=best.number)
+    else:
+        found = text(NONE_COMPLETED, lang)
+    counted = text(TRIAL_COUNT, lang, done=summary.done, target=summary.target) + (f" ({by_state})" if by_state else "")
+    return f"{summary.name}  {counted}  {found}"
+
+
+def status_html(view: SweepView, log_tail: str = "", lang: str = SOURCE) -> str:
     """One line on the sweep: running (or starting) with its progress, finished, or stopped with what Continue
-    does; when no driver runs, the end of its log (why it stopped, an error)."""
+    does; when no driver runs, the end of its log (why it stopped, an error; as the driver wrote it). In
+    ``lang``."""
     summary = view.summary
-    progress = html.escape(progress_line(summary)) if summary else html.escape(view.name)
+    progress = html.escape(progress_line(summary, lang)) if summary else html.escape(view.name)
     if view.driver is not None:
         doing = "running" if summary else "starting"
-        return f'<div class="ts-summary">{badge_html(doing)} {progress}</div>'
+        return f'<div class="ts-summary">{badge_html(doing, lang=lang)} {progress}</div>'
     if summary is None:
-        text = f"The sweep {view.name} has no study yet: its driver ended before making one."
-        return message_html(text, "warn") + _log_block(log_tail)
+        return message_html(text(NO_STUDY, lang, name=view.name), "warn") + _log_block(log_tail, lang)
     if summary.done >= summary.target:
-        return f'<div class="ts-summary">{badge_html("completed")} {progress}</div>'
-    hint = '<span class="ts-hint">— Continue runs the rest (a stopped trial resumes from its checkpoint)</span>'
-    return f'<div class="ts-summary">{badge_html("stopped")} {progress} {hint}</div>' + _log_block(log_tail)
+        return f'<div class="ts-summary">{badge_html("completed", lang=lang)} {progress}</div>'
+    hint = f'<span class="ts-hint">{html.escape(text(CONTINUE_HINT, lang))}</span>'
+    stopped = badge_html("stopped", lang=lang)
+    return f'<div class="ts-summary">{stopped} {progress} {hint}</div>' + _log_block(log_tail, lang)
 
 
-def _log_block(text: str) -> str:
-    if not text.strip():
+def _log_block(log: str, lang: str = SOURCE) -> str:
+    if not log.strip():
         return ""
-    return f'<details class="ts-sweep-log"><summary>driver log</summary><pre>{html.escape(text)}</pre></details>'
+    summary = html.escape(text(DRIVER_LOG, lang))
+    return f'<details class="ts-sweep-log"><summary>{summary}</summary><pre>{html.escape(log)}</pre></details>'

@@ -3,7 +3,8 @@ budget, and the sweep YAML they edit (the YAML is the source of truth: each widg
 edit shows in the widgets, and the whole text is checked as it changes, each problem naming its key).
 
 The tab builds it in its "New sweep" section and wires its Start button (studio/sweeps/tab.py); the edits
-themselves are plain functions (studio/sweeps/space_editor.py). Every event here takes milliseconds.
+themselves are plain functions (studio/sweeps/space_editor.py). Every event here takes milliseconds. The labels are
+keys the page translates; the messages are said in the page's language (studio.i18n).
 """
 
 from __future__ import annotations
@@ -13,20 +14,31 @@ from typing import Any
 import gradio as gr
 
 from studio.context import StudioContext
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import field_key, marked, request_language, t
 from studio.markup import message_html
 from studio.sweeps import actions, space_editor
 
 PRIVATE: dict[str, Any] = {"api_visibility": "private"}
 QUIET: dict[str, Any] = {"show_progress": "hidden", **PRIVATE}
 METRICS = ["eval_loss", "train_loss", "exact_match"]
+PICK_FIELD, NO_FORM = key("sweeps.pick_field"), key("sweeps.no_form")
 
 
-def edit_yaml(change: Any, *args: Any) -> list[Any]:
-    """Apply an editor change to the YAML; [yaml, message]: the YAML unchanged and why, when it cannot apply."""
+def edit_yaml(change: Any, *args: Any, lang: str = SOURCE) -> list[Any]:
+    """Apply an editor change to the YAML; [yaml, message]: the YAML unchanged and why (in ``lang``), when it
+    cannot apply."""
     try:
         return [change(*args), ""]
+    except space_editor.EditorProblem as exc:
+        return [gr.skip(), message_html(exc.said(lang), "warn")]
     except ValueError as exc:
         return [gr.skip(), message_html(str(exc), "warn")]
+
+
+def field_choices() -> list[tuple[str, str]]:
+    """The "Field to vary" picker's (label, path): each field's path and its label, which the page translates."""
+    return [(f"{path} · {marked(field_key(path, 'label'))}", path) for _, path in space_editor.field_choices()]
 
 
 class SweepEditor:
@@ -45,26 +57,24 @@ class SweepEditor:
                     self.base = gr.Dropdown(
                         actions.base_choices(workspace, self.ctx.policy),
                         value=actions.FROM_FORM,
-                        label="Start from",
+                        label=t("sweeps.start_from"),
                         scale=3,
                         elem_id="ts-sweep-base",
                     )
-                    self.use_base = gr.Button("Use", scale=0, min_width=80, elem_id="ts-sweep-use-base")
-                self.field = gr.Dropdown(
-                    space_editor.field_choices(), value=None, label="Field to vary", elem_id="ts-sweep-field"
-                )
+                    self.use_base = gr.Button(t("sweeps.use"), scale=0, min_width=80, elem_id="ts-sweep-use-base")
+                self.field = gr.Dropdown(field_choices(), value=None, label=t("sweeps.field"), elem_id="ts-sweep-field")
                 # No minimum on the numbers: the sweep's own checks name a bad value in the YAML's problems.
                 with gr.Row(equal_height=True, elem_classes="ts-pick-row"):
-                    self.low = gr.Number(label="Low", min_width=90, elem_id="ts-sweep-low")
-                    self.high = gr.Number(label="High", min_width=90, elem_id="ts-sweep-high")
-                    self.step = gr.Number(1, label="Step", precision=0, min_width=70, elem_id="ts-sweep-step")
-                    self.log = gr.Checkbox(label="Log scale", min_width=90, elem_id="ts-sweep-log")
+                    self.low = gr.Number(label=t("sweeps.low"), min_width=90, elem_id="ts-sweep-low")
+                    self.high = gr.Number(label=t("sweeps.high"), min_width=90, elem_id="ts-sweep-high")
+                    self.step = gr.Number(1, label=t("sweeps.step"), precision=0, min_width=70, elem_id="ts-sweep-step")
+                    self.log = gr.Checkbox(label=t("sweeps.log"), min_width=90, elem_id="ts-sweep-log")
                 self.choices = gr.Textbox(
-                    label="…or choices", placeholder="4, 8, 16 (used instead of the range)", elem_id="ts-sweep-choices"
+                    label=t("sweeps.choices"), placeholder=t("sweeps.choices.placeholder"), elem_id="ts-sweep-choices"
                 )
                 with gr.Row():
-                    self.add = gr.Button("Add / update field", variant="secondary", elem_id="ts-sweep-add")
-                    self.remove = gr.Button("Remove field", elem_id="ts-sweep-remove")
+                    self.add = gr.Button(t("sweeps.add"), variant="secondary", elem_id="ts-sweep-add")
+                    self.remove = gr.Button(t("sweeps.remove"), elem_id="ts-sweep-remove")
                 self._build_settings(text)
             with gr.Column(scale=3, min_width=420):
                 self.yaml = gr.Code(
@@ -73,33 +83,36 @@ class SweepEditor:
                     lines=22,
                     max_lines=40,
                     interactive=True,
-                    label="Sweep YAML",
+                    label=t("sweeps.yaml"),
                     elem_id="ts-sweep-yaml",
                 )
                 self.problems = gr.HTML(
                     actions.check_html(text, workspace), elem_classes="ts-html", elem_id="ts-sweep-check"
                 )
-                self.start = gr.Button("Start sweep", variant="primary", size="lg", elem_id="ts-sweep-start")
+                self.start = gr.Button(t("sweeps.start"), variant="primary", size="lg", elem_id="ts-sweep-start")
                 self.start_message = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-start-message")
 
     def _build_settings(self, text: str) -> None:
         shown = space_editor.settings_of(text) or {}
         with gr.Row(equal_height=True):
-            name = gr.Textbox(shown.get("name"), label="Name", min_width=140, elem_id="ts-sweep-name")
+            name = gr.Textbox(shown.get("name"), label=t("sweeps.name"), min_width=140, elem_id="ts-sweep-name")
             metric = gr.Dropdown(
                 METRICS,
                 value=shown.get("metric"),
                 allow_custom_value=True,
-                label="Objective",
+                label=t("sweeps.objective"),
                 min_width=140,
                 elem_id="ts-sweep-metric",
             )
-            direction = gr.Radio(["minimize", "maximize"], value=shown.get("direction"), label="Direction")
+            # The YAML's own values (minimize, tpe, median, ...): the words the sweep file is written in.
+            direction = gr.Radio(["minimize", "maximize"], value=shown.get("direction"), label=t("sweeps.direction"))
         with gr.Row(equal_height=True):
-            trials = gr.Number(shown.get("trials"), label="Trials", precision=0, elem_id="ts-sweep-trials")
-            sampler = gr.Dropdown(["tpe", "random", "grid"], value=shown.get("sampler"), label="Sampler")
-            pruner = gr.Dropdown(["median", "successive_halving", "none"], value=shown.get("pruner"), label="Pruner")
-            budget = gr.Number(0, label="Time budget (min, 0: none)", elem_id="ts-sweep-budget")
+            trials = gr.Number(shown.get("trials"), label=t("sweeps.trials"), precision=0, elem_id="ts-sweep-trials")
+            sampler = gr.Dropdown(["tpe", "random", "grid"], value=shown.get("sampler"), label=t("sweeps.sampler"))
+            pruner = gr.Dropdown(
+                ["median", "successive_halving", "none"], value=shown.get("pruner"), label=t("sweeps.pruner")
+            )
+            budget = gr.Number(0, label=t("sweeps.budget"), elem_id="ts-sweep-budget")
         self.settings = dict(
             zip(space_editor.SETTINGS, [name, metric, direction, trials, sampler, pruner, budget], strict=True)
         )
@@ -111,29 +124,48 @@ class SweepEditor:
         pick = lambda text, path: space_editor.field_row(text, path) if path else [gr.skip()] * len(row)  # noqa: E731
         self.field.input(pick, [self.yaml, self.field], row, **PRIVATE)
 
-        def add(text: str, path: str | None, low: Any, high: Any, log: bool, step: Any, choices: str) -> list[Any]:
+        def add(
+            sweep: str,
+            path: str | None,
+            low: Any,
+            high: Any,
+            log: bool,
+            step: Any,
+            choices: str,
+            request: gr.Request,
+        ) -> list[Any]:
+            lang = request_language(request)
             if not path:
-                return [gr.skip(), message_html("Pick a field to vary first.", "warn")]
+                return [gr.skip(), message_html(text(PICK_FIELD, lang), "warn")]
             entry = space_editor.EntryRow(path, low, high, bool(log), int(step or 1), choices or "")
-            return edit_yaml(space_editor.with_entry, text, entry)
+            return edit_yaml(space_editor.with_entry, sweep, entry, lang=lang)
 
         self.add.click(add, [self.yaml, self.field, *row], yaml_out, **PRIVATE)
-        remove = lambda text, path: edit_yaml(space_editor.without_entry, text, path or "")  # noqa: E731
+
+        def remove(sweep: str, path: str | None, request: gr.Request) -> list[Any]:
+            return edit_yaml(space_editor.without_entry, sweep, path or "", lang=request_language(request))
+
         self.remove.click(remove, [self.yaml, self.field], yaml_out, **PRIVATE)
         for setting, widget in self.settings.items():
-            edit = {
-                "fn": lambda text, value, key=setting: edit_yaml(space_editor.with_setting, text, key, value),
-                "inputs": [self.yaml, widget],
-                "outputs": yaml_out,
-                **PRIVATE,
-            }
+
+            def change(sweep: str, value: Any, request: gr.Request, setting: str = setting) -> list[Any]:
+                lang = request_language(request)
+                return edit_yaml(space_editor.with_setting, sweep, setting, value, lang=lang)
+
+            edit = {"fn": change, "inputs": [self.yaml, widget], "outputs": yaml_out, **PRIVATE}
             if isinstance(widget, gr.Textbox):  # the name: once typed, not at every key
                 widget.blur(**edit)
                 widget.submit(**edit)
             else:
                 widget.input(**edit)
         self.yaml.blur(**self._sync())  # a hand edit of the YAML shows in the widgets
-        self.yaml.change(lambda text: actions.check_html(text, workspace), [self.yaml], [self.problems], **QUIET)
+
+        def check(sweep: str, request: gr.Request) -> str:
+            return actions.check_html(sweep, workspace, request_language(request))
+
+        self.yaml.change(check, [self.yaml], [self.problems], **QUIET)
+        # The first check was written at build time in English: again in the page's language when it loads.
+        gr.on(None, check, [self.yaml], [self.problems], concurrency_limit=None, **QUIET)
         self._wire_base()
 
     def _sync(self) -> dict[str, Any]:
@@ -150,13 +182,14 @@ class SweepEditor:
         """Use: the base from the Train tab's form (its values as Start reads them) or from a file."""
         workspace, form = self.ctx.workspace, self.ctx.train_form
 
-        def use(choice: str | None, text: str, *values: Any) -> list[Any]:
+        def use(request: gr.Request, choice: str | None, sweep: str, *values: Any) -> list[Any]:
+            lang = request_language(request)
             if choice == actions.FROM_FORM:
                 if form is None:
-                    return [gr.skip(), message_html("The Train tab's form is not on this page.", "warn")]
-                new, outcome = actions.yaml_from_form(text, form.values(values), workspace)
+                    return [gr.skip(), message_html(text(NO_FORM, lang), "warn")]
+                new, outcome = actions.yaml_from_form(sweep, form.values(values), workspace, lang)
             else:
-                new, outcome = actions.yaml_from_file(text, choice, workspace)
+                new, outcome = actions.yaml_from_file(sweep, choice, workspace, lang)
             return [new if new is not None else gr.skip(), actions.outcome_html(outcome)]
 
         inputs = [self.base, self.yaml, *(form.inputs if form is not None else [])]

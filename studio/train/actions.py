@@ -26,7 +26,7 @@ from engine.store.paths import confine
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import configs_dir, recent_models_file, runs_dir
 from studio.demo.policy import (
-    DATA_REFUSAL,
+    DATA_REFUSED,
     NORMAL,
     PATH_FIELDS,
     DemoPolicy,
@@ -37,6 +37,9 @@ from studio.demo.policy import (
 )
 from studio.demo.quota import upload_refusal
 from studio.form.schema import config_to_values, default_values, map_dataset_paths, values_to_config
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.problems import translate_problem
+from studio.i18n.widgets import marked
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
 from studio.train.dataset import (
@@ -44,12 +47,25 @@ from studio.train.dataset import (
     check_dataset,
     copy_upload,
     error_markdown,
+    problem_text,
+    problems_text,
 )
 
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
 MAX_RECENT = 10
-NO_INIT_SOURCE = "— none: start from the base model —"
+NO_INIT_SOURCE = marked("train.init_from.none")  # the page shows it in its language
+PRESET_LABEL, SAVED_LABEL = marked("train.config.preset"), marked("train.config.saved_label")
+FORM_PROBLEMS = key("train.preview.problems")
+DEMO_NO_SAVE, NOT_SAVED_PROBLEMS, BAD_NAME, NO_NAME, NOT_SAVED, SAVED = (
+    key(f"train.config.{name}")
+    for name in ("demo_no_save", "not_saved_problems", "bad_name", "no_name", "not_saved", "saved")
+)
+UNREADABLE, TOO_DEEP, BAD_YAML, AT = (
+    key(f"train.config.{name}") for name in ("unreadable", "too_deep", "bad_yaml", "at")
+)
+CANNOT_LOAD, LOADED, SET_BACK = (key(f"train.config.{name}") for name in ("cannot_load", "loaded", "set_back"))
+NO_VISITOR_YET, NOT_UPLOADED = key("train.upload.no_visitor"), key("train.upload.refused")
 R = TypeVar("R")
 
 
@@ -132,12 +148,13 @@ def checked_config(
     policy: DemoPolicy = NORMAL,
     uploads: Path | None = None,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> RunConfig:
     """The form's config with its paths confined and the demo's limits applied (``uploads``: the visitor's
     upload folder, whose files the demo's form names by their names; ``visitor``: whose runs it may start from);
-    raises ConfigError naming each field at fault."""
+    raises ConfigError naming each field at fault (the demo's refusals said in ``lang``)."""
     config = form_config(upload_paths(values, policy, uploads), workspace)
-    problems = policy.problems(config, uploads, own_start_run(config, workspace, policy, visitor))
+    problems = policy.problems(config, uploads, own_start_run(config, workspace, policy, visitor), lang)
     if problems:
         raise ConfigError(problems)
     return continued_config(config, workspace)
@@ -197,12 +214,16 @@ def _in_folder(value: str, folder: Path) -> bool:
         return False
 
 
-def demo_data_problems(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, str]:
-    """In demo mode: path -> why a dataset path of the form may not be read (a bundled set or an upload only)."""
+def demo_data_problems(
+    values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None, lang: str = SOURCE
+) -> dict[str, str]:
+    """In demo mode: path -> why (in ``lang``) a dataset path of the form may not be read (a bundled set or an
+    upload only)."""
     if not policy.enabled:
         return {}
     values = upload_paths(values, policy, uploads)
-    return {path: DATA_REFUSAL for path in PATH_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
+    refusal = text(DATA_REFUSED, lang)
+    return {path: refusal for path in PATH_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
 
 
 def preview(
@@ -211,15 +232,17 @@ def preview(
     policy: DemoPolicy = NORMAL,
     uploads: Path | None = None,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> Preview:
-    """The config as YAML and the equivalent command line; on invalid input the per-field problems. In demo mode
-    they name the visitor's upload as ``mine.jsonl`` and the run folder as ``workspace/runs/...`` (``config`` keeps
-    the real paths)."""
+    """The config as YAML and the equivalent command line; on invalid input the per-field problems (the YAML's
+    list of them in ``lang``; the errors by field as the engine and the demo wrote them, said again where they are
+    shown). In demo mode they name the visitor's upload as ``mine.jsonl`` and the run folder as
+    ``workspace/runs/...`` (``config`` keeps the real paths)."""
     try:
-        config = checked_config(values, workspace, policy, uploads, visitor)
+        config = checked_config(values, workspace, policy, uploads, visitor, lang)
     except ConfigError as exc:
-        listing = "\n".join(f"# {problem}" for problem in exc.problems)
-        result = Preview(f"# The form has problems; fix them to see the config:\n{listing}", "", exc.by_field())
+        listing = "\n".join(f"# {problem_text(problem, lang)}" for problem in exc.problems)
+        result = Preview(f"# {text(FORM_PROBLEMS, lang)}\n{listing}", "", exc.by_field())
     else:
         command = f"python -m engine train config.yaml --run-dir {shlex.quote(run_dir_hint(config, workspace))}"
         result = Preview(config.to_yaml(), command, {}, config)
@@ -243,25 +266,25 @@ def config_name(name: str) -> str:
 
 
 def save_config_as(
-    values: Mapping[str, Any], name: str, workspace: Path, policy: DemoPolicy = NORMAL
+    values: Mapping[str, Any], name: str, workspace: Path, policy: DemoPolicy = NORMAL, lang: str = SOURCE
 ) -> tuple[Path | None, Path | None, str]:
-    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message).
+    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message in ``lang``).
 
     Not in demo mode: visitors share the workspace, and the YAML tab shows the config to copy.
     """
     if policy.enabled:
-        return None, None, "❌ The demo saves no configs on the server; copy the YAML tab instead."
+        return None, None, text(DEMO_NO_SAVE, lang)
     try:
         config = values_to_config(values)
     except ConfigError as exc:
-        return None, None, f"❌ Not saved: the form has problems.\n\n{text_block(str(exc))}"
+        return None, None, f"{text(NOT_SAVED_PROBLEMS, lang)}\n\n{text_block(problems_text(exc, lang))}"
     typed = name or config.name or ""
     problem = name_problem(typed) if typed.strip() else None  # the rule every name that becomes a file obeys
     if problem:
-        return None, None, f"❌ Not saved: the name is not usable: {problem}."
+        return None, None, text(BAD_NAME, lang, problem=translate_problem(problem, lang))
     stem = config_name(typed)
     if not stem:
-        return None, None, "❌ Give the config a name first."
+        return None, None, text(NO_NAME, lang)
     target = configs_dir(workspace) / f"{stem}.yaml"
     try:
         save_config(config, target)
@@ -269,24 +292,25 @@ def save_config_as(
         download = Path(tempfile.mkdtemp(prefix="ts-config-")) / target.name
         download.write_text(config.to_yaml(), encoding="utf-8")
     except OSError as exc:
-        return None, None, f"❌ Not saved: {exc}"
-    return target, download, f"✅ Saved `{target}`"
+        return None, None, text(NOT_SAVED, lang, error=exc)
+    return target, download, text(SAVED, lang, path=target)
 
 
-def read_config(path: str | Path) -> RunConfig:
-    """Read a YAML config file; raises ConfigError with a clear message for bad YAML or bad fields."""
+def read_config(path: str | Path, lang: str = SOURCE) -> RunConfig:
+    """Read a YAML config file; raises ConfigError with a clear message (in ``lang`` where the file cannot be
+    read as YAML) for bad YAML or bad fields."""
     path = Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([Problem("", f"cannot read {path.name}: {exc}")]) from None
+        raise ConfigError([Problem("", text(UNREADABLE, lang, name=path.name, error=exc))]) from None
     except RecursionError:  # PyYAML composes nested lists and mappings recursively
-        raise ConfigError([Problem("", f"{path.name} is not a usable config: values nested too deeply")]) from None
+        raise ConfigError([Problem("", text(TOO_DEEP, lang, name=path.name))]) from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
-        message = f"{path.name} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}"
-        raise ConfigError([Problem("", message)]) from None
+        at = text(AT, lang, line=where.line + 1, column=where.column + 1) if where else ""
+        problem = getattr(exc, "problem", None) or exc
+        raise ConfigError([Problem("", text(BAD_YAML, lang, name=path.name, at=at, problem=problem))]) from None
     return parse_config(data)
 
 
@@ -295,8 +319,9 @@ def load_config_values(
     workspace: Path | None = None,
     policy: DemoPolicy = NORMAL,
     uploads: Path | None = None,
+    lang: str = SOURCE,
 ) -> tuple[dict[str, Any] | None, str]:
-    """Widget values for a config file, or None and a message saying what is wrong with it.
+    """Widget values for a config file, or None and a message (in ``lang``) saying what is wrong with it.
 
     The file must lie in the folders the studio may read (studio.path_guard; the workspace when given). In demo
     mode only a preset or an upload loads, and the fields the demo fixes are set back (the message says which).
@@ -306,21 +331,23 @@ def load_config_values(
     try:
         if policy.enabled:
             confine(path, [PRESETS_DIR, gradio_upload_dir()])
-        config = read_config(confine_file(path, workspace, "config file"))
+        config = read_config(confine_file(path, workspace, "config file"), lang)
     except ValueError as exc:  # ConfigError or PathNotAllowed
-        return None, f"❌ Cannot load `{Path(path).name}`:\n\n{text_block(policy.shown(str(exc), workspace))}"
+        why = text_block(policy.shown(problems_text(exc, lang), workspace))
+        return None, f"{text(CANNOT_LOAD, lang, name=Path(path).name)}\n\n{why}"
     # An upload reads as its name in the demo's YAML (DemoPolicy.shown): a config copied from there loads back.
     values, changed = policy.restrict_values(upload_paths(config_to_values(config), policy, uploads), uploads)
-    note = f" (set back to the demo's values: {', '.join(changed)})" if changed else ""
-    return upload_names(values, policy, uploads), f"✅ Loaded `{Path(path).name}`{note}"
+    note = text(SET_BACK, lang, fields=", ".join(changed)) if changed else ""
+    return upload_names(values, policy, uploads), text(LOADED, lang, name=Path(path).name, note=note)
 
 
 def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
-    """(label, path) of the bundled presets and the workspace's saved configs (presets only in demo mode)."""
-    presets = [(f"preset: {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
+    """(label, path) of the bundled presets and the workspace's saved configs (presets only in demo mode); the
+    labels' words are translated by the page."""
+    presets = [(f"{PRESET_LABEL} {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
     if policy.enabled:
         return presets
-    saved = [(f"saved: {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
+    saved = [(f"{SAVED_LABEL} {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
     return presets + saved
 
 
@@ -328,27 +355,27 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
 
 
 def upload_dataset(
-    path: str | Path, workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    path: str | Path, workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
 ) -> tuple[str | None, str]:
     """Copy a dataset the page uploaded where the form can name it (studio.train.dataset.copy_upload): its path for
     data.path (None when refused) and a Markdown error for the dataset panel ("" when none).
 
     In demo mode each visitor's uploads have a folder of their own (no one else's run can name them), within their
     disk quota; the form names the copy by its file name (``upload_paths`` finds it again) and an error names files
-    as the visitor knows them.
+    as the visitor knows them. The error is in ``lang``, as far as the studio writes it.
     """
     folder = visitor_uploads(workspace, policy, visitor) if policy.enabled else None
     if policy.enabled and folder is None:
-        return None, error_markdown("This page has no visitor id yet: reload the page.")
-    refusal = upload_refusal(workspace, policy, visitor, Path(path).stat().st_size)
+        return None, error_markdown(text(NO_VISITOR_YET, lang), lang)
+    refusal = upload_refusal(workspace, policy, visitor, Path(path).stat().st_size, lang)
     if refusal:
-        return None, error_markdown(f"Not uploaded: {refusal}.")
+        return None, error_markdown(text(NOT_UPLOADED, lang, reason=refusal), lang)
     try:
         # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
-        copied = copy_upload(path, folder or workspace, folder)
+        copied = copy_upload(path, folder or workspace, folder, lang)
         return copied.name if folder is not None else str(copied), ""
     except (ValueError, OSError) as exc:
-        return None, error_markdown(policy.shown(str(exc), workspace))
+        return None, error_markdown(policy.shown(str(exc), workspace), lang)
 
 
 def check_data(
@@ -357,15 +384,18 @@ def check_data(
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
     with_tokens: bool = True,
+    lang: str = SOURCE,
 ) -> DatasetCheck:
-    """The dataset panel's check (studio.train.dataset.check_dataset). In demo mode a data path that is neither a
-    bundled set nor the visitor's upload is refused unread, the suggested max_length stays within the demo's, and
-    the summary and error name files as the visitor knows them (``mine.jsonl``), not by their server paths."""
+    """The dataset panel's check (studio.train.dataset.check_dataset), its words in ``lang``. In demo mode a data
+    path that is neither a bundled set nor the visitor's upload is refused unread, the suggested max_length stays
+    within the demo's, and the summary and error name files as the visitor knows them (``mine.jsonl``), not by
+    their server paths."""
     uploads = visitor_uploads(workspace, policy, visitor)
     values = upload_paths(values, policy, uploads)
-    problems = demo_data_problems(values, policy, uploads)
+    problems = demo_data_problems(values, policy, uploads, lang)
     if problems:
-        return DatasetCheck("", "", error_markdown("\n".join(f"{path}: {why}" for path, why in problems.items())))
+        listing = "\n".join(f"{path}: {why}" for path, why in problems.items())
+        return DatasetCheck("", "", error_markdown(listing, lang))
     cap = policy.max_length if policy.enabled else None
-    result = check_dataset(values, with_tokens, workspace=workspace, max_length_cap=cap)
+    result = check_dataset(values, with_tokens, workspace=workspace, max_length_cap=cap, lang=lang)
     return shown_fields(result, policy, workspace, "summary", "error")

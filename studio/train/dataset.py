@@ -17,10 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import ConfigError, RunConfig, parse_config
+from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.workspace import datasets_dir
 from studio.form.schema import leaf_specs, values_to_data
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.problems import translate_problem
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
 from studio.train.lengths import model_context, suggest_max_length
@@ -28,6 +30,22 @@ from studio.train.lengths import model_context, suggest_max_length
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
 CHECK_PATHS = ("method", "model.", "data.", "train.max_length", "train.seed")  # the method: which formats it takes
+
+# The panel's words (studio.i18n), said in the page's language.
+BAD_TYPE = key("train.upload.bad_type")
+FIX_FIRST, COUNTING, NO_TOKENIZER, UNUSABLE = (
+    key(f"train.data.{name}") for name in ("fix_first", "counting", "no_tokenizer", "unusable")
+)
+GIVEN_LISTED, GIVEN_FILE, ROWS, FORMAT, DATASETS, TOKENS, COLUMNS, EVAL_FILE = (
+    key(f"train.data.{name}")
+    for name in ("given_listed", "given_file", "rows", "format", "datasets", "tokens", "columns", "eval_file")
+)
+NO_LOSS, LEGEND_LOSS, LEGEND_PROMPT, FILE_ROW, ROW, COUNTS, TRUNCATED = (
+    key(f"train.data.{name}")
+    for name in ("no_loss", "legend_loss", "legend_prompt", "file_row", "row", "counts", "truncated")
+)
+# The limits a suggested max_length stays within, named in the advice (studio.train.lengths).
+MODEL_CONTEXT, DEMO_LIMIT = key("train.length.context"), key("train.length.demo")
 
 _tokenizers: dict[tuple[str, str | None, bool], Any] = {}
 _tokenizer_lock = threading.Lock()
@@ -38,17 +56,17 @@ def bundled_datasets() -> list[str]:
     return [str(path.relative_to(PROJECT_ROOT)) for path in sorted(BUNDLED_DATASETS.glob("*.jsonl"))]
 
 
-def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None) -> Path:
+def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None, lang: str = SOURCE) -> Path:
     """Copy an uploaded file into ``folder``, by default ``WORKSPACE/datasets/`` (Gradio's temp copy does not
     outlive the session).
 
     A file of the same name and content is reused; a different one gets a numbered name. Raises ValueError
     for a file type the engine cannot read, or a source outside the folders the studio may read (``workspace``
-    being the one of them that is not always allowed).
+    being the one of them that is not always allowed). The file type's error is in ``lang``.
     """
     source = Path(source)
     if source.suffix.lower() not in UPLOAD_SUFFIXES:
-        raise ValueError(f"{source.name}: unsupported file type; upload one of {', '.join(UPLOAD_SUFFIXES)}")
+        raise ValueError(text(BAD_TYPE, lang, name=source.name, types=", ".join(UPLOAD_SUFFIXES)))
     source = confine_file(source, workspace, "upload")
     folder = Path(folder) if folder is not None else datasets_dir(workspace)
     folder.mkdir(parents=True, exist_ok=True)
@@ -107,9 +125,11 @@ def check_dataset(
     num_examples: int = 3,
     workspace: Path | None = None,
     max_length_cap: int | None = None,
+    lang: str = SOURCE,
 ) -> DatasetCheck:
     """Check the form's dataset: rows first (fast); with ``with_tokens`` also token counts, examples and, when many
     rows are cut short, a longer max_length to use (at most the model's context and ``max_length_cap``, the demo's).
+    The panel's words are in ``lang``; a DataError that names a row stays as the engine wrote it.
 
     Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
     """
@@ -120,54 +140,68 @@ def check_dataset(
     try:
         config = check_config(values, workspace)
     except ConfigError as exc:
-        return DatasetCheck("", "", error_markdown("Fix these fields first:\n" + str(exc)))
+        return DatasetCheck("", "", error_markdown(text(FIX_FIRST, lang) + "\n" + problems_text(exc, lang), lang))
     try:
         report = inspect_run_data(config)
     except (DataError, ConfigError) as exc:  # ConfigError: data that the chosen method does not train on
-        return DatasetCheck("", "", error_markdown(str(exc)))
+        return DatasetCheck("", "", error_markdown(str(exc), lang))
     if not with_tokens:
-        return DatasetCheck(summary_markdown(report) + "\n\n*Counting tokens…*", "", "", report.format)
+        counting = f"\n\n*{text(COUNTING, lang)}*"
+        return DatasetCheck(summary_markdown(report, lang) + counting, "", "", report.format)
     try:
         tokenizer = get_tokenizer(config)
     except Exception as exc:  # an unknown model, no network for a hub id, a broken tokenizer file, ...
-        note = f"\n\n⚠️ cannot load the tokenizer of `{config.model.name_or_path}`: {_first_line(exc)}"
-        return DatasetCheck(summary_markdown(report) + note, "", "", report.format)
+        note = "\n\n" + text(NO_TOKENIZER, lang, model=config.model.name_or_path, error=_first_line(exc))
+        return DatasetCheck(summary_markdown(report, lang) + note, "", "", report.format)
     try:
         checked = check_tokens(config, tokenizer, num_examples)
     except DataError as exc:
-        return DatasetCheck("", "", error_markdown(str(exc)), report.format)
+        return DatasetCheck("", "", error_markdown(str(exc), lang), report.format)
     report = checked.report
     limits = {
-        "the model's context": model_context(config.model.name_or_path, config.model.revision, tokenizer),
-        "the demo's limit": max_length_cap,
+        MODEL_CONTEXT: model_context(config.model.name_or_path, config.model.revision, tokenizer),
+        DEMO_LIMIT: max_length_cap,
     }
     advice = suggest_max_length(checked.lengths, report.num_dropped, config.train.max_length, limits)
-    summary = summary_markdown(report) + (f"\n\n{advice.markdown()}" if advice else "")
+    summary = summary_markdown(report, lang) + (f"\n\n{advice.markdown(lang)}" if advice else "")
     suggestion = advice.suggestion if advice else None
-    return DatasetCheck(summary, examples_html(checked.examples), "", report.format, suggestion)
+    return DatasetCheck(summary, examples_html(checked.examples, lang), "", report.format, suggestion)
 
 
-def error_markdown(message: str) -> str:
-    """A dataset problem, shown whole (row lists span several lines)."""
-    return f"❌ **The dataset cannot be used**\n\n{text_block(message)}"
+def problem_text(problem: Problem, lang: str = SOURCE) -> str:
+    """One of a config's problems as a line that starts with the field to fix, its message in ``lang`` where the
+    studio can say it (studio.i18n.problems)."""
+    message = translate_problem(problem.message, lang)
+    return f"{problem.field}: {message}" if problem.field else message
 
 
-def summary_markdown(report: Any) -> str:
-    """The DataReport as a few lines of Markdown; a list of datasets gets a line for each."""
-    given = (
-        f"the datasets give {report.num_source_rows:,} after their caps and weights"
-        if report.listed
-        else f"the file has {report.num_source_rows:,}"
-    )
-    rows = f"{report.num_rows:,} train / {report.num_eval_rows:,} eval ({given})"
-    lines = [f"✅ **Format** `{report.format}` · **rows** {rows}"]
+def problems_text(error: ValueError, lang: str = SOURCE) -> str:
+    """A ConfigError's problems, one a line, in ``lang`` (studio.i18n.problems); any other error as it reads."""
+    if isinstance(error, ConfigError):
+        return "\n".join(problem_text(problem, lang) for problem in error.problems)
+    return str(error)
+
+
+def error_markdown(message: str, lang: str = SOURCE) -> str:
+    """A dataset problem, shown whole (row lists span several lines), under a heading in ``lang``."""
+    return f"{text(UNUSABLE, lang)}\n\n{text_block(message)}"
+
+
+def summary_markdown(report: Any, lang: str = SOURCE) -> str:
+    """The DataReport as a few lines of Markdown in ``lang``; a list of datasets gets a line for each. The
+    engine's warnings stay as it wrote them."""
+    count = f"{report.num_source_rows:,}"
+    given = text(GIVEN_LISTED, lang, count=count) if report.listed else text(GIVEN_FILE, lang, count=count)
+    rows = text(ROWS, lang, train=f"{report.num_rows:,}", eval=f"{report.num_eval_rows:,}", given=given)
+    lines = [text(FORMAT, lang, format=report.format, rows=rows)]
     if report.listed:
-        lines.append("**Datasets**\n" + "\n".join(f"- `{dataset.summary()}`" for dataset in report.datasets))
+        listing = "\n".join(f"- `{dataset.summary()}`" for dataset in report.datasets)
+        lines.append(f"{text(DATASETS, lang)}\n{listing}")
     if report.num_tokens is not None:
-        lines.append(f"**Tokens** {report.num_tokens:,}, of which {report.num_loss_tokens:,} carry loss")
-    lines.append("**Columns** " + ", ".join(f"`{column}`" for column in report.columns))
+        lines.append(text(TOKENS, lang, tokens=f"{report.num_tokens:,}", loss=f"{report.num_loss_tokens:,}"))
+    lines.append(text(COLUMNS, lang, columns=", ".join(f"`{column}`" for column in report.columns)))
     if report.eval_source:
-        lines.append(f"**Eval file** `{report.eval_source}`")
+        lines.append(text(EVAL_FILE, lang, path=report.eval_source))
     lines += [f"⚠️ {warning}" for warning in report.warnings]
     return "\n\n".join(lines)
 
@@ -176,33 +210,37 @@ _LOSS_STYLE = "background:#bbf7d0;color:#14532d;border-radius:2px"
 _PROMPT_STYLE = "color:#6b7280"
 
 
-def examples_html(examples: list[Any]) -> str:
+def examples_html(examples: list[Any], lang: str = SOURCE) -> str:
     """Rows as the model sees them: loss-bearing text on green, prompt text grey; everything escaped. The answers
     of a preference row stand side by side (chosen | rejected), each headed by its side; a kto answer is headed
-    by its label."""
+    by its label. The panel's words are in ``lang``."""
     if not examples:
-        return "<p>No training rows carry loss.</p>"
+        return f"<p>{html.escape(text(NO_LOSS, lang))}</p>"
     legend = (
-        f'<div style="font-size:12px;margin-bottom:6px"><span style="{_LOSS_STYLE}">&nbsp;trained on (loss)&nbsp;'
-        f'</span> &nbsp;<span style="{_PROMPT_STYLE}">prompt (no loss)</span></div>'
+        f'<div style="font-size:12px;margin-bottom:6px"><span style="{_LOSS_STYLE}">'
+        f"&nbsp;{html.escape(text(LEGEND_LOSS, lang))}&nbsp;</span> &nbsp;"
+        f'<span style="{_PROMPT_STYLE}">{html.escape(text(LEGEND_PROMPT, lang))}</span></div>'
     )
     rows: dict[tuple[str, int], list[Any]] = {}
     for example in examples:  # a row's answers follow each other
         rows.setdefault((example.source, example.row), []).append(example)
-    return legend + "".join(_row_html(answers) for answers in rows.values())
+    return legend + "".join(_row_html(answers, lang) for answers in rows.values())
 
 
-def _row_html(answers: list[Any]) -> str:
+def _row_html(answers: list[Any], lang: str = SOURCE) -> str:
     """One row's card: its counts and text, or for a preference / kto row each answer headed by its side."""
     first = answers[0]
-    where = f"{Path(first.source).name} row {first.row}" if first.source else f"row {first.row}"
+    if first.source:
+        where = text(FILE_ROW, lang, file=Path(first.source).name, row=first.row)
+    else:
+        where = text(ROW, lang, row=first.row)
     if not first.side:
-        head, body = f"{html.escape(where)} · {_counts(first)}", _marked_text(first)
+        head, body = f"{html.escape(where)} · {_counts(first, lang)}", _marked_text(first)
     else:
         columns = "".join(
             f'<div class="ts-answer" data-side="{html.escape(example.side)}" style="min-width:0">'
-            f'<div style="font-size:12px;opacity:.75"><b>{html.escape(example.side)}</b> · {_counts(example)}</div>'
-            f"{_marked_text(example)}</div>"
+            f'<div style="font-size:12px;opacity:.75"><b>{html.escape(example.side)}</b> · '
+            f"{_counts(example, lang)}</div>{_marked_text(example)}</div>"
             for example in answers
         )
         grid = f"display:grid;grid-template-columns:repeat({len(answers)},minmax(0,1fr));gap:10px"
@@ -213,9 +251,9 @@ def _row_html(answers: list[Any]) -> str:
     )
 
 
-def _counts(example: Any) -> str:
-    counts = f"{example.num_tokens} tokens · {example.num_loss_tokens} carry loss"
-    return counts + (" · truncated" if example.truncated else "")
+def _counts(example: Any, lang: str = SOURCE) -> str:
+    counts = html.escape(text(COUNTS, lang, tokens=example.num_tokens, loss=example.num_loss_tokens))
+    return counts + (f" · {html.escape(text(TRUNCATED, lang))}" if example.truncated else "")
 
 
 def _marked_text(example: Any) -> str:

@@ -16,9 +16,23 @@ from engine.config import DatasetEntry
 from engine.store.workspace import datasets_dir
 from studio.demo.policy import DemoPolicy, visitor_uploads
 from studio.form.schema import FieldSpec, datasets_text, from_widget, leaf_specs, read_datasets
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.problems import translate_problem
+from studio.i18n.widgets import marked
 from studio.train.dataset import UPLOAD_SUFFIXES, bundled_datasets
 
-TABLE_HEADERS = ["#", "dataset", "weight", "max samples"]
+# The table's header after its number column, by key (studio.i18n); its English for the table a page first gets.
+HEADER_KEYS = tuple(key(f"train.list.{name}") for name in ("dataset", "weight", "max_samples"))
+TABLE_HEADERS = ["#", *(text(name) for name in HEADER_KEYS)]
+ALL, NEXT, FIRST, LAST, NOT_A_LIST, PICK = (
+    key(f"train.list.{name}") for name in ("all", "next", "first", "last", "not_a_list", "pick")
+)
+YOUR_UPLOAD, UPLOAD = marked("train.list.your_upload"), marked("train.list.upload")  # labels the page translates
+
+
+def table_headers(lang: str = SOURCE) -> list[str]:
+    """The table's header in ``lang``."""
+    return ["#", *(text(name, lang) for name in HEADER_KEYS)]
 
 
 def entry_spec(name: str) -> FieldSpec:
@@ -45,15 +59,15 @@ def _written(entries: list[dict[str, Any]]) -> str:
     return datasets_text(entries)
 
 
-def start_list(value: Any) -> tuple[Any, str]:
+def start_list(value: Any, lang: str = SOURCE) -> tuple[Any, str]:
     """ "+ Add another dataset": the box's one path as a list of one, so the next pick or upload joins it; and a
-    note for the panel. A list stays as it is."""
-    text = "" if value is None else str(value)
-    if listed(text) is not None:
-        return text, "Pick or upload the next dataset: it joins the list."
-    if not text.strip():
-        return text, "Pick or upload a first dataset, then add the next one."
-    return datasets_text([{"path": text.strip()}]), "Pick or upload the next dataset: it joins the list."
+    note for the panel (in ``lang``). A list stays as it is."""
+    box = "" if value is None else str(value)
+    if listed(box) is not None:
+        return box, text(NEXT, lang)
+    if not box.strip():
+        return box, text(FIRST, lang)
+    return datasets_text([{"path": box.strip()}]), text(NEXT, lang)
 
 
 def add_dataset(value: Any, path: str) -> str:
@@ -65,16 +79,17 @@ def add_dataset(value: Any, path: str) -> str:
     return datasets_text([*entries, {"path": path}])
 
 
-def set_dataset(value: Any, index: Any, weight: Any, max_samples: Any) -> tuple[Any, str]:
-    """The box with dataset ``index``'s weight and cap set from their widgets; and a note ("" when done)."""
-    entries, problem = _pick(value, index)
+def set_dataset(value: Any, index: Any, weight: Any, max_samples: Any, lang: str = SOURCE) -> tuple[Any, str]:
+    """The box with dataset ``index``'s weight and cap set from their widgets; and a note ("" when done; in
+    ``lang``)."""
+    entries, problem = _pick(value, index, lang)
     if entries is None:
         return value, problem
     try:
         weight = from_widget(entry_spec("weight"), weight)
         cap = from_widget(entry_spec("max_samples"), max_samples)
     except ValueError as exc:
-        return value, f"⚠️ {exc}"
+        return value, f"⚠️ {translate_problem(str(exc), lang)}"
     entry = {key: item for key, item in entries[int(index)].items() if key not in ("weight", "max_samples")}
     entry.update({"weight": weight} if weight not in (None, 1) else {})
     entry.update({"max_samples": cap} if cap is not None else {})
@@ -82,24 +97,25 @@ def set_dataset(value: Any, index: Any, weight: Any, max_samples: Any) -> tuple[
     return _written(entries), ""
 
 
-def remove_dataset(value: Any, index: Any) -> tuple[Any, str]:
-    """The box without dataset ``index``; and a note ("" when done). The last dataset stays: a run needs data."""
-    entries, problem = _pick(value, index)
+def remove_dataset(value: Any, index: Any, lang: str = SOURCE) -> tuple[Any, str]:
+    """The box without dataset ``index``; and a note ("" when done; in ``lang``). The last dataset stays: a run
+    needs data."""
+    entries, problem = _pick(value, index, lang)
     if entries is None:
         return value, problem
     if len(entries) == 1:
-        return value, "⚠️ A run needs a dataset: pick another one to replace this one instead."
+        return value, text(LAST, lang)
     del entries[int(index)]
     return _written(entries), ""
 
 
-def _pick(value: Any, index: Any) -> tuple[list[dict[str, Any]] | None, str]:
-    """The box's datasets when ``index`` is one of them, else None and why not."""
+def _pick(value: Any, index: Any, lang: str = SOURCE) -> tuple[list[dict[str, Any]] | None, str]:
+    """The box's datasets when ``index`` is one of them, else None and why not (in ``lang``)."""
     entries = listed(value)
     if entries is None:
-        return None, "⚠️ data.path holds one dataset: press + Add another dataset first."
+        return None, text(NOT_A_LIST, lang)
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(entries):
-        return None, "⚠️ Pick the dataset to change first."
+        return None, text(PICK, lang)
     return entries, ""
 
 
@@ -112,14 +128,15 @@ def entry_settings(value: Any, index: Any) -> tuple[Any, str]:
     return entries[index].get("weight", 1.0), "" if cap is None else str(cap)
 
 
-def table_rows(value: Any) -> list[list[Any]]:
-    """The list as the panel's table shows it: number, file name, weight, cap ([] for one path)."""
+def table_rows(value: Any, lang: str = SOURCE) -> list[list[Any]]:
+    """The list as the panel's table shows it: number, file name, weight, cap (its absence in ``lang``; [] for
+    one path)."""
     rows = []
     for number, entry in enumerate(listed(value) or []):
         path = entry.get("path")
         name = Path(path).name if isinstance(path, str) else str(path)
         cap = entry.get("max_samples")
-        rows.append([number, name, entry.get("weight", 1), "all" if cap is None else cap])
+        rows.append([number, name, entry.get("weight", 1), text(ALL, lang) if cap is None else cap])
     return rows
 
 
@@ -131,12 +148,12 @@ def entry_choices(value: Any) -> list[tuple[str, int]]:
 def dataset_choices(workspace: Path, policy: DemoPolicy, visitor: str | None = None) -> list[tuple[str, str]]:
     """(label, value) of the datasets to pick: the bundled sets, then earlier uploads, newest first. In demo mode
     only the visitor's own uploads, named by their file name (as the demo's form names an upload); elsewhere the
-    workspace's uploads folder, by path."""
+    workspace's uploads folder, by path. The labels' words are translated by the page."""
     choices = [(path, path) for path in bundled_datasets()]
     if policy.enabled:
         folder = visitor_uploads(workspace, policy, visitor)
-        return choices + [(f"your upload: {path.name}", path.name) for path in _uploads(folder)]
-    return choices + [(f"upload: {path.name}", str(path.resolve())) for path in _uploads(datasets_dir(workspace))]
+        return choices + [(f"{YOUR_UPLOAD} {path.name}", path.name) for path in _uploads(folder)]
+    return choices + [(f"{UPLOAD} {path.name}", str(path.resolve())) for path in _uploads(datasets_dir(workspace))]
 
 
 def _uploads(folder: Path | None) -> list[Path]:

@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from studio.i18n.catalog import SOURCE, key, text
+
+NO_MODULES, NO_MODEL, PARAMETERS, MEMORY, DEVICE, UNKNOWN = (
+    key(f"train.estimate.{name}") for name in ("no_modules", "no_model", "parameters", "memory", "device", "unknown")
+)
+
 
 @dataclass
 class RunEstimate:
@@ -18,9 +24,10 @@ class RunEstimate:
     errors: dict[str, str]
 
 
-def target_module_problems(config: Any) -> dict[str, str]:
+def target_module_problems(config: Any, lang: str = SOURCE) -> dict[str, str]:
     """Field errors for LoRA target modules that name no layer of the model, checked on a weightless copy of
-    it (``engine.training.check.meta_model``), naming the layers it has; {} when there is nothing to check.
+    it (``engine.training.check.meta_model``), naming the layers it has; {} when there is nothing to check. A model
+    that cannot be read is said in ``lang``.
 
     Only a list of module names is checked (auto and all-linear are peft's choice), so a Start with the usual
     settings does not pay for importing torch and transformers.
@@ -36,7 +43,7 @@ def target_module_problems(config: Any) -> dict[str, str]:
         model = meta_model(config)
     except Exception as exc:  # no such model, no network for a hub id, an unknown architecture, ...
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        return {"model.name_or_path": f"cannot read the model to check its modules: {first}"}
+        return {"model.name_or_path": text(NO_MODULES, lang, error=first)}
     try:
         check_target_modules(config, model)
     except ConfigError as exc:
@@ -44,8 +51,9 @@ def target_module_problems(config: Any) -> dict[str, str]:
     return {}
 
 
-def estimate_run(config: Any) -> RunEstimate:
-    """Trainable / total parameters (``engine.training.check.check_run``, a weightless model) and the memory estimate.
+def estimate_run(config: Any, lang: str = SOURCE) -> RunEstimate:
+    """Trainable / total parameters (``engine.training.check.check_run``, a weightless model) and the memory estimate,
+    in ``lang`` (the figures as the engine writes them).
 
     Imports torch and transformers on first use, so it runs only when asked.
     """
@@ -56,18 +64,20 @@ def estimate_run(config: Any) -> RunEstimate:
     try:
         report = check_run(config)
     except ConfigError as exc:
-        return RunEstimate(f"❌ {exc}", exc.by_field())
+        from studio.train.dataset import problems_text
+
+        return RunEstimate(f"❌ {problems_text(exc, lang)}", exc.by_field())
     except DataError as exc:
         from studio.train.dataset import error_markdown
 
-        return RunEstimate(error_markdown(str(exc)), {})
+        return RunEstimate(error_markdown(str(exc), lang), {})
     except Exception as exc:  # no such model, no network for a hub id, an unknown architecture, ...
         first = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        return RunEstimate(f"❌ Cannot read the model `{config.model.name_or_path}`: {first}", {})
-    memory = report.memory.summary().replace("predicted peak memory: ", "") if report.memory else "unknown"
+        return RunEstimate(text(NO_MODEL, lang, model=config.model.name_or_path, error=first), {})
+    memory = report.memory.summary().replace("predicted peak memory: ", "") if report.memory else text(UNKNOWN, lang)
     lines = [
-        f"**Parameters** {report.parameters}",
-        f"**Predicted peak memory per device** {memory}",
-        f"**Device** {report.device}, {report.precision} · **optimizer steps** {report.steps:,}",
+        text(PARAMETERS, lang, parameters=report.parameters),
+        text(MEMORY, lang, memory=memory),
+        text(DEVICE, lang, device=report.device, precision=report.precision, steps=f"{report.steps:,}"),
     ]
     return RunEstimate("\n\n".join(lines), {})

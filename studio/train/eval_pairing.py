@@ -25,11 +25,16 @@ from pathlib import Path
 
 from engine.store.paths import find_local_path
 from studio.form.schema import dataset_paths
+from studio.i18n.catalog import SOURCE, key, text
 
 EVAL_WORDS = ("eval", "evaluation", "test", "val", "valid", "validation", "dev")
 # A whole word of a file name: "demo_sft_eval", "eval-set" and "Test" match, "medieval" and "devices" do not.
 _EVAL_WORD = re.compile(r"(?<![a-z0-9])(" + "|".join(EVAL_WORDS) + r")(?![a-z0-9])", re.IGNORECASE)
 LOADED = "loaded"  # the ``source`` of a change that a config load made
+# The notes' words (studio.i18n).
+CLEARED, CLEARED_LIST, KEPT, KEPT_LIST = (
+    key(f"train.pairing.{name}") for name in ("cleared", "cleared_list", "kept", "kept_list")
+)
 
 
 @dataclass(frozen=True)
@@ -78,9 +83,11 @@ def same_files(first: Sequence[str], second: Sequence[str]) -> bool:
     )
 
 
-def follow_training_path(seen: Sequence[str] | None, path: str, eval_path: str, source: str = "") -> EvalFollow:
+def follow_training_path(
+    seen: Sequence[str] | None, path: str, eval_path: str, source: str = "", lang: str = SOURCE
+) -> EvalFollow:
     """The eval path after the form's training data became ``path``: one path, or a YAML list of datasets (see the
-    module's rule).
+    module's rule); the note in ``lang``.
 
     ``seen`` is the (training path, eval path) pair of the previous call, None at first; ``source`` is ``LOADED``
     for a config load, whose eval path is kept as it is.
@@ -100,22 +107,13 @@ def follow_training_path(seen: Sequence[str] | None, path: str, eval_path: str, 
     if partner is not None and any(same_file(str(partner), file) for file in files):
         return EvalFollow(None, "", now)
     if partner is not None:
-        these = "these datasets" if len(files) > 1 else "this dataset"
-        note = (
-            f"ℹ️ The eval file `{_shown(eval_path)}` belonged to `{partner.name}`, not to {these}: cleared. "
-            f"Pick an eval file of {these}, or leave it empty and set data.eval_size to hold out part of the "
-            "training rows (or turn evaluation off)."
-        )
+        cleared = CLEARED_LIST if len(files) > 1 else CLEARED
+        note = text(cleared, lang, eval_file=_shown(eval_path), partner=partner.name)
         return EvalFollow("", note, (path, ""))
     if any(same_file(old, file) for old in old_files for file in files):
         return EvalFollow(None, "", now)  # chosen with a training file that still trains: it still fits
     names = ", ".join(f"`{_shown(Path(old).name)}`" for old in old_files)
-    before = f"training file {names}" if len(old_files) == 1 else f"training files {names}"
-    note = (
-        f"⚠️ The eval file `{_shown(eval_path)}` was chosen with the previous {before}: keep it "
-        "only if it holds rows of this dataset's task and format; otherwise clear it (data.eval_size holds out "
-        "part of the training rows)."
-    )
+    note = text(KEPT if len(old_files) == 1 else KEPT_LIST, lang, eval_file=_shown(eval_path), names=names)
     return EvalFollow(None, note, now)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.paths import find_local_path
+from studio.i18n.catalog import SOURCE, english, key, text
 
 TRUNCATED_SHARE = 0.05  # more rows than this cut short and the panel suggests a longer max_length
 MULTIPLE = 8  # suggestions are multiples of 8: what GPU kernels tile by, and easy numbers to read
@@ -23,6 +24,11 @@ MULTIPLE = 8  # suggestions are multiples of 8: what GPU kernels tile by, and ea
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 # Tokenizers without a known length say int(1e30); nothing real comes near ten million tokens.
 _NO_LENGTH = 10_000_000
+# The advice's words (studio.i18n).
+CUT, LIMIT, CANNOT_GROW, SUGGESTED, WHY_LIMIT, WHY_FIT, WHY_DROPPED = (
+    key(f"train.length.{name}")
+    for name in ("cut", "limit", "cannot_grow", "suggested", "why_limit", "why_fit", "why_dropped")
+)
 
 
 @dataclass(frozen=True)
@@ -36,21 +42,24 @@ class LengthAdvice:
     measured: bool  # whether the suggestion comes from known lengths (False: rows of unknown length decided it)
     limit: tuple[str, int] | None = None  # (what, tokens): the limit that capped the suggestion or left none
 
-    def markdown(self) -> str:
-        """One Markdown paragraph for the dataset summary."""
+    def markdown(self, lang: str = SOURCE) -> str:
+        """One Markdown paragraph for the dataset summary, in ``lang``."""
         # The warning above the advice already gives the counts.
-        share = self.truncated / self.rows
-        text = f"💡 **{share:.0%} of the training rows are cut short at max_length {self.max_length:,}.**"
-        limit = f"{self.limit[0]} is {self.limit[1]:,} tokens" if self.limit else ""
-        if self.suggestion is None:
-            return f"{text} {limit[:1].upper()}{limit[1:]}, so max_length cannot grow: shorten the rows instead."
+        share = f"{self.truncated / self.rows:.0%}"
+        cut = text(CUT, lang, share=share, max_length=f"{self.max_length:,}")
+        limit = ""
         if self.limit:
-            why = f"{limit}: the longest allowed"
+            what = text(self.limit[0], lang) if self.limit[0] in english() else self.limit[0]
+            limit = text(LIMIT, lang, what=what, tokens=f"{self.limit[1]:,}")
+        if self.suggestion is None:
+            return f"{cut} {text(CANNOT_GROW, lang, limit=limit[:1].upper() + limit[1:])}"
+        if self.limit:
+            why = text(WHY_LIMIT, lang, limit=limit)
         elif self.measured:
-            why = f"{1 - TRUNCATED_SHARE:.0%} of the rows fit in it"
+            why = text(WHY_FIT, lang, share=f"{1 - TRUNCATED_SHARE:.0%}")
         else:  # a row whose prompt alone fills max_length is dropped before its full length is counted
-            why = "rows whose prompt fills max_length are dropped uncounted: check again after"
-        return f"{text} Suggested: **max length {self.suggestion:,}** ({why})."
+            why = text(WHY_DROPPED, lang)
+        return f"{cut} {text(SUGGESTED, lang, tokens=f'{self.suggestion:,}', why=why)}"
 
 
 def round_up(tokens: int, multiple: int = MULTIPLE) -> int:
@@ -67,9 +76,9 @@ def suggest_max_length(
     left them no loss token (longer than max_length, by how much unknown). The suggestion is the row length that all
     but ``TRUNCATED_SHARE`` of the rows stay within, rounded up to a multiple of 8; the dropped rows count as the
     longest. When that row is one of them, the suggestion is the longest row counted or twice max_length, whichever
-    is more, so that the next check measures more rows. ``limits`` maps a name ("the model's context") to its
-    tokens (None: unknown); the suggestion never exceeds the smallest, and there is none when it is not above
-    max_length.
+    is more, so that the next check measures more rows. ``limits`` maps a name ("the model's context", or the key
+    of one: studio.train.dataset) to its tokens (None: unknown); the suggestion never exceeds the smallest, and
+    there is none when it is not above max_length.
     """
     rows = len(lengths) + num_dropped
     truncated = num_dropped + sum(length > max_length for length in lengths)
@@ -92,9 +101,9 @@ def model_context(name_or_path: str, revision: str | None = None, tokenizer: Any
     else the tokenizer's ``model_max_length`` when it is a real number; None when neither says."""
     config = _read_config(name_or_path, revision)
     config = config.get("text_config", config) if isinstance(config.get("text_config"), dict) else config
-    for key in _CONTEXT_KEYS:
-        if isinstance(config.get(key), int) and config[key] > 0:
-            return int(config[key])
+    for name in _CONTEXT_KEYS:
+        if isinstance(config.get(name), int) and config[name] > 0:
+            return int(config[name])
     length = getattr(tokenizer, "model_max_length", None)
     return int(length) if isinstance(length, int) and 0 < length < _NO_LENGTH else None
 

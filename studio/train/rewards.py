@@ -3,6 +3,7 @@ check of every reward against the data's first rows before Start. No Gradio here
 
 The ``grpo.rewards`` box stays the one place the rewards are written (the config's YAML, one reward per line);
 the picker only appends a filled-in entry that the user then edits, so nothing holds a second copy of them.
+The picker's labels are keys the page translates; the check's words are said in the page's language.
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from engine.config import ConfigError
 from engine.config.grpo import RewardSpec
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.form.schema import yaml_list_text
+from studio.i18n.catalog import SOURCE, SaidError, key, text
+from studio.i18n.widgets import marked
 from studio.markup import text_block
 from studio.train.actions import checked_config
+from studio.train.dataset import problem_text
 from studio.train.starting import check_method_data
 
 FIELD = "grpo.rewards"
@@ -31,14 +35,16 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "contains": {"kind": "contains", "text": "because", "absent": False, "weight": 0.5},
     "custom": {"kind": "custom", "file": "rewards.py", "function": "my_reward", "weight": 1.0},
 }
-LABELS = {
-    "exact_match": "Exact match with a reference column",
-    "math_match": "Same number / math answer as a reference column",
-    "regex": "Matches a pattern (format)",
-    "length": "Close to a length in tokens",
-    "contains": "Contains (or lacks) a text",
-    "custom": "A function of your own Python file",
-}
+LABELS = {kind: marked(f"train.reward.{kind}") for kind in TEMPLATES}  # the page shows them in its language
+NO_KIND, NOT_YAML, NOT_A_LIST, CANNOT_RUN, DATA_UNUSABLE, LOADED_ONE, LOADED_MANY = (
+    key(f"train.rewards.{name}")
+    for name in ("no_kind", "not_yaml", "not_a_list", "cannot_run", "data_unusable", "loaded_one", "loaded_many")
+)
+
+
+class RewardBoxError(SaidError):
+    """Why a reward cannot be added to the box: its English as the message, its key and values to say it in the
+    page's language (``said``)."""
 
 
 def reward_choices(policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
@@ -46,47 +52,54 @@ def reward_choices(policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
     return [(label, kind) for kind, label in LABELS.items() if not (policy.enabled and kind == "custom")]
 
 
-def add_reward(text: str | None, kind: str) -> str:
+def add_reward(box: str | None, kind: str) -> str:
     """The rewards box's text with a filled-in ``kind`` entry appended, one reward per line; ValueError when the
     box holds something other than a YAML list of rewards (the user's text is never overwritten)."""
     if kind not in TEMPLATES:
-        raise ValueError(f"no reward kind {kind!r}")
+        raise RewardBoxError(NO_KIND, kind=repr(kind))
     try:
-        current = yaml.safe_load(text or "") or []
+        current = yaml.safe_load(box or "") or []
     except yaml.YAMLError:
-        raise ValueError("the rewards box is not valid YAML: fix it first") from None
+        raise RewardBoxError(NOT_YAML) from None
     if isinstance(current, dict):
         current = [current]
     if not isinstance(current, list):
-        raise ValueError("the rewards box should hold a YAML list of rewards: fix it first")
+        raise RewardBoxError(NOT_A_LIST)
     return yaml_list_text([*current, TEMPLATES[kind]])
 
 
 def check_rewards_message(
-    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None
+    values: Mapping[str, Any],
+    workspace: Path,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> str:
     """Markdown for the "Check rewards" button: the form's config checked as Start checks it, then each reward
     loaded and called once on the first prompt rows (the method's check, engine.training.rewards.check_rewards),
-    or what is wrong with which one; in demo mode without server paths."""
-    return policy.shown(_check_text(values, workspace, policy, visitor), workspace)
+    or what is wrong with which one; in ``lang``, and in demo mode without server paths."""
+    return policy.shown(_check_text(values, workspace, policy, visitor, lang), workspace)
 
 
-def _check_text(values: Mapping[str, Any], workspace: Path, policy: DemoPolicy, visitor: str | None) -> str:
+def _check_text(
+    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy, visitor: str | None, lang: str = SOURCE
+) -> str:
     from engine.data import DataError
 
     try:
-        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor), visitor)
+        uploads = visitor_uploads(workspace, policy, visitor)
+        config = checked_config(values, workspace, policy, uploads, visitor, lang)
         if config.method != "grpo":
             return ""
         check_method_data(config)
     except ConfigError as exc:
-        return _refusal("\n".join(map(str, exc.problems)))
+        return _refusal("\n".join(problem_text(problem, lang) for problem in exc.problems), lang)
     except DataError as exc:
-        return _refusal(f"the dataset cannot be used: {exc}")
+        return _refusal(text(DATA_UNUSABLE, lang, error=exc), lang)
     rewards: list[RewardSpec] = config.grpo.rewards  # the config refuses an empty list
     names = ", ".join(f"{spec.label} × {spec.weight:g}" for spec in rewards)
-    return f"✅ {len(rewards)} reward{'s' if len(rewards) != 1 else ''} load and score the first rows: {names}"
+    return text(LOADED_ONE if len(rewards) == 1 else LOADED_MANY, lang, count=len(rewards), names=names)
 
 
-def _refusal(message: str) -> str:
-    return f"❌ **The rewards cannot run**\n\n{text_block(message)}"
+def _refusal(message: str, lang: str = SOURCE) -> str:
+    return f"{text(CANNOT_RUN, lang)}\n\n{text_block(message)}"

@@ -17,6 +17,7 @@ from engine.config import ConfigError, RunConfig
 from engine.runs import queue as run_queue
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.demo.queue import enqueue_run
+from studio.i18n.catalog import SOURCE, key, text
 from studio.scheduler import queue_message
 from studio.train.actions import checked_config, remember_model, shown_fields
 from studio.train.dataset import cached_tokenizer, get_tokenizer
@@ -25,6 +26,9 @@ from studio.train.estimate import target_module_problems
 # One Start at a time in this process (and, through engine.runs.start_lock, across studios on one workspace):
 # of two Starts at once, one run starts and the other waits for its devices.
 _start_lock = threading.Lock()
+FIX_FIELDS, DATASET_UNUSABLE, CREATE_FAILED = (
+    key(f"start.{name}") for name in ("fix_fields", "dataset_unusable", "create_failed")
+)
 
 
 @dataclass
@@ -43,15 +47,16 @@ def start_run(
     launcher: Callable[[Path], Any] | None = None,
     policy: DemoPolicy = NORMAL,
     visitor: str | None = None,
+    lang: str = SOURCE,
 ) -> StartResult:
     """Validate the form and its dataset, then create one run and start it, or queue it while its devices are busy
-    (it starts by itself when they free up); nothing is created on any problem.
+    (it starts by itself when they free up); nothing is created on any problem. The message is in ``lang``.
 
     ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
     In demo mode the visitor rules apply too (studio.demo.queue), and the messages name files as the visitor knows
     them (errors of the dataset or the disk quote server paths).
     """
-    result = _start_run(values, workspace, launcher, policy, visitor)
+    result = _start_run(values, workspace, launcher, policy, visitor, lang)
     return shown_fields(result, policy, workspace, "message", "errors", "data_error")
 
 
@@ -61,42 +66,44 @@ def _start_run(
     launcher: Callable[[Path], Any] | None,
     policy: DemoPolicy,
     visitor: str | None,
+    lang: str = SOURCE,
 ) -> StartResult:
     from engine.data import DataError
     from engine.training.methods import inspect_run_data
     from engine.training.trackers import tracker_problems
 
     try:
-        config = checked_config(values, workspace, policy, visitor_uploads(workspace, policy, visitor), visitor)
+        uploads = visitor_uploads(workspace, policy, visitor)
+        config = checked_config(values, workspace, policy, uploads, visitor, lang)
     except ConfigError as exc:
-        return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+        return StartResult(text(FIX_FIELDS, lang), errors=exc.by_field())
     # A misspelt module, or a tracker this machine lacks, would end the run seconds after Start.
-    field_errors = {**target_module_problems(config), **ConfigError(tracker_problems(config)).by_field()}
+    field_errors = {**target_module_problems(config, lang), **ConfigError(tracker_problems(config)).by_field()}
     if field_errors:
-        return StartResult("❌ Not started: fix the fields marked in the form.", errors=field_errors)
+        return StartResult(text(FIX_FIELDS, lang), errors=field_errors)
     try:
         # Rows are checked always (fast); tokens too when the dataset panel already loaded the tokenizer.
         inspect_run_data(config, cached_tokenizer(config))
         check_method_data(config)
     except ConfigError as exc:  # data that the chosen method does not train on: said next to the method field
-        return StartResult("❌ Not started: fix the fields marked in the form.", errors=exc.by_field())
+        return StartResult(text(FIX_FIELDS, lang), errors=exc.by_field())
     except DataError as exc:
-        return StartResult("❌ Not started: the dataset cannot be used (see the dataset panel).", data_error=str(exc))
+        return StartResult(text(DATASET_UNUSABLE, lang), data_error=str(exc))
     queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
     if policy.enabled:
-        run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher)
+        run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher, lang)
         return StartResult(message, run_dir=run_dir)
     with _start_lock:
         try:
             with runs.start_lock(Path(workspace)):  # created whole before a scheduler can see it queued
                 run_dir = runs.create_run(config, workspace=Path(workspace))
         except (runs.RunError, OSError) as exc:
-            return StartResult(f"❌ Could not create the run: {exc}")
+            return StartResult(text(CREATE_FAILED, lang, error=exc))
         run_queue.start_next_queued(workspace, queue_launcher)
     # The run exists: a recent-models list that cannot be written is no reason to report a failure.
     with contextlib.suppress(OSError):
         remember_model(workspace, config.model.name_or_path)
-    return StartResult(queue_message(run_dir), run_dir=run_dir)
+    return StartResult(queue_message(run_dir, lang), run_dir=run_dir)
 
 
 def check_method_data(config: RunConfig) -> None:

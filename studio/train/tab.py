@@ -14,18 +14,22 @@ import dataclasses
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
 from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
-from studio.form.schema import FieldSpec
+from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.widgets import ConfigForm, make_widget
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.widgets import marked, request_language, t
 from studio.train import actions, eval_pairing, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
 
-START_LABEL = "Start training"
+START_LABEL, STARTING = "train.start", "train.starting"  # keys of the Start button's two labels
+FIX_FIRST, USE_MAX_LENGTH = key("train.estimate.fix_first"), key("train.use_max_length")
 # The tab's events are UI plumbing with ~70 positional inputs, not an API worth publishing.
 PRIVATE: dict[str, Any] = {"api_visibility": "private"}
 # Raw widget values: Gradio's Number preprocessing would turn an out-of-range value into an error toast.
@@ -42,8 +46,8 @@ def _model_picker(ctx: StudioContext) -> Any:
             value=value,
             allow_custom_value=not demo,
             interactive=not demo,
-            label="Base model",
-            info=ctx.policy.help_for(spec) if demo else spec.help + " Pick a recent one or type a path / hub id.",
+            label=t("train.base_model"),
+            info=ctx.policy.help_for(spec) if demo else t("train.base_model.help"),
             elem_id="cfg-model-name_or_path",
         )
 
@@ -62,8 +66,8 @@ def _init_from_picker(ctx: StudioContext) -> Any:
             choices=actions.init_from_choices(ctx.workspace, ctx.policy),
             value=value,
             allow_custom_value=not demo,  # a visitor names no path on the server
-            label="Start from run",
-            info=ctx.policy.help_for(spec),
+            label=t("train.init_from"),
+            info=ctx.policy.help_for(spec) if demo else t("field.model.init_from.help"),
             elem_id="cfg-model-init_from",
         )
 
@@ -90,18 +94,21 @@ def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
     policy = ctx.policy
     if not policy.enabled:
         return {}
-    labels = {"data.path": "Dataset (a bundled set or your upload)", "data.eval_path": "Eval file (a bundled set)"}
+    labels = {"data.path": t("train.demo_dataset"), "data.eval_path": t("train.demo_eval_file")}
 
     def factory(spec: FieldSpec, value: Any) -> Any:
-        shown = dataclasses.replace(spec, help=policy.help_for(spec), label=labels.get(spec.path, spec.label))
-        return make_widget(shown, value, interactive=spec.path not in (*LOCKED, *PATH_FIELDS))
+        words = {"label": labels[spec.path]} if spec.path in labels else {}
+        if policy.has_own_help(spec):  # in English here: said again in the page's language as it loads
+            words["info"] = policy.help_for(spec)
+        interactive = spec.path not in (*LOCKED, *PATH_FIELDS)
+        return make_widget(spec, value, interactive=interactive, **words)
 
     return dict.fromkeys([*LOCKED, *PATH_FIELDS, *policy.caps()], factory)
 
 
 def _relabel(label: str) -> Any:
-    """The default widget under another label."""
-    return lambda spec, value: make_widget(dataclasses.replace(spec, label=label), value)
+    """The default widget under another label (a key)."""
+    return lambda spec, value: make_widget(spec, value, label=t(label))
 
 
 @dataclasses.dataclass
@@ -161,33 +168,35 @@ class DatasetList:
     note: Any
 
 
-def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPanel:
-    """Render the data section (from the schema) beside the check results; returns the panel's components."""
-    with gr.Accordion(title, open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
+def build_dataset_panel(form: ConfigForm, title: str = "train.dataset") -> DatasetPanel:
+    """Render the data section (from the schema) beside the check results; returns the panel's components.
+    ``title`` is the key of its heading."""
+    with gr.Accordion(t(title), open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             with gr.Row(equal_height=False):
                 bundled = gr.Dropdown(
                     choices=dp.bundled_datasets(),
                     value=None,
-                    label="Bundled sets",
-                    info="Demo data shipped with the studio, and the files uploaded before (listed after them).",
+                    label=t("train.bundled"),
+                    info=t("train.bundled.help"),
+                    elem_id="train-bundled",
                     scale=2,
                 )
                 upload = gr.UploadButton(
-                    "Upload a file…", file_types=list(dp.UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
+                    t("train.upload"), file_types=list(dp.UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
                 )
             form.render_fields(["data.path"], columns=1)
             datasets = _build_dataset_list(form.components["data.path"].value)
             form.render_fields(["data.format"], columns=1)
             form.render_children(form.section("data"), columns=2)
         with gr.Column(scale=1, min_width=320):
-            check_button = gr.Button("Check dataset", size="sm")
+            check_button = gr.Button(t("train.check_dataset"), size="sm", elem_id="train-check-dataset")
             notice = gr.Markdown(elem_classes=["ts-data-notice"])
             error = gr.Markdown(visible=True, elem_classes=["ts-data-error"])
-            summary = gr.Markdown(
-                "Pick a dataset, then press **Check dataset** to see its rows as the model sees them."
+            summary = gr.Markdown(t("train.check_dataset.hint"))
+            use_max_length = gr.Button(
+                t("train.use_max_length"), size="sm", visible=False, elem_id="train-use-max-length"
             )
-            use_max_length = gr.Button("Use max length", size="sm", visible=False, elem_id="train-use-max-length")
             examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
     seen = gr.State((form.components["data.path"].value, form.components["data.eval_path"].value))
     parts = {"use_max_length": use_max_length, "suggestion": gr.State(None), "notice": notice, "seen": seen}
@@ -198,24 +207,26 @@ def build_dataset_panel(form: ConfigForm, title: str = "Dataset") -> DatasetPane
 def _build_dataset_list(path: Any) -> DatasetList:
     """ "+ Add another dataset", and while data.path holds a list: its table, and each dataset's weight and cap."""
     rows = dl.table_rows(path)
-    add = gr.Button("+ Add another dataset", size="sm", elem_id="train-add-dataset")
+    add = gr.Button(t("train.add_dataset"), size="sm", elem_id="train-add-dataset")
     note = gr.Markdown(elem_id="train-dataset-list-note")
     with gr.Group(visible=bool(rows), elem_id="train-dataset-list") as box:
         table = gr.Dataframe(value=rows, headers=dl.TABLE_HEADERS, interactive=False, show_label=False)
         with gr.Row(equal_height=False):
-            entry = gr.Dropdown(choices=dl.entry_choices(path), value=None, label="Dataset to change", scale=2)
-            weight = make_widget(dl.entry_spec("weight"), 1.0, elem_id="train-dataset-weight")
-            cap = make_widget(dl.entry_spec("max_samples"), "", elem_id="train-dataset-max-samples")
+            entry = gr.Dropdown(choices=dl.entry_choices(path), value=None, label=t("train.entry"), scale=2)
+            entry_field = {"root": "dataset_field"}  # the words of a listed dataset's fields (DatasetEntry)
+            weight = make_widget(dl.entry_spec("weight"), 1.0, elem_id="train-dataset-weight", **entry_field)
+            cap = make_widget(dl.entry_spec("max_samples"), "", elem_id="train-dataset-max-samples", **entry_field)
         with gr.Row():
-            apply = gr.Button("Set weight and max samples", size="sm")
-            remove = gr.Button("Remove from the list", size="sm", variant="stop")
+            apply = gr.Button(t("train.entry.apply"), size="sm", elem_id="train-dataset-apply")
+            remove = gr.Button(t("train.entry.remove"), size="sm", variant="stop", elem_id="train-dataset-remove")
     return DatasetList(add, box, table, entry, weight, cap, apply, remove, note)
 
 
 def check_outputs(result: dp.DatasetCheck) -> list[Any]:
     """Outputs for ``DatasetPanel.outputs``."""
     tokens = result.max_length
-    button = gr.update(visible=bool(tokens), value=f"Use max length {tokens:,}" if tokens else "Use max length")
+    label = marked(USE_MAX_LENGTH)
+    button = gr.update(visible=bool(tokens), value=f"{label} {tokens:,}" if tokens else label)
     return [result.summary, result.examples, result.error, button, tokens]
 
 
@@ -224,7 +235,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     overrides = {
         **_demo_overrides(ctx),
         "model.name_or_path": _model_picker(ctx),
-        **({} if ctx.policy.enabled else {"data.path": _relabel("Dataset file or hub id")}),
+        **({} if ctx.policy.enabled else {"data.path": _relabel("train.dataset_path")}),
         "model.init_from": _init_from_picker(ctx),
     }
     first = actions.starting_values()
@@ -236,7 +247,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
             panel = build_dataset_panel(form)
-            form.render_section("train", columns=3, title="Training")
+            form.render_section("train", columns=3, title="train.training")
             form.render_section("launch", columns=3)
             form.render_rest(columns=3, skip=["name"])
         with gr.Column(scale=2, min_width=360):
@@ -247,7 +258,27 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
     _wire_reward_picker(ctx, form, picker)
+    _wire_demo_help(ctx, form)
     return form
+
+
+def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:
+    """In demo mode, the fields whose help has a note of the demo's (its limits, with the demo's numbers, which the
+    page's own translation cannot fill in) are built with it in English: said again in the page's language as the
+    page loads."""
+    policy = ctx.policy
+    if not policy.enabled:
+        return
+    specs = [spec for spec in leaf_specs() if spec.path in form.components and policy.has_own_help(spec)]
+    widgets = [form.components[spec.path] for spec in specs]
+
+    def said(request: gr.Request) -> list[Any]:
+        lang = request_language(request)
+        if lang == SOURCE:
+            return [gr.skip()] * len(widgets)
+        return [gr.update(info=policy.help_for(spec, lang)) for spec in specs]
+
+    gr.on(None, said, None, widgets, show_progress="hidden", concurrency_limit=None, **PRIVATE)
 
 
 def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> RewardPicker:
@@ -255,7 +286,7 @@ def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) 
     (a section per method that has knobs: ``dpo:`` for dpo, ...). GRPO's rewards get their picker and check."""
     from engine.training.methods import METHODS
 
-    with gr.Accordion("Method", open=True, elem_classes=["ts-section"]):
+    with gr.Accordion(t("train.method"), open=True, elem_classes=["ts-section"]):
         form.render_fields(["method"])
         boxes: dict[str, Any] = {}
         for name in METHODS:
@@ -277,39 +308,39 @@ def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any])
     first = actions.preview(values, ctx.workspace)
     with gr.Group():
         form.render_fields(["name"])
-        start = gr.Button(START_LABEL, variant="primary", size="lg", elem_id="train-start")
+        start = gr.Button(t(START_LABEL), variant="primary", size="lg", elem_id="train-start")
     start_message = gr.Markdown(elem_id="train-start-message")
     problems = gr.Markdown(elem_classes=["ts-problems"])
-    with gr.Accordion("Size and memory", open=True):
-        estimate_button = gr.Button("Estimate parameters and memory", size="sm")
-        estimate = gr.Markdown("Counts trainable parameters on a weightless copy of the model.")
+    with gr.Accordion(t("train.size"), open=True):
+        estimate_button = gr.Button(t("train.estimate"), size="sm")
+        estimate = gr.Markdown(t("train.estimate.hint"))
     with gr.Tabs():
         with gr.Tab("YAML"):
             yaml_code = gr.Code(
                 first.yaml, language="yaml", lines=14, max_lines=30, interactive=False, show_label=False
             )
-        with gr.Tab("Command line"):
+        with gr.Tab(t("train.command_line")):
             command = gr.Code(
                 first.command, language="shell", lines=2, interactive=False, wrap_lines=True, show_label=False
             )
-    with gr.Accordion("Config files", open=True):
+    with gr.Accordion(t("train.config_files"), open=True):
         with gr.Row(equal_height=False):
             config_choice = gr.Dropdown(
                 choices=actions.config_files(ctx.workspace, ctx.policy),
                 value=None,
-                label="Load a preset or saved config",
+                label=t("train.config_choice"),
                 scale=3,
                 elem_id="train-config-choice",
             )
-            config_upload = gr.UploadButton("Upload YAML…", file_types=[".yaml", ".yml"], size="sm", scale=1)
+            config_upload = gr.UploadButton(t("train.upload_yaml"), file_types=[".yaml", ".yml"], size="sm", scale=1)
         save_name = gr.Textbox(
-            label="Save the form as",
-            placeholder="name (saved in the workspace's configs/)",
-            submit_btn="Save",
+            label=t("train.save_as"),
+            placeholder=t("train.save_as.placeholder"),
+            submit_btn=t("train.save"),
             max_lines=1,
             visible=not ctx.policy.enabled,  # visitors share the server: nothing of theirs is saved there
         )
-        download = gr.File(label="Download", interactive=False, visible=False, height=60)
+        download = gr.File(label=t("train.download"), interactive=False, visible=False, height=60)
         config_message = gr.Markdown()
     return Sidebar(
         start=start,
@@ -334,21 +365,26 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     says what made the event), so both checks see the eval path that stays.
     """
 
-    def check(visitor: str | None, values: dict[str, Any], with_tokens: bool) -> list[Any]:
-        return check_outputs(actions.check_data(values, ctx.workspace, ctx.policy, visitor, with_tokens))
+    def check(visitor: str | None, values: dict[str, Any], with_tokens: bool, lang: str) -> list[Any]:
+        return check_outputs(actions.check_data(values, ctx.workspace, ctx.policy, visitor, with_tokens, lang))
 
-    def check_rows(seen: Any, visitor: str | None, *args: Any) -> list[Any]:
+    def check_rows(request: gr.Request, seen: Any, visitor: str | None, *args: Any) -> list[Any]:
+        lang = request_language(request)
         values = form.values(args)
-        follow = eval_pairing.follow_training_path(seen, values["data.path"], values["data.eval_path"], source)
+        paths = values["data.path"], values["data.eval_path"]
+        follow = eval_pairing.follow_training_path(seen, *paths, source, lang)
         values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
         shown = [gr.skip() if follow.eval_path is None else follow.eval_path, follow.seen, _or_skip(follow.note)]
-        return check(visitor, values, False) + shown
+        return check(visitor, values, False, lang) + shown
+
+    def check_tokens(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
+        return check(visitor, form.values(args), True, request_language(request))
 
     inputs = [ctx.visitor, *form.inputs]
     lane = {**RAW, **lanes.DATASET_CHECK}
     follow_outputs = [form.components["data.eval_path"], panel.seen, panel.notice]
     quick = event.then(check_rows, [panel.seen, *inputs], panel.outputs + follow_outputs, **lane)
-    quick.then(lambda visitor, *args: check(visitor, form.values(args), True), inputs, panel.outputs, **lane)
+    quick.then(check_tokens, inputs, panel.outputs, **lane)
 
 
 def _or_skip(value: Any) -> Any:
@@ -369,10 +405,14 @@ class RewardPicker:
 def _render_reward_picker(ctx: StudioContext) -> RewardPicker:
     with gr.Row(equal_height=True):
         kind = gr.Dropdown(
-            rw.reward_choices(ctx.policy), value="exact_match", label="Reward to add", scale=3, elem_id="reward-kind"
+            rw.reward_choices(ctx.policy),
+            value="exact_match",
+            label=t("train.reward_kind"),
+            scale=3,
+            elem_id="reward-kind",
         )
-        add = gr.Button("Add reward", size="sm", scale=1, elem_id="reward-add")
-        check = gr.Button("Check rewards", size="sm", scale=1, elem_id="reward-check")
+        add = gr.Button(t("train.reward_add"), size="sm", scale=1, elem_id="reward-add")
+        check = gr.Button(t("train.reward_check"), size="sm", scale=1, elem_id="reward-check")
     return RewardPicker(kind, add, check, gr.Markdown(elem_id="reward-check-result"))
 
 
@@ -381,15 +421,16 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
     (custom files load and run once) without starting anything."""
     box = form.components[rw.FIELD]
 
-    def on_add(text: str, picked: str) -> Any:
+    def on_add(box: str, picked: str, request: gr.Request) -> Any:
         try:
-            return rw.add_reward(text, picked)
-        except ValueError as exc:
-            gr.Warning(str(exc))
+            return rw.add_reward(box, picked)
+        except rw.RewardBoxError as exc:
+            gr.Warning(exc.said(request_language(request)))
             return gr.skip()
 
-    def on_check(visitor: str | None, *args: Any) -> str:
-        return rw.check_rewards_message(form.values(args), ctx.workspace, ctx.policy, visitor)
+    def on_check(request: gr.Request, visitor: str | None, *args: Any) -> str:
+        lang = request_language(request)
+        return rw.check_rewards_message(form.values(args), ctx.workspace, ctx.policy, visitor, lang)
 
     picker.add.click(on_add, [box, picker.kind], box, **RAW)
     picker.check.click(on_check, [ctx.visitor, *form.inputs], picker.result, **RAW, **lanes.REWARD_CHECK)
@@ -399,13 +440,14 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     """Live preview and per-field errors on every change; the dataset check; the estimate."""
     inputs = [ctx.visitor, *form.inputs]
 
-    def checked(visitor: str | None, args: tuple[Any, ...]) -> actions.Preview:
+    def checked(visitor: str | None, args: tuple[Any, ...], lang: str) -> actions.Preview:
         uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
-        return actions.preview(form.values(args), ctx.workspace, ctx.policy, uploads, visitor)
+        return actions.preview(form.values(args), ctx.workspace, ctx.policy, uploads, visitor, lang)
 
-    def on_change(visitor: str | None, *args: Any) -> list[Any]:
-        result = checked(visitor, args)
-        slots, unplaced = form.error_updates(result.errors)
+    def on_change(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
+        lang = request_language(request)
+        result = checked(visitor, args, lang)
+        slots, unplaced = form.error_updates(result.errors, lang)
         return [result.yaml, result.command, _problems(unplaced), *slots]
 
     gr.on(
@@ -430,14 +472,15 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     use = panel.use_max_length.click(on_use_max_length, panel.suggestion, form.components["train.max_length"], **RAW)
     _then_check(use, ctx, form, panel)
 
-    def on_estimate(visitor: str | None, *args: Any) -> list[Any]:
+    def on_estimate(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
         from studio.train.estimate import estimate_run
 
-        result = checked(visitor, args)
-        outcome = estimate_run(result.config) if result.config is not None else None
+        lang = request_language(request)
+        result = checked(visitor, args, lang)
+        outcome = estimate_run(result.config, lang) if result.config is not None else None
         errors = outcome.errors if outcome else result.errors
-        slots, unplaced = form.error_updates(ctx.policy.shown(errors, ctx.workspace))  # a dataset error names a file
-        message = outcome.markdown if outcome else "❌ Fix the fields marked in the form first."
+        slots, unplaced = form.error_updates(ctx.policy.shown(errors, ctx.workspace), lang)  # errors may name files
+        message = outcome.markdown if outcome else text(FIX_FIRST, lang)
         return [ctx.policy.shown(message, ctx.workspace), _problems(unplaced), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
@@ -448,10 +491,10 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     """Dataset upload / bundled pick, and config load / save."""
     visitor_input = ctx.visitor
 
-    def on_upload(path: str | None, visitor: str | None, current: Any) -> list[Any]:
+    def on_upload(path: str | None, visitor: str | None, current: Any, request: gr.Request) -> list[Any]:
         if not path:
             return [gr.skip(), "", gr.skip()]
-        copied, error = actions.upload_dataset(path, ctx.workspace, ctx.policy, visitor)
+        copied, error = actions.upload_dataset(path, ctx.workspace, ctx.policy, visitor, request_language(request))
         # The upload is listed for reuse; while data.path holds a list of datasets it joins the list.
         choices = gr.update(choices=dl.dataset_choices(ctx.workspace, ctx.policy, visitor))
         return [gr.skip() if copied is None else dl.add_dataset(current, copied), error, choices]
@@ -475,9 +518,10 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         **PRIVATE,
     )
 
-    def on_load(path: str | None, visitor: str | None) -> list[Any]:
+    def on_load(path: str | None, visitor: str | None, request: gr.Request) -> list[Any]:
         uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
-        values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads)
+        lang = request_language(request)
+        values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads, lang)
         return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
 
     load_outputs = [side.config_message, *form.inputs]
@@ -488,8 +532,9 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         loaded = trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE)
         _then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
-    def on_save(name: str, *args: Any) -> list[Any]:
-        _, download, message = actions.save_config_as(form.values(args), name or "", ctx.workspace, ctx.policy)
+    def on_save(request: gr.Request, name: str, *args: Any) -> list[Any]:
+        values, lang = form.values(args), request_language(request)
+        _, download, message = actions.save_config_as(values, name or "", ctx.workspace, ctx.policy, lang)
         shown = gr.update(value=str(download), visible=True) if download else gr.update(visible=False)
         return [message, shown, gr.update(choices=actions.config_files(ctx.workspace, ctx.policy))]
 
@@ -512,22 +557,33 @@ def _wire_dataset_list(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel
     """The list of datasets: its table follows the data.path box; add, set and remove rewrite the box, then check."""
     controls = panel.datasets
 
-    def show(path: Any) -> list[Any]:
-        rows = dl.table_rows(path)
-        return [rows, gr.update(choices=dl.entry_choices(path), value=None), gr.update(visible=bool(rows))]
+    def show(path: Any, request: gr.Request) -> list[Any]:
+        lang = request_language(request)
+        rows = dl.table_rows(path, lang)
+        table = pd.DataFrame(rows, columns=dl.table_headers(lang))  # its header in the page's language too
+        return [table, gr.update(choices=dl.entry_choices(path), value=None), gr.update(visible=bool(rows))]
+
+    def start_list(path: Any, request: gr.Request) -> tuple[Any, str]:
+        return dl.start_list(path, request_language(request))
+
+    def set_dataset(path: Any, index: Any, weight: Any, cap: Any, request: gr.Request) -> tuple[Any, str]:
+        return dl.set_dataset(path, index, weight, cap, request_language(request))
+
+    def remove_dataset(path: Any, index: Any, request: gr.Request) -> tuple[Any, str]:
+        return dl.remove_dataset(path, index, request_language(request))
 
     quiet = {"show_progress": "hidden", **PRIVATE}
     panel.path.change(show, panel.path, [controls.table, controls.entry, controls.box], **quiet)
     controls.entry.input(dl.entry_settings, [panel.path, controls.entry], [controls.weight, controls.cap], **quiet)
     edits = [
-        controls.add.click(dl.start_list, panel.path, [panel.path, controls.note], **RAW),
+        controls.add.click(start_list, panel.path, [panel.path, controls.note], **RAW),
         controls.apply.click(
-            dl.set_dataset,
+            set_dataset,
             [panel.path, controls.entry, controls.weight, controls.cap],
             [panel.path, controls.note],
             **RAW,
         ),
-        controls.remove.click(dl.remove_dataset, [panel.path, controls.entry], [panel.path, controls.note], **RAW),
+        controls.remove.click(remove_dataset, [panel.path, controls.entry], [panel.path, controls.note], **RAW),
     ]
     for edit in edits:
         _then_check(edit, ctx, form, panel)
@@ -538,9 +594,10 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     show the Monitor."""
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
 
-    def on_start(visitor: str | None, *args: Any) -> list[Any]:
-        result = starting.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor)
-        slots, unplaced = form.error_updates(result.errors)
+    def on_start(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
+        lang = request_language(request)
+        result = starting.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor, lang=lang)
+        slots, unplaced = form.error_updates(result.errors, lang)
         data_error = dp.error_markdown(result.data_error) if result.data_error else gr.skip()
         linked: list[Any] = [gr.skip()] * len(links)
         picker: Any = gr.skip()
@@ -553,11 +610,10 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     model = form.components["model.name_or_path"]
     outputs = [side.start_message, side.problems, panel.error, model, *form.slots, *links]
     quiet = {"show_progress": "hidden", **PRIVATE}
-    disable = side.start.click(
-        lambda: gr.update(interactive=False, value="Starting…"), None, side.start, queue=False, **quiet
-    )
+    busy, idle = marked(STARTING), marked(START_LABEL)  # the page translates them
+    disable = side.start.click(lambda: gr.update(interactive=False, value=busy), None, side.start, queue=False, **quiet)
     started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, **RAW, **lanes.START)
-    started.then(lambda: gr.update(interactive=True, value=START_LABEL), None, side.start, **quiet)
+    started.then(lambda: gr.update(interactive=True, value=idle), None, side.start, **quiet)
 
 
 def _problems(lines: list[str]) -> str:

@@ -3,17 +3,26 @@ config files load, and how demo mode is switched on."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pytest
 import yaml
+from gradio.state_holder import SessionState
+from starlette.requests import Request
 
 import launch
 from engine.config import parse_config
+from studio.context import StudioContext
+from studio.demo import policy as demo_policy
+from studio.demo import queue as demo_queue
 from studio.demo.policy import NORMAL, owner_tag, owns, place_text, visitor_uploads
 from studio.form.schema import default_values, leaf_specs
+from studio.i18n.catalog import text
 from studio.train import actions, starting
+from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
 CAP = DEMO.max_steps
@@ -133,7 +142,7 @@ def test_configs_load_only_from_presets_or_uploads_and_come_back_restricted(tmp_
     saved = tmp_path / "configs" / "mine.yaml"
     saved.parent.mkdir()
     saved.write_text("model:\n  name_or_path: org/big\n")
-    presets = sorted(f"preset: {path.stem}" for path in actions.PRESETS_DIR.glob("*.yaml"))
+    presets = sorted(f"{actions.PRESET_LABEL} {path.stem}" for path in actions.PRESETS_DIR.glob("*.yaml"))
     assert presets and sorted(label for label, _ in actions.config_files(tmp_path, DEMO)) == presets  # none saved
     values, message = actions.load_config_values(saved, tmp_path, DEMO)
     assert values is None and "outside the folders the studio may read" in message
@@ -166,6 +175,36 @@ def test_help_text_names_the_limit() -> None:
     assert DEMO.help_for(specs["train.max_length"]).endswith("At most 1024 in this demo.")
     assert DEMO.help_for(specs["quantization.mode"]).endswith("Fixed in this demo.")
     assert NORMAL.help_for(specs["train.max_steps"]) == specs["train.max_steps"].help
+
+
+def test_the_demos_words_are_said_in_the_visitors_language(tmp_path: Path) -> None:
+    """A page in Korean gets the demo's field notes (with the demo's numbers) as it loads, and a Start refused for
+    want of a visitor id in Korean; the notes and refusals as plain functions too. English stays English."""
+    with gr.Blocks() as blocks:
+        ctx = StudioContext(tmp_path, gr.State(None), gr.Tabs(), policy=DEMO, visitor=gr.State(None))
+        form = build_train_tab(ctx)
+
+    def run(name: str, args: list[Any], lang: str | None) -> list[Any]:
+        fn = next(fn for fn in blocks.fns.values() if fn.name == name)
+        headers = [(b"cookie", f"ts_lang={lang}".encode())] if lang else []
+        request = Request({"type": "http", "method": "POST", "path": "/", "headers": headers, "query_string": b""})
+        return asyncio.run(blocks.process_api(fn, args, state=SessionState(blocks), request=request))["data"]
+
+    notes_fn = next(fn for fn in blocks.fns.values() if fn.name == "said")
+    notes = dict(zip([block._id for block in notes_fn.outputs], run("said", [], "ko"), strict=True))
+    steps = notes[form.components["train.max_steps"]._id]["info"]
+    assert steps == text(demo_policy.HELP_STEPS, "ko", cap=CAP) != text(demo_policy.HELP_STEPS, "en", cap=CAP)
+    fixed = notes[form.components["quantization.mode"]._id]["info"]
+    assert fixed.startswith(text("field.quantization.mode.help", "ko")) and fixed.endswith(
+        text(demo_policy.HELP_FIXED, "ko")
+    )
+    assert not any("info" in note for note in run("said", [], "en"))  # an English page keeps the notes as built
+    start = run("on_start", [None, *(demo_values()[path] for path in form.paths)], "ko")[0]
+    assert start == text(demo_queue.NO_VISITOR_KEY, "ko") != demo_queue.NO_VISITOR
+    assert run("on_start", [None, *(demo_values()[path] for path in form.paths)], None)[0] == demo_queue.NO_VISITOR
+    refused = {p.field: p.message for p in DEMO.problems(parse_config({"train": {"max_steps": 0}}), lang="ja")}
+    epochs = text(demo_policy.STEPS_EPOCHS, "ja")
+    assert refused["train.max_steps"] == text(demo_policy.STEPS_CAP, "ja", cap=CAP, detail=epochs)
 
 
 def test_visitors_and_owners() -> None:

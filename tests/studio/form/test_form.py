@@ -8,6 +8,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 import annotated_types as at
 import gradio as gr
 import pytest
+from gradio.i18n import I18nData
 from pydantic import BaseModel, Field
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
@@ -22,6 +23,7 @@ from studio.form.schema import (
     values_to_config,
 )
 from studio.form.widgets import ConfigForm, place_errors
+from studio.i18n import catalog
 
 
 def schema_leaves(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
@@ -55,7 +57,7 @@ def form() -> ConfigForm:
 def has_advanced_ancestor(component: Any) -> bool:
     parent = component.parent
     while parent is not None:
-        if isinstance(parent, gr.Accordion) and parent.label == "Advanced":
+        if isinstance(parent, gr.Accordion) and getattr(parent.label, "key", None) == "form.advanced":
             return True
         parent = parent.parent
     return False
@@ -99,13 +101,21 @@ def test_widget_types_bounds_and_choices_follow_the_schema(form: ConfigForm) -> 
             assert isinstance(component, gr.Textbox), path
 
 
+def english_of(words: Any) -> str:
+    """A component's text as an English page shows it: the catalog's English of its key (studio.i18n)."""
+    return catalog.english()[words.key] if isinstance(words, I18nData) else words
+
+
 def test_labels_and_help_come_from_the_field(form: ConfigForm) -> None:
+    """Each label and help is the field's key, which the page shows in its language; the English is the schema's."""
     for path, info in schema_leaves(RunConfig).items():
         component = form.components[path]
-        assert component.label == humanise(path.rsplit(".", 1)[-1]), path
-        assert component.info == info.description and info.description, path
-    assert form.components["train.learning_rate"].label == "Learning rate"
-    assert form.components["train.lr_scheduler"].label == "LR scheduler"
+        assert component.label.key == f"field.{path}.label", path
+        assert component.info.key == f"field.{path}.help", path
+        assert english_of(component.label) == humanise(path.rsplit(".", 1)[-1]), path
+        assert english_of(component.info) == info.description and info.description, path
+    assert english_of(form.components["train.learning_rate"].label) == "Learning rate"
+    assert english_of(form.components["train.lr_scheduler"].label) == "LR scheduler"
 
 
 def test_advanced_fields_sit_in_the_collapsed_advanced_group(form: ConfigForm) -> None:

@@ -203,7 +203,7 @@ def test_a_dead_running_run_reads_failed(tmp_path):
 
 
 def test_no_run_and_switching_runs(tmp_path):
-    session = MonitorSession()
+    session = MonitorSession(resend_seconds=3600)
     empty = session.update(None)
     assert "No run selected" in empty.header and empty.controls == Controls(False, False, False)
     assert session.update(None).changed() == []
@@ -215,12 +215,22 @@ def test_no_run_and_switching_runs(tmp_path):
 
 def test_refresh_sends_skip_for_unchanged_outputs(tmp_path):
     run_dir = write_run(tmp_path, state="completed", step=30, max_steps=30)
-    first = monitor_tab.refresh(str(run_dir), None)
+    first = monitor_tab.refresh(str(run_dir), MonitorSession(resend_seconds=3600))
     session = first[0]
     assert isinstance(session, MonitorSession)
     assert all(value != gr.skip() for value in first[1:])
     second = monitor_tab.refresh(str(run_dir), session)
     assert second[0] is session and all(value == gr.skip() for value in second[1:])
+
+
+def test_every_output_is_sent_again_after_a_while(tmp_path):
+    """A redraw that answers after the next poll leaves an older header on the page: the session sends everything
+    again every ``resend_seconds``, so the page shows the run's state within that time whatever was lost."""
+    run_dir = write_run(tmp_path, state="completed", step=30, max_steps=30)
+    session = MonitorSession(resend_seconds=0)
+    assert "completed" in session.update(str(run_dir)).header
+    again = session.update(str(run_dir))
+    assert "completed" in again.header and again.controls is not None and "name: run" in again.config
 
 
 def test_progress_of_a_run_without_max_steps_yet():

@@ -3,6 +3,7 @@ Monitor, the best trial into the Train form, the base from the form or a file, S
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +11,21 @@ import gradio as gr
 import optuna
 import pandas as pd
 import yaml
+from gradio.state_holder import SessionState
+from starlette.requests import Request
 
 from engine.config import load_config
 from engine.sweeps import sweep_dir
 from engine.sweeps.study import TARGET_ATTR, open_study, storage_for
 from studio.app import build_app
+from studio.context import StudioContext
 from studio.demo.policy import SWEEPS_REFUSAL, DemoPolicy
 from studio.form.schema import config_to_values
+from studio.i18n.catalog import text
+from studio.markup import message_html
 from studio.sweeps import actions, tab
 from studio.sweeps.space_editor import SWEEP_PRESETS_DIR, first_sweep
+from studio.train.actions import PRESET_LABEL
 from tests.engine.sweeps.sweep_files import DEMO_PRESET
 from tests.studio.sweeps.small_study import make_study, small_sweep
 
@@ -86,7 +93,8 @@ def test_the_base_comes_from_the_train_form_or_a_file(tmp_path: Path) -> None:
     new, outcome = actions.yaml_from_file(text, "/etc/passwd", tmp_path)
     assert new is None and outcome.kind == "error" and "passwd" in outcome.message
     labels = [label for label, _ in actions.base_choices(tmp_path)]
-    assert labels[:2] == ["the Train tab's form", "sweep: demo-sweep"] and "preset: demo" in labels
+    assert labels[:2] == [actions.FORM_LABEL, f"{actions.SWEEP_LABEL} demo-sweep"]  # words the page translates
+    assert f"{PRESET_LABEL} demo" in labels
 
 
 def test_start_refuses_a_bad_sweep_naming_the_entry_and_starts_nothing(tmp_path: Path) -> None:
@@ -138,3 +146,25 @@ def test_the_tab_is_read_only_in_demo_mode(tmp_path: Path) -> None:
     own = _elem_ids(build_app(tmp_path / "own"))
     assert {"ts-sweep-start", "ts-sweep-stop", "ts-sweep-table", "ts-sweep-parallel"} <= own
     assert "ts-sweeps-off" not in own
+
+
+def test_the_tab_speaks_the_language_of_the_page(workspace: Path) -> None:
+    """Stop on a sweep that is not running, from a page in Chinese: the message, the table's header and the status
+    line come back in Chinese (from the catalog); from a page without a language, in English."""
+    with gr.Blocks() as blocks:
+        tab.build_sweeps_tab(StudioContext(workspace, gr.State(None), gr.Tabs(), visitor=gr.State(None)))
+    stop = next(fn for fn in blocks.fns.values() if fn.name == "stop")
+
+    def press(request: Request | None) -> list[Any]:
+        return asyncio.run(blocks.process_api(stop, ["small"], state=SessionState(blocks), request=request))["data"]
+
+    cookie = [(b"cookie", b"ts_lang=zh-CN")]
+    chinese = press(Request({"type": "http", "method": "POST", "path": "/", "headers": cookie, "query_string": b""}))
+    said = text(actions.NOT_RUNNING, "zh-CN", name="small")
+    assert said != text(actions.NOT_RUNNING, "en", name="small")
+    message, _picker, _key, status, table, *_ = chinese
+    assert message == message_html(said, "warn")
+    assert table["headers"][:3] == [text(f"sweeps.col.{name}", "zh-CN") for name in ("rank", "trial", "state")]
+    assert text("sweeps.progress.trials", "zh-CN", done=4, target=6) in status
+    english = press(None)
+    assert english[0] == message_html("The sweep small is not running.", "warn") and "4/6 trials" in english[3]

@@ -62,7 +62,7 @@ def studio(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def check_event(config: dict[str, Any]) -> tuple[int, int]:
     """(event id, trigger id) of the tokens check that the "Check dataset" button runs: button → rows → tokens."""
-    button = next(c["id"] for c in config["components"] if c.get("props", {}).get("value") == "Check dataset")
+    button = next(c["id"] for c in config["components"] if c.get("props", {}).get("elem_id") == "train-check-dataset")
     events = config["dependencies"]
     trigger = next(e for e in events if [button, "click"] in [list(t) for t in e["targets"]])
     rows = next(e for e in events if e.get("trigger_after") == trigger["id"])

@@ -111,13 +111,13 @@ def test_earlier_uploads_are_listed_in_demo_mode_only_the_visitors_own(tmp_path:
     (datasets_dir(tmp_path) / "notes.md").write_text("not a dataset")
     choices = dl.dataset_choices(tmp_path, DemoPolicy())
     assert choices[: len(dp.bundled_datasets())] == [(path, path) for path in dp.bundled_datasets()]
-    assert choices[len(dp.bundled_datasets()) :] == [("upload: mine.jsonl", str(mine.resolve()))]
+    assert choices[len(dp.bundled_datasets()) :] == [(f"{dl.UPLOAD} mine.jsonl", str(mine.resolve()))]
     demo = DemoPolicy(enabled=True).bound_to(tmp_path)
     visitor, other = demo.new_visitor("10.0.0.1"), demo.new_visitor("10.0.0.2")
     folder = visitor_uploads(tmp_path, demo, visitor)
     folder.mkdir(parents=True)
     shutil.copyfile(PROJECT_ROOT / DEMO_EVAL, folder / "own.jsonl")
-    assert dl.dataset_choices(tmp_path, demo, visitor)[-1] == ("your upload: own.jsonl", "own.jsonl")
+    assert dl.dataset_choices(tmp_path, demo, visitor)[-1] == (f"{dl.YOUR_UPLOAD} own.jsonl", "own.jsonl")
     assert [label for label, _ in dl.dataset_choices(tmp_path, demo, other)] == dp.bundled_datasets()
     assert [label for label, _ in dl.dataset_choices(tmp_path, demo, None)] == dp.bundled_datasets()
 
@@ -238,7 +238,7 @@ def test_the_page_adds_picks_into_the_list_and_shows_its_table(tab: Any) -> None
     add = by_elem(demo, gr.Button, elem_id="train-add-dataset")
     value, note = call(demo, event_of(demo, add, "click"), [DEMO_TRAIN], state)
     assert value == f"[{{path: {DEMO_TRAIN}}}]" and "joins the list" in note
-    bundled = by_elem(demo, gr.Dropdown, label="Bundled sets")
+    bundled = by_elem(demo, gr.Dropdown, elem_id="train-bundled")
     (picked,) = call(demo, event_of(demo, bundled, "input"), [PREFERENCE, value], state)
     assert dataset_paths(picked) == [DEMO_TRAIN, PREFERENCE]
     show = next(fn for fn in demo.fns.values() if (path_box._id, "change") in fn.targets and len(fn.outputs) == 3)
@@ -246,10 +246,10 @@ def test_the_page_adds_picks_into_the_list_and_shows_its_table(tab: Any) -> None
     assert table["data"] == [[0, "demo_sft_train.jsonl", 1, "all"], [1, "demo_preference.jsonl", 1, "all"]]
     assert entries["choices"] == [["0: demo_sft_train.jsonl", 0], ["1: demo_preference.jsonl", 1]]
     assert box["visible"] is True
-    apply = by_elem(demo, gr.Button, value="Set weight and max samples")
+    apply = by_elem(demo, gr.Button, elem_id="train-dataset-apply")
     value, note = call(demo, event_of(demo, apply, "click"), [picked, 0, 2, "5"], state)
     assert note == "" and dl.table_rows(value)[0] == [0, "demo_sft_train.jsonl", 2, 5]
-    remove = by_elem(demo, gr.Button, value="Remove from the list")
+    remove = by_elem(demo, gr.Button, elem_id="train-dataset-remove")
     value, _ = call(demo, event_of(demo, remove, "click"), [value, 1], state)
     assert dl.table_rows(value) == [[0, "demo_sft_train.jsonl", 2, 5]]
     table, _, box = call(demo, show, [DEMO_TRAIN], state)  # one path again: no table

@@ -27,6 +27,7 @@ from engine.store.paths import PROJECT_ROOT
 from studio.context import StudioContext
 from studio.demo.policy import DemoPolicy
 from studio.form.schema import default_values
+from studio.i18n.widgets import marked
 from studio.train import actions
 from studio.train import dataset as dp
 from studio.train.eval_pairing import LOADED, follow_training_path, training_partner
@@ -247,7 +248,7 @@ def by_elem(demo: gr.Blocks, kind: type, **props: Any) -> Any:
 
 def test_a_bundled_pick_on_the_page_clears_the_eval_field_and_shows_why(tab: Any) -> None:
     demo, form_, _ = tab
-    bundled = by_elem(demo, gr.Dropdown, label="Bundled sets")
+    bundled = by_elem(demo, gr.Dropdown, elem_id="train-bundled")
     pick = next(fn for fn in demo.fns.values() if (bundled._id, "input") in fn.targets)
     rows_check = after(demo, pick)
     state = SessionState(demo)
@@ -266,12 +267,12 @@ def test_use_max_length_button_sets_the_suggestion(tab: Any, shared: Path, token
     identity = shutil.copyfile(shared / "identity.json", ctx.workspace / "datasets" / "identity.json")
     expected = shortest_fit(whole_lengths(identity, tokenizer))
     button = by_elem(demo, gr.Button, elem_id="train-use-max-length")
-    check_button = by_elem(demo, gr.Button, value="Check dataset")
+    check_button = by_elem(demo, gr.Button, elem_id="train-check-dataset")
     trigger = next(fn for fn in demo.fns.values() if (check_button._id, "click") in fn.targets)
     tokens_check = after(demo, after(demo, trigger))
     state = SessionState(demo)
     out = call(demo, tokens_check, [None, *widgets(form_, form(identity))], state)
-    assert out[3]["visible"] is True and out[3]["value"] == f"Use max length {expected:,}"
+    assert out[3]["visible"] is True and out[3]["value"] == f"{marked('train.use_max_length')} {expected:,}"
     use = next(fn for fn in demo.fns.values() if (button._id, "click") in fn.targets)
     assert call(demo, use, [None], state) == [expected]  # the suggestion waits in the session's state
     # The press checks again with the new max_length (the click's outputs are in the widgets by then): no advice.

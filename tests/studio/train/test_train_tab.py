@@ -25,9 +25,11 @@ from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
 from studio.form.schema import config_to_values, default_values
+from studio.i18n.catalog import text, translations
 from studio.train import actions, starting
 from studio.train import dataset as dp
 from studio.train.tab import build_train_tab
+from tests.helpers.pages import page_request
 
 
 def values(**changes: Any) -> dict[str, Any]:
@@ -84,10 +86,40 @@ def test_studio_modules_do_not_import_the_training_stack() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, check=True, timeout=120)
 
 
-def call(demo: gr.Blocks, name: str, args: list[Any], state: SessionState | None = None) -> list[Any]:
-    """Run one event the way the server does (preprocess, fn, postprocess), without a browser."""
+def call(
+    demo: gr.Blocks, name: str, args: list[Any], state: SessionState | None = None, lang: str | None = None
+) -> list[Any]:
+    """Run one event the way the server does (preprocess, fn, postprocess), without a browser; ``lang``: the
+    language of the page that asks (its ts_lang cookie, studio.i18n)."""
     fn = next(fn for fn in demo.fns.values() if fn.name == name)
-    return asyncio.run(demo.process_api(fn, args, state=state or SessionState(demo)))["data"]
+    request = page_request(lang) if lang else None
+    return asyncio.run(demo.process_api(fn, args, state=state or SessionState(demo), request=request))["data"]
+
+
+def test_a_message_is_said_in_the_language_of_the_page(tmp_path: Path) -> None:
+    """A saved config that cannot load: the studio's words in the page's language, the YAML's own error as it is."""
+    broken = tmp_path / "configs" / "broken.yaml"
+    broken.parent.mkdir()
+    broken.write_text("model: [unclosed\n", encoding="utf-8")
+    with gr.Blocks() as demo:
+        form = build_train_tab(StudioContext(tmp_path, gr.State(None), gr.Tabs(), visitor=gr.State(None)))
+    chinese = call(demo, "on_load", [str(broken), None], lang="zh-CN")[0]
+    heading = text(actions.CANNOT_LOAD, "zh-CN", name="broken.yaml")
+    assert heading != text(actions.CANNOT_LOAD, "en", name="broken.yaml")  # a translation, not the English
+    why = translations("zh-CN")[actions.BAD_YAML].split("{at}")[0].format(name="broken.yaml")  # before the place
+    assert chinese.startswith(heading) and why in html.unescape(chinese)
+    english = call(demo, "on_load", [str(broken), None])[0]
+    assert english.startswith("❌ Cannot load `broken.yaml`:") and "is not valid YAML (line 2" in english
+    # The dataset panel's table heads its columns in the page's language too.
+    path_box = form.components["data.path"]
+    show = next(fn for fn in demo.fns.values() if (path_box._id, "change") in fn.targets and len(fn.outputs) == 3)
+    two = "[{path: assets/datasets/demo_sft_train.jsonl}, {path: assets/datasets/demo_preference.jsonl}]"
+    table = asyncio.run(demo.process_api(show, [two], state=SessionState(demo), request=page_request("ja")))["data"][0]
+    assert table["headers"] == [
+        "#",
+        *(text(name, "ja") for name in ("train.list.dataset", "train.list.weight", "train.list.max_samples")),
+    ]
+    assert table["data"][0][3] == text("train.list.all", "ja")
 
 
 def test_out_of_range_number_shows_its_error_next_to_the_field(tab: Any) -> None:
@@ -277,8 +309,9 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert download is not None and download.read_text() == saved.read_text()
     loaded, message = actions.load_config_values(saved, tmp_path)
     assert loaded == config_to_values(actions.values_to_config(form)) and "Loaded" in message
-    assert ("saved: my-config", str(saved)) in actions.config_files(tmp_path)
-    assert any(label == "preset: demo" for label, _ in actions.config_files(tmp_path))
+    # The labels' words are keys the page translates ("saved:", "preset:").
+    assert (f"{actions.SAVED_LABEL} my-config", str(saved)) in actions.config_files(tmp_path)
+    assert any(label == f"{actions.PRESET_LABEL} demo" for label, _ in actions.config_files(tmp_path))
     assert actions.save_config_as(values(train__seed=-1), "x", tmp_path)[0] is None
     for bad in ("n" * 300, "nul\x00byte"):  # once a crash in the file system ("File name too long")
         saved, download, message = actions.save_config_as(form, bad, tmp_path)
@@ -350,7 +383,7 @@ def test_saved_configs_are_listed_again_on_every_page_load(tab: Any) -> None:
     """A config saved after the server started (an earlier page life, another tab) is in the list after a reload:
     the Train tab reads the list at page load, not once when the page is built."""
     demo, _, ctx = tab
-    choice = next(c for c in demo.blocks.values() if isinstance(c, gr.Dropdown) and "saved config" in str(c.label))
+    choice = next(c for c in demo.blocks.values() if isinstance(c, gr.Dropdown) and c.elem_id == "train-config-choice")
     loads = [f for f in demo.fns.values() if ("load" in [e for _, e in f.targets]) and choice in f.outputs]
     assert len(loads) == 1, "one page-load event refreshes the saved configs"
     saved, _, message = actions.save_config_as(values(), "saved-after-build", ctx.workspace)
