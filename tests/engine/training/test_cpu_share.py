@@ -45,31 +45,36 @@ def cores_used(before: dict[int, float], after: dict[int, float], wall: float) -
 def test_a_busy_program_counts_and_this_process_does_not():
     """Checked against the truth of the moment, so it holds on a busy machine too: the load the run reads
     (/proc/stat less this process) must match what every other process used (each one's /proc/PID/stat) while
-    this process kept a core busy itself, and must include the spinner's share."""
+    this process kept a core busy itself, and must include the spinner's share.
+
+    The truth misses any process that began and ended within the window (/proc/stat counted its time, no pid
+    list holds it), which only ever makes the read load look higher: so the test looks for a window in which the
+    two agree. Were this process counted, every window would read at least its own share too much."""
     process = spinner()
+    gaps = []
     try:
         deadline = time.monotonic() + 60
         while process_seconds().get(process.pid, 0.0) < 0.05 and time.monotonic() < deadline:
             time.sleep(0.01)  # the spinner is running, not still starting
         for _ in range(WINDOWS):
             before, others_before, after, others_after = measured_window()
-            # A process that ended within the window took its time with it: /proc/stat counted that time, the
-            # sum over the processes left cannot. Only a window where none ended is a fair truth.
-            if others_before.keys() <= others_after.keys():
+            wall = after.wall - before.wall
+            own = (after.own - before.own) / wall
+            load, truth = others_load(before, after), cores_used(others_before, others_after, wall)
+            gaps.append((round(load - truth, 2), round(own, 2)))
+            # A process that ended within the window took its time with it: only a window where none ended, and
+            # none came and went unseen, is a fair truth.
+            if others_before.keys() <= others_after.keys() and abs(load - truth) < min(0.25, own / 2):
                 break
         else:
-            pytest.fail(f"processes ended within each of {WINDOWS} windows: no fair reading of the truth")
+            pytest.fail(f"no window where the load read matched the processes' (load - truth, own): {gaps}")
     finally:
         process.kill()
         process.wait()
-    wall = after.wall - before.wall
-    own = (after.own - before.own) / wall
     spinner_share = (others_after[process.pid] - others_before[process.pid]) / wall
-    load, truth = others_load(before, after), cores_used(others_before, others_after, wall)
     # Both really ran (each gets a third of a core or less where several programs share 2 cores).
     assert own > 0.1 and spinner_share > 0.1, (own, spinner_share)
     assert load >= spinner_share - 0.1, (load, spinner_share)
-    assert abs(load - truth) < 0.25, (load, truth, own)  # counting this process would be off by `own`
 
 
 WINDOWS = 20  # tries at a window in which no process of the machine ended (tests beside this one start many)
