@@ -7,7 +7,6 @@ the loaded model in English (engine.chat.client.resolve_model) and ``shown_label
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from engine.chat.client import ChatError, ModelSpec
@@ -21,7 +20,6 @@ from studio.i18n.catalog import SOURCE, key, text
 
 BASE, CHECKPOINT = key("chat.model.base"), key("chat.model.checkpoint")
 FINAL = {folder: key(f"chat.model.final_{folder}") for folder in ("adapter", "model")}  # a run's result folder
-_SLOT = re.compile(r"\{(\w+)\}")
 
 
 def final_label(name: str, folder: str, lang: str = SOURCE) -> str:
@@ -51,22 +49,13 @@ def model_choices(
     return [(text(BASE, lang, model=base), f"base:{base}") for base in bases] + trained
 
 
-def english_pattern(words: str) -> re.Pattern[str]:
-    """A regular expression that reads a label made from ``words`` (an English text) back into its values."""
-    pieces = _SLOT.split(words)  # literal, name, literal, name, ...
-    return re.compile("".join(f"(?P<{piece}>.+)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
-
-
 def shown_label(label: str, lang: str = SOURCE) -> str:
     """The chat worker's English name of a loaded model (``Base · NAME``, ``RUN · final adapter``, ``RUN ·
     checkpoint 10``: the labels of ``model_choices``) in ``lang``; any other label as it is."""
     if lang == SOURCE:
         return label
-    for name in (BASE, CHECKPOINT, *FINAL.values()):
-        found = english_pattern(catalog.english()[name]).fullmatch(label)
-        if found:
-            return text(name, lang, **found.groupdict())
-    return label
+    found = catalog.read_english(label, (BASE, CHECKPOINT, *FINAL.values()))
+    return text(found[0], lang, **found[1]) if found else label
 
 
 def _created(run_dir: Path) -> float:

@@ -23,7 +23,7 @@ import gradio as gr
 from engine.chat.client import ChatClient, ChatError, SamplingParams
 from engine.config import ConfigError
 from studio import lanes
-from studio.chat.models import caller_of, english_pattern, holder_for, model_choices, shown_label, spec_for
+from studio.chat.models import caller_of, holder_for, model_choices, shown_label, spec_for
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.schema import FieldSpec, leaf_specs, values_to_config
@@ -91,14 +91,13 @@ def loading_step(message: str, lang: str = SOURCE) -> str:
     """A step the chat worker reports while it loads (English) in ``lang``; one it does not know as it is."""
     if lang == SOURCE:
         return message
-    for name in LOADING_STEPS:
-        found = english_pattern(catalog.english()[name]).fullmatch(message)
-        if found:
-            values = found.groupdict()
-            if "label" in values:
-                values["label"] = shown_label(values["label"], lang)
-            return text(name, lang, **values)
-    return message
+    found = catalog.read_english(message, LOADING_STEPS)
+    if found is None:
+        return message
+    name, values = found
+    if "label" in values:
+        values["label"] = shown_label(values["label"], lang)
+    return text(name, lang, **values)
 
 
 def _progress_html(fraction: float, message: str, lang: str = SOURCE) -> str:

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel
 
@@ -203,6 +203,24 @@ def stamp(keys: frozenset[str] | set[str]) -> None:
 def placeholders(words: str) -> set[str]:
     """The ``{names}`` a text fills in."""
     return set(_PLACEHOLDER.findall(words))
+
+
+@functools.cache
+def template_pattern(words: str) -> re.Pattern[str]:
+    """A regular expression that reads a text made from ``words`` (a text with ``{names}``) back into its values."""
+    pieces = _PLACEHOLDER.split(words)  # literal, name, literal, name, ...
+    return re.compile("".join(f"(?P<{piece}>.+?)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
+
+
+def read_english(shown: str, names: Iterable[str]) -> tuple[str, dict[str, str]] | None:
+    """Which of the keys ``names`` has the English that ``shown`` was made from, with the values filled in; None
+    when none has. For English that another process wrote (a job's phase, the chat worker's steps) to be said
+    again in the page's language."""
+    for name in names:
+        found = template_pattern(english()[name]).fullmatch(shown)
+        if found:
+            return name, found.groupdict()
+    return None
 
 
 # --- which language ---------------------------------------------------------------------------------------------

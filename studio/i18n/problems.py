@@ -8,33 +8,17 @@ values. A message built otherwise (a rule across fields, a dataset's error) stay
 
 from __future__ import annotations
 
-import re
-
 from studio.i18n import catalog
-from studio.i18n.catalog import key, text
-
-_SLOT = re.compile(r"\{(\w+)\}")
-
-
-def _pattern(template: str) -> re.Pattern[str]:
-    """A regular expression that reads a message made from ``template`` back into its values."""
-    pieces = _SLOT.split(template)  # literal, name, literal, name, ...
-    body = "".join(f"(?P<{piece}>.+?)" if odd else re.escape(piece) for odd, piece in _alternate(pieces))
-    return re.compile(body)
-
-
-def _alternate(pieces: list[str]) -> list[tuple[bool, str]]:
-    return [(index % 2 == 1, piece) for index, piece in enumerate(pieces)]
-
+from studio.i18n.catalog import key, template_pattern, text
 
 # Every template's pattern and key, declared in use at import.
 _TEMPLATES = [
-    (_pattern(words), key(name))
+    (template_pattern(words), key(name))
     for name, words in catalog.problem_words().items()
     if name not in ("problem.unknown_key", "problem.suggestion")
 ]
 UNKNOWN, SUGGESTION = key("problem.unknown_key"), key("problem.suggestion")
-_SUGGESTED = _pattern(" " + catalog.english()[SUGGESTION])
+_SUGGESTED = template_pattern(" " + catalog.english()[SUGGESTION])
 
 
 def translate_problem(message: str, lang: str) -> str:

@@ -11,7 +11,6 @@ knows again (one it does not know stays as written).
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,7 +60,6 @@ PHASES = [
     )
 ]
 MODEL_WORDS = {model: key(f"jobs.model.{model}") for model in ("base", "tuned")}  # a phase's {model}
-_SLOT = re.compile(r"\{(\w+)\}")
 
 
 def _has_final_weights(run_dir: Path) -> bool:
@@ -124,24 +122,17 @@ def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str
     return ids[0] if ids else None
 
 
-def _pattern(words: str) -> re.Pattern[str]:
-    """A regular expression that reads a text made from ``words`` (an English text) back into its values."""
-    pieces = _SLOT.split(words)  # literal, name, literal, name, ...
-    return re.compile("".join(f"(?P<{piece}>.+)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
-
-
 def said_phase(phase: str, lang: str = SOURCE) -> str:
     """A job's phase (English, as the job wrote it) in ``lang``; a phase not in ``PHASES`` as it is."""
     if lang == SOURCE:
         return phase
-    for name in PHASES:
-        found = _pattern(catalog.english()[name]).fullmatch(phase)
-        if found:
-            values = found.groupdict()
-            if values.get("model") in MODEL_WORDS:
-                values["model"] = text(MODEL_WORDS[values["model"]], lang)
-            return text(name, lang, **values)
-    return phase
+    found = catalog.read_english(phase, PHASES)
+    if found is None:
+        return phase
+    name, values = found
+    if values.get("model") in MODEL_WORDS:
+        values["model"] = text(MODEL_WORDS[values["model"]], lang)
+    return text(name, lang, **values)
 
 
 def progress_html(status: JobStatus | None, what: str, lang: str = SOURCE) -> str:
