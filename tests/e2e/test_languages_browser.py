@@ -75,7 +75,9 @@ def test_start_watch_and_stop_a_run_in_chinese(studio: Any, browser: Any, worksp
     batch = words("field.train.per_device_batch_size.label", "zh-CN")
     assert batch in text_of(page, "#cfg-train-per_device_batch_size")
     assert page.locator("#ts-language input").input_value() == text("language.name", "zh-CN")
-    assert words("header.workspace", "zh-CN") in text_of(page, ".ts-workspace")
+    # The header's right end is composed by the server when the page loads: on a busy machine it comes a little later.
+    workspace_zh = words("header.workspace", "zh-CN")
+    wait_until(lambda: workspace_zh in text_of(page, ".ts-workspace"), 30, what="the header in Chinese")
 
     # A value the engine refuses is refused in Chinese, next to the field and beside Start.
     set_number(page, "train.learning_rate", "0")
