@@ -12,6 +12,7 @@ which ticks only while the section is open.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -163,39 +164,40 @@ def save_clicked(
     run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
 ) -> None:
     """Ask for a checkpoint at the end of the current step; the run goes on (a paused run stays paused)."""
-    run = _owned(run_dir, policy, visitor)
-    if run is None:
-        return
-    if runs.save_now(run):
-        gr.Info(text(SAVING, lang))
-    else:
-        gr.Warning(text(NOT_RUNNING, lang))
+    _ask(run_dir, policy, visitor, runs.save_now, text(SAVING, lang), text(NOT_RUNNING, lang))
 
 
 def pause_clicked(
     run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
 ) -> None:
     """Ask the run to wait after its current step, in its process, holding its memory."""
-    run = _owned(run_dir, policy, visitor)
-    if run is None:
-        return
-    if runs.pause(run):
-        gr.Info(text(PAUSING, lang))
-    else:
-        gr.Warning(text(NOT_RUNNING, lang))
+    _ask(run_dir, policy, visitor, runs.pause, text(PAUSING, lang), text(NOT_RUNNING, lang))
 
 
 def continue_clicked(
     run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
 ) -> None:
     """Let a paused run (or one asked to pause) go on from the step where it waits, in the same process."""
+    _ask(run_dir, policy, visitor, runs.resume_paused, text(CONTINUING, lang), text(NOT_PAUSED, lang))
+
+
+def _ask(
+    run_dir: str | None,
+    policy: DemoPolicy,
+    visitor: str | None,
+    request: Callable[[Path], bool],
+    taken: str,
+    refused: str,
+) -> None:
+    """Send one of the run's control requests (engine.runs) when the run is the visitor's; say ``taken`` when
+    the run's state takes it, ``refused`` when not."""
     run = _owned(run_dir, policy, visitor)
     if run is None:
         return
-    if runs.resume_paused(run):
-        gr.Info(text(CONTINUING, lang))
+    if request(run):
+        gr.Info(taken)
     else:
-        gr.Warning(text(NOT_PAUSED, lang))
+        gr.Warning(refused)
 
 
 def _owned(run_dir: str | None, policy: DemoPolicy, visitor: str | None) -> Path | None:
