@@ -52,10 +52,7 @@ def model_choices(
 def shown_label(label: str, lang: str = SOURCE) -> str:
     """The chat worker's English name of a loaded model (``Base · NAME``, ``RUN · final adapter``, ``RUN ·
     checkpoint 10``: the labels of ``model_choices``) in ``lang``; any other label as it is."""
-    if lang == SOURCE:
-        return label
-    found = catalog.read_english(label, (BASE, CHECKPOINT, *FINAL.values()))
-    return text(found[0], lang, **found[1]) if found else label
+    return catalog.say_again(label, (BASE, CHECKPOINT, *FINAL.values()), lang)
 
 
 def _created(run_dir: Path) -> float:

@@ -89,15 +89,11 @@ def status_html(client: ChatClient, caller: str | None = None, lang: str = SOURC
 
 def loading_step(message: str, lang: str = SOURCE) -> str:
     """A step the chat worker reports while it loads (English) in ``lang``; one it does not know as it is."""
-    if lang == SOURCE:
-        return message
-    found = catalog.read_english(message, LOADING_STEPS)
-    if found is None:
-        return message
-    name, values = found
-    if "label" in values:
-        values["label"] = shown_label(values["label"], lang)
-    return text(name, lang, **values)
+
+    def said_label(values: dict[str, str]) -> dict[str, str]:
+        return {**values, "label": shown_label(values["label"], lang)} if "label" in values else values
+
+    return catalog.say_again(message, LOADING_STEPS, lang, said_label)
 
 
 def _progress_html(fraction: float, message: str, lang: str = SOURCE) -> str:

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from pydantic import BaseModel
 
@@ -221,6 +221,21 @@ def read_english(shown: str, names: Iterable[str]) -> tuple[str, dict[str, str]]
         if found:
             return name, found.groupdict()
     return None
+
+
+def say_again(
+    shown: str,
+    names: Iterable[str],
+    lang: str,
+    said_values: Callable[[dict[str, str]], dict[str, str]] | None = None,
+) -> str:
+    """``shown`` (English another process wrote from one of the keys ``names``) in ``lang``, its values passed
+    through ``said_values`` first where they are words too; as it is when no key made it, or in English."""
+    found = read_english(shown, names) if lang != SOURCE else None
+    if found is None:
+        return shown
+    name, values = found
+    return text(name, lang, **(said_values(values) if said_values else values))
 
 
 # --- which language ---------------------------------------------------------------------------------------------

@@ -124,15 +124,12 @@ def pick_run(choices: list[tuple[str, str]], current: str | None, preferred: str
 
 def said_phase(phase: str, lang: str = SOURCE) -> str:
     """A job's phase (English, as the job wrote it) in ``lang``; a phase not in ``PHASES`` as it is."""
-    if lang == SOURCE:
-        return phase
-    found = catalog.read_english(phase, PHASES)
-    if found is None:
-        return phase
-    name, values = found
-    if values.get("model") in MODEL_WORDS:
-        values["model"] = text(MODEL_WORDS[values["model"]], lang)
-    return text(name, lang, **values)
+
+    def said_model(values: dict[str, str]) -> dict[str, str]:
+        model = values.get("model")
+        return {**values, "model": text(MODEL_WORDS[model], lang)} if model in MODEL_WORDS else values
+
+    return catalog.say_again(phase, PHASES, lang, said_model)
 
 
 def progress_html(status: JobStatus | None, what: str, lang: str = SOURCE) -> str:
