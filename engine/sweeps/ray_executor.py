@@ -43,6 +43,7 @@ from engine.sweeps.study import SweepError
 from engine.sweeps.summary import summarize_study
 
 CONNECT_S = 5.0  # a head that is up answers within milliseconds
+TASK_END_GRACE_S = 30.0  # a task whose run has ended has only its bookkeeping left (seconds on a busy machine)
 
 
 def run_ray_sweep(
@@ -316,10 +317,18 @@ class RayDriver(LocalDriver):
 
     def _close_settlers(self) -> None:
         """End the threads that wait for tasks before the driver disconnects (Ray ends a process that calls it after
-        ray.shutdown)."""
-        self.closing.set()
+        ray.shutdown).
+
+        First give each task up to TASK_END_GRACE_S to return by itself: the driver learns that a trial's run ended
+        from its status, which the run's supervisor writes before its task has recorded the end and cleared the
+        run's request file (engine.runs.remote.run_here); disconnecting at once would kill the task in between and
+        leave a stop request behind."""
         with self.lock:
             settlers = list(self.settlers)
+        deadline = time.monotonic() + TASK_END_GRACE_S
+        for settler in settlers:
+            settler.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.closing.set()
         for settler in settlers:
             settler.join()
 
