@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     standby.add_argument("workspace", type=Path)
     standby.add_argument("--owner", type=int, required=True, help="pid of the studio; unclaimed, exit when it is gone")
     commands.add_parser("standby-worker", help=argparse.SUPPRESS)
+    fork_server = commands.add_parser("fork-server", help=argparse.SUPPRESS)
+    fork_server.add_argument("socket", type=Path, help="where to listen (engine.store.forks)")
+    fork_server.add_argument("--idle", type=float, default=None, help="exit after this many seconds without a request")
     chat = commands.add_parser("chat-worker", help=argparse.SUPPRESS)
     chat.add_argument("--base", help="base model (hub id or local directory) when no run is given")
     chat.add_argument("--run-dir", type=Path, help="run whose final adapter / model (or checkpoint) to load")
@@ -334,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
             from engine.training.warm_worker import serve_standby_worker
 
             return exit_at_once(serve_standby_worker())
+        if args.command == "fork-server":
+            from engine.store.forks import serve
+            from engine.training.warm_worker import training_imports
+
+            return exit_at_once(serve(args.socket, training_imports, args.idle))
         if args.command == "supervise":
             from engine.runs.supervisor import supervise
 

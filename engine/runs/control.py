@@ -18,12 +18,21 @@ from pathlib import Path
 
 from engine.config import RunConfig, save_config
 from engine.runs import standby
-from engine.runs.devices import Device, fits_standby, pick_devices
+from engine.runs.devices import Device, fits_standby, has_gpus, pick_devices
 from engine.runs.lineage import pinned
 from engine.runs.status import status
+from engine.store import forks
 from engine.store.hosts import ABORT, STOP, clear_request, is_remote, send_request, this_host
 from engine.store.locks import file_lock
-from engine.store.processes import command_line, is_alive, kill_all, proc_pids, process_tree, spawn_detached
+from engine.store.processes import (
+    command_line,
+    is_alive,
+    kill_all,
+    pid_alive,
+    proc_pids,
+    process_tree,
+    spawn_detached,
+)
 from engine.store.rundir import (
     ABORTED,
     COMPLETED,
@@ -105,9 +114,17 @@ def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | 
     args = ["supervise", str(run_dir)]
     if checkpoint is not None:
         args += ["--checkpoint", str(checkpoint)]
-    process = spawn_detached(args, cwd=str(run_dir))
-    update_status(run_dir, supervisor_pid=process.pid)
-    return process.pid
+    pid = _start_forked(args, run_dir) or spawn_detached(args, cwd=str(run_dir)).pid
+    update_status(run_dir, supervisor_pid=pid)
+    return pid
+
+
+def _start_forked(args: list[str], run_dir: Path) -> int | None:
+    """Start the supervisor as a warm fork (engine.store.forks) on a machine without GPUs; None: start it cold. A
+    GPU machine's fork server may have touched CUDA while importing, which a forked process then cannot use."""
+    if has_gpus():
+        return None
+    return forks.start_forked(args, cwd=str(run_dir))
 
 
 def _claim_standby(run_dir: Path, checkpoint: int | None) -> int | None:
@@ -231,8 +248,9 @@ def abort(run_dir: Path, timeout: float = 10.0, reason: str = ABORTED_BY_USER) -
     # sees "aborted" instead of recording a crash ("the training process is gone").
     with status_lock(run_dir):
         deadline = time.time() + timeout
-        # A dying worker could still write its status: wait for the end before saying "aborted".
-        while any(is_alive(pid) for pid in pids) and time.time() < deadline:
+        # A dying worker could still write its status: wait for the end before saying "aborted". Not is_alive: a
+        # process tearing down its memory has no command line any more, yet it holds that memory (a GPU's too).
+        while any(pid_alive(pid) for pid in pids) and time.time() < deadline:
             time.sleep(0.02)
         update_status(run_dir, state=ABORTED, ended_at=time.time(), error=reason)
     return True

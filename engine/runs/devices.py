@@ -59,6 +59,11 @@ def _smi_gpu_count() -> int:
     return sum(line.startswith("GPU ") for line in listed.stdout.splitlines()) if listed.returncode == 0 else 0
 
 
+def has_gpus() -> bool:
+    """Whether the machine has GPUs at all, whatever ``STUDIO_DEVICES`` lets runs use."""
+    return _smi_gpu_count() > 0
+
+
 def _visible_entries() -> list[str] | None:
     """The entries of ``CUDA_VISIBLE_DEVICES`` up to the first invalid one (CUDA ignores the rest); None if unset."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")

@@ -15,10 +15,12 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import IO
 
 from engine.runs.devices import Device, cuda_visible
+from engine.store import forks
 from engine.store.hosts import this_host
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, next_segment, read_status, release_reserve, update_status
@@ -104,6 +106,62 @@ def _disk_note(run_dir: Path) -> str:
     return ""
 
 
+class ForkedWorker:
+    """The training worker as a fork of this (warm) supervisor: what ``supervise`` uses of a Popen."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            with contextlib.suppress(ChildProcessError):  # reaped meanwhile by ``wait``
+                pid, wait_status = os.waitpid(self.pid, os.WNOHANG)
+                if pid == self.pid:
+                    self.returncode = os.waitstatus_to_exitcode(wait_status)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.returncode is None:
+            try:
+                _pid, wait_status = os.waitpid(self.pid, 0)
+            except ChildProcessError:  # a signal handler's ``poll`` reaped it (and set the code) first
+                break
+            self.returncode = os.waitstatus_to_exitcode(wait_status)
+        return self.returncode if self.returncode is not None else 1
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+
+def fork_worker(run_dir: Path, checkpoint: int | None, env: dict[str, str], output: int) -> ForkedWorker:
+    """Start the worker as a fork of this supervisor, which a warm server forked with the training libraries
+    imported (engine.store.forks): the same process as ``python -m engine worker`` without its seconds of imports.
+    It stays in this process group and is this process's child, like the worker it stands for."""
+    pid = os.fork()
+    if pid == 0:  # the worker: whatever happens, it never returns into the supervisor's code
+        code = 1
+        try:
+            os.dup2(output, 1)
+            os.dup2(output, 2)
+            os.environ.clear()
+            os.environ.update(env)
+            from engine.training.warm_worker import train_forked
+
+            code = train_forked(run_dir, checkpoint)
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            try:
+                from engine.training.warm_worker import exit_forked
+
+                exit_forked(code)
+            finally:
+                os._exit(code)
+    return ForkedWorker(pid)
+
+
 def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) -> int:
     """Run the worker to its end and return its exit code."""
     num_processes, threads = launch_settings(run_dir)
@@ -112,12 +170,16 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
     with open(run_dir / LOG_FILE, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
         log.flush()
-        worker = subprocess.Popen(
-            worker_command(run_dir, checkpoint, num_processes),
-            stdout=subprocess.PIPE if echo else log,
-            stderr=subprocess.STDOUT,
-            env=worker_environment(num_processes, threads, read_status(run_dir).devices),
-        )
+        env = worker_environment(num_processes, threads, read_status(run_dir).devices)
+        if forks.forked() and num_processes == 1 and not echo:
+            worker: subprocess.Popen[bytes] | ForkedWorker = fork_worker(run_dir, checkpoint, env, log.fileno())
+        else:
+            worker = subprocess.Popen(
+                worker_command(run_dir, checkpoint, num_processes),
+                stdout=subprocess.PIPE if echo else log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
 
         def forward(signum: int, _frame: object) -> None:
             if worker.poll() is None:

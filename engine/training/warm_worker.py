@@ -8,6 +8,7 @@ one config: no setting of one run's can leak into another's).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import gc
@@ -16,7 +17,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn
 
 from engine.runs.standby import KEPT_LINE, READY_LINE
 from engine.store.rundir import LOG_FILE, STOPPED, checkpoint_steps, read_status
@@ -27,9 +28,21 @@ PR_SET_PDEATHSIG = 1
 
 def warm_imports() -> None:
     """Import what every run needs, and run autograd once, so a claimed run starts at its config."""
-    import datasets  # noqa: F401
     import torch
     import transformers
+
+    training_imports()
+    transformers.logging.set_verbosity_error()
+    layer = torch.nn.Linear(8, 8)
+    layer(torch.randn(2, 8)).sum().backward()
+
+
+def training_imports() -> None:
+    """Import what every run needs, and nothing more: a warm fork server (engine.store.forks) runs no torch
+    operation, whose thread pools would not survive a fork."""
+    import datasets  # noqa: F401
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
     import trl  # noqa: F401
     from transformers import LlamaForCausalLM  # noqa: F401  (transformers imports model classes lazily)
 
@@ -39,10 +52,6 @@ def warm_imports() -> None:
     import engine.training.methods  # noqa: F401
     import engine.training.modeling  # noqa: F401
     import engine.training.recipe  # noqa: F401
-
-    transformers.logging.set_verbosity_error()
-    layer = torch.nn.Linear(8, 8)
-    layer(torch.randn(2, 8)).sum().backward()
 
 
 def _die_with_standby(die: bool) -> None:
@@ -80,6 +89,34 @@ def train_request(request: dict[str, Any]) -> int:
     from engine.training.recipe import run
 
     return run(run_dir, request.get("checkpoint"), stop)
+
+
+def train_forked(run_dir: Path, checkpoint: int | None) -> int:
+    """Train as ``python -m engine worker`` does, in a process forked from a warm supervisor (engine.runs.supervisor)
+    whose environment is already the worker's; returns the exit code. Its libraries were imported by the fork
+    server, before the environment named the run's thread count: it is set here."""
+    from engine.training.stopping import StopRequest
+
+    stop = StopRequest()
+    stop.install()
+    import torch
+
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
+    from engine.training.recipe import run
+
+    return run(run_dir, checkpoint, stop)
+
+
+def exit_forked(code: int) -> NoReturn:
+    """End a forked process with ``code`` without returning into its parent's code: the exit hooks run first when a
+    tracker's writer must flush in them (engine.training.trackers.writers_open), as at a normal interpreter exit."""
+    with contextlib.suppress(BaseException):
+        if writers_open():
+            atexit._run_exitfuncs()
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def can_keep(run_dir: Path, code: int) -> bool:

@@ -1,0 +1,250 @@
+"""Warm forks: a per-machine server that has imported the training libraries once and forks each run's supervisor
+from itself, so neither the supervisor nor its worker (forked in turn, engine.runs.supervisor) pays the imports
+(torch, transformers, TRL, peft, datasets: about 4.5 CPU-seconds per process on the demo machine, more than a
+short run's training). Standard library only.
+
+A starter (``start_forked``) sends the server the engine command, working directory, environment and standard
+streams (file descriptors, over a Unix socket) and gets the pid of a process that runs ``python -m engine ARGS``
+as if started with ``spawn_detached``: in a session of its own, outliving its starter. When no server is ready, the
+starter starts one for the next time and says so (None): the caller then starts the cold way.
+
+Why not Python's own ``multiprocessing`` forkserver: it serves only the process that started it (its address and
+key live in that process), while runs are started by the studio, the CLI, sweeps and schedulers alike.
+
+One server serves one environment: modules read some variables once, when imported (huggingface_hub's offline
+mode among them), so the server's key holds the interpreter, the engine's code (a changed file means a new
+server) and every environment variable except those that only the started process reads (``VOLATILE``). It
+exits after ``IDLE_S`` without a request. Only CPU runs are forked: a process whose parent may have touched CUDA
+cannot use it (engine.runs.control decides). Linux only (fork, SCM_RIGHTS); elsewhere nothing is forked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from engine.store.paths import PROJECT_ROOT
+from engine.store.processes import engine_env, pid_alive, spawn_detached
+
+FORKED_COMMANDS = ("supervise",)  # what a server forks: a run's supervisor (which forks its worker)
+# Read by the started process only, never at import: they may differ between two starts served by one server.
+VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "_"})
+SWITCH_ENV = "STUDIO_WARM_FORKS"
+IDLE_S = 300.0  # a server nobody asked for this long exits (it holds the libraries' memory)
+CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to fork is stuck: start the cold way
+MAX_REQUEST = 1 << 20
+STREAMS = 3  # stdin, stdout, stderr
+
+_in_fork = False  # True in a process forked by a server: it has the training libraries imported
+
+
+def forked() -> bool:
+    """Whether this process was forked by a warm server (its training libraries are imported already)."""
+    return _in_fork
+
+
+def available() -> bool:
+    """Whether this machine can fork warm (Linux: fork and passing file descriptors over Unix sockets), and the
+    environment does not turn it off (``STUDIO_WARM_FORKS=0``: every run starts cold, as before this existed)."""
+    if os.environ.get(SWITCH_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return sys.platform.startswith("linux") and hasattr(socket, "send_fds")
+
+
+def _runtime_dir() -> Path:
+    return Path(tempfile.gettempdir()) / f"engine-forks-{os.getuid()}"
+
+
+def _code_stamp() -> str:
+    """The newest modification of the engine's code: a server started before an edit serves the old code."""
+    files = (PROJECT_ROOT / "engine").rglob("*.py")
+    return str(max((f.stat().st_mtime_ns for f in files), default=0))
+
+
+def server_key(env: dict[str, str]) -> str:
+    """The key of the server that may fork a process with ``env``."""
+    kept = sorted((name, value) for name, value in env.items() if name not in VOLATILE)
+    text = json.dumps([sys.executable, str(PROJECT_ROOT), _code_stamp(), kept])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def socket_path(key: str) -> Path:
+    return _runtime_dir() / f"{key}.sock"
+
+
+# --- the starter's side ------------------------------------------------------------------------------------------
+
+
+def start_forked(args: list[str], cwd: str, stdout: int | None = None) -> int | None:
+    """Start ``python -m engine *args`` as a fork of this machine's warm server, in a session of its own, its output
+    to ``stdout`` (a file descriptor; default /dev/null); returns its pid. None when no server is ready (one is then
+    being started for the next time) or the server failed: start the cold way."""
+    if not available() or args[0] not in FORKED_COMMANDS:
+        return None
+    env = engine_env()
+    key = server_key(env)
+    try:
+        return _ask(socket_path(key), {"args": args, "cwd": cwd, "env": env}, stdout)
+    except (OSError, ValueError):
+        if _wanted_again(key):
+            start_server(key)
+        return None
+
+
+def _wanted_again(key: str) -> bool:
+    """Whether the key was asked for before, within ``IDLE_S``: a server pays the imports once more, which only a
+    second start repays (a script's one-off environment never gets one)."""
+    with contextlib.suppress(OSError):
+        _runtime_dir().mkdir(mode=0o700, exist_ok=True)
+        wanted = _runtime_dir() / f"{key}.wanted"
+        again = wanted.exists() and time.time() - wanted.stat().st_mtime < IDLE_S
+        wanted.touch()
+        return again
+    return False
+
+
+def _ask(path: Path, request: dict, stdout: int | None) -> int:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        out = devnull if stdout is None else stdout
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+            conn.settimeout(CONNECT_TIMEOUT_S)
+            conn.connect(str(path))
+            socket.send_fds(conn, [json.dumps(request).encode()], [devnull, out, out])
+            answer = conn.recv(64)
+    finally:
+        os.close(devnull)
+    if not answer.isdigit():
+        raise ValueError(f"the fork server answered {answer!r}")
+    return int(answer)
+
+
+def start_server(key: str) -> None:
+    """Start the key's server unless one is starting (its pid in ``KEY.starting``)."""
+    runtime = _runtime_dir()
+    with contextlib.suppress(OSError):
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        starting = runtime / f"{key}.starting"
+        with contextlib.suppress(ValueError, OSError):
+            if pid_alive(int(starting.read_text() or 0)):
+                return
+        starting.unlink(missing_ok=True)
+        fd = os.open(starting, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(runtime / f"{key}.log", "ab") as log:  # what went wrong, when a server never comes up
+            process = spawn_detached(["fork-server", str(socket_path(key))], cwd=str(PROJECT_ROOT), stdout=log)
+        os.write(fd, str(process.pid).encode())
+        os.close(fd)
+
+
+# --- the server ------------------------------------------------------------------------------------------------
+
+
+def serve(path: Path, warm_up: Callable[[], None], idle_s: float | None = None) -> int:
+    """Entry point of ``python -m engine fork-server PATH``: import (``warm_up``), listen at ``path``, fork a process
+    for each request until idle for ``idle_s`` (default ``IDLE_S``)."""
+    idle_s = IDLE_S if idle_s is None else idle_s
+    warm_up()
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the libraries' objects stay for good: the collector of each fork need not walk them
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forks end on their own: no zombie waits for this server
+    listener = _listen(path)
+    bound = path.stat().st_ino  # a later server of the same key may have replaced the file: leave that one
+    try:
+        while select.select([listener], [], [], idle_s)[0]:
+            with contextlib.suppress(OSError):
+                conn, _ = listener.accept()
+                with conn:
+                    _serve_one(conn, listener)
+    finally:
+        with contextlib.suppress(OSError):
+            if path.stat().st_ino == bound:
+                path.unlink()
+        listener.close()
+    return 0
+
+
+def _listen(path: Path) -> socket.socket:
+    """Listen at ``path``, appearing there whole (bound under a temporary name, then renamed)."""
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    temporary = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
+    temporary.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(str(temporary))
+    os.chmod(temporary, 0o600)
+    listener.listen(16)
+    os.replace(temporary, path)
+    path.with_name(f"{path.stem}.starting").unlink(missing_ok=True)
+    return listener
+
+
+def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+    conn.settimeout(CONNECT_TIMEOUT_S)
+    message, fds, _flags, _address = socket.recv_fds(conn, MAX_REQUEST, STREAMS)
+    try:
+        request = json.loads(message)
+        if len(fds) != STREAMS or request["args"][0] not in FORKED_COMMANDS:
+            conn.sendall(b"refused")
+            return
+        pid = os.fork()
+        if pid == 0:
+            _become(request, fds, [conn, listener])
+        conn.sendall(str(pid).encode())
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _become(request: dict, fds: list[int], sockets: list[socket.socket]) -> None:
+    """In the fork: become ``python -m engine ARGS`` as the starter asked (its session, streams, directory and
+    environment), run it, and exit with its code; never return into the server's loop."""
+    global _in_fork
+    code = 1
+    try:
+        for held in sockets:
+            held.close()
+        os.setsid()
+        for number, fd in enumerate(fds):
+            os.dup2(fd, number)
+            os.close(fd)
+        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, signal.SIG_DFL)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        sys.argv = [sys.argv[0], *request["args"]]
+        _in_fork = True
+        from engine.cli import main
+
+        code = main(request["args"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def wait_for_server(key: str, timeout: float) -> bool:
+    """Whether the key's server listens within ``timeout`` seconds (for tests and benchmarks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if socket_path(key).exists():
+            return True
+        time.sleep(0.05)
+    return False

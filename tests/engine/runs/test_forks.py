@@ -1,0 +1,143 @@
+"""Warm forks (engine.store.forks): runs started as forks of a server that imported the training libraries once.
+
+Through the real processes: a real server, real runs of the demo model. A forked run must be the same run as a
+cold one (its losses bit for bit, Stop with a checkpoint, Resume, Abort leaving nothing behind), with the worker
+a child of its supervisor as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from engine import runs
+from engine.store import forks
+from engine.store.processes import command_line, engine_command, engine_env, pid_alive, proc_pids
+from engine.store.rundir import read_status
+from tests.engine.runs.test_runs_integration import small_config, train_losses
+from tests.helpers.run_progress import wait_for_step
+
+pytestmark = pytest.mark.integration
+
+SERVER_UP_S = 180  # its imports, on a loaded machine
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _servers(socket: Path) -> list[int]:
+    return [pid for pid in proc_pids() if "fork-server" in command_line(pid) and str(socket) in command_line(pid)]
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    """A server of its own for this test (an environment variable no other test sets makes its key); killed at
+    the end. Yields its key."""
+    monkeypatch.setenv("FORKS_TEST", tmp_path.name)
+    monkeypatch.delenv(forks.SWITCH_ENV, raising=False)
+    key = forks.server_key(engine_env())
+    forks.start_server(key)
+    assert forks.wait_for_server(key, SERVER_UP_S), (forks.socket_path(key).parent / f"{key}.log").read_text()
+    yield key
+    for pid in _servers(forks.socket_path(key)):
+        os.kill(pid, signal.SIGKILL)
+
+
+def cold_losses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config) -> dict[int, float]:
+    with monkeypatch.context() as cold:
+        cold.setenv(forks.SWITCH_ENV, "0")
+        run_dir = runs.create_run(config, run_dir=tmp_path / "cold")
+        runs.start(run_dir)
+        assert runs.wait(run_dir, timeout=300).state == "completed"
+    assert "fork-server" not in (tmp_path / "cold" / "train.log").read_text()
+    return train_losses(run_dir)
+
+
+def test_a_forked_run_is_the_cold_run_without_the_imports(server: str, tmp_path: Path, monkeypatch):
+    config = small_config(train={"max_steps": 24, "save_steps": 2})
+    expected = cold_losses(tmp_path, monkeypatch, config)
+
+    run_dir = runs.create_run(config, run_dir=tmp_path / "forked")
+    supervisor = runs.start(run_dir)
+    wait_for_step(run_dir, 2)
+    worker = read_status(run_dir).pid
+    # Both are forks of the server (its command line), the worker the supervisor's child in its process group, as
+    # a cold worker is; the supervisor is in a session of its own.
+    assert "fork-server" in command_line(supervisor) and "fork-server" in command_line(worker)
+    assert _parent(worker) == supervisor and os.getpgid(worker) == os.getpgid(supervisor) == os.getsid(supervisor)
+    assert runs.stop(run_dir)
+    stopped = runs.wait(run_dir, timeout=120)
+    assert stopped.state == "stopped" and stopped.checkpoints, stopped
+    assert not pid_alive(worker) and not pid_alive(supervisor)
+
+    runs.resume(run_dir)
+    final = runs.wait(run_dir, timeout=300)
+    assert final.state == "completed" and final.exit_code == 0, final
+    assert train_losses(run_dir) == expected  # bit for bit, across the stop
+    assert "Traceback" not in (run_dir / "train.log").read_text()
+
+
+def test_abort_ends_a_forked_run_and_nothing_else(server: str, tmp_path: Path):
+    run_dir = runs.create_run(small_config(train={"max_steps": 400}), run_dir=tmp_path / "run")
+    supervisor = runs.start(run_dir)
+    wait_for_step(run_dir, 2)
+    worker = read_status(run_dir).pid
+    assert runs.abort(run_dir)
+    assert runs.status(run_dir).state == "aborted"
+    assert not pid_alive(worker) and not pid_alive(supervisor)
+    assert _servers(forks.socket_path(server))  # the server lives on for the next run
+
+
+def test_a_killed_forked_worker_fails_the_run_with_its_signal(server: str, tmp_path: Path):
+    run_dir = runs.create_run(small_config(train={"max_steps": 400}), run_dir=tmp_path / "run")
+    runs.start(run_dir)
+    wait_for_step(run_dir, 2)
+    os.kill(read_status(run_dir).pid, signal.SIGKILL)
+    failed = runs.wait(run_dir, timeout=60)
+    assert failed.state == "failed" and "SIGKILL" in failed.error, failed  # told by its supervisor, its parent
+
+
+def test_the_key_follows_what_imports_read_and_not_the_rest():
+    env = {"HF_HUB_OFFLINE": "1", "PATH": "/bin"}
+    key = forks.server_key(env)
+    assert forks.server_key({**env, "PYTEST_CURRENT_TEST": "x", "OMP_NUM_THREADS": "2"}) == key
+    assert forks.server_key({**env, "HF_HUB_OFFLINE": "0"}) != key
+    assert forks.server_key({**env, "ANY_OTHER": "1"}) != key
+
+
+def test_a_server_forks_nothing_but_supervisors_and_exits_when_idle(tmp_path: Path):
+    socket = tmp_path / "forks.sock"
+    server = subprocess.Popen([*engine_command("fork-server", str(socket), "--idle", "3")], env=engine_env())
+    try:
+        deadline = time.monotonic() + SERVER_UP_S
+        while not socket.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert socket.exists()
+        with pytest.raises(ValueError, match="refused"):
+            forks._ask(socket, {"args": ["train", "x.yaml"], "cwd": str(tmp_path), "env": engine_env()}, None)
+        assert server.wait(timeout=60) == 0  # idle for 3 s after that
+        assert not socket.exists()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_without_a_server_a_start_is_cold_and_a_second_one_brings_one_up(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("FORKS_TEST", f"{tmp_path.name}-lazy")
+    key = forks.server_key(engine_env())
+    args = ["supervise", str(tmp_path / "no-run")]
+    try:
+        assert forks.start_forked(args, cwd=str(tmp_path)) is None  # the first: cold, and no server for one start
+        assert not (forks.socket_path(key).parent / f"{key}.starting").exists()
+        assert forks.start_forked(args, cwd=str(tmp_path)) is None  # the second: cold, and a server comes up
+        assert forks.wait_for_server(key, SERVER_UP_S)
+    finally:
+        for pid in _servers(forks.socket_path(key)):
+            os.kill(pid, signal.SIGKILL)
