@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             from engine.store.forks import serve
             from engine.training.warm_worker import training_imports
 
-            return exit_at_once(serve(args.socket, training_imports, args.idle))
+            return exit_at_once(serve(args.socket, training_imports, main, args.idle))
         if args.command == "supervise":
             from engine.runs.supervisor import supervise
 

@@ -3,7 +3,8 @@
 It starts the worker (one process, or torchrun for several), sends its output to train.log (and to the
 terminal for a foreground run), forwards SIGTERM / SIGINT so the worker stops gracefully, and records the exit
 code in status.json. A worker killed with SIGKILL thus still leaves a status that says what happened.
-It imports no ML library, so it starts in milliseconds.
+It imports no ML library, so it starts in milliseconds; forked by a warm server (engine.store.forks), it has them
+imported already, and forks a single worker from itself instead of starting ``python -m engine worker``.
 """
 
 from __future__ import annotations
@@ -147,14 +148,14 @@ def fork_worker(run_dir: Path, checkpoint: int | None, env: dict[str, str], outp
             os.dup2(output, 2)
             os.environ.clear()
             os.environ.update(env)
-            from engine.training.warm_worker import train_forked
+            from engine.training.forked_worker import train_forked
 
             code = train_forked(run_dir, checkpoint)
         except BaseException:
             traceback.print_exc()
         finally:
             try:
-                from engine.training.warm_worker import exit_forked
+                from engine.training.forked_worker import exit_forked
 
                 exit_forked(code)
             finally:

@@ -27,6 +27,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import time
@@ -66,6 +67,16 @@ def _runtime_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"engine-forks-{os.getuid()}"
 
 
+def _runtime_dir_safe() -> bool:
+    """Create the sockets' folder, and check that it is this user's alone: in a shared temporary folder another
+    user could have made it first, and then listen at a server's address."""
+    runtime = _runtime_dir()
+    with contextlib.suppress(FileExistsError):
+        runtime.mkdir(mode=0o700)
+    info = runtime.lstat()
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+
+
 def _code_stamp() -> str:
     """The newest modification of the engine's code: a server started before an edit serves the old code."""
     files = (PROJECT_ROOT / "engine").rglob("*.py")
@@ -92,6 +103,11 @@ def start_forked(args: list[str], cwd: str, stdout: int | None = None) -> int | 
     being started for the next time) or the server failed: start the cold way."""
     if not available() or args[0] not in FORKED_COMMANDS:
         return None
+    try:
+        if not _runtime_dir_safe():
+            return None
+    except OSError:
+        return None
     env = engine_env()
     key = server_key(env)
     try:
@@ -106,7 +122,6 @@ def _wanted_again(key: str) -> bool:
     """Whether the key was asked for before, within ``IDLE_S``: a server pays the imports once more, which only a
     second start repays (a script's one-off environment never gets one)."""
     with contextlib.suppress(OSError):
-        _runtime_dir().mkdir(mode=0o700, exist_ok=True)
         wanted = _runtime_dir() / f"{key}.wanted"
         again = wanted.exists() and time.time() - wanted.stat().st_mtime < IDLE_S
         wanted.touch()
@@ -134,7 +149,8 @@ def start_server(key: str) -> None:
     """Start the key's server unless one is starting (its pid in ``KEY.starting``)."""
     runtime = _runtime_dir()
     with contextlib.suppress(OSError):
-        runtime.mkdir(mode=0o700, exist_ok=True)
+        if not _runtime_dir_safe():
+            return
         starting = runtime / f"{key}.starting"
         with contextlib.suppress(ValueError, OSError):
             if pid_alive(int(starting.read_text() or 0)):
@@ -150,9 +166,11 @@ def start_server(key: str) -> None:
 # --- the server ------------------------------------------------------------------------------------------------
 
 
-def serve(path: Path, warm_up: Callable[[], None], idle_s: float | None = None) -> int:
+def serve(
+    path: Path, warm_up: Callable[[], None], main: Callable[[list[str]], int], idle_s: float | None = None
+) -> int:
     """Entry point of ``python -m engine fork-server PATH``: import (``warm_up``), listen at ``path``, fork a process
-    for each request until idle for ``idle_s`` (default ``IDLE_S``)."""
+    for each request that runs ``main(args)`` (the engine's CLI), until idle for ``idle_s`` (default ``IDLE_S``)."""
     idle_s = IDLE_S if idle_s is None else idle_s
     warm_up()
     import gc
@@ -167,7 +185,7 @@ def serve(path: Path, warm_up: Callable[[], None], idle_s: float | None = None) 
             with contextlib.suppress(OSError):
                 conn, _ = listener.accept()
                 with conn:
-                    _serve_one(conn, listener)
+                    _serve_one(conn, listener, main)
     finally:
         with contextlib.suppress(OSError):
             if path.stat().st_ino == bound:
@@ -190,7 +208,7 @@ def _listen(path: Path) -> socket.socket:
     return listener
 
 
-def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
+def _serve_one(conn: socket.socket, listener: socket.socket, main: Callable[[list[str]], int]) -> None:
     conn.settimeout(CONNECT_TIMEOUT_S)
     message, fds, _flags, _address = socket.recv_fds(conn, MAX_REQUEST, STREAMS)
     try:
@@ -200,14 +218,14 @@ def _serve_one(conn: socket.socket, listener: socket.socket) -> None:
             return
         pid = os.fork()
         if pid == 0:
-            _become(request, fds, [conn, listener])
+            _become(request, fds, [conn, listener], main)
         conn.sendall(str(pid).encode())
     finally:
         for fd in fds:
             os.close(fd)
 
 
-def _become(request: dict, fds: list[int], sockets: list[socket.socket]) -> None:
+def _become(request: dict, fds: list[int], sockets: list[socket.socket], main: Callable[[list[str]], int]) -> None:
     """In the fork: become ``python -m engine ARGS`` as the starter asked (its session, streams, directory and
     environment), run it, and exit with its code; never return into the server's loop."""
     global _in_fork
@@ -226,8 +244,6 @@ def _become(request: dict, fds: list[int], sockets: list[socket.socket]) -> None
         os.environ.update(request["env"])
         sys.argv = [sys.argv[0], *request["args"]]
         _in_fork = True
-        from engine.cli import main
-
         code = main(request["args"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1

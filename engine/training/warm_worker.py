@@ -8,7 +8,6 @@ one config: no setting of one run's can leak into another's).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import ctypes
 import gc
@@ -17,7 +16,7 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any
 
 from engine.runs.standby import KEPT_LINE, READY_LINE
 from engine.store.rundir import LOG_FILE, STOPPED, checkpoint_steps, read_status
@@ -89,34 +88,6 @@ def train_request(request: dict[str, Any]) -> int:
     from engine.training.recipe import run
 
     return run(run_dir, request.get("checkpoint"), stop)
-
-
-def train_forked(run_dir: Path, checkpoint: int | None) -> int:
-    """Train as ``python -m engine worker`` does, in a process forked from a warm supervisor (engine.runs.supervisor)
-    whose environment is already the worker's; returns the exit code. Its libraries were imported by the fork
-    server, before the environment named the run's thread count: it is set here."""
-    from engine.training.stopping import StopRequest
-
-    stop = StopRequest()
-    stop.install()
-    import torch
-
-    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
-    from engine.training.recipe import run
-
-    return run(run_dir, checkpoint, stop)
-
-
-def exit_forked(code: int) -> NoReturn:
-    """End a forked process with ``code`` without returning into its parent's code: the exit hooks run first when a
-    tracker's writer must flush in them (engine.training.trackers.writers_open), as at a normal interpreter exit."""
-    with contextlib.suppress(BaseException):
-        if writers_open():
-            atexit._run_exitfuncs()
-    with contextlib.suppress(BaseException):
-        sys.stdout.flush()
-        sys.stderr.flush()
-    os._exit(code)
 
 
 def can_keep(run_dir: Path, code: int) -> bool:

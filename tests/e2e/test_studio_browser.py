@@ -18,11 +18,12 @@ from e2e_harness import VIEWPORT, wait_until
 
 from engine import runs
 from engine.store.rundir import iter_metrics
+from tests.helpers.run_progress import wait_for_step
 
 pytestmark = pytest.mark.e2e
 
 TRAIN_TRACE = "train loss"
-MAX_STEPS = 30
+MAX_STEPS = 60  # the resumed segment must outlast a few seconds of watching its points arrive
 LOSS_POINTS_JS = """(name) => {
   const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
   const trace = plot && plot.data && plot.data.find((t) => t.name === name);
@@ -112,12 +113,19 @@ def point_latencies(monitor: Monitor, run_dir: Path, seconds: float) -> list[flo
 
 
 def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
-    # Bigger batches make slower steps, so Stop lands mid-run however fast the machine.
+    # Bigger batches make slower steps, so Stop lands mid-run however fast the machine. A warm start trains before
+    # a browser has opened the page: the run waits at its first step (Pause) until the page is up, which then
+    # watches it from there as it would from the start.
     run_dir = start_run("e2e-live", MAX_STEPS, batch_size=8)
+    wait_for_step(run_dir, 1)
+    assert runs.pause(run_dir)
     page, monitor = open_studio(browser, studio.url)
     # An active run brings the Monitor to the front on page load.
-    monitor.wait_state("starting", "running", timeout=60)
+    monitor.wait_state("paused", timeout=60)
     assert page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true"
+    assert runs.status(run_dir).step < MAX_STEPS // 3  # it waits near its start
+    assert runs.resume_paused(run_dir)
+    monitor.wait_state("running", timeout=30)
     monitor.wait_points(2)
     assert monitor.enabled("stop") and monitor.enabled("abort") and not monitor.enabled("resume")
     monitor.shot(artifacts, "01-monitor-running")

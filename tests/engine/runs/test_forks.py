@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,3 +142,17 @@ def test_without_a_server_a_start_is_cold_and_a_second_one_brings_one_up(monkeyp
     finally:
         for pid in _servers(forks.socket_path(key)):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_a_sockets_folder_others_can_write_to_forks_nothing(monkeypatch, tmp_path: Path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    shared = tmp_path / f"engine-forks-{os.getuid()}"
+    shared.mkdir()
+    shared.chmod(0o777)  # as another user could have made it, to listen at a server's address
+    args = ["supervise", str(tmp_path / "no-run")]
+    for _ in range(2):  # a second start would bring a server up
+        assert forks.start_forked(args, cwd=str(tmp_path)) is None
+    assert list(shared.iterdir()) == []
+    shared.chmod(0o700)
+    forks.start_forked(args, cwd=str(tmp_path))
+    assert [path.suffix for path in shared.iterdir()] == [".wanted"]
