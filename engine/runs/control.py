@@ -18,7 +18,7 @@ from pathlib import Path
 
 from engine.config import RunConfig, save_config
 from engine.runs import standby
-from engine.runs.devices import Device, fits_standby, has_gpus, pick_devices
+from engine.runs.devices import CPU, Device, fits_standby, has_gpus, pick_devices
 from engine.runs.lineage import pinned
 from engine.runs.status import status
 from engine.store import forks
@@ -120,9 +120,10 @@ def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | 
 
 
 def _start_forked(args: list[str], run_dir: Path) -> int | None:
-    """Start the supervisor as a warm fork (engine.store.forks) on a machine without GPUs; None: start it cold. A
-    GPU machine's fork server may have touched CUDA while importing, which a forked process then cannot use."""
-    if has_gpus():
+    """Start the supervisor of a CPU run as a warm fork (engine.store.forks) on a machine without GPUs; None: start
+    it cold. A GPU machine's fork server may have touched CUDA while importing, which a forked process then cannot
+    use; a run given GPUs (``STUDIO_DEVICES`` can name some on any machine) starts cold too."""
+    if has_gpus() or read_status(run_dir).devices != [CPU]:
         return None
     return forks.start_forked(args, cwd=str(run_dir))
 
