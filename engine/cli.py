@@ -17,7 +17,9 @@ command continues the sweep, as it does after the driver was killed.
 Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
-``supervise`` and ``worker`` are the internal halves of a run (the studio starts ``supervise`` in the
+``train`` and ``resume`` start the run as the studio does and follow it (engine.runs.follow): its log on stdout,
+Ctrl-C a Stop with a checkpoint; the run goes on if the terminal is killed, and ``resume`` continues it.
+``supervise`` and ``worker`` are the internal halves of a run (engine.runs.start starts ``supervise`` in the
 background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """
 
@@ -196,10 +198,8 @@ def _preflight(config: RunConfig, workspace: Path) -> CheckReport:
 
 def _train(args: argparse.Namespace) -> int:
     from engine.data import DataError
-    from engine.runs.control import RunError, create_run, start_lock
-    from engine.runs.devices import pick_devices
-    from engine.runs.supervisor import supervise
-    from engine.store.rundir import update_status
+    from engine.runs.control import RunError, create_run, start, start_lock
+    from engine.runs.follow import follow
     from engine.store.workspace import workspace_of
 
     config = load_config(args.config)
@@ -213,19 +213,16 @@ def _train(args: argparse.Namespace) -> int:
         # Under the start lock, and never queued: a studio's queue would otherwise start this run a second time.
         with start_lock(workspace) if workspace is not None else contextlib.nullcontext():
             run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
-            update_status(run_dir, state="starting", devices=pick_devices(run_dir, workspace))
+            start(run_dir)
     except RunError as exc:
         return _error(str(exc))
     print(f"run directory: {run_dir}", flush=True)
-    return supervise(run_dir, echo=True)
+    return follow(run_dir, 0)
 
 
 def _resume(args: argparse.Namespace) -> int:
-    from engine.runs.control import RunError, resume_point
-    from engine.runs.devices import pick_devices
-    from engine.runs.supervisor import supervise
-    from engine.store.rundir import update_status
-    from engine.store.workspace import workspace_of
+    from engine.runs.control import RunError, resume_point, start
+    from engine.runs.follow import follow, log_offset
 
     run_dir = args.run_dir.resolve()
     try:
@@ -233,8 +230,12 @@ def _resume(args: argparse.Namespace) -> int:
     except RunError as exc:
         return _error(str(exc))
     print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
-    update_status(run_dir, devices=pick_devices(run_dir, workspace_of(run_dir)))  # this start's, not the last one's
-    return supervise(run_dir, checkpoint, echo=True)
+    offset = log_offset(run_dir)
+    try:
+        start(run_dir, checkpoint)
+    except RunError as exc:
+        return _error(str(exc))
+    return follow(run_dir, offset)
 
 
 def _check(args: argparse.Namespace) -> int:

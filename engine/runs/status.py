@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.hosts import HEARTBEAT_LEASE_S, heartbeat_fresh, is_remote
-from engine.store.processes import is_alive
+from engine.store.processes import is_alive, pid_alive
 from engine.store.rundir import (
     ACTIVE_STATES,
     CONFIG_FILE,
@@ -85,13 +85,25 @@ def _just_started(current: RunStatus) -> bool:
 
 
 def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> RunStatus:
-    """Block until the run reaches a final state (or the timeout passes); returns the status."""
+    """Block until the run has ended (see ``ended``) or the timeout passes; returns the status."""
     deadline = time.time() + timeout
     while True:
         current = status(run_dir)
-        if current.is_final or time.time() > deadline:
+        if ended(run_dir, current) or time.time() > deadline:
             return current
         time.sleep(poll)
+
+
+def ended(run_dir: Path, current: RunStatus | None = None) -> bool:
+    """Whether the run is in a final state and its supervisor has recorded the exit code (or is gone without doing
+    so): the worker writes the final state before it exits, and its supervisor records how it exited after that."""
+    current = current or status(run_dir)
+    if not current.is_final:
+        return False
+    stored = read_status(run_dir)
+    if stored.exit_code is not None or is_remote(stored.host):  # another machine's pid says nothing here
+        return True
+    return not pid_alive(stored.supervisor_pid)
 
 
 def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:

@@ -18,13 +18,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import IO
 
 from engine.runs.devices import Device, cuda_visible
 from engine.store import forks
 from engine.store.hosts import this_host
 from engine.store.processes import engine_env
-from engine.store.rundir import LOG_FILE, OPEN_STATES, next_segment, read_status, release_reserve, update_status
+from engine.store.rundir import LOG_FILE, OPEN_STATES, read_status, release_reserve, update_status
 
 NEARLY_FULL_BYTES = 1 << 20
 
@@ -67,15 +66,6 @@ def describe_exit(code: int) -> str:
     if code < 0:
         return f"was killed by {signal.Signals(-code).name}"
     return f"exited with code {code}"
-
-
-def _copy_output(source: IO[bytes], log: IO[bytes]) -> None:
-    """Echo the worker's output to the terminal and train.log, line by line."""
-    for line in iter(source.readline, b""):
-        log.write(line)
-        log.flush()
-        sys.stdout.buffer.write(line)
-        sys.stdout.buffer.flush()
 
 
 def record_exit(run_dir: Path, code: int) -> None:
@@ -163,21 +153,20 @@ def fork_worker(run_dir: Path, checkpoint: int | None, env: dict[str, str], outp
     return ForkedWorker(pid)
 
 
-def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) -> int:
+def supervise(run_dir: Path, checkpoint: int | None = None) -> int:
     """Run the worker to its end and return its exit code."""
     num_processes, threads = launch_settings(run_dir)
-    # A resume from the command line comes here without engine.runs.start: close the last segment here too.
-    update_status(run_dir, supervisor_pid=os.getpid(), host=this_host(), **next_segment(read_status(run_dir)))
+    update_status(run_dir, supervisor_pid=os.getpid(), host=this_host())
     with open(run_dir / LOG_FILE, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
         log.flush()
         env = worker_environment(num_processes, threads, read_status(run_dir).devices)
-        if forks.forked() and num_processes == 1 and not echo:
+        if forks.forked() and num_processes == 1:
             worker: subprocess.Popen[bytes] | ForkedWorker = fork_worker(run_dir, checkpoint, env, log.fileno())
         else:
             worker = subprocess.Popen(
                 worker_command(run_dir, checkpoint, num_processes),
-                stdout=subprocess.PIPE if echo else log,
+                stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
             )
@@ -188,8 +177,6 @@ def supervise(run_dir: Path, checkpoint: int | None = None, echo: bool = False) 
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, forward)
-        if echo:
-            _copy_output(worker.stdout, log)
         code = worker.wait()
     record_exit(run_dir, code)
     return code
