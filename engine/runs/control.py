@@ -143,7 +143,12 @@ def _claim_standby(run_dir: Path, checkpoint: int | None) -> int | None:
 
 
 def keep_standby(workspace: Path) -> None:
-    """Make sure the workspace has a warm standby for its next run (see engine.runs.standby)."""
+    """Make sure the workspace's next run starts warm, for as long as this process (a studio) lives: on a machine
+    without GPUs, the fork server that its CPU runs are forked from (engine.store.forks: one for every studio and
+    CLI of this environment, where a standby would serve one workspace); elsewhere a warm standby (see
+    engine.runs.standby)."""
+    if not has_gpus() and forks.prepare(holder=os.getpid()):
+        return
     standby.start_standby(workspace)
 
 

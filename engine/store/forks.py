@@ -118,6 +118,45 @@ def start_forked(args: list[str], cwd: str, stdout: int | None = None) -> int | 
         return None
 
 
+def prepare(holder: int) -> bool:
+    """Have this environment's server ready for the starts to come (a studio calls this as it opens, instead of
+    keeping a warm standby), and keep it while process ``holder`` lives, idle or not. False where nothing can be
+    forked (engine.runs.control then keeps a standby)."""
+    if not available():
+        return False
+    try:
+        if not _runtime_dir_safe():
+            return False
+        key = server_key(engine_env())
+        (_runtime_dir() / f"{key}.held-by-{holder}").touch()
+        if not _answers(socket_path(key)):
+            start_server(key)
+    except OSError:
+        return False
+    return True
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def _held(path: Path) -> bool:
+    """Whether a live process holds the server at ``path`` (``prepare``); the marks of gone ones are removed."""
+    held = False
+    for mark in path.parent.glob(f"{path.stem}.held-by-*"):
+        with contextlib.suppress(ValueError, OSError):
+            if pid_alive(int(mark.name.rsplit("-", 1)[1])):
+                held = True
+            else:
+                mark.unlink()
+    return held
+
+
 def _wanted_again(key: str) -> bool:
     """Whether the key was asked for before, within ``IDLE_S``: a server pays the imports once more, which only a
     second start repays (a script's one-off environment never gets one)."""
@@ -170,7 +209,8 @@ def serve(
     path: Path, warm_up: Callable[[], None], main: Callable[[list[str]], int], idle_s: float | None = None
 ) -> int:
     """Entry point of ``python -m engine fork-server PATH``: import (``warm_up``), listen at ``path``, fork a process
-    for each request that runs ``main(args)`` (the engine's CLI), until idle for ``idle_s`` (default ``IDLE_S``)."""
+    for each request that runs ``main(args)`` (the engine's CLI), until idle for ``idle_s`` (default ``IDLE_S``) and
+    held by no live process (``prepare``)."""
     idle_s = IDLE_S if idle_s is None else idle_s
     warm_up()
     import gc
@@ -181,8 +221,10 @@ def serve(
     listener = _listen(path)
     bound = path.stat().st_ino  # a later server of the same key may have replaced the file: leave that one
     try:
-        while select.select([listener], [], [], idle_s)[0]:
-            with contextlib.suppress(OSError):
+        while select.select([listener], [], [], idle_s)[0] or _held(path):
+            if not select.select([listener], [], [], 0)[0]:
+                continue  # idle, but held: wait on
+            with contextlib.suppress(OSError, ValueError, LookupError, TypeError):  # a bad request: the next one
                 conn, _ = listener.accept()
                 with conn:
                     _serve_one(conn, listener, main)
@@ -212,6 +254,8 @@ def _serve_one(conn: socket.socket, listener: socket.socket, main: Callable[[lis
     conn.settimeout(CONNECT_TIMEOUT_S)
     message, fds, _flags, _address = socket.recv_fds(conn, MAX_REQUEST, STREAMS)
     try:
+        if not message:
+            return  # a probe (``prepare``): it only wanted to know that this server answers
         request = json.loads(message)
         if len(fds) != STREAMS or request["args"][0] not in FORKED_COMMANDS:
             conn.sendall(b"refused")

@@ -160,3 +160,43 @@ def test_a_sockets_folder_others_can_write_to_forks_nothing(monkeypatch, tmp_pat
     shared.chmod(0o700)
     forks.start_forked(args, cwd=str(tmp_path))
     assert [path.suffix for path in shared.iterdir()] == [".wanted"]
+
+
+def test_a_held_server_outlives_its_idle_time_until_its_holder_is_gone(tmp_path: Path):
+    socket = tmp_path / "forks.sock"
+    holder = subprocess.Popen(["sleep", "600"])  # a studio, as far as the server can tell
+    mark = tmp_path / f"forks.held-by-{holder.pid}"
+    mark.touch()
+    server = subprocess.Popen([*engine_command("fork-server", str(socket), "--idle", "1")], env=engine_env())
+    try:
+        deadline = time.monotonic() + SERVER_UP_S
+        while not socket.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert forks._answers(socket)  # a probe is answered, and the server goes on serving
+        with pytest.raises(subprocess.TimeoutExpired):
+            server.wait(timeout=4)  # four idle times: held, it stays
+        holder.kill()
+        holder.wait()
+        assert server.wait(timeout=60) == 0  # its holder gone: it exits at its next idle time
+        assert not socket.exists() and not mark.exists()
+    finally:
+        for process in (server, holder):
+            process.kill()
+            process.wait()
+
+
+def test_a_studio_brings_its_server_up_at_once_and_holds_it(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("FORKS_TEST", f"{tmp_path.name}-held")
+    monkeypatch.delenv(forks.SWITCH_ENV, raising=False)
+    key = forks.server_key(engine_env())
+    socket = forks.socket_path(key)
+    try:
+        assert forks.prepare(holder=os.getpid())  # no earlier start: a studio wants it for the first one
+        assert forks.wait_for_server(key, SERVER_UP_S)
+        assert forks.prepare(holder=os.getpid())
+        assert len(_servers(socket)) == 1  # it answers: no second one
+        assert (socket.parent / f"{key}.held-by-{os.getpid()}").exists()
+    finally:
+        for pid in _servers(socket):
+            os.kill(pid, signal.SIGKILL)
+        (socket.parent / f"{key}.held-by-{os.getpid()}").unlink(missing_ok=True)
