@@ -2,19 +2,19 @@
 
 Drives the real studio (``python launch.py``) in Debian's Chromium through Playwright, on the demo model:
 
-- Start click → the first loss point on the chart, with the warm standby (the default) against a studio
-  started with ``--no-standby`` (the cold baseline, which pays the training libraries' imports after the
-  click);
+- Start click → the first loss point on the chart, warm (the default: on a machine without GPUs the studio's
+  fork server, engine.store.forks; elsewhere its standby) against a studio started with ``--no-standby`` and
+  ``STUDIO_WARM_FORKS=0`` (the cold baseline, which pays the training libraries' imports after the click);
 - a metric written by the trainer (its ``time`` in metrics.jsonl) → the point visible on the chart: p50, p95;
 - Stop click → checkpoint on disk and the run's processes gone (or its worker kept idle for the resume), next
   to the run's step time and the checkpoint's save time (goal: at most one step + the save + 1 s);
 - Resume click, right after the stop → the first new loss point on the chart.
 
 Every round runs idle, then again beside a CPU hog that keeps one core busy (a program spinning on one of the
-machine's cores, as a browser drawing or a compile would; started once the studio serves and its standby is
-warm, killed at the end of the round, and never older than ``HOG_LIMIT_S``). Each figure is printed for both,
-in seconds and in the round's step times, since the step time itself grows under load: a latency below one step
-means the chart keeps up with the trainer.
+machine's cores, as a browser drawing or a compile would; started once the studio serves and is warm, killed at
+the end of the round, and never older than ``HOG_LIMIT_S``). Each figure is printed for both, in seconds and in
+the round's step times, since the step time itself grows under load: a latency below one step means the chart
+keeps up with the trainer.
 
     python benchmarks/browser_latency.py              # 2 rounds, idle and loaded
     python benchmarks/browser_latency.py --rounds 3 --no-load
@@ -45,6 +45,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from e2e_harness import CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Studio, wait_until  # noqa: E402
 
 from engine import runs  # noqa: E402
+from engine.store import forks  # noqa: E402
 from engine.store.rundir import checkpoint_steps, iter_metrics  # noqa: E402
 from engine.store.workspace import standby_dir  # noqa: E402
 from tests.helpers.servers import free_port  # noqa: E402
@@ -142,18 +143,40 @@ def resume_and_wait(page: Any, run_dir: Path) -> dict[str, Any]:
     resume.click()
     wait_until(lambda: max(chart_steps(page), default=0) > stopped_at, 120, 0.02, "a point after the resume")
     log = (run_dir / "train.log").read_text(errors="replace")
-    return {"resume": time.time() - clicked, "resume_warm": f"start (checkpoint {stopped_at}, warm)" in log}
+    # Warm: claimed by the standby that kept the worker ("warm"), or forked by the warm server ("warm fork").
+    return {"resume": time.time() - clicked, "resume_warm": f"start (checkpoint {stopped_at}, warm" in log}
+
+
+@contextlib.contextmanager
+def cold_environment(cold: bool) -> Iterator[None]:
+    """For the studio started within: no warm forks either (a second start would otherwise bring a server up)."""
+    before = os.environ.get(forks.SWITCH_ENV)
+    if cold:
+        os.environ[forks.SWITCH_ENV] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(forks.SWITCH_ENV, None)
+        else:
+            os.environ[forks.SWITCH_ENV] = before
+
+
+def studio_is_warm(studio: Studio, workspace: Path) -> bool:
+    """Whether the studio's fork server listens, or its workspace's standby is ready."""
+    return bool(forks.held_server(studio.process.pid) or list(standby_dir(workspace).glob("*.ready")))
 
 
 def one_round(browser: Any, warm: bool, loaded: bool) -> dict[str, Any]:
     """A fresh studio and workspace: start a run from the form; warm, also watch it, stop it and resume it."""
     with tempfile.TemporaryDirectory() as tmp:
         workspace = Path(tmp)
-        studio = Studio(workspace, free_port(), () if warm else ("--no-standby",))
-        studio.start()
+        with cold_environment(not warm):
+            studio = Studio(workspace, free_port(), () if warm else ("--no-standby",))
+            studio.start()
         try:
             if warm:
-                wait_until(lambda: list(standby_dir(workspace).glob("*.ready")), 120, 0.2, "the standby")
+                wait_until(lambda: studio_is_warm(studio, workspace), 120, 0.2, "the fork server or the standby")
             with cpu_hog(loaded):
                 return measure(browser, studio, workspace, warm)
         finally:

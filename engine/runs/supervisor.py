@@ -158,7 +158,8 @@ def supervise(run_dir: Path, checkpoint: int | None = None) -> int:
     num_processes, threads = launch_settings(run_dir)
     update_status(run_dir, supervisor_pid=os.getpid(), host=this_host())
     with open(run_dir / LOG_FILE, "ab") as log:
-        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}) ===\n".encode())
+        how = ", warm fork" if forks.forked() else ""  # a fork of the warm server (engine.store.forks)
+        log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}{how}) ===\n".encode())
         log.flush()
         env = worker_environment(num_processes, threads, read_status(run_dir).devices)
         if forks.forked() and num_processes == 1:

@@ -136,6 +136,15 @@ def prepare(holder: int) -> bool:
     return True
 
 
+def held_server(holder: int) -> Path | None:
+    """The socket of a listening server that ``holder`` holds (``prepare``), if any (for benchmarks and tests)."""
+    for mark in _runtime_dir().glob(f"*.held-by-{holder}"):
+        path = socket_path(mark.name.split(".", 1)[0])
+        if path.exists():
+            return path
+    return None
+
+
 def _answers(path: Path) -> bool:
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
         try:
