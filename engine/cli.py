@@ -305,9 +305,24 @@ def _sweep_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_forked(command: str, argv: list[str]) -> int | None:
+    """On a machine without GPUs, hand a command that would import the training libraries to the warm fork server
+    (engine.store.forks), which has them imported, and wait for it: its exit code, or None to run it here."""
+    from engine.store import forks
+
+    if command not in forks.WAITED_COMMANDS or forks.forked():
+        return None
+    from engine.runs.devices import has_gpus
+
+    return None if has_gpus() else forks.run_forked(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m engine``; returns the exit code."""
     args = _parser().parse_args(argv)
+    warm = _run_forked(args.command, sys.argv[1:] if argv is None else argv)
+    if warm is not None:
+        return warm
     try:
         if args.command == "train":
             return exit_at_once(_train(args))

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from engine.store.processes import exit_code_of, is_alive, signal_group, spawn_detached
+from engine.store import forks
+from engine.store.processes import engine_command, exit_code_of, is_alive, signal_group, spawn_detached
 from engine.store.rundir import file_tail, write_text_atomic
 from engine.store.workspace import jobs_dir
 
@@ -66,17 +67,28 @@ def start(
     job_dir = jobs_dir(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
     job_dir.mkdir(parents=True)
     _write_json(job_dir / PROGRESS_FILE, {"state": "starting", "phase": "starting", "updated_at": time.time()})
+    command = [*args, "--job-dir", str(job_dir)]
     with open(job_dir / LOG_FILE, "ab") as log:
-        process = spawn_detached([*args, "--job-dir", str(job_dir)], stdout=log, env=env)
+        pid = _start_forked(command, job_dir, log.fileno(), env) or spawn_detached(command, stdout=log, env=env).pid
     record = {
         "kind": kind,
         "labels": labels or {},
-        "command": process.args,
-        "pid": process.pid,
+        "command": engine_command(*command),
+        "pid": pid,
         "created_at": time.time(),
     }
     _write_json(job_dir / JOB_FILE, record)
     return job_dir
+
+
+def _start_forked(command: list[str], job_dir: Path, log: int, env: dict[str, str] | None) -> int | None:
+    """Start the job as a warm fork (engine.store.forks) on a machine without GPUs (a fork cannot use CUDA), unless
+    it carries secrets in its environment (a server per secret would keep it in memory); None: start it cold."""
+    from engine.runs.devices import has_gpus
+
+    if env or has_gpus():
+        return None
+    return forks.start_forked(command, cwd=os.getcwd(), stdout=log)  # relative paths as a cold start reads them
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:

@@ -38,7 +38,10 @@ from pathlib import Path
 from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_env, pid_alive, spawn_detached
 
-FORKED_COMMANDS = ("supervise",)  # what a server forks: a run's supervisor (which forks its worker)
+# What a server forks: a run's supervisor (which forks its worker), and the background jobs (engine.jobs).
+FORKED_COMMANDS = ("supervise", "evaluate", "export")
+# What a CLI command hands to the server, waiting for its exit code (``run_forked``): those that import the libraries.
+WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export", "sweep")
 # Read by the started process only, never at import: they may differ between two starts served by one server.
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "_"})
 SWITCH_ENV = "STUDIO_WARM_FORKS"
@@ -116,6 +119,44 @@ def start_forked(args: list[str], cwd: str, stdout: int | None = None) -> int | 
         if _wanted_again(key):
             start_server(key)
         return None
+
+
+def run_forked(args: list[str]) -> int | None:
+    """Run this very command, ``python -m engine ARGS``, as a fork of the warm server on this process's standard
+    streams, and wait for it; returns its exit code (None: run it here, cold; no server is ready, and one is being
+    started for the next time). Ctrl-C, SIGTERM and a closed terminal reach it as they would have reached this
+    process; killed by a signal, it ends this process with the same signal."""
+    if not available() or not args or args[0] not in WAITED_COMMANDS:
+        return None
+    key = server_key(engine_env())
+    try:
+        if not _runtime_dir_safe():
+            return None
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        conn.settimeout(CONNECT_TIMEOUT_S)
+        conn.connect(str(socket_path(key)))
+        request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "wait": True}
+        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+        pid = int(conn.recv(64))
+    except (OSError, ValueError):
+        if _wanted_again(key):
+            start_server(key)
+        return None
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda number, _frame: _pass_on(pid, number))
+    with conn:
+        conn.settimeout(None)
+        answer = conn.recv(64)
+    code = int(answer) if answer.lstrip(b"-").isdigit() else 1
+    if code < 0:  # killed by a signal: end the same way, for whoever waits on this process
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    return code
+
+
+def _pass_on(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)
 
 
 def prepare(holder: int) -> bool:
@@ -266,8 +307,12 @@ def _serve_one(conn: socket.socket, listener: socket.socket, main: Callable[[lis
         if not message:
             return  # a probe (``prepare``): it only wanted to know that this server answers
         request = json.loads(message)
-        if len(fds) != STREAMS or request["args"][0] not in FORKED_COMMANDS:
+        allowed = WAITED_COMMANDS if request.get("wait") else FORKED_COMMANDS
+        if len(fds) != STREAMS or request["args"][0] not in allowed:
             conn.sendall(b"refused")
+            return
+        if request.get("wait"):
+            _fork_waited(request, fds, conn, listener, main)
             return
         pid = os.fork()
         if pid == 0:
@@ -276,6 +321,42 @@ def _serve_one(conn: socket.socket, listener: socket.socket, main: Callable[[lis
     finally:
         for fd in fds:
             os.close(fd)
+
+
+def _fork_waited(
+    request: dict, fds: list[int], conn: socket.socket, listener: socket.socket, main: Callable[[list[str]], int]
+) -> None:
+    """Fork a waiter that forks the command and tells the starter its pid, then its exit code. The server cannot
+    wait for it itself (it serves the next request meanwhile), and only a parent can read a process's exit code."""
+    if os.fork() != 0:
+        return
+    try:  # the waiter: whatever happens, it never returns into the server's loop
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it, which would reap the command unseen
+        pid = os.fork()
+        if pid == 0:
+            _become(request, fds, [conn], main)
+        for fd in fds:
+            os.close(fd)  # the starter's streams end when the command ends, not when this waiter does
+        conn.sendall(str(pid).encode())
+        code = _wait_watching(pid, conn)
+        with contextlib.suppress(OSError):
+            conn.sendall(str(code).encode())
+    finally:
+        os._exit(0)
+
+
+def _wait_watching(pid: int, conn: socket.socket) -> int:
+    """Wait for the command to end; if its starter goes first (its end of the connection closes), hang it up, as a
+    closed terminal would. Returns its exit code (negative: the signal that killed it)."""
+    pidfd = os.pidfd_open(pid)
+    watched = [pidfd, conn]
+    while pidfd not in select.select(watched, [], [])[0]:
+        watched = [pidfd]  # the starter is gone
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGHUP)
+    os.close(pidfd)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
 def _become(request: dict, fds: list[int], sockets: list[socket.socket], main: Callable[[list[str]], int]) -> None:
@@ -296,6 +377,7 @@ def _become(request: dict, fds: list[int], sockets: list[socket.socket], main: C
         os.environ.clear()
         os.environ.update(request["env"])
         sys.argv = [sys.argv[0], *request["args"]]
+        _match_threads()
         _in_fork = True
         code = main(request["args"])
     except SystemExit as exc:
@@ -307,6 +389,14 @@ def _become(request: dict, fds: list[int], sockets: list[socket.socket], main: C
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _match_threads() -> None:
+    """Give torch the thread count the new environment asks for: it read the server's when it was imported."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        threads = os.environ.get("OMP_NUM_THREADS", "")
+        torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else len(os.sched_getaffinity(0)))
 
 
 def wait_for_server(key: str, timeout: float) -> bool:

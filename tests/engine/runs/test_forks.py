@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import runs
+from engine import jobs, runs
+from engine.config import save_config
 from engine.store import forks
 from engine.store.processes import command_line, engine_command, engine_env, pid_alive, proc_pids
 from engine.store.rundir import read_status
@@ -200,3 +201,64 @@ def test_a_studio_brings_its_server_up_at_once_and_holds_it(monkeypatch, tmp_pat
         for pid in _servers(socket):
             os.kill(pid, signal.SIGKILL)
         (socket.parent / f"{key}.held-by-{os.getpid()}").unlink(missing_ok=True)
+
+
+def test_a_job_is_forked_too_and_makes_what_a_cold_job_makes(server: str, tmp_path: Path, monkeypatch):
+    run_dir = runs.create_run(small_config(train={"max_steps": 2, "save_steps": 2}), run_dir=tmp_path / "ws" / "run")
+    runs.start(run_dir)
+    assert runs.wait(run_dir, timeout=300).state == "completed"
+
+    def export(name: str) -> Path:
+        job_dir = jobs.start(
+            tmp_path / "ws",
+            "export",
+            ["export", str(run_dir), "--kind", "merged", "--out", name, "--workspace", str(tmp_path / "ws")],
+        )
+        pid = jobs.status(job_dir).pid
+        forked = "fork-server" in command_line(pid)  # read at once: exporting takes longer than this look
+        done = jobs.wait(job_dir, timeout=300)
+        assert done.state == "completed", done
+        assert forked == (os.environ.get(forks.SWITCH_ENV) != "0"), command_line(pid)
+        return Path(done.result["path"])
+
+    warm = export("warm")
+    with monkeypatch.context() as cold:
+        cold.setenv(forks.SWITCH_ENV, "0")
+        expected = export("cold")
+    files = sorted(path.name for path in expected.iterdir())
+    assert files == sorted(path.name for path in warm.iterdir()) and "model.safetensors" in files
+    assert (warm / "model.safetensors").read_bytes() == (expected / "model.safetensors").read_bytes()
+
+
+def _loaded_torch(pid: int) -> bool:
+    """Whether the process has torch's library mapped (a cold CLI that checked a config has)."""
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_a_cli_command_is_handed_to_the_server_with_its_signals_and_exit_code(server: str, tmp_path: Path):
+    config = tmp_path / "config.yaml"
+    save_config(small_config(train={"max_steps": 400, "save_steps": 1000}), config)
+    run_dir = tmp_path / "run"
+
+    def cli(*args: str) -> subprocess.Popen[str]:
+        command = engine_command(*args)
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=engine_env())
+
+    train = cli("train", str(config), "--run-dir", str(run_dir))
+    wait_for_step(run_dir, 2)
+    assert not _loaded_torch(train.pid)  # it checked the config and trains through its fork: it only waits
+    train.send_signal(signal.SIGINT)  # Ctrl-C: passed on, a stop with a checkpoint
+    output = train.communicate(timeout=120)[0]
+    stopped = runs.status(run_dir)
+    assert train.returncode == 0 and stopped.state == "stopped" and stopped.checkpoints == [stopped.step], output
+    assert f"stopped at step {stopped.step}; resume with" in output and "train step 2/400" in output
+
+    resume = cli("resume", str(run_dir))
+    wait_for_step(run_dir, stopped.step + 2)
+    resume.kill()  # SIGKILL, as a closed terminal's shell may: the fork is hung up, which stops the run
+    assert resume.wait(timeout=60) == -signal.SIGKILL
+    again = runs.wait(run_dir, timeout=120)
+    assert again.state == "stopped" and again.checkpoints[-1] > stopped.step, again
+
+    bad = cli("check", str(tmp_path / "missing.yaml"))
+    assert bad.wait(timeout=120) == 2 and "missing.yaml" in bad.stdout.read()  # the same code and words as cold
