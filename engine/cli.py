@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     standby.add_argument("--owner", type=int, required=True, help="pid of the studio; unclaimed, exit when it is gone")
     commands.add_parser("standby-worker", help=argparse.SUPPRESS)
     fork_server = commands.add_parser("fork-server", help=argparse.SUPPRESS)
-    fork_server.add_argument("socket", type=Path, help="where to listen (engine.store.forks)")
+    fork_server.add_argument("socket", type=Path, help="where to listen (engine.store.fork_server)")
     fork_server.add_argument("--idle", type=float, default=None, help="exit after this many seconds without a request")
     chat = commands.add_parser("chat-worker", help=argparse.SUPPRESS)
     chat.add_argument("--base", help="base model (hub id or local directory) when no run is given")
@@ -308,9 +308,9 @@ def _sweep_status(args: argparse.Namespace) -> int:
 def _run_forked(command: str, argv: list[str]) -> int | None:
     """On a machine without GPUs, hand a command that would import the training libraries to the warm fork server
     (engine.store.forks), which has them imported, and wait for it: its exit code, or None to run it here."""
-    from engine.store import forks
+    from engine.store import fork_server, forks
 
-    if command not in forks.WAITED_COMMANDS or forks.forked():
+    if command not in forks.WAITED_COMMANDS or fork_server.forked():
         return None
     from engine.runs.devices import has_gpus
 
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return exit_at_once(serve_standby_worker())
         if args.command == "fork-server":
-            from engine.store.forks import serve
+            from engine.store.fork_server import serve
             from engine.training.warm_worker import training_imports
 
             return exit_at_once(serve(args.socket, training_imports, main, args.idle))

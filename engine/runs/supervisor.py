@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 
 from engine.runs.devices import Device, cuda_visible
-from engine.store import forks
+from engine.store import fork_server
 from engine.store.hosts import this_host
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, read_status, release_reserve, update_status
@@ -158,11 +158,11 @@ def supervise(run_dir: Path, checkpoint: int | None = None) -> int:
     num_processes, threads = launch_settings(run_dir)
     update_status(run_dir, supervisor_pid=os.getpid(), host=this_host())
     with open(run_dir / LOG_FILE, "ab") as log:
-        how = ", warm fork" if forks.forked() else ""  # a fork of the warm server (engine.store.forks)
+        how = ", warm fork" if fork_server.forked() else ""  # a fork of the warm server (engine.store.forks)
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} start (checkpoint {checkpoint}{how}) ===\n".encode())
         log.flush()
         env = worker_environment(num_processes, threads, read_status(run_dir).devices)
-        if forks.forked() and num_processes == 1:
+        if fork_server.forked() and num_processes == 1:
             worker: subprocess.Popen[bytes] | ForkedWorker = fork_worker(run_dir, checkpoint, env, log.fileno())
         else:
             worker = subprocess.Popen(

@@ -6,7 +6,8 @@ short run's training). Standard library only.
 A starter (``start_forked``) sends the server the engine command, working directory, environment and standard
 streams (file descriptors, over a Unix socket) and gets the pid of a process that runs ``python -m engine ARGS``
 as if started with ``spawn_detached``: in a session of its own, outliving its starter. When no server is ready, the
-starter starts one for the next time and says so (None): the caller then starts the cold way.
+starter starts one for the next time and says so (None): the caller then starts the cold way. A CLI command
+(``run_forked``) hands itself over the same way and waits: a waiter forked beside it reports its exit code.
 
 Why not Python's own ``multiprocessing`` forkserver: it serves only the process that started it (its address and
 key live in that process), while runs are started by the studio, the CLI, sweeps and schedulers alike.
@@ -14,8 +15,9 @@ key live in that process), while runs are started by the studio, the CLI, sweeps
 One server serves one environment: modules read some variables once, when imported (huggingface_hub's offline
 mode among them), so the server's key holds the interpreter, the engine's code (a changed file means a new
 server) and every environment variable except those that only the started process reads (``VOLATILE``). It
-exits after ``IDLE_S`` without a request. Only CPU runs are forked: a process whose parent may have touched CUDA
-cannot use it (engine.runs.control decides). Linux only (fork, SCM_RIGHTS); elsewhere nothing is forked.
+exits after ``IDLE_S`` without a request, unless a live process holds it (a studio: ``prepare``). Only CPU work is
+forked: a process whose parent may have touched CUDA cannot use it (engine.runs.control, engine.jobs and the CLI
+decide). Linux only (fork, SCM_RIGHTS); elsewhere nothing is forked. The server itself: engine.store.fork_server.
 """
 
 from __future__ import annotations
@@ -24,15 +26,12 @@ import contextlib
 import hashlib
 import json
 import os
-import select
 import signal
 import socket
 import stat
 import sys
 import tempfile
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 from engine.store.paths import PROJECT_ROOT
@@ -41,7 +40,8 @@ from engine.store.processes import engine_env, pid_alive, spawn_detached
 # What a server forks: a run's supervisor (which forks its worker), and the background jobs (engine.jobs).
 FORKED_COMMANDS = ("supervise", "evaluate", "export")
 # What a CLI command hands to the server, waiting for its exit code (``run_forked``): those that import the libraries.
-WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export", "sweep")
+# Not ``sweep``: its driver imports little, and a killed driver must be gone at once (the same command continues it).
+WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export")
 # Read by the started process only, never at import: they may differ between two starts served by one server.
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "_"})
 SWITCH_ENV = "STUDIO_WARM_FORKS"
@@ -49,13 +49,6 @@ IDLE_S = 300.0  # a server nobody asked for this long exits (it holds the librar
 CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to fork is stuck: start the cold way
 MAX_REQUEST = 1 << 20
 STREAMS = 3  # stdin, stdout, stderr
-
-_in_fork = False  # True in a process forked by a server: it has the training libraries imported
-
-
-def forked() -> bool:
-    """Whether this process was forked by a warm server (its training libraries are imported already)."""
-    return _in_fork
 
 
 def available() -> bool:
@@ -195,18 +188,6 @@ def _answers(path: Path) -> bool:
     return True
 
 
-def _held(path: Path) -> bool:
-    """Whether a live process holds the server at ``path`` (``prepare``); the marks of gone ones are removed."""
-    held = False
-    for mark in path.parent.glob(f"{path.stem}.held-by-*"):
-        with contextlib.suppress(ValueError, OSError):
-            if pid_alive(int(mark.name.rsplit("-", 1)[1])):
-                held = True
-            else:
-                mark.unlink()
-    return held
-
-
 def _wanted_again(key: str) -> bool:
     """Whether the key was asked for before, within ``IDLE_S``: a server pays the imports once more, which only a
     second start repays (a script's one-off environment never gets one)."""
@@ -250,153 +231,6 @@ def start_server(key: str) -> None:
             process = spawn_detached(["fork-server", str(socket_path(key))], cwd=str(PROJECT_ROOT), stdout=log)
         os.write(fd, str(process.pid).encode())
         os.close(fd)
-
-
-# --- the server ------------------------------------------------------------------------------------------------
-
-
-def serve(
-    path: Path, warm_up: Callable[[], None], main: Callable[[list[str]], int], idle_s: float | None = None
-) -> int:
-    """Entry point of ``python -m engine fork-server PATH``: import (``warm_up``), listen at ``path``, fork a process
-    for each request that runs ``main(args)`` (the engine's CLI), until idle for ``idle_s`` (default ``IDLE_S``) and
-    held by no live process (``prepare``)."""
-    idle_s = IDLE_S if idle_s is None else idle_s
-    warm_up()
-    import gc
-
-    gc.collect()
-    gc.freeze()  # the libraries' objects stay for good: the collector of each fork need not walk them
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forks end on their own: no zombie waits for this server
-    listener = _listen(path)
-    bound = path.stat().st_ino  # a later server of the same key may have replaced the file: leave that one
-    try:
-        while select.select([listener], [], [], idle_s)[0] or _held(path):
-            if not select.select([listener], [], [], 0)[0]:
-                continue  # idle, but held: wait on
-            with contextlib.suppress(OSError, ValueError, LookupError, TypeError):  # a bad request: the next one
-                conn, _ = listener.accept()
-                with conn:
-                    _serve_one(conn, listener, main)
-    finally:
-        with contextlib.suppress(OSError):
-            if path.stat().st_ino == bound:
-                path.unlink()
-        listener.close()
-    return 0
-
-
-def _listen(path: Path) -> socket.socket:
-    """Listen at ``path``, appearing there whole (bound under a temporary name, then renamed)."""
-    path.parent.mkdir(mode=0o700, exist_ok=True)
-    temporary = path.with_name(f"{path.stem}.{os.getpid()}.tmp")
-    temporary.unlink(missing_ok=True)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(str(temporary))
-    os.chmod(temporary, 0o600)
-    listener.listen(16)
-    os.replace(temporary, path)
-    path.with_name(f"{path.stem}.starting").unlink(missing_ok=True)
-    return listener
-
-
-def _serve_one(conn: socket.socket, listener: socket.socket, main: Callable[[list[str]], int]) -> None:
-    conn.settimeout(CONNECT_TIMEOUT_S)
-    message, fds, _flags, _address = socket.recv_fds(conn, MAX_REQUEST, STREAMS)
-    try:
-        if not message:
-            return  # a probe (``prepare``): it only wanted to know that this server answers
-        request = json.loads(message)
-        allowed = WAITED_COMMANDS if request.get("wait") else FORKED_COMMANDS
-        if len(fds) != STREAMS or request["args"][0] not in allowed:
-            conn.sendall(b"refused")
-            return
-        if request.get("wait"):
-            _fork_waited(request, fds, conn, listener, main)
-            return
-        pid = os.fork()
-        if pid == 0:
-            _become(request, fds, [conn, listener], main)
-        conn.sendall(str(pid).encode())
-    finally:
-        for fd in fds:
-            os.close(fd)
-
-
-def _fork_waited(
-    request: dict, fds: list[int], conn: socket.socket, listener: socket.socket, main: Callable[[list[str]], int]
-) -> None:
-    """Fork a waiter that forks the command and tells the starter its pid, then its exit code. The server cannot
-    wait for it itself (it serves the next request meanwhile), and only a parent can read a process's exit code."""
-    if os.fork() != 0:
-        return
-    try:  # the waiter: whatever happens, it never returns into the server's loop
-        listener.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it, which would reap the command unseen
-        pid = os.fork()
-        if pid == 0:
-            _become(request, fds, [conn], main)
-        for fd in fds:
-            os.close(fd)  # the starter's streams end when the command ends, not when this waiter does
-        conn.sendall(str(pid).encode())
-        code = _wait_watching(pid, conn)
-        with contextlib.suppress(OSError):
-            conn.sendall(str(code).encode())
-    finally:
-        os._exit(0)
-
-
-def _wait_watching(pid: int, conn: socket.socket) -> int:
-    """Wait for the command to end; if its starter goes first (its end of the connection closes), hang it up, as a
-    closed terminal would. Returns its exit code (negative: the signal that killed it)."""
-    pidfd = os.pidfd_open(pid)
-    watched = [pidfd, conn]
-    while pidfd not in select.select(watched, [], [])[0]:
-        watched = [pidfd]  # the starter is gone
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGHUP)
-    os.close(pidfd)
-    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-
-
-def _become(request: dict, fds: list[int], sockets: list[socket.socket], main: Callable[[list[str]], int]) -> None:
-    """In the fork: become ``python -m engine ARGS`` as the starter asked (its session, streams, directory and
-    environment), run it, and exit with its code; never return into the server's loop."""
-    global _in_fork
-    code = 1
-    try:
-        for held in sockets:
-            held.close()
-        os.setsid()
-        for number, fd in enumerate(fds):
-            os.dup2(fd, number)
-            os.close(fd)
-        for signum in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, signal.SIG_DFL)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.argv = [sys.argv[0], *request["args"]]
-        _match_threads()
-        _in_fork = True
-        code = main(request["args"])
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _match_threads() -> None:
-    """Give torch the thread count the new environment asks for: it read the server's when it was imported."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        threads = os.environ.get("OMP_NUM_THREADS", "")
-        torch.set_num_threads(int(threads) if threads.isdigit() and int(threads) > 0 else len(os.sched_getaffinity(0)))
 
 
 def wait_for_server(key: str, timeout: float) -> bool:

@@ -2,7 +2,8 @@
 
 Through the real processes: a real server, real runs of the demo model. A forked run must be the same run as a
 cold one (its losses bit for bit, Stop with a checkpoint, Resume, Abort leaving nothing behind), with the worker
-a child of its supervisor as before.
+a child of its supervisor as before; a forked job makes what a cold one makes; a CLI command handed to the server
+keeps its output, Ctrl-C and exit code; a studio holds its server.
 """
 
 from __future__ import annotations
