@@ -226,11 +226,25 @@ def start_server(key: str) -> None:
             if pid_alive(int(starting.read_text() or 0)):
                 return
         starting.unlink(missing_ok=True)
+        _tidy(runtime)
         fd = os.open(starting, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(runtime / f"{key}.log", "ab") as log:  # what went wrong, when a server never comes up
             process = spawn_detached(["fork-server", str(socket_path(key))], cwd=str(PROJECT_ROOT), stdout=log)
         os.write(fd, str(process.pid).encode())
         os.close(fd)
+
+
+def _tidy(runtime: Path) -> None:
+    """Remove what says nothing any more: marks of starts older than ``IDLE_S``, and the empty logs of servers that
+    are gone (a log that says something stays: why a server never came up)."""
+    now = time.time()
+    for path in runtime.iterdir():
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            stale = now - info.st_mtime > IDLE_S
+            quiet_log = path.suffix == ".log" and not info.st_size and not path.with_suffix(".sock").exists()
+            if stale and (path.suffix == ".wanted" or quiet_log):
+                path.unlink()
 
 
 def wait_for_server(key: str, timeout: float) -> bool:

@@ -263,3 +263,21 @@ def test_a_cli_command_is_handed_to_the_server_with_its_signals_and_exit_code(se
 
     bad = cli("check", str(tmp_path / "missing.yaml"))
     assert bad.wait(timeout=120) == 2 and "missing.yaml" in bad.stdout.read()  # the same code and words as cold
+
+
+def test_starting_a_server_tidies_what_says_nothing_any_more(tmp_path: Path):
+    old = time.time() - forks.IDLE_S - 60
+    files = {
+        "a.wanted": b"",  # an old start's mark: gone
+        "b.wanted": b"",  # a recent one: kept (a second start within IDLE_S brings a server)
+        "c.log": b"",  # an empty log of a server that is gone: gone
+        "d.log": b"",  # an empty log of a server that listens: kept
+        "d.sock": b"",
+        "e.log": b"Traceback ...",  # why a server never came up: kept
+    }
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+        if name != "b.wanted":
+            os.utime(tmp_path / name, (old, old))
+    forks._tidy(tmp_path)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["b.wanted", "d.log", "d.sock", "e.log"]
