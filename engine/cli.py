@@ -17,8 +17,8 @@ command continues the sweep, as it does after the driver was killed.
 Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
-``train`` and ``resume`` start the run as the studio does and follow it (engine.runs.follow): its log on stdout,
-Ctrl-C a Stop with a checkpoint; the run goes on if the terminal is killed, and ``resume`` continues it.
+``train`` and ``resume`` start the run as the studio does and follow it (engine.runs.follow): its log on stdout;
+Ctrl-C, SIGTERM or a closed terminal stop it with a checkpoint, and ``resume`` continues it.
 ``supervise`` and ``worker`` are the internal halves of a run (engine.runs.start starts ``supervise`` in the
 background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """

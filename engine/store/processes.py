@@ -62,7 +62,13 @@ def reap_in_background(process: subprocess.Popen[bytes]) -> None:
 def exit_code_of(pid: int | None) -> int | None:
     """The exit code of a child this process started and that has ended; None otherwise."""
     child = _children.get(pid or -1)
-    return child.poll() if child is not None else None
+    if child is None:
+        return None
+    code = child.poll()  # None too while the reaping thread holds the child (it is collecting the code)
+    if code is None and not pid_alive(child.pid):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = child.wait(timeout=5)  # ended: the reaping thread has it in a moment
+    return code
 
 
 def pid_alive(pid: int | None) -> bool:
