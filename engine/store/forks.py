@@ -125,12 +125,8 @@ def run_forked(args: list[str]) -> int | None:
     try:
         if not _runtime_dir_safe():
             return None
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        conn.settimeout(CONNECT_TIMEOUT_S)
-        conn.connect(str(socket_path(key)))
         request = {"args": args, "cwd": os.getcwd(), "env": dict(os.environ), "wait": True}
-        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
-        pid = int(conn.recv(64))
+        conn, pid = _request(socket_path(key), request, [0, 1, 2])
     except (OSError, ValueError):
         if _wanted_again(key):
             start_server(key)
@@ -203,16 +199,28 @@ def _ask(path: Path, request: dict, stdout: int | None) -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     try:
         out = devnull if stdout is None else stdout
-        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
-            conn.settimeout(CONNECT_TIMEOUT_S)
-            conn.connect(str(path))
-            socket.send_fds(conn, [json.dumps(request).encode()], [devnull, out, out])
-            answer = conn.recv(64)
+        conn, pid = _request(path, request, [devnull, out, out])
+        conn.close()
     finally:
         os.close(devnull)
-    if not answer.isdigit():
-        raise ValueError(f"the fork server answered {answer!r}")
-    return int(answer)
+    return pid
+
+
+def _request(path: Path, request: dict, fds: list[int]) -> tuple[socket.socket, int]:
+    """Send ``request`` with the standard streams ``fds`` to the server at ``path``; the open connection and the pid
+    of the process it forked. OSError when no server answers, ValueError when it refuses."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        conn.settimeout(CONNECT_TIMEOUT_S)
+        conn.connect(str(path))
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        answer = conn.recv(64)
+        if not answer.isdigit():
+            raise ValueError(f"the fork server answered {answer!r}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn, int(answer)
 
 
 def start_server(key: str) -> None:
