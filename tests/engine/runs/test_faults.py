@@ -118,9 +118,9 @@ def test_hung_worker_is_aborted_then_kill_9_mid_save_resumes(references: Callabl
 
     runs.resume(run_dir)
     pid = worker_pid(run_dir)
-    cut = kept[-1] + SAVE_STEPS
-    wait_until(lambda: not checkpoint_path(run_dir, cut).exists(), 60, "the leftover checkpoint to go", 0.01)
-    catch_save_in_progress(run_dir, pid, cut)
+    next_save = kept[-1] + SAVE_STEPS
+    wait_until(lambda: not checkpoint_path(run_dir, next_save).exists(), 60, "the leftover checkpoint to go", 0.01)
+    cut = catch_save_in_progress(run_dir, pid, range(next_save, HUNG_STEPS, SAVE_STEPS))
     os.kill(pid, signal.SIGKILL)  # while the checkpoint is half-written
     crashed = runs.wait(run_dir, timeout=60)
     assert crashed.state == "failed" and "SIGKILL" in crashed.error, crashed
@@ -369,7 +369,7 @@ def test_stop_during_evaluation_and_during_a_save(method: str, references: Calla
     config = fault_config(
         method=method,
         data={**METHOD_DATA[method], "eval_size": 24},
-        train={"max_steps": 8, "eval_strategy": "steps", "eval_steps": 4, "eval_batch_size": 1},
+        train={"max_steps": 10, "eval_strategy": "steps", "eval_steps": 4, "eval_batch_size": 1},
     )
     reference_evals = [e for e in iter_metrics(references(config)) if e["event"] == "eval"]
     run_dir = start_run(tmp_path, config)
@@ -385,15 +385,15 @@ def test_stop_during_evaluation_and_during_a_save(method: str, references: Calla
 
     runs.resume(run_dir)
     pid = worker_pid(run_dir)
-    catch_save_in_progress(run_dir, pid, 6)
+    cut = catch_save_in_progress(run_dir, pid, (6, 8))  # 8 when 6 was missed
     stop_frozen_worker(run_dir, pid)
     stopped = runs.wait(run_dir, timeout=120)
     assert_true_state(run_dir, "stopped")
-    assert stopped.step == 7  # the save completed, and the next step saved again and stopped
-    assert assert_checkpoints_intact(run_dir)[-2:] == [6, 7]
-    assert_steps_once(run_dir, 7)
+    assert stopped.step == cut + 1  # the save completed, and the next step saved again and stopped
+    assert assert_checkpoints_intact(run_dir)[-2:] == [cut, cut + 1]
+    assert_steps_once(run_dir, cut + 1)
 
-    resume_to_completion(run_dir, train_losses(references(config)), max_steps=8)
+    resume_to_completion(run_dir, train_losses(references(config)), max_steps=10)
     evals = [e for e in iter_metrics(run_dir) if e["event"] == "eval"]
     assert [(e["step"], e["eval_loss"]) for e in evals] == [(e["step"], e["eval_loss"]) for e in reference_evals]
-    assert [e["step"] for e in evals] == [4, 8]
+    assert [e["step"] for e in evals] == [4, 8, 10]  # every 4 steps, and the last
