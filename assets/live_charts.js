@@ -16,6 +16,8 @@
   const PRELOAD_MS = 500; // after the page has loaded, so the page itself comes first
   const CHARTS_PATH = "/studio/live/charts";
   const PLOTLY_PATH = "/studio/live/plotly.js";
+  const REFRESH_ID = "ts-monitor-refresh"; // the hidden button of the Monitor's Gradio refresh (studio/monitor/tab.py)
+  const REFRESH_AGAIN_MS = 3000; // a refresh that did not bring the key (lost, or overtaken by an older answer)
   let plotly = null; // our own plotly.js (the basic bundle), whether or not Gradio has loaded its copy
   let plotlyLoading = null;
   let refused = null; // a token the studio does not know (it restarted): wait for the header to change
@@ -23,6 +25,7 @@
   let small = { drawnAt: 0, size: -1 }; // when the small charts were last brought up to date, at what size
   let logAt = 0; // when the log was last asked for
   let logVersion = null; // the run version it was read at
+  let refreshed = { key: null, at: 0 }; // the Monitor key a Gradio refresh was last asked for, and when
 
   const root = () => ((window.gradio_config && window.gradio_config.root) || "").replace(/\/+$/, "");
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -100,6 +103,21 @@
     }
   }
 
+  // The Monitor's header, state and buttons come by a Gradio event (studio/monitor/tab.py), and the header carries
+  // the key of what it shows (data-monitor). Every answer brings the run's key: when the two differ, the run started,
+  // paused, stopped or ended, and the page asks for that event by clicking its hidden button, once per key unless
+  // it did not arrive. (A timer that sent the event every second held the main thread 65 ms or more each time, and
+  // chart points waited behind it.)
+  function followMonitor(token, key) {
+    const head = document.querySelector(".ts-run-head[data-live]");
+    if (!key || !head || head.dataset.live !== token || head.dataset.monitor === key) return;
+    const now = Date.now();
+    const button = document.getElementById(REFRESH_ID);
+    if (!button || (refreshed.key === key && now - refreshed.at < REFRESH_AGAIN_MS)) return;
+    refreshed = { key, at: now };
+    button.click();
+  }
+
   // The end of train.log, as text; it follows new lines unless the reader has scrolled up.
   function showLog(text) {
     const box = logBox();
@@ -169,6 +187,7 @@
     const body = await response.json();
     // The panels and the log need no plotly.js: they show even while it is still loading.
     showPanels(body.panels);
+    followMonitor(q.token, body.monitor);
     if (typeof body.log === "string") {
       showLog(body.log);
       logAt = now;

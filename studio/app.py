@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import html
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -115,16 +116,16 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
                 ctx.train_form = build_train_tab(ctx)
             with gr.Tab(t("tab.monitor"), id="monitor", elem_id="ts-tab-monitor"):
                 build_monitor_tab(ctx)
-            with gr.Tab(t("tab.runs"), id="runs", elem_id="ts-tab-runs"):
-                build_runs_tab(ctx)
-            with gr.Tab(t("tab.sweeps"), id="sweeps", elem_id="ts-tab-sweeps") as sweeps_tab:
-                build_sweeps_tab(ctx, sweeps_tab)
-            with gr.Tab(t("tab.chat"), id="chat", elem_id="ts-tab-chat"):
-                build_chat_tab(ctx)
-            with gr.Tab(t("tab.evaluate"), id="evaluate", elem_id="ts-tab-evaluate"):
-                build_evaluate_tab(ctx)
-            with gr.Tab(t("tab.export"), id="export", elem_id="ts-tab-export"):
-                build_export_tab(ctx)
+            with gr.Tab(t("tab.runs"), id="runs", elem_id="ts-tab-runs") as tab:
+                build_runs_tab(replace(ctx, opened=tab))
+            with gr.Tab(t("tab.sweeps"), id="sweeps", elem_id="ts-tab-sweeps") as tab:
+                build_sweeps_tab(replace(ctx, opened=tab))
+            with gr.Tab(t("tab.chat"), id="chat", elem_id="ts-tab-chat") as tab:
+                build_chat_tab(replace(ctx, opened=tab))
+            with gr.Tab(t("tab.evaluate"), id="evaluate", elem_id="ts-tab-evaluate") as tab:
+                build_evaluate_tab(replace(ctx, opened=tab))
+            with gr.Tab(t("tab.export"), id="export", elem_id="ts-tab-export") as tab:
+                build_export_tab(replace(ctx, opened=tab))
         # The header's text composed here follows the page's language: on load, and at once on a pick.
         wire_language_picker(picker, [where], lambda lang: header_html(workspace, policy, lang))
 

@@ -19,8 +19,9 @@ class StudioContext:
     ``policy`` says what visitors may do (studio.demo.policy; no limits outside demo mode) and ``visitor`` is the
     component holding the visitor id (a ``gr.BrowserState`` in demo mode, else a ``gr.State(None)``: nobody in
     particular): handlers take it as an input and ask the policy whose runs to show. ``train_form`` is set once
-    the Train tab is built (the Runs tab's "Continue from this run" fills it). The app makes these components
-    (studio.app); this module stays free of Gradio so the plain handlers can import it.
+    the Train tab is built (the Runs tab's "Continue from this run" fills it). ``opened`` is the ``gr.Tab`` that
+    the builder given this context fills (the app hands each tab builder a copy with its own). The app makes these
+    components (studio.app); this module stays free of Gradio so the plain handlers can import it.
     """
 
     workspace: Path
@@ -29,3 +30,16 @@ class StudioContext:
     policy: DemoPolicy = NORMAL
     visitor: Any = None  # gr.BrowserState[str | None] or gr.State(None)
     train_form: Any = None  # the Train tab's studio.form.widgets.ConfigForm, which other tabs may fill
+    opened: Any = None  # gr.Tab: the tab being built
+
+    def on_open(self) -> Any:
+        """The event listener for "this tab came on screen", for what a tab refreshes as it opens: its own tab's
+        ``select`` (a click on it; the app switches by itself only to Train and Monitor); without one, the tabs'
+        ``change`` (any switch); None for a tab built alone (tests).
+
+        Every Gradio event costs the browser 65 ms or more of its main thread, so a handler on the tabs' change,
+        which runs on every switch, made each switch (Start's to the Monitor too) pay for every tab's refresh.
+        """
+        if self.opened is not None:
+            return self.opened.select
+        return self.tabs.change if self.tabs is not None else None

@@ -385,10 +385,10 @@ class ChatTab:
             **private,
         }
         self.refresh.click(**relist)
-        if self.ctx.tabs is not None:  # runs finish and checkpoints appear while the tab is hidden
-            self.ctx.tabs.change(**relist)
+        if (on_open := self.ctx.on_open()) is not None:  # runs finish and checkpoints appear while it is hidden
+            on_open(**relist)
             # ... and another visitor may have loaded a model meanwhile (one worker serves the studio)
-            self.ctx.tabs.change(
+            on_open(
                 status,
                 [visitor],
                 [self.status],

@@ -84,9 +84,10 @@ def _weights_relisted(
 def refresh_on_open(
     ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.State, timer: gr.Timer, weights: gr.Dropdown
 ) -> None:
-    """Whenever a tab of the page is picked, refresh the run choices and the picked run's weights, and re-attach to
-    a running job."""
-    if ctx.tabs is None:
+    """Whenever the tab is opened, refresh the run choices and the picked run's weights, and re-attach to a running
+    job."""
+    on_open = ctx.on_open()
+    if on_open is None:
         return
 
     def opened(
@@ -100,7 +101,7 @@ def refresh_on_open(
         lang = request_language(request)
         return tab_opened(ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who, picked, lang)
 
-    ctx.tabs.select(
+    on_open(
         opened,
         [ctx.current_run, run, job, ctx.visitor, weights],
         [run, job, timer, weights],

@@ -33,6 +33,7 @@ from engine.store.workspace import runs_dir
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.i18n.catalog import COOKIE, SOURCE, pick_language
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token
+from studio.monitor.session import monitor_key
 from studio.path_guard import ASSETS_DIR
 
 CHARTS_PATH = "/studio/live/charts"
@@ -117,20 +118,24 @@ def charts_response(
     run_dir: Path | None, query: ChartQuery, policy: DemoPolicy = NORMAL, workspace: Path | None = None
 ) -> Response:
     """The charts route's answer: keys, the changed wanted figures, the progress and stats panels, the log when
-    asked, the metrics file's size and the run's version (see ``run_version``). In demo mode the panels and the log
-    name files as the visitor knows them, not by the server's paths (DemoPolicy.shown)."""
+    asked, the metrics file's size, the run's version (see ``run_version``) and the key of the Monitor's header
+    and buttons (``monitor_key``: the page asks Gradio for them again when it changes). In demo mode the panels
+    and the log name files as the visitor knows them, not by the server's paths (DemoPolicy.shown)."""
     smoothing = min(MAX_SMOOTHING, max(0.0, query.smoothing))
     if run_dir is None:
         charts = changed_charts(None, "none", query.have, wanted=query.wanted, lang=query.lang)
         log = {"log": ""} if query.log else {}
-        return _json({**charts, "panels": live_panels(None, None, None), **log, "size": 0, "version": ""})
+        empty = {"panels": live_panels(None, None, None), **log, "size": 0, "version": "", "monitor": ""}
+        return _json({**charts, **empty})
     version = run_version(run_dir)  # before reading: a line written meanwhile makes the next wait short
     status = runs.status(run_dir)
     with FEEDS.polled(run_dir) as feed:
         charts = changed_charts(feed, query.token, query.have, smoothing, query.log_y, query.wanted, query.lang)
         panels = policy.shown(live_panels(run_dir, status, feed, lang=query.lang), workspace)
     log = {"log": policy.shown(log_tail(run_dir, LOG_BYTES), workspace)} if query.log else {}
-    return _json({**charts, "panels": panels, **log, "size": int(version.split(".")[0]), "version": version})
+    monitor = monitor_key(run_dir, status, query.lang)
+    size = int(version.split(".")[0])
+    return _json({**charts, "panels": panels, **log, "size": size, "version": version, "monitor": monitor})
 
 
 def run_version(run_dir: Path) -> str:

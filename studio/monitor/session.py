@@ -10,6 +10,7 @@ token.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import threading
 import time
 from dataclasses import dataclass, fields
@@ -104,15 +105,39 @@ class MonitorSession:
         self._put(update, "controls", NO_CONTROLS, lambda: NO_CONTROLS)
 
     def _panels(self, update: MonitorUpdate, lang: str) -> None:
-        status, run_dir = self.status, Path(self.run_dir)
-        header = header_html(status, run_dir.name, live_token(run_dir), lang)
+        run_dir = Path(self.run_dir)
+        header, error, controls = monitor_view(run_dir, self.status, lang)
         self._put(update, "header", header, lambda: header)
-        error = error_html(status, lang)
         self._put(update, "error", error, lambda: error)
-        asked = status.state in REQUEST_STATES and requests.pause_requested(run_dir)  # Continue before it waits
-        controls = controls_for(status, asked)
         self._put(update, "controls", controls, lambda: controls)
         self._put(update, "config", str(run_dir), lambda: _read_text(run_dir / CONFIG_FILE))
+
+
+def monitor_view(run_dir: Path, status: RunStatus, lang: str = SOURCE) -> tuple[str, str, Controls]:
+    """The header, the error box and the buttons of a run in ``status``, in ``lang``: what the Monitor's Gradio
+    outputs show (the charts and panels aside). The header carries their key (``monitor_key``)."""
+    return _view(Path(run_dir), status, lang)[1:]
+
+
+def monitor_key(run_dir: Path, status: RunStatus, lang: str = SOURCE) -> str:
+    """A short key that changes whenever ``monitor_view`` does, and which its header carries (``data-monitor``).
+
+    The page script (assets/live_charts.js) gets it with every charts answer and, when it differs from the
+    header's, asks for the Monitor's Gradio refresh: the run started, paused, stopped or ended. This replaces a
+    timer that sent an event every second (each costs the browser's main thread 65 ms or more, and a chart point
+    that arrives meanwhile waits).
+    """
+    return _view(Path(run_dir), status, lang)[0]
+
+
+def _view(run_dir: Path, status: RunStatus, lang: str) -> tuple[str, str, str, Controls]:
+    """The key, then the header that carries it, the error box and the buttons."""
+    token = live_token(run_dir)
+    asked = status.state in REQUEST_STATES and requests.pause_requested(run_dir)  # Continue before it waits
+    error, controls = error_html(status, lang), controls_for(status, asked)
+    view = repr((header_html(status, run_dir.name, token, lang), error, controls))
+    shown = hashlib.blake2b(view.encode(), digest_size=8).hexdigest()
+    return shown, header_html(status, run_dir.name, token, lang, shown), error, controls
 
 
 def _read_text(path: Path) -> str:

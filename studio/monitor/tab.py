@@ -1,12 +1,13 @@
 """The Monitor tab: live charts, progress, state, log and the controls of one run: Save now, Pause / Continue,
 Stop, Resume and Abort.
 
-The charts, the progress bar, the stats and the log are plain containers that the page script
-assets/live_charts.js fills from studio.monitor.live, outside Gradio's events, as the trainer writes. A
-``gr.Timer`` refreshes the rest (header and state, buttons, error, config) once a second: each browser tab
-keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the outputs that changed; everything else is
-``gr.skip()``. A GRPO run's "Sample completions" section (studio.monitor.completions) has a timer of its own,
-which ticks only while the section is open.
+The charts, the progress bar, the stats and the log are plain containers that the page script assets/live_charts.js
+fills from studio.monitor.live, outside Gradio's events, as the trainer writes. The rest (header and state, buttons,
+error, config) is refreshed by a Gradio event on the buttons, on a run or tab switch, and when the page script sees
+its key change in a charts answer (``monitor_key``: the run started, paused, stopped or ended; it clicks a hidden
+button). Each browser tab keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the
+outputs that changed; everything else is ``gr.skip()``. A GRPO run's "Sample completions" section
+(studio.monitor.completions) has a timer of its own, which ticks only while the section is open.
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
 from studio.monitor.session import MonitorSession, MonitorUpdate
 from studio.scheduler import queue_message, resume_in_line
 
-# State and buttons: once a second reads as live (a click on Stop, Resume or Abort refreshes at once), and
-# every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop, 250 ms when it updates
-# HTML panels, which is why what changes with every step goes through the page script instead.
-POLL_SECONDS = 1.0
+# Every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop (Gradio goes through the
+# loading status of every output of the events the page has run: up to ~340 components here), 250 ms when it
+# updates HTML panels. So what changes with every step goes through the page script, and the header and buttons
+# are refreshed when their key changes: a timer that sent the event every second kept a quarter of a core busy
+# in the browser while a run trained, and chart points waited behind it.
+REFRESH_ID = "ts-monitor-refresh"  # the hidden button the page script clicks (assets/live_charts.js)
 COMPLETIONS_POLL_SECONDS = 2.0  # samples arrive at logging steps; the panel's timer ticks only while it is open
 # Stop's label by Controls.stop_label (a queued run's Stop is Cancel: it leaves the line), for the page to translate.
 STOP_LABELS = {"Stop": marked("monitor.stop"), "Cancel": marked("monitor.cancel_queued")}
@@ -99,7 +102,7 @@ def refresh(
     workspace: Path | None = None,
     lang: str = SOURCE,
 ) -> list[Any]:
-    """The timer's handler: the session (created on first use) and the changed outputs, in ``lang`` (in demo mode
+    """The refresh's handler: the session (created on first use) and the changed outputs, in ``lang`` (in demo mode
     without the server's paths: ``MonitorUpdate.shown``)."""
     session = session or MonitorSession()
     return [session, *_outputs_of(session.update(run_dir, lang).shown(policy, workspace))]
@@ -293,7 +296,7 @@ class MonitorTab:
             gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
         with gr.Accordion("config.yaml", open=False):
             self.config = gr.Code(language="yaml", show_label=False, interactive=False)
-        self.timer = gr.Timer(POLL_SECONDS)
+        self.refresh = gr.Button(visible="hidden", elem_id=REFRESH_ID)  # in the page, so a script can click it
         self._wire()
         self._wire_completions()
 
@@ -403,8 +406,11 @@ class MonitorTab:
             return abort_confirmed(run_dir, request_language(request))
 
         poll = {"fn": poll_fn, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
-        # Cheap, read-only and per session: no reason to queue one tab's poll behind another's.
-        self.timer.tick(**poll, concurrency_limit=None)
+        # The page script's refresh: what the page shows differs from the run's state, so everything is sent
+        # again (a page applies two events' outputs in the order their answers arrive: what this session sent
+        # last may not be what shows). Cheap, read-only and per session: no reason to queue one tab's behind
+        # another's; a click while one is on its way runs after it, as the state it saw may be older.
+        self.refresh.click(**{**poll, "fn": redraw_fn}, concurrency_limit=None, trigger_mode="always_last")
         self.ctx.current_run.change(**poll)
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
             self.ctx.tabs.change(**{**poll, "fn": redraw_fn})

@@ -73,12 +73,12 @@ def controls_for(status: RunStatus, pause_requested: bool = False) -> Controls:
     )
 
 
-def header_html(status: RunStatus, run_id: str, live: str = "", lang: str = SOURCE) -> str:
+def header_html(status: RunStatus, run_id: str, live: str = "", lang: str = SOURCE, shown: str = "") -> str:
     """Run name, badge (its word in ``lang``) and id; ``live`` is the token the page script asks for the run's
-    charts with."""
+    charts with, ``shown`` the key of what the Monitor shows with this header (studio.monitor.session)."""
     name = html.escape(str(status.name or run_id))
     return (
-        f'<div class="ts-run-head" data-live="{html.escape(live)}">'
+        f'<div class="ts-run-head" data-live="{html.escape(live)}" data-monitor="{html.escape(shown)}">'
         f'<span class="ts-run-name">{name}</span>{badge_html(status.state, lang=lang)}'
         f'<span class="ts-run-id">{html.escape(run_id)}</span></div>'
     )

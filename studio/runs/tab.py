@@ -292,8 +292,8 @@ class RunsTab:
         self.timer.tick(**listing, concurrency_limit=None)
         relist = {**listing, "fn": relist_fn}
         self.refresh.click(**relist)
-        if self.ctx.tabs is not None:  # a table updated while its tab was hidden may not show it: send it again
-            self.ctx.tabs.change(**relist)
+        if (on_open := self.ctx.on_open()) is not None:  # a table updated while hidden may not show it: again
+            on_open(**relist)
 
         def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
             row = event.row_value or []

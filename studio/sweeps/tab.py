@@ -101,9 +101,8 @@ def open_trial(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visito
 class SweepsTab:
     """The Sweeps tab's components and events."""
 
-    def __init__(self, ctx: StudioContext, opened: Any = None):
-        """``opened``: the ``gr.Tab`` this tab is built in; selecting it refreshes the view (else any tab change)."""
-        self.ctx, self.opened = ctx, opened
+    def __init__(self, ctx: StudioContext):
+        self.ctx = ctx
         if ctx.policy.sweeps_refusal:  # a public demo: said plainly (in the page's language), and nothing to click
             refusal = message_html(Html(marked(SWEEPS_OFF)), "warn")
             gr.HTML(refusal, elem_id="ts-sweeps-off", elem_classes="ts-html")
@@ -178,9 +177,8 @@ class SweepsTab:
 
         self.refresh.click(relist, [self.sweep], [self.sweep, *shown], **QUIET)
         # Opening the tab shows a driver started or ended meanwhile (by another page, the CLI, before a refresh).
-        opened = self.opened if self.opened is not None else ctx.tabs
-        if opened is not None:
-            opened.select(relist, [self.sweep], [self.sweep, *shown], **QUIET)
+        if (on_open := ctx.on_open()) is not None:
+            on_open(relist, [self.sweep], [self.sweep, *shown], **QUIET)
 
         after = [self.message, self.sweep, *shown]
 
@@ -238,6 +236,6 @@ class SweepsTab:
         )
 
 
-def build_sweeps_tab(ctx: StudioContext, opened: Any = None) -> SweepsTab:
-    """Build the Sweeps tab inside the current ``gr.Tab`` (``opened``: that tab, whose selection refreshes it)."""
-    return SweepsTab(ctx, opened)
+def build_sweeps_tab(ctx: StudioContext) -> SweepsTab:
+    """Build the Sweeps tab inside the current ``gr.Tab`` (``ctx.opened``: that tab, whose selection refreshes it)."""
+    return SweepsTab(ctx)
