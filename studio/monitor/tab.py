@@ -299,6 +299,7 @@ class MonitorTab:
         self.refresh = gr.Button(visible="hidden", elem_id=REFRESH_ID)  # in the page, so a script can click it
         self._wire()
         self._wire_completions()
+        self._wire_switches()
 
     def _build_completions(self) -> None:
         """The "Sample completions" section of a GRPO run (hidden for other methods until a run shows it)."""
@@ -330,13 +331,7 @@ class MonitorTab:
         visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
         filters = [self.completions_reward, self.completions_show, self.completions_count]
         inputs = [self.ctx.current_run, self.completions_panel, *filters, visitor]
-        outputs = [
-            self.completions_panel,
-            self.completions,
-            self.completions_reward,
-            self.completions_table,
-            self.completions_timer,
-        ]
+        outputs = self.completions_outputs
 
         def handler(force: bool = False, opened: bool | None = None) -> dict[str, Any]:
             def fn(
@@ -350,13 +345,55 @@ class MonitorTab:
             return {"fn": fn, "inputs": inputs, "outputs": outputs, "show_progress": "hidden", **private}
 
         self.completions_timer.tick(**handler(), concurrency_limit=None)
-        self.ctx.current_run.change(**handler())
         for widget in filters:
             widget.input(**handler())
         self.completions.expand(**handler(force=True, opened=True))
         self.completions.collapse(**handler(opened=False))
-        if self.ctx.tabs is not None:  # an update that reached a hidden tab may not have stuck
-            self.ctx.tabs.change(**handler(force=True))
+
+    def _wire_switches(self) -> None:
+        """A run switch refreshes the Monitor and its completions section, a tab switch sends both again (an update
+        that reached a hidden tab may not have stuck): one event each for both, as Start makes both switches and
+        every Gradio event costs the browser's main thread 65 ms or more."""
+        policy, workspace = self.ctx.policy, self.ctx.workspace
+        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
+        filters = [self.completions_reward, self.completions_show, self.completions_count]
+        inputs = [self.ctx.current_run, self.session, self.completions_panel, *filters, visitor]
+        outputs = [*self.outputs, *self.completions_outputs]
+
+        def switched(again: bool) -> Callable[..., list[Any]]:
+            def fn(
+                run_dir: str | None,
+                session: Any,
+                panel: Any,
+                reward: Any,
+                show: Any,
+                count: Any,
+                who: Any,
+                request: gr.Request,
+            ) -> list[Any]:
+                lang = request_language(request)
+                monitor = (redraw if again else refresh)(run_dir, session, policy, workspace, lang)
+                filters = (reward, show, count)
+                samples = completions_refresh(run_dir, panel, *filters, who, policy, workspace, force=again, lang=lang)
+                return [*monitor, *samples]
+
+            return fn
+
+        quiet: dict[str, Any] = {"show_progress": "hidden", "api_visibility": "private"}
+        self.ctx.current_run.change(switched(again=False), inputs, outputs, **quiet)
+        if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
+            self.ctx.tabs.change(switched(again=True), inputs, outputs, **quiet)
+
+    @property
+    def completions_outputs(self) -> list[Any]:
+        """The components ``completions_refresh`` returns values for."""
+        return [
+            self.completions_panel,
+            self.completions,
+            self.completions_reward,
+            self.completions_table,
+            self.completions_timer,
+        ]
 
     @property
     def outputs(self) -> list[Any]:
@@ -411,9 +448,6 @@ class MonitorTab:
         # last may not be what shows). Cheap, read-only and per session: no reason to queue one tab's behind
         # another's; a click while one is on its way runs after it, as the state it saw may be older.
         self.refresh.click(**{**poll, "fn": redraw_fn}, concurrency_limit=None, trigger_mode="always_last")
-        self.ctx.current_run.change(**poll)
-        if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
-            self.ctx.tabs.change(**{**poll, "fn": redraw_fn})
         run = [self.ctx.current_run]
         visitor = [self.ctx.visitor]
         self.save.click(on_save, [*run, *visitor], None, **private).then(**poll)

@@ -605,15 +605,21 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
             linked = [str(result.run_dir) if c is ctx.current_run else gr.Tabs(selected="monitor") for c in links]
             picker = gr.update(choices=actions.model_choices(ctx.workspace, ctx.policy))
             data_error = ""
-        return [result.message, _problems(unplaced), data_error, picker, *slots, *linked]
+        return [result.message, _problems(unplaced), data_error, picker, *slots, *linked, enabled()]
 
     model = form.components["model.name_or_path"]
-    outputs = [side.start_message, side.problems, panel.error, model, *form.slots, *links]
+    outputs = [side.start_message, side.problems, panel.error, model, *form.slots, *links, side.start]
     quiet = {"show_progress": "hidden", **PRIVATE}
     busy, idle = marked(STARTING), marked(START_LABEL)  # the page translates them
+
+    def enabled() -> Any:
+        return gr.update(interactive=True, value=idle)
+
     disable = side.start.click(lambda: gr.update(interactive=False, value=busy), None, side.start, queue=False, **quiet)
     started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, **RAW, **lanes.START)
-    started.then(lambda: gr.update(interactive=True, value=idle), None, side.start, **quiet)
+    # Start comes back enabled with on_start's answer, not in an event of its own (each costs the browser's main
+    # thread 65 ms or more, while the new run's first points are on their way); after a crash, by this one.
+    started.failure(enabled, None, side.start, **quiet)
 
 
 def _problems(lines: list[str]) -> str:

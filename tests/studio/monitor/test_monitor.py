@@ -18,7 +18,7 @@ from engine.store.rundir import METRICS_FILE, RunStatus, update_status
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed, eta_seconds
 from studio.monitor.live import FEEDS, live_panels, run_of_token
-from studio.monitor.session import MonitorSession
+from studio.monitor.session import MonitorSession, monitor_key
 from studio.monitor.view import Controls, controls_for, progress_html
 
 
@@ -147,6 +147,25 @@ def test_session_on_a_running_run_shows_progress_eta_and_stop(tmp_path, live_pro
     append(run_dir, train_event(11, now + 1, 1.9))
     assert "1.9000" in live_panels_of(run_dir, now + 0.25)["stats"]
     assert session.update(str(run_dir)).changed() == []
+
+
+def test_the_monitor_key_changes_with_the_state_not_with_the_steps(tmp_path, live_process):
+    """The page script asks Gradio for the header and buttons when the charts answer's key differs from the one
+    the header carries: so the key follows what they show, and a step alone changes nothing."""
+    run_dir = write_run(tmp_path, state="running", step=3, max_steps=100, supervisor_pid=live_process)
+    update = MonitorSession().update(str(run_dir))
+    key = monitor_key(run_dir, runs.status(run_dir))
+    assert f'data-monitor="{key}"' in update.header  # what the page shows carries the key of what it shows
+    update_status(run_dir, step=4, epoch=0.4)
+    assert monitor_key(run_dir, runs.status(run_dir)) == key
+    keys = {key}
+    for change in ({"state": "stopped"}, {"state": "failed", "error": "boom"}):
+        update_status(run_dir, **change)
+        keys.add(monitor_key(run_dir, runs.status(run_dir)))
+        header = MonitorSession().update(str(run_dir)).header
+        assert re.search(r'data-monitor="([^"]+)"', header).group(1) in keys - {key}
+    assert len(keys) == 3
+    assert monitor_key(run_dir, runs.status(run_dir), "ja") not in keys  # its words are in another language
 
 
 def test_session_on_stopped_and_failed_runs(tmp_path):

@@ -147,8 +147,19 @@ def test_start_through_gradio_sets_the_current_run_and_shows_the_monitor(tab: An
     state = SessionState(demo)
     out = call(demo, "on_start", [None, *(values(name="wired")[path] for path in form.paths)], state)
     assert len(calls) == 1 and state[ctx.current_run._id] == str(calls[0])
-    assert out[-1] == {"selected": "monitor", "__type__": "update"}
+    assert out[-2] == {"selected": "monitor", "__type__": "update"}
+    assert out[-1]["interactive"] is True  # Start is enabled again by the same answer
     update_status(calls[0], state="completed")  # free the workspace for the other tests using it
+
+
+def test_start_is_enabled_again_after_a_crash_of_its_handler(tab: Any) -> None:
+    """on_start's answer enables Start again; should the handler raise, a failure event does it instead."""
+    demo, _, _ = tab
+    start = next(fn for fn in demo.fns.values() if fn.name == "on_start")
+    after = [fn for fn in demo.fns.values() if fn.trigger_after == start._id]
+    assert [fn.trigger_only_on_failure for fn in after] == [True]  # nothing else waits for on_start
+    (button,) = after[0].outputs
+    assert button is start.outputs[-1] and after[0].fn()["interactive"] is True
 
 
 def test_unknown_target_module_is_refused_at_start_next_to_the_field(tab: Any, monkeypatch: Any) -> None:
