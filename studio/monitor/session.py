@@ -116,7 +116,9 @@ class MonitorSession:
 def monitor_view(run_dir: Path, status: RunStatus, lang: str = SOURCE) -> tuple[str, str, Controls]:
     """The header, the error box and the buttons of a run in ``status``, in ``lang``: what the Monitor's Gradio
     outputs show (the charts and panels aside). The header carries their key (``monitor_key``)."""
-    return _view(Path(run_dir), status, lang)[1:]
+    run_dir = Path(run_dir)
+    key, error, controls = _view(run_dir, status, lang)
+    return header_html(status, run_dir.name, live_token(run_dir), lang, key), error, controls
 
 
 def monitor_key(run_dir: Path, status: RunStatus, lang: str = SOURCE) -> str:
@@ -130,14 +132,14 @@ def monitor_key(run_dir: Path, status: RunStatus, lang: str = SOURCE) -> str:
     return _view(Path(run_dir), status, lang)[0]
 
 
-def _view(run_dir: Path, status: RunStatus, lang: str) -> tuple[str, str, str, Controls]:
-    """The key, then the header that carries it, the error box and the buttons."""
-    token = live_token(run_dir)
+def _view(run_dir: Path, status: RunStatus, lang: str) -> tuple[str, str, Controls]:
+    """The key, the error box and the buttons. The key is of the header's words (name, badge, id: its state), the
+    error box and the buttons; the charts route needs only the key, so the header itself is made by
+    ``monitor_view`` alone."""
     asked = status.state in REQUEST_STATES and requests.pause_requested(run_dir)  # Continue before it waits
     error, controls = error_html(status, lang), controls_for(status, asked)
-    view = repr((header_html(status, run_dir.name, token, lang), error, controls))
-    shown = hashlib.blake2b(view.encode(), digest_size=8).hexdigest()
-    return shown, header_html(status, run_dir.name, token, lang, shown), error, controls
+    view = repr((header_html(status, run_dir.name, lang=lang), error, controls))
+    return hashlib.blake2b(view.encode(), digest_size=8).hexdigest(), error, controls
 
 
 def _read_text(path: Path) -> str:

@@ -324,13 +324,16 @@ class MonitorTab:
                 )
             self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
         self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)
+        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
+        filters = [self.completions_reward, self.completions_show, self.completions_count]
+        # What ``completions_refresh`` takes after the run: the panel state, the filters, the visitor.
+        self.completions_inputs = [self.completions_panel, *filters, visitor]
 
     def _wire_completions(self) -> None:
         policy, workspace = self.ctx.policy, self.ctx.workspace
         private: dict[str, Any] = {"api_visibility": "private"}
-        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
-        filters = [self.completions_reward, self.completions_show, self.completions_count]
-        inputs = [self.ctx.current_run, self.completions_panel, *filters, visitor]
+        filters = self.completions_inputs[1:-1]
+        inputs = [self.ctx.current_run, *self.completions_inputs]
         outputs = self.completions_outputs
 
         def handler(force: bool = False, opened: bool | None = None) -> dict[str, Any]:
@@ -355,9 +358,7 @@ class MonitorTab:
         that reached a hidden tab may not have stuck): one event each for both, as Start makes both switches and
         every Gradio event costs the browser's main thread 65 ms or more."""
         policy, workspace = self.ctx.policy, self.ctx.workspace
-        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
-        filters = [self.completions_reward, self.completions_show, self.completions_count]
-        inputs = [self.ctx.current_run, self.session, self.completions_panel, *filters, visitor]
+        inputs = [self.ctx.current_run, self.session, *self.completions_inputs]
         outputs = [*self.outputs, *self.completions_outputs]
 
         def switched(again: bool) -> Callable[..., list[Any]]:
