@@ -66,12 +66,23 @@ class ModelSection(Section):
         description="Run Python code shipped with the model. Only for models whose code you trust.",
         json_schema_extra=advanced(),
     )
-    attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2"] = Field(
+    attn_implementation: Literal["auto", "eager", "sdpa", "flash_attention_2", "flex_attention"] = Field(
         "auto",
         description=(
             "Attention kernel. auto: for padding-free batches (train.padding_free) flash_attention_2's varlen kernel "
             "on a GPU in fp16 / bf16 when flash-attn is installed, else sdpa once per row (no masked squares; on a "
-            "GPU only when padding_free is on, as cuDNN plans each row length); otherwise transformers' choice."
+            "GPU only when padding_free is on); otherwise transformers' choice. flex_attention: PyTorch's "
+            "FlexAttention with a document mask for padding-free batches (GPU only: it has no backward on a CPU)."
+        ),
+        json_schema_extra=advanced(),
+    )
+    sdpa_backends: Literal["auto", "all"] = Field(
+        "auto",
+        description=(
+            "Which kernels PyTorch's scaled_dot_product_attention may pick on a GPU. auto: flash, memory-efficient "
+            "and math, not cuDNN's, which plans every new batch shape on the CPU (62 ms a call on an H200, 4x "
+            "slower training on rows of varied length); all: PyTorch's own choice, cuDNN included. A CPU has no "
+            "cuDNN: nothing changes there."
         ),
         json_schema_extra=advanced(),
     )
@@ -362,8 +373,9 @@ class TrainSection(Section):
     liger_kernel: Literal["auto", "on", "off"] = Field(
         "auto",
         description=(
-            "Liger's Triton kernels (fused linear cross-entropy, RMSNorm, RoPE, SwiGLU): less memory and more "
-            "speed on a GPU. auto = on for a GPU run when liger-kernel is installed; they need a GPU."
+            "Liger's Triton kernels (RMSNorm, RoPE, SwiGLU; TRL's sft keeps its own fused loss): less memory, and "
+            "more speed on wide models. auto = on for a GPU run when liger-kernel is installed and the model's "
+            "hidden size is at least 2048 (at 768 they made training slower: 0.80x); they need a GPU."
         ),
         json_schema_extra=advanced(),
     )

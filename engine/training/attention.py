@@ -15,6 +15,11 @@ is padding, so the linear layers, the LM head and the loss see only real tokens.
   flash-attn for any device; transformers has no such kernel for sdpa (its own mask path is the square above), so
   it is written here, as a function registered in transformers' ``AttentionInterface``. Batches without the
   boundaries (evaluation with padding, generation) go to transformers' own sdpa unchanged.
+- ``flex_attention`` (GPU only, asked for by name) is PyTorch's FlexAttention: transformers 5 builds a document mask
+  from the restarting position ids, so each row attends to itself (what torchtune uses for packed rows).
+
+Which kernel ``scaled_dot_product_attention`` itself picks on a GPU is the engine's choice too
+(``resolve_cudnn_attention``): not cuDNN's, which plans every new shape on the CPU.
 """
 
 from __future__ import annotations
@@ -36,9 +41,11 @@ def resolve_padding_free(config: RunConfig, hardware: Hardware) -> bool:
     """Whether the run trains on padding-free batches. auto: on for sft on a CPU, and on a GPU only where
     flash-attn's varlen kernel takes them (fp16 / bf16); off for the other methods.
 
-    On a GPU without flash-attn the per-row sdpa calls of ``sdpa_segments`` go to cuDNN, which plans every new row
-    length on the CPU (about 15 ms a call): 0.18x the tokens/s of a bare Trainer on an H100, and slower than padded
-    batches there (benchmarks/README.md, GPU figures).
+    On a GPU without flash-attn the per-row sdpa calls of ``sdpa_segments`` went to cuDNN, which planned every new
+    row length on the CPU (about 15 ms a call): 0.18x the tokens/s of a bare Trainer on an H100, and slower than
+    padded batches there (benchmarks/README.md, GPU figures). cuDNN is now left out (``resolve_cudnn_attention``);
+    whether per-row attention then beats padded batches on a GPU is measured by benchmarks/gpu_check.sh
+    (engine-free against engine), and until it is, auto keeps padded batches there.
     """
     choice = config.train.padding_free
     if choice != "auto":
@@ -66,6 +73,39 @@ def _flash_varlen(config: RunConfig, hardware: Hardware) -> bool:
     """Whether flash-attn's varlen kernel can run this run: a GPU, fp16 / bf16, flash-attn installed."""
     on_gpu = resolve_device(config, hardware) == "cuda"
     return on_gpu and hardware.flash_attn and resolve_precision(config, hardware) != "fp32"
+
+
+def resolve_cudnn_attention(config: RunConfig, hardware: Hardware) -> bool | None:
+    """Whether ``scaled_dot_product_attention`` may pick cuDNN's kernel in this run's processes; None where there
+    is nothing to choose (a CPU run: no cuDNN). auto (``model.sdpa_backends``) leaves cuDNN out on a GPU, so sdpa
+    picks among flash, memory-efficient and math.
+
+    cuDNN's attention plans every new (batch, length) shape on the CPU: 62-64 ms a call against 0.35-0.55 ms of GPU
+    time on an H200, so with padded batches of varied length it cost ~1.5 s a step on a 12-layer model. An 87M
+    LLaMA with LoRA went from 19,034 to 76,891 non-padding tokens/s with flash and memory-efficient only, and the
+    engine from 12,033 to 48,287 (shared/STACK.md, 2026-11-27).
+    """
+    if resolve_device(config, hardware) != "cuda":
+        return None
+    return config.model.sdpa_backends == "all"
+
+
+def apply_sdpa_backends(config: RunConfig, hardware: Hardware) -> None:
+    """Set this process's sdpa backends as ``resolve_cudnn_attention`` decides (imports torch; a CPU run: nothing).
+
+    A process-wide setting, made where the model is loaded (``modeling.load_model``, which training, Chat and
+    Evaluate all load through): every sdpa call of the process follows it, the training forward, the backward
+    (its kernel is the one the forward picked, recorded in the autograd graph), evaluation and generation (GRPO,
+    Chat). ``torch.nn.attention.sdpa_kernel`` sets the same process-wide flags and only restores them on exit, so
+    as a context it would add nothing but the risk of a call made outside it. It is set both ways, since a warm
+    process may load a second run's model after the first.
+    """
+    allowed = resolve_cudnn_attention(config, hardware)
+    if allowed is None:
+        return
+    import torch
+
+    torch.backends.cuda.enable_cudnn_sdp(allowed)
 
 
 def register_segment_attention() -> None:

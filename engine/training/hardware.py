@@ -6,13 +6,24 @@ bf16 units); on a GPU, bf16 where it exists, else fp16.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Literal
 
 from engine.config import Problem, RunConfig
+from engine.store.paths import is_hub_id, resolve_model_source
+from engine.training.memory_shape import read_shape
 from engine.training.packages import installed
 from engine.training.trackers import tracker_problems
+
+# Liger's kernels (RMSNorm, RoPE, SwiGLU: TRL 1.16's SFTTrainer keeps Liger's fused loss off) pay for their launch
+# and Triton overhead only on wide layers: at hidden size 768 (an 87M LLaMA, LoRA, bf16, H200) they trained at
+# 0.80x the tokens/s without them (benchmarks/README.md, GPU figures). 2048 is a ~1B LLaMA's width; whether they
+# win there is pending (benchmarks/gpu_check.sh measures engine against engine-no-liger at 1B): this constant is
+# the one place to move when it is measured.
+LIGER_MIN_HIDDEN_SIZE = 2048
 
 
 @dataclass(frozen=True)
@@ -82,11 +93,44 @@ def resolve_gradient_checkpointing(config: RunConfig, hardware: Hardware) -> boo
 
 
 def resolve_liger(config: RunConfig, hardware: Hardware) -> bool:
-    """Liger's kernels: auto turns them on for a GPU run when liger-kernel is installed."""
+    """Liger's kernels: auto turns them on for a GPU run when liger-kernel is installed and the model is at least
+    ``LIGER_MIN_HIDDEN_SIZE`` wide (liger_decision says why)."""
+    return liger_decision(config, hardware)[0]
+
+
+def liger_decision(config: RunConfig, hardware: Hardware) -> tuple[bool, str]:
+    """Whether the run takes Liger's kernels, and the reason in a few words (shown in the run's path line)."""
     choice = config.train.liger_kernel
     if choice != "auto":
-        return choice == "on"
-    return resolve_device(config, hardware) == "cuda" and hardware.liger
+        return choice == "on", f"train.liger_kernel {choice}"
+    if resolve_device(config, hardware) != "cuda":
+        return False, "they need a GPU"
+    if not hardware.liger:
+        return False, "liger-kernel not installed"
+    hidden = model_hidden_size(config)
+    if hidden is None:
+        return False, "the model's hidden size is not known"
+    wide = hidden >= LIGER_MIN_HIDDEN_SIZE
+    return wide, f"hidden size {hidden} {'>=' if wide else '<'} {LIGER_MIN_HIDDEN_SIZE}"
+
+
+def model_hidden_size(config: RunConfig) -> int | None:
+    """The base model's hidden size, read from its config.json without loading it: a local directory's, or a hub
+    model's in the local cache (a run has downloaded it by the time its training arguments are built); None when
+    there is no such file or it gives no hidden size."""
+    source = resolve_model_source(config.model.name_or_path)
+    path: object = Path(source) / "config.json"
+    if not Path(source).is_dir() and is_hub_id(source):
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(source, "config.json", revision=config.model.revision)
+    if not isinstance(path, (str, Path)) or not Path(path).is_file():  # not cached: None or a "no such file" mark
+        return None
+    try:
+        shape = read_shape(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+    return shape.hidden if shape else None
 
 
 def resolve_tf32(config: RunConfig, hardware: Hardware) -> bool | None:
@@ -110,6 +154,10 @@ def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
     if config.train.liger_kernel == "on" and not (device == "cuda" and hardware.liger):
         missing = "liger-kernel is not installed (pip install liger-kernel)" if device == "cuda" else "they need a GPU"
         problems.append(Problem("train.liger_kernel", f"Liger's kernels cannot run here: {missing} (use auto)"))
+    if config.model.attn_implementation == "flex_attention" and device == "cpu":
+        problems.append(
+            Problem("model.attn_implementation", "flex_attention cannot train on the CPU (it has no backward there)")
+        )
     if device == "cuda" and config.launch.num_processes > hardware.gpu_count:
         problems.append(
             Problem(

@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.store.paths import resolve_model_source
-from engine.training.attention import SEGMENTS, register_segment_attention, resolve_attn_implementation
+from engine.training.attention import (
+    SEGMENTS,
+    apply_sdpa_backends,
+    register_segment_attention,
+    resolve_attn_implementation,
+)
 from engine.training.builders import check_target_modules, to_bnb_config, to_lora_config, torch_dtype
 from engine.training.hardware import (
     Hardware,
@@ -93,6 +98,7 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     attention = resolve_attn_implementation(config, hardware)
     if attention == SEGMENTS:
         register_segment_attention()
+    apply_sdpa_backends(config, hardware)  # here, since training, Chat and Evaluate all load their model here
     if attention is not None:
         kwargs["attn_implementation"] = attention
     if resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none":

@@ -109,6 +109,8 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
             total_params=params.total,
             train_rows=data.report.num_rows,
         )
+    if callback.is_main:
+        _print_path(config, hardware)
     use_trackio_dir(config, run_dir)  # before the Trainer's trackio callback imports trackio
     args = to_training_args(config, run_dir / CHECKPOINTS_DIR, hardware)
     # Save now and Pause after the run directory's callback (a step's log is written before the run waits there),
@@ -119,6 +121,14 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer
+
+
+def _print_path(config: RunConfig, hardware: Any) -> None:
+    """The run's path in train.log: device, weights and autocast, attention and sdpa's kernels, padding-free
+    batches, Liger (and why), TF32, gradient checkpointing (engine.training.run_path)."""
+    from engine.training.run_path import resolve_run_path
+
+    print(f"path: {resolve_run_path(config, hardware).line()}", flush=True)
 
 
 def _cpu_share(config: RunConfig, hardware: Any) -> list[Any]:

@@ -1,6 +1,7 @@
 """Padding-free batches train exactly what padded ones do: for rows of different lengths, the per-row losses and
-the LoRA gradients of TRL's padding-free batch equal those of the padded batch (fp32, CPU), for every attention
-kernel the engine may load the model with."""
+the LoRA gradients of TRL's padding-free batch equal those of the padded batch (fp32), for every attention kernel
+the engine may load the model with, on the CPU and, where there is one, on a CUDA GPU (with sdpa's kernels as the
+engine picks them there: no cuDNN; FlexAttention's document mask too, which has no backward on a CPU)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from engine.training.attention import SEGMENTS, register_segment_attention
 
 PAD = 0
 LENGTHS = (7, 19, 3, 12)  # different lengths, the longest not first
-TOLERANCE = 1e-5
+# fp32 throughout; a GPU's kernels sum in other orders than the CPU's (and than each other, padded or not).
+TOLERANCE = {"cpu": 1e-5, "cuda": 1e-4}
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
+FLEX = "flex_attention"
 
 
 def _rows() -> list[dict[str, list[int]]]:
@@ -29,7 +33,22 @@ def _rows() -> list[dict[str, list[int]]]:
     return rows
 
 
-def _model(attention: str) -> torch.nn.Module:
+@pytest.fixture
+def engine_sdpa_backends():
+    """sdpa's kernels as the engine sets them on a GPU (engine.training.attention.apply_sdpa_backends: no cuDNN),
+    restored afterwards."""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    yield
+    torch.backends.cuda.enable_cudnn_sdp(before)
+
+
+def _on(batch: dict, device: str) -> dict:
+    """The batch's tensors on ``device`` (the boundaries too: the kernels read them where the model runs)."""
+    return {key: value.to(device) if isinstance(value, torch.Tensor) else value for key, value in batch.items()}
+
+
+def _model(attention: str, device: str = "cpu") -> torch.nn.Module:
     """A tiny LLaMA with LoRA on every linear layer; the adapter starts random so both of its matrices get
     gradients (peft's default starts B at zero, which leaves A without any)."""
     torch.manual_seed(0)
@@ -48,7 +67,7 @@ def _model(attention: str) -> torch.nn.Module:
     model = LlamaForCausalLM(config).to(torch.float32)
     model.set_attn_implementation(attention)
     lora = LoraConfig(task_type="CAUSAL_LM", r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
-    return get_peft_model(model, lora).train()
+    return get_peft_model(model, lora).to(device).train()
 
 
 def _per_row_losses(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,27 +100,31 @@ def _train_step(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple
 SEGMENT_PATHS = {"per-row": 0, "padded": 10_000}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(
-    ("attention", "path"), [("sdpa", None), ("eager", None), (SEGMENTS, "per-row"), (SEGMENTS, "padded")]
+    ("attention", "path"),
+    [("sdpa", None), ("eager", None), (SEGMENTS, "per-row"), (SEGMENTS, "padded"), (FLEX, None)],
 )
 def test_padding_free_batch_gives_the_padded_batch_losses_and_gradients(
-    attention: str, path: str | None, monkeypatch: pytest.MonkeyPatch
+    attention: str, path: str | None, device: str, monkeypatch: pytest.MonkeyPatch, engine_sdpa_backends: None
 ) -> None:
+    if attention == FLEX and device == "cpu":
+        pytest.skip("FlexAttention has no backward on a CPU (torch 2.13)")
     if path:
         monkeypatch.setattr(attention_module, "ROW_CALL_TOKENS", SEGMENT_PATHS[path])
     rows = _rows()
-    padded = DataCollatorForLanguageModeling(pad_token_id=PAD)(rows)
-    flat = DataCollatorForLanguageModeling(pad_token_id=PAD, padding_free=True)(rows)
+    padded = _on(DataCollatorForLanguageModeling(pad_token_id=PAD)(rows), device)
+    flat = _on(DataCollatorForLanguageModeling(pad_token_id=PAD, padding_free=True)(rows), device)
     assert flat["input_ids"].shape == (1, sum(LENGTHS)) and "attention_mask" not in flat
-    model = _model(attention)
+    model = _model(attention, device)
     padded_rows, padded_grads = _train_step(model, padded)
     flat_rows, flat_grads = _train_step(model, flat)
     for padded_loss, flat_loss in zip(padded_rows, flat_rows, strict=True):
-        assert flat_loss.item() == pytest.approx(padded_loss.item(), abs=TOLERANCE)
+        assert flat_loss.item() == pytest.approx(padded_loss.item(), abs=TOLERANCE[device])
     assert padded_grads.keys() == flat_grads.keys() and len(padded_grads) > 0
     for name, grad in padded_grads.items():
         assert grad.abs().max() > 0, name
-        assert torch.allclose(flat_grads[name], grad, atol=TOLERANCE, rtol=0), name
+        assert torch.allclose(flat_grads[name], grad, atol=TOLERANCE[device], rtol=0), name
 
 
 @pytest.mark.parametrize("path", sorted(SEGMENT_PATHS))
@@ -116,4 +139,4 @@ def test_rows_of_a_padding_free_batch_do_not_see_each_other(path: str, monkeypat
         before, after = (model(**{**collate(r), "labels": None}, use_cache=False).logits for r in (rows, changed))
     first = LENGTHS[0]
     assert not torch.allclose(before[0, :first], after[0, :first])
-    assert torch.allclose(before[0, first:], after[0, first:], atol=TOLERANCE, rtol=0)
+    assert torch.allclose(before[0, first:], after[0, first:], atol=TOLERANCE["cpu"], rtol=0)
