@@ -25,13 +25,27 @@ def _modules(package: str) -> dict[str, Path]:
     return found
 
 
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The nodes under ``if TYPE_CHECKING:``: imports for annotations only, never run (import-linter leaves them out
+    the same way). RunConfig is composed from the methods' sections, so a method names it in annotations only."""
+    blocks = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+    ]
+    return {id(inner) for block in blocks for statement in block.body for inner in ast.walk(statement)}
+
+
 def _imports(path: Path, module: str) -> list[tuple[str, ast.stmt, bool]]:
-    """(imported name, statement, at module level) for every import in a file, relative ones resolved."""
+    """(imported name, statement, at module level) for every import in a file that runs, relative ones resolved."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     top_level = {id(node) for node in tree.body}
+    annotations_only = _type_checking_only(tree)
     found = []
     for node in ast.walk(tree):
+        if id(node) in annotations_only:
+            continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node, id(node) in top_level) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

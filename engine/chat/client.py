@@ -28,8 +28,8 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
-from engine.config.errors import problems_from_validation
-from engine.config.sections import advanced
+from engine.schema import advanced
+from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
 from engine.store.processes import engine_command, engine_env
 from engine.store.rundir import (

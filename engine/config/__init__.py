@@ -6,13 +6,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, create_model, field_validator, model_validator
 
 from engine.config.data import DataSection, DatasetEntry
-from engine.config.errors import ConfigError, Problem, problems_from_validation
-from engine.config.grpo import GrpoSection, RewardSpec
 from engine.config.launch import LaunchSection
-from engine.config.methods import SMOOTHED_DPO_LOSSES, DpoSection, KtoSection, OrpoSection
 from engine.config.names import check_name
 from engine.config.sections import (
     AdapterSection,
@@ -23,27 +20,24 @@ from engine.config.sections import (
     TrainSection,
 )
 from engine.config.stopping import early_stopping_problems
+from engine.methods import METHODS, rows_batched_names
+from engine.methods.reward_spec import RewardSpec
+from engine.schema import ConfigError, Problem, problems_from_validation
 
-# The training methods (engine.training.methods registers one for each name here).
-TrainingMethod = Literal["sft", "dpo", "kto", "orpo", "grpo"]
-# The methods that learn from preferences: TRL computes their log-probabilities from the LM head's weight.
-PREFERENCE_METHODS = ("dpo", "kto", "orpo")
-# The methods with a config section of their own, named after them.
-METHOD_SECTIONS = ("dpo", "kto", "orpo", "grpo")
+# The training methods, as engine.methods registers them.
+TrainingMethod = Literal[tuple(METHODS)]  # type: ignore[valid-type]
+# The methods with a config section of their own, named after them, and their sections.
+METHOD_SECTIONS = {name: method.section for name, method in METHODS.items() if method.section is not None}
 
 __all__ = [
-    "PREFERENCE_METHODS",
+    "METHOD_SECTIONS",
     "TrainingMethod",
     "AdapterSection",
     "ConfigError",
     "DataSection",
     "DatasetEntry",
-    "DpoSection",
     "EarlyStopping",
-    "GrpoSection",
     "RewardSpec",
-    "KtoSection",
-    "OrpoSection",
     "LaunchSection",
     "ModelSection",
     "Problem",
@@ -56,8 +50,9 @@ __all__ = [
 ]
 
 
-class RunConfig(Section):
-    """Everything a fine-tuning run needs, validated before any process starts."""
+class _RunConfigBase(Section):
+    """Everything a fine-tuning run needs, validated before any process starts. Each method with knobs adds its
+    section after these (``dpo:`` for dpo; engine.methods), read only when the run uses that method."""
 
     name: str | None = Field(
         None,
@@ -65,10 +60,7 @@ class RunConfig(Section):
     )
     method: TrainingMethod = Field(
         "sft",
-        description="How the model is trained: sft (supervised fine-tuning on instruction, chat, "
-        "prompt-completion or plain-text data, with the loss on the answers); dpo or orpo (preference pairs: "
-        "a chosen and a rejected answer per prompt); kto (answers labelled desirable or not); grpo (prompts "
-        "and reward functions: the model samples answers and learns from their rewards).",
+        description="How the model is trained: " + "; ".join(method.summary for method in METHODS.values()) + ".",
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")
     quantization: QuantizationSection = Field(
@@ -78,10 +70,6 @@ class RunConfig(Section):
     data: DataSection = Field(default_factory=DataSection, description="The dataset.")
     train: TrainSection = Field(default_factory=TrainSection, description="The training loop.")
     launch: LaunchSection = Field(default_factory=LaunchSection, description="Processes and devices.")
-    dpo: DpoSection = Field(default_factory=DpoSection, description="DPO's knobs (method dpo).")
-    kto: KtoSection = Field(default_factory=KtoSection, description="KTO's knobs (method kto).")
-    orpo: OrpoSection = Field(default_factory=OrpoSection, description="ORPO's knobs (method orpo).")
-    grpo: GrpoSection = Field(default_factory=GrpoSection, description="GRPO's knobs and rewards (method grpo).")
 
     @field_validator("name")
     @classmethod
@@ -90,7 +78,7 @@ class RunConfig(Section):
         return check_name(value) if value and value.strip() else value
 
     @model_validator(mode="after")
-    def _check_combinations(self) -> RunConfig:
+    def _check_combinations(self) -> _RunConfigBase:
         """Cross-field rules; each message starts with the field to fix so the studio can place it."""
         problems = _combination_problems(self)
         if problems:
@@ -107,15 +95,26 @@ class RunConfig(Section):
         holds its defaults (it does not apply, and reads back the same)."""
         unused = {
             name
-            for name in METHOD_SECTIONS
-            if name != self.method and getattr(self, name) == type(getattr(self, name))()
+            for name, section in METHOD_SECTIONS.items()
+            if name != self.method and getattr(self, name) == section()
         }
         data = self.model_dump(mode="json", exclude=unused)
-        if "grpo" in data:  # a reward reads best as its kind and what differs from the defaults
-            data["grpo"]["rewards"] = [
-                reward.model_dump(mode="json", exclude_defaults=True) for reward in self.grpo.rewards
-            ]
+        for name in METHOD_SECTIONS.keys() - unused:
+            data[name] = getattr(self, name).to_yaml_data()
         return yaml.dump(data, Dumper=_ExactDumper, sort_keys=False, allow_unicode=True)
+
+
+# RunConfig: the shared sections, then one per method with knobs, as the methods' packages define them.
+RunConfig = create_model(
+    "RunConfig",
+    __base__=_RunConfigBase,
+    __module__=__name__,
+    __doc__=_RunConfigBase.__doc__,
+    **{
+        name: (section, Field(default_factory=section, description=METHODS[name].section_help))
+        for name, section in METHOD_SECTIONS.items()
+    },
+)
 
 
 # Characters YAML 1.1 reads as line breaks: PyYAML writes them raw inside single quotes, and reading folds them
@@ -173,22 +172,19 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
     problems += _batching_problems(config)
     problems += _tracker_problems(config)
     problems += early_stopping_problems(config)
-    if config.method in PREFERENCE_METHODS:
-        problems += _preference_problems(config)
-    if config.method == "grpo":
-        problems += _grpo_problems(config)
-    return problems
+    return problems + METHODS[config.method].problems(config)
 
 
 def _batching_problems(config: RunConfig) -> list[Problem]:
     """How batches are formed (padding-free, packing, length grouping): what each method and kernel can take."""
-    train, method, problems = config.train, config.method, []
-    if train.padding_free == "on" and method != "sft":
+    train, method, problems = config.train, METHODS[config.method], []
+    batched = rows_batched_names()
+    if train.padding_free == "on" and not method.rows_batched:
         problems.append(
             Problem(
                 "train.padding_free",
-                f"{method} batches whole pairs or sampled answers with padding; padding-free is for sft only "
-                "(use auto or off)",
+                f"{method.name} batches whole pairs or sampled answers with padding; padding-free is for {batched} "
+                "only (use auto or off)",
             )
         )
     if train.padding_free == "on" and config.model.trust_remote_code:
@@ -206,12 +202,19 @@ def _batching_problems(config: RunConfig) -> list[Problem]:
                 "packing always trains padding-free (each packed row keeps its own positions); use auto or on",
             )
         )
-    if train.group_by_length and method != "sft":
+    if train.group_by_length and not method.rows_batched:
         problems.append(
-            Problem("train.group_by_length", f"{method} keeps TRL's own batching; length grouping is for sft only")
+            Problem(
+                "train.group_by_length",
+                f"{method.name} keeps TRL's own batching; length grouping is for {batched} only",
+            )
         )
     if train.group_by_length and train.packing:
         problems.append(Problem("train.group_by_length", "packed rows all have max_length tokens; turn packing off"))
+    if train.packing and not method.rows_batched:
+        problems.append(
+            Problem("train.packing", f"{method.name} trains on {method.trains_on}; packing is for {batched} only")
+        )
     return problems
 
 
@@ -226,66 +229,6 @@ def _tracker_problems(config: RunConfig) -> list[Problem]:
         for name in ("trackio_project", "trackio_space")
         if getattr(train, name) is not None
     ]
-
-
-def _grpo_problems(config: RunConfig) -> list[Problem]:
-    """What GRPO cannot take (TRL 1.16 refuses the batch sizes only after the model has loaded)."""
-    grpo, train = config.grpo, config.train
-    problems = []
-    if not grpo.rewards:
-        problems.append(Problem("grpo.rewards", "grpo needs at least one reward function"))
-    if train.packing:
-        problems.append(Problem("train.packing", "grpo trains on sampled answers; packing is for sft only"))
-    processes = config.launch.num_processes
-    samples = train.per_device_batch_size * processes * (grpo.steps_per_generation or train.gradient_accumulation_steps)
-    if samples % grpo.num_generations:
-        problems.append(
-            Problem(
-                "train.per_device_batch_size",
-                f"each round of generation samples {samples} answers (batch size x processes x steps per "
-                f"generation), which must be a multiple of grpo.num_generations ({grpo.num_generations})",
-            )
-        )
-    if config.train.eval_strategy != "no" and (train.eval_batch_size * processes) % grpo.num_generations:
-        problems.append(
-            Problem(
-                "train.eval_batch_size",
-                f"must be a multiple of grpo.num_generations ({grpo.num_generations}): evaluation samples whole groups",
-            )
-        )
-    return problems
-
-
-def _preference_problems(config: RunConfig) -> list[Problem]:
-    """What DPO, KTO and ORPO cannot take (TRL 1.16 refuses each of these after the model has loaded)."""
-    problems = []
-    method = config.method
-    if config.train.packing:
-        problems.append(Problem("train.packing", f"{method} trains on whole pairs; packing is for sft only"))
-    modules = config.adapter.target_modules
-    if config.adapter.method == "lora" and "lm_head" in ([modules] if isinstance(modules, str) else modules):
-        problems.append(
-            Problem(
-                "adapter.target_modules",
-                f"{method} reads log-probabilities from lm_head's weight, so an adapter there would never train; "
-                "remove lm_head",
-            )
-        )
-    if method == "kto" and config.kto.loss_type == "kto" and config.train.per_device_batch_size < 2:
-        problems.append(
-            Problem(
-                "train.per_device_batch_size",
-                "kto estimates its KL term from the other answers of a batch: use a batch of at least 2",
-            )
-        )
-    if method == "dpo" and config.dpo.label_smoothing > 0 and config.dpo.loss_type not in SMOOTHED_DPO_LOSSES:
-        problems.append(
-            Problem(
-                "dpo.label_smoothing",
-                f"the {config.dpo.loss_type} loss ignores it; use {', '.join(SMOOTHED_DPO_LOSSES)} or set it to 0",
-            )
-        )
-    return problems
 
 
 def parse_config(data: Any) -> RunConfig:

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, SerializationInfo, Tag, field_serializer, field_validator, model_validator
 
-from engine.config.secrets import refuse_secrets
-from engine.config.sections import MAX_COUNT, Section, advanced
+from engine.schema import MAX_COUNT, Section, advanced
+from engine.schema.secrets import refuse_secrets
 
 
 class ColumnMap(Section):

@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from engine.config.sections import Section, advanced
+from engine.schema import Section, advanced
 
 MAX_GPU_INDEX = 1023  # far above any machine's GPU count; a bound for the form
 

@@ -9,39 +9,12 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    field_validator,
-)
+from pydantic import Field, field_validator
 
-from engine.config.secrets import refuse_secrets
+from engine.schema import MAX_COUNT, Section, advanced
 
 DEMO_MODEL = "assets/demo-model"
-# Upper bound of counts (steps, rows): what the C integers of torch and the Trainer hold.
-MAX_COUNT = 2**31 - 1
-
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
-
-
-def advanced(**extra: Any) -> dict[str, Any]:
-    """Schema extra that marks a field as advanced (collapsed in the studio form)."""
-    return {"advanced": True, **extra}
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, assignments are validated, numbers are finite,
-    and no text holds an access token (the config is saved and shown)."""
-
-    model_config = ConfigDict(
-        extra="forbid", validate_assignment=True, use_attribute_docstrings=False, allow_inf_nan=False
-    )
-
-    @field_validator("*", mode="after")
-    @classmethod
-    def _no_secrets(cls, value: Any) -> Any:
-        return refuse_secrets(value)
 
 
 class ModelSection(Section):

@@ -18,7 +18,7 @@ reward functions of grpo, and leave the canonical row as it is.
 
 Preference rows (a chosen and a rejected answer) and KTO rows (an answer and a boolean label) are detected
 here and shaped by engine.data.preference; which method trains which format is the methods' business
-(engine.training.methods.require_format).
+(engine.training.method_data.require_format).
 
 Tool-calling rows (ShareGPT function_call / observation turns, or messages with tool_calls and tool results,
 beside a tools column) are their own format, ``tools``: ``{"messages": [...], "tools": [...]}`` in the

@@ -17,7 +17,7 @@ from engine.data.errors import DataError
 from engine.data.formats import PAIRED_FORMATS
 from engine.data.rows import DatasetRows, LoadedRows, load_rows
 
-# Formats of a mixed set read "alpaca+conversational"; engine.training.methods.require_format splits them.
+# Formats of a mixed set read "alpaca+conversational"; engine.training.method_data.require_format splits them.
 FORMAT_JOIN = "+"
 SOURCE_JOIN = " + "
 

@@ -1,7 +1,7 @@
 """Evaluations of a run: where they are stored, how they are summarised, how one is started in the background.
 
 ``python -m engine evaluate RUN_DIR`` (engine.evaluate.worker) scores the base model and the fine-tuned one on a
-dataset and writes ``RUN_DIR/evaluations/<id>.json``. Its ``scoring`` is the run's ``Method.evaluation``
+dataset and writes ``RUN_DIR/evaluations/<id>.json``. Its ``scoring`` is the run's ``Method.scoring``
 (a result without one is an "answers" result, written before preference runs could be evaluated)::
 
     {"id", "created_at", "seconds", "run_id", "weights": "adapter" | "checkpoint-N", "scoring": "answers",
@@ -59,18 +59,16 @@ from typing import Any
 
 from engine import jobs
 from engine.data.loading import looks_like_hub_id, resolve_path
+from engine.methods import SCORINGS, method_of
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of
-from engine.training.methods import method_of
 
 EVALUATIONS_DIR = "evaluations"
-# How runs are scored, by Method.evaluation: "answers" is eval loss and perplexity on the answer tokens, and
-# exact match of greedy answers against the references (engine.evaluate.worker); "preference" is how base and
-# tuned model rank chosen over rejected answers, and the implicit reward margin (engine.evaluate.preference);
-# "rewards" is a GRPO run's own reward functions on greedy completions of held-out prompts (engine.evaluate.rewards).
-SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS = "answers", "preference", "rewards"
-SCORINGS = (SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS)
+# How runs are scored, by Method.scoring (engine.methods.base): "answers" by engine.evaluate.worker, "preference" by
+# engine.evaluate.preference, "rewards" (a run's own reward functions on greedy completions of held-out prompts) by
+# engine.evaluate.rewards.
+SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS = SCORINGS
 DATA_EVAL, DATA_TRAIN = "eval", "train"
 JOB_KIND = "evaluate"
 
@@ -165,9 +163,9 @@ def summary_text(result: dict[str, Any] | None) -> str:
 
 
 def check_scoring(run: FinishedRun) -> None:
-    """Refuse a run whose method is scored in a way this module does not know (see Method.evaluation)."""
+    """Refuse a run whose method is scored in a way this module does not know (see Method.scoring)."""
     method = method_of(run.config)
-    if method.evaluation not in SCORINGS:
+    if method.scoring not in SCORINGS:
         raise ArtifactError(f"{run.name} was trained with {method.name}, whose runs cannot be evaluated yet")
 
 

@@ -43,8 +43,8 @@ from engine.evaluate.evaluations import SCORING_REWARDS
 from engine.evaluate.models import load_models, pick_rows
 from engine.evaluate.scoring import Completion, generate_completions
 from engine.jobs import Progress
+from engine.methods import method_of
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights
-from engine.training.methods import method_of
 from engine.training.rewards import reward_functions
 from engine.training.rewards.functions import RewardFunction
 
@@ -201,12 +201,13 @@ def score_rewards(
     ``grpo.max_completion_length``. Raises DataError for data of another format or without a prompt."""
     from transformers import TrainerState  # a real state, so a reward may read trainer_state.global_step
 
-    config = run.config
+    config, method = run.config, method_of(run.config)
     loaded, rows, skipped, choice = _prompt_rows_of(run, data, max_rows)
-    rewards = reward_functions(config.grpo.rewards, tokenizer)
-    reward_weights = {reward.__name__: spec.weight for reward, spec in zip(rewards, config.grpo.rewards, strict=True)}
+    specs = method.rewards(config)
+    rewards = reward_functions(specs, tokenizer)
+    reward_weights = {reward.__name__: spec.weight for reward, spec in zip(rewards, specs, strict=True)}
     state = TrainerState(global_step=run.status.step or 0, max_steps=run.status.max_steps or 0)
-    budget = max_new_tokens or config.grpo.max_completion_length
+    budget = max_new_tokens or method.settings(config).max_completion_length
     batch_size = config.train.eval_batch_size
     baseline, start, note = starting_weights(run)
     ticks = {"done": 0, "total": 2 * math.ceil(len(rows) / batch_size)}
@@ -223,7 +224,7 @@ def score_rewards(
     data_info = {"choice": choice, "source": loaded.source, "rows": len(rows), "format": loaded.format}
     return {
         "scoring": SCORING_REWARDS,
-        "method": method_of(config).name,
+        "method": method.name,
         "baseline": baseline,
         **({"baseline_note": note} if note else {}),
         "max_new_tokens": budget,

@@ -37,8 +37,8 @@ from engine.evaluate.models import load_eval_tokenizer, load_models, pick_rows
 from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
+from engine.methods import method_of
 from engine.runs.artifacts import FinishedRun, TrainedWeights
-from engine.training.methods import method_of
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
 
@@ -169,7 +169,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Score base and fine-tuned model of a run on ``data`` (eval, train or a file path); save and return it.
 
-    The method's ``evaluation`` picks the scoring: answers (loss, perplexity, exact match), preference, or rewards
+    The method's ``scoring`` picks it: answers (loss, perplexity, exact match), preference, or rewards
     (GRPO's reward functions on greedy completions, engine.evaluate.rewards).
     Raises ArtifactError for a missing or running run or one without weights, DataError for unusable data.
     """
@@ -178,7 +178,7 @@ def evaluate(
     run, weights = check_request(run_dir, data, checkpoint)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)
-    scoring = method_of(run.config).evaluation
+    scoring = method_of(run.config).scoring
     if scoring == SCORING_PREFERENCE:
         scored = score_preference(run, weights, tokenizer, data, max_rows, progress)
     elif scoring == SCORING_REWARDS:

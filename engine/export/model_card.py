@@ -19,8 +19,8 @@ from engine.evaluate.evaluations import (
     scoring_of,
 )
 from engine.export.exports import ExportPlan
+from engine.methods import method_of
 from engine.store.rundir import iter_metrics
-from engine.training.methods import method_of
 
 
 @dataclass(frozen=True)

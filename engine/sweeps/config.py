@@ -15,9 +15,9 @@ import yaml
 from pydantic import Field, ModelWrapValidatorHandler, ValidationError, field_validator, model_validator
 
 from engine.config import ConfigError, Problem, RunConfig, load_config
-from engine.config.errors import problems_from_validation
 from engine.config.names import check_name
-from engine.config.sections import Section
+from engine.schema import Section
+from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
 from engine.sweeps.sections import (
     MAX_TRIALS,

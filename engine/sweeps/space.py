@@ -21,8 +21,8 @@ from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
+from engine.methods import method_of
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
-from engine.training.methods import method_of
 
 FieldKind = Literal["float", "int", "bool", "literal", "other"]
 Label = None | bool | int | float | str  # what optuna's categorical distributions hold
@@ -249,7 +249,7 @@ def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, 
 
 def _exact_match_problems(base: RunConfig, objective: Objective) -> list[Problem]:
     """exact_match is scored by Evaluate on the run's eval set, by a method that scores answers (sft, grpo)."""
-    if method_of(base).evaluation not in EXACT_MATCH_SCORINGS:
+    if method_of(base).scoring not in EXACT_MATCH_SCORINGS:
         return [
             Problem(
                 "objective.metric",

@@ -27,14 +27,13 @@ from __future__ import annotations
 from typing import Any
 
 from engine.config import RunConfig
+from engine.methods import method_of
 from engine.training.hardware import Hardware, resolve_device, resolve_precision
 
 SEGMENTS = "sdpa_segments"
 # What one extra kernel call costs, as the attention of a row of this many tokens: many short rows (the demo
 # preset's 16 rows of ~25 tokens) are cheaper in one call on the rows padded to the longest than in one call each.
 ROW_CALL_TOKENS = 64
-# The methods whose trainer takes padding-free batches here: the others batch whole pairs or sampled answers.
-PADDING_FREE_METHODS = ("sft",)
 
 
 def resolve_padding_free(config: RunConfig, hardware: Hardware) -> bool:
@@ -50,7 +49,8 @@ def resolve_padding_free(config: RunConfig, hardware: Hardware) -> bool:
     choice = config.train.padding_free
     if choice != "auto":
         return choice == "on"
-    if config.method not in PADDING_FREE_METHODS or config.model.trust_remote_code:
+    # Only methods whose rows the engine batches take padding-free batches (engine.methods: Method.rows_batched).
+    if not method_of(config).rows_batched or config.model.trust_remote_code:
         return False
     return resolve_device(config, hardware) == "cpu" or _flash_varlen(config, hardware)
 

@@ -231,8 +231,8 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
 def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> Any:
     """The run's training arguments: its method's TRL config class (a transformers TrainingArguments) with the
     shared arguments and the method's own."""
-    from engine.training.methods import method_of
+    from engine.methods import method_of
 
-    method = method_of(config)
+    trainer = method_of(config).trainer()
     common = common_training_kwargs(config, output_dir, hardware)
-    return method.args_class()(**common, **method.training_kwargs(config, hardware))
+    return trainer.args_class()(**common, **trainer.training_kwargs(config, hardware))

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
+from engine.methods import method_of
 from engine.runs.lineage import checked_source
 from engine.store.paths import resolve_model_source
 from engine.training.hardware import (
@@ -24,7 +25,7 @@ from engine.training.hardware import (
     resolve_precision,
 )
 from engine.training.memory import MemoryEstimate, estimate_run_memory
-from engine.training.methods import inspect_run_data, method_of
+from engine.training.method_data import inspect_run_data
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -123,9 +124,9 @@ def check_run(
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
     data = inspect_run_data(config, tokenizer, template_budget_s)
-    method = method_of(config)
-    if method.check_data is not None:
-        method.check_data(config, tokenizer)
+    check_method_data = method_of(config).data_check()
+    if check_method_data is not None:
+        check_method_data(config, tokenizer)
     model = meta_model(config)
     model_config = model.config.to_dict()  # read before make_trainable: peft may wrap the model
     device, precision = resolve_device(config, hardware), resolve_precision(config, hardware)

@@ -72,11 +72,12 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from transformers import PrinterCallback
 
     from engine.data import resolve_chat_template
+    from engine.methods import TrainerParts, method_of
     from engine.runs.lineage import checked_source
     from engine.training.builders import to_early_stopping_callback, to_training_args
     from engine.training.controls import RequestsCallback
     from engine.training.hardware import detect_hardware, hardware_problems
-    from engine.training.methods import TrainerParts, method_of, require_format
+    from engine.training.method_data import require_format
     from engine.training.modeling import build_model, count_parameters, load_tokenizer
     from engine.training.trackers import use_trackio_dir
 
@@ -93,7 +94,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     tokenizer = load_tokenizer(config)
     # The template used for training is saved with the result, so chatting with it formats prompts the same way.
     tokenizer.chat_template = resolve_chat_template(tokenizer, config.data.chat_template)
-    data = method.prepare_data(config, tokenizer)
+    data = method.trainer().prepare_data(config, tokenizer)
     require_format(method, data.report.format, data.report.source)
     for warning in data.report.warnings:
         print(f"data warning: {warning}", flush=True)
@@ -117,7 +118,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     # early stopping after both (an evaluation that ends a pause is judged once the pause is over).
     early = [early_stopping] if (early_stopping := to_early_stopping_callback(config)) else []
     callbacks = [callback, RequestsCallback(callback), *early, *cpu_share]
-    trainer = method.build_trainer(TrainerParts(config, model, tokenizer, data, args, callbacks))
+    trainer = method.trainer().build_trainer(TrainerParts(config, model, tokenizer, data, args, callbacks))
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer

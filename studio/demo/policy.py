@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from engine import runs
 from engine.config import Problem, RunConfig
 from engine.config.sections import DEMO_MODEL
+from engine.methods import METHODS, method_of
 from engine.store.paths import PathNotAllowed, confine, find_local_path
 from engine.store.rundir import read_status
 from engine.store.workspace import runs_dir, visitor_datasets_dir
@@ -82,8 +83,9 @@ class DemoPolicy:
     max_length: int = 1024  # the default: the demo sets are short rows anyway
     max_accumulation: int = 8
     max_checkpoints: int = 3
-    max_generations: int = 8  # GRPO: answers sampled per prompt
-    max_completion_tokens: int = 128  # GRPO: the longest sampled answer
+    # The limits a method's demo_caps name (engine.methods.base.Method): max_<limit>.
+    max_generations: int = 8  # answers sampled per prompt (GRPO)
+    max_completion_tokens: int = 128  # the longest sampled answer (GRPO)
     max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo
     visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
@@ -143,8 +145,11 @@ class DemoPolicy:
             "train.max_length": self.max_length,
             "train.gradient_accumulation_steps": self.max_accumulation,
             "train.save_total_limit": self.max_checkpoints,
-            "grpo.num_generations": self.max_generations,
-            "grpo.max_completion_length": self.max_completion_tokens,
+            **{
+                f"{method.name}.{field}": getattr(self, f"max_{limit}")
+                for method in METHODS.values()
+                for field, limit in method.demo_caps.items()
+            },
         }
 
     def problems(
@@ -163,8 +168,8 @@ class DemoPolicy:
         ]
         found += [Problem(path, message) for path, message in self._cap_messages(config, lang).items()]
         found += [
-            Problem(f"grpo.rewards.{number}", text(CUSTOM_REWARD_REFUSED, lang))
-            for number, reward in enumerate(config.grpo.rewards)
+            Problem(f"{config.method}.rewards.{number}", text(CUSTOM_REWARD_REFUSED, lang))
+            for number, reward in enumerate(method_of(config).rewards(config))
             if reward.kind == "custom"
         ]
         if config.model.init_from and config.model.init_from not in own_runs:

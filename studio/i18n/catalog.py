@@ -5,7 +5,7 @@ One JSON file per language in ``assets/locales/`` maps a stable key to its text 
 kinds of English stay where they are written instead, and the other languages translate them under keys made
 from where they come from: the config form's labels and help texts (the field's name and description in
 engine.config's schema: ``field.<path>.label`` / ``field.<path>.help``, ``dataset_field.<name>...`` for a dataset
-of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.config.errors.MESSAGES:
+of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.schema.errors.MESSAGES:
 ``problem.<kind>``), and the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).
 
 Every key the studio uses is declared where it is used, with ``key()`` (a module constant, for text the server
@@ -30,7 +30,7 @@ from pydantic import BaseModel
 from engine.chat.client import SamplingParams
 from engine.config import RunConfig
 from engine.config.data import DatasetEntry
-from engine.config.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY
+from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY
 from studio.form.schema import FieldSpec, SectionSpec, schema_tree
 from studio.path_guard import ASSETS_DIR
 
@@ -155,7 +155,7 @@ def problem_words() -> dict[str, str]:
 def chart_words() -> dict[str, str]:
     """The English of the charts the training methods add to the Monitor: ``chart.<metric>`` (its title) and
     ``unit.<unit>`` (its axis)."""
-    from engine.training.methods import method_charts
+    from engine.methods import method_charts
 
     words = {}
     for metric, chart in method_charts().items():

@@ -2,7 +2,7 @@
 where the studio shows them next to a field.
 
 The engine writes English (the CLI stays English); each message it builds from a template
-(engine.config.errors.MESSAGES) is matched back to its template here and said again in ``lang`` with the same
+(engine.schema.errors.MESSAGES) is matched back to its template here and said again in ``lang`` with the same
 values. A message built otherwise (a rule across fields, a dataset's error) stays as the engine wrote it.
 """
 

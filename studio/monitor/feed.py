@@ -13,8 +13,8 @@ from typing import Any
 
 from engine import runs
 from engine.config import ConfigError, load_config
+from engine.methods import METHODS, method_charts
 from engine.store.rundir import CONFIG_FILE
-from engine.training.methods import METHODS, method_charts
 from studio.charts import DecimatedSeries, Point
 
 # The series the Monitor draws, by the metrics.jsonl key they come from.

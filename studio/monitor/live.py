@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.methods import method_charts
 from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, QUEUED, RunStatus
-from engine.training.methods import method_charts
 from studio import charts
 from studio.charts import Figure
 from studio.i18n import catalog
@@ -44,7 +44,7 @@ from studio.monitor.feed import MetricsFeed
 from studio.monitor.view import progress_html, queue_html, stats_html
 
 # title, y-axis unit, colour and metrics key of the small charts: three every run has, then those the training
-# methods add (engine.training.methods; a run shows its own method's only)
+# methods add (engine.methods; a run shows its own method's only)
 COMMON_CHARTS = {
     "learning_rate": ("Learning rate", "lr", charts.COLORS[2], "learning_rate"),
     "grad_norm": ("Gradient norm", "norm", charts.COLORS[4], "grad_norm"),

@@ -135,7 +135,7 @@ def check_dataset(
     """
     from engine.data import DataError
     from engine.data.preview import check_tokens
-    from engine.training.methods import inspect_run_data
+    from engine.training.method_data import inspect_run_data
 
     try:
         config = check_config(values, workspace)

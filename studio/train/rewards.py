@@ -1,7 +1,8 @@
-"""The Train form's reward picker (method grpo): the rewards a user adds to ``grpo.rewards`` with a click, and the
-check of every reward against the data's first rows before Start. No Gradio here.
+"""The Train form's reward picker (a method that learns from rewards: its section's ``rewards``, such as
+``grpo.rewards``): the rewards a user adds with a click, and the check of every reward against the data's first rows
+before Start. No Gradio here.
 
-The ``grpo.rewards`` box stays the one place the rewards are written (the config's YAML, one reward per line);
+The rewards box stays the one place the rewards are written (the config's YAML, one reward per line);
 the picker only appends a filled-in entry that the user then edits, so nothing holds a second copy of them.
 The picker's labels are keys the page translates; the check's words are said in the page's language.
 """
@@ -15,7 +16,8 @@ from typing import Any
 import yaml
 
 from engine.config import ConfigError
-from engine.config.grpo import RewardSpec
+from engine.methods import Method, method_of
+from engine.methods.reward_spec import RewardSpec
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.form.schema import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text
@@ -25,7 +27,6 @@ from studio.train.actions import checked_config
 from studio.train.dataset import problem_text
 from studio.train.starting import check_method_data
 
-FIELD = "grpo.rewards"
 # What "Add" writes for each kind: what the kind needs, with a value that works on the demo task.
 TEMPLATES: dict[str, dict[str, Any]] = {
     "exact_match": {"kind": "exact_match", "column": "answer", "weight": 1.0},
@@ -45,6 +46,12 @@ NO_KIND, NOT_YAML, NOT_A_LIST, CANNOT_RUN, DATA_UNUSABLE, LOADED_ONE, LOADED_MAN
 class RewardBoxError(SaidError):
     """Why a reward cannot be added to the box: its English as the message, its key and values to say it in the
     page's language (``said``)."""
+
+
+def rewards_field(method: Method) -> str | None:
+    """The form field of a method's reward functions (``<method>.rewards``), or None for a method without them."""
+    learns_from_rewards = method.section is not None and "rewards" in method.section.model_fields
+    return f"{method.name}.rewards" if learns_from_rewards else None
 
 
 def reward_choices(policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
@@ -89,14 +96,14 @@ def _check_text(
     try:
         uploads = visitor_uploads(workspace, policy, visitor)
         config = checked_config(values, workspace, policy, uploads, visitor, lang)
-        if config.method != "grpo":
+        if rewards_field(method_of(config)) is None:
             return ""
         check_method_data(config)
     except ConfigError as exc:
         return _refusal("\n".join(problem_text(problem, lang) for problem in exc.problems), lang)
     except DataError as exc:
         return _refusal(text(DATA_UNUSABLE, lang, error=exc), lang)
-    rewards: list[RewardSpec] = config.grpo.rewards  # the config refuses an empty list
+    rewards: list[RewardSpec] = method_of(config).rewards(config)  # the config refuses an empty list
     names = ", ".join(f"{spec.label} × {spec.weight:g}" for spec in rewards)
     return text(LOADED_ONE if len(rewards) == 1 else LOADED_MANY, lang, count=len(rewards), names=names)
 

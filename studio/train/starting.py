@@ -69,7 +69,7 @@ def _start_run(
     lang: str = SOURCE,
 ) -> StartResult:
     from engine.data import DataError
-    from engine.training.methods import inspect_run_data
+    from engine.training.method_data import inspect_run_data
     from engine.training.trackers import tracker_problems
 
     try:
@@ -107,11 +107,11 @@ def _start_run(
 
 
 def check_method_data(config: RunConfig) -> None:
-    """The method's own checks before launch (GRPO: each reward loads and scores the first rows; Method.check_data),
+    """The method's own checks before launch (GRPO: each reward loads and scores the first rows; Method.data_check),
     raising ConfigError at the field at fault. A custom reward's code runs in this process: the demo refuses custom
     files before this (DemoPolicy.problems), and in one's own studio it is one's own code."""
-    from engine.training.methods import method_of
+    from engine.methods import method_of
 
-    check = method_of(config).check_data
+    check = method_of(config).data_check()
     if check is not None:
         check(config, get_tokenizer(config))

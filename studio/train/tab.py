@@ -243,7 +243,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=520):
             form.render_section("model", columns=2)
-            picker = _render_method(ctx, form, first)
+            pickers = _render_method(ctx, form, first)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
             panel = build_dataset_panel(form)
@@ -257,7 +257,8 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_dataset_list(ctx, form, panel)
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
-    _wire_reward_picker(ctx, form, picker)
+    for picker in pickers:
+        _wire_reward_picker(ctx, form, picker)
     _wire_demo_help(ctx, form)
     return form
 
@@ -281,27 +282,29 @@ def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:
     gr.on(None, said, None, widgets, show_progress="hidden", concurrency_limit=None, **PRIVATE)
 
 
-def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> RewardPicker:
+def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> list[RewardPicker]:
     """The method picker with the chosen method's own knobs below it; the other methods' sections stay hidden
-    (a section per method that has knobs: ``dpo:`` for dpo, ...). GRPO's rewards get their picker and check."""
-    from engine.training.methods import METHODS
+    (a section per method that has knobs: ``dpo:`` for dpo, ...). A method's rewards get their picker and check."""
+    from engine.methods import METHODS
 
+    pickers = []
     with gr.Accordion(t("train.method"), open=True, elem_classes=["ts-section"]):
         form.render_fields(["method"])
         boxes: dict[str, Any] = {}
-        for name in METHODS:
+        for name, method in METHODS.items():
             if any(path.startswith(f"{name}.") for path in form.paths):
                 with gr.Column(visible=first["method"] == name, elem_id=f"ts-method-{name}") as boxes[name]:
-                    if name == "grpo":  # the rewards first, across the section, with their picker below
-                        form.render_fields([rw.FIELD])
-                        picker = _render_reward_picker(ctx)
+                    field = rw.rewards_field(method)
+                    if field is not None:  # the rewards first, across the section, with their picker below
+                        form.render_fields([field])
+                        pickers.append(_render_reward_picker(ctx, field))
                     form.render_children(form.section(name), columns=3)
 
     def show(method: str) -> list[Any]:
         return [gr.Column(visible=method == name) for name in boxes]
 
     form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
-    return picker
+    return pickers
 
 
 def _build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
@@ -394,32 +397,34 @@ def _or_skip(value: Any) -> Any:
 
 @dataclasses.dataclass
 class RewardPicker:
-    """Below GRPO's rewards box: a kind to add, Add, Check, and the check's result."""
+    """Below a method's rewards box (``field``): a kind to add, Add, Check, and the check's result."""
 
+    field: str
     kind: Any
     add: Any
     check: Any
     result: Any
 
 
-def _render_reward_picker(ctx: StudioContext) -> RewardPicker:
+def _render_reward_picker(ctx: StudioContext, field: str) -> RewardPicker:
+    owner = field.partition(".")[0]  # each method's picker has ids of its own: reward-add-<method>
     with gr.Row(equal_height=True):
         kind = gr.Dropdown(
             rw.reward_choices(ctx.policy),
             value="exact_match",
             label=t("train.reward_kind"),
             scale=3,
-            elem_id="reward-kind",
+            elem_id=f"reward-kind-{owner}",
         )
-        add = gr.Button(t("train.reward_add"), size="sm", scale=1, elem_id="reward-add")
-        check = gr.Button(t("train.reward_check"), size="sm", scale=1, elem_id="reward-check")
-    return RewardPicker(kind, add, check, gr.Markdown(elem_id="reward-check-result"))
+        add = gr.Button(t("train.reward_add"), size="sm", scale=1, elem_id=f"reward-add-{owner}")
+        check = gr.Button(t("train.reward_check"), size="sm", scale=1, elem_id=f"reward-check-{owner}")
+    return RewardPicker(field, kind, add, check, gr.Markdown(elem_id=f"reward-check-result-{owner}"))
 
 
 def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPicker) -> None:
     """Add a filled-in reward of the picked kind to the rewards box; check every reward on the data's first rows
     (custom files load and run once) without starting anything."""
-    box = form.components[rw.FIELD]
+    box = form.components[picker.field]
 
     def on_add(box: str, picked: str, request: gr.Request) -> Any:
         try:

@@ -17,8 +17,8 @@ from types import ModuleType
 from typing import Any
 
 from engine.config import ConfigError, Problem
-from engine.config.grpo import RewardSpec
 from engine.data.prompts import ROW_COLUMN
+from engine.methods.reward_spec import RewardSpec
 from engine.training.rewards.functions import (
     RewardError,
     builtin_reward,

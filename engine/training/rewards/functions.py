@@ -19,8 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from engine.config.grpo import RewardSpec
 from engine.data.prompts import ROW_COLUMN
+from engine.methods.reward_spec import RewardSpec
 from engine.training.rewards.scoring import builtin_scorer, completion_text, reward_columns
 
 RewardFunction = Callable[..., list[float | None]]

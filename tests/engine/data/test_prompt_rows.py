@@ -19,7 +19,7 @@ from engine.data.preview import check_tokens, preview_examples, to_text
 from engine.data.prompts import first_prompt_rows, prepare_prompt_datasets, prompt_row, uniform_columns
 from engine.data.tokenize import render_plan
 from engine.store.paths import PROJECT_ROOT
-from engine.training.methods import inspect_run_data
+from engine.training.method_data import inspect_run_data
 
 DEMO_TRAIN = PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl"
 USER = {"role": "user", "content": "What is 3+3?"}
@@ -107,7 +107,7 @@ def test_sft_refuses_prompts_only_and_names_grpo(write_jsonl: Callable[..., Path
     with pytest.raises(ConfigError) as refused:
         inspect_run_data(parse_config({"method": "sft", "data": {"path": str(path)}}))
     assert str(refused.value) == (
-        f"method: {path} is prompts only (no answers to learn from; grpo samples its own), and sft trains on "
+        f"method: {path} is prompts only (no answers to learn from), and sft trains on "
         "alpaca, conversational, prompt_completion, text, tools data; set method to grpo"
     )
     assert inspect_run_data(grpo(path)).format == "prompt"

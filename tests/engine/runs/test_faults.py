@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from engine import runs
-from engine.config import PREFERENCE_METHODS as PREFERENCE
+from engine.methods import METHODS
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
 from engine.store.paths import PROJECT_ROOT
@@ -179,7 +179,9 @@ def test_abort_finds_ranks_orphaned_by_a_dead_torchrun(tmp_path: Path):
 # --- 2: the loss turns NaN ------------------------------------------------------------------------------------
 
 
-# Each method's own data: the SFT demo set, or the bundled preference pairs (kto unpairs them).
+# The methods that learn from preference pairs (kto unpairs them).
+PREFERENCE = tuple(name for name, method in METHODS.items() if "preference" in method.formats)
+# Each method's own data: the SFT demo set, or the bundled preference pairs.
 METHOD_DATA = {"sft": {}, **{method: {"path": "assets/datasets/demo_preference.jsonl"} for method in PREFERENCE}}
 
 

@@ -12,21 +12,12 @@ from typing import Any
 import pytest
 from pydantic.fields import FieldInfo
 
-from engine.config import (
-    ConfigError,
-    DpoSection,
-    GrpoSection,
-    KtoSection,
-    OrpoSection,
-    RunConfig,
-    TrainingMethod,
-    TrainSection,
-    parse_config,
-)
+from engine.config import METHOD_SECTIONS, ConfigError, RunConfig, TrainingMethod, TrainSection, parse_config
+from engine.methods import METHODS, method_of
 from engine.store.paths import PROJECT_ROOT
 from engine.training.builders import common_training_kwargs
 from engine.training.hardware import Hardware
-from engine.training.methods import METHODS, method_of, require_format
+from engine.training.method_data import require_format
 
 # TrainSection fields that are not training arguments, each with the place that consumes it instead
 # ("module:function"): such a place must read the field.
@@ -34,7 +25,6 @@ CONSUMED_ELSEWHERE: dict[str, str] = {
     # A section of its own: its training arguments and callback (tests/engine/training/test_early_stopping.py).
     "early_stopping": "engine.training.builders:to_early_stopping_callback",
 }
-METHOD_SECTIONS = {"dpo": DpoSection, "kto": KtoSection, "orpo": OrpoSection, "grpo": GrpoSection}
 # Fields a method reads outside its training arguments: (method, field) -> module:function that reads it.
 READ_BY_THE_DATA = {
     ("grpo", "max_length"): "engine.data.prompts:prepare_prompt_datasets",
@@ -61,16 +51,20 @@ def base_config(method: str, **train: Any) -> RunConfig:
     return parse_config({**BASE, **ONE_REWARD, "method": method, "train": {**BASE["train"], **train}})
 
 
-def test_every_method_file_is_registered_under_a_name_the_config_accepts() -> None:
-    folder = PROJECT_ROOT / "engine/training/methods"
-    files = {path.stem for path in folder.glob("*.py") if "\nMETHOD = Method(" in path.read_text()}
-    assert set(METHODS) == files == set(typing.get_args(TrainingMethod))
+def test_every_method_package_is_registered_under_a_name_the_config_accepts() -> None:
+    folder = PROJECT_ROOT / "engine/methods"
+    packages = {path.parent.name for path in folder.glob("*/__init__.py") if "\nMETHOD = Method(" in path.read_text()}
+    assert set(METHODS) == packages == set(typing.get_args(TrainingMethod))
     assert method_of(RunConfig()).name == "sft"
+    for name, method in METHODS.items():
+        assert method.package == f"engine.methods.{name}"
+        assert (METHOD_SECTIONS.get(name) is not None) == (method.section is not None)
+        assert method.trainer().__name__ == f"engine.methods.{name}.trainer"
 
 
 def test_the_registry_imports_no_training_library() -> None:
     heavy = ("torch", "transformers", "trl", "peft", "datasets")
-    code = f"import sys, engine.training.methods; print([m for m in {heavy!r} if m in sys.modules])"
+    code = f"import sys, engine.methods; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
     assert out.stdout.strip() == "[]"
 
@@ -89,7 +83,7 @@ def test_a_method_refuses_data_of_another_format() -> None:
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_shared_and_method_arguments_do_not_overlap(name: str, tmp_path: Path) -> None:
     config = base_config(name)
-    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].training_kwargs(config, GPU))
+    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].trainer().training_kwargs(config, GPU))
 
 
 def _other_value(info: FieldInfo, default: Any) -> Any:
@@ -107,7 +101,7 @@ def _other_value(info: FieldInfo, default: Any) -> Any:
 
 
 def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
-    return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).training_kwargs(config, GPU)}
+    return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).trainer().training_kwargs(config, GPU)}
 
 
 @pytest.mark.parametrize("field", sorted(TrainSection.model_fields))

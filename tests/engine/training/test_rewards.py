@@ -14,7 +14,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from engine.config import ConfigError, Problem
-from engine.config.grpo import RewardSpec
+from engine.methods.reward_spec import RewardSpec
 from engine.store.paths import PROJECT_ROOT
 from engine.training.rewards import (
     RewardError,

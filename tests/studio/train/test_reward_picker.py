@@ -14,7 +14,8 @@ import yaml
 from gradio.state_holder import SessionState
 
 from engine import runs
-from engine.config.grpo import RewardSpec
+from engine.methods import METHODS
+from engine.methods.reward_spec import RewardSpec
 from studio.context import StudioContext
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
 from studio.form.schema import leaf_specs, to_widget
@@ -22,6 +23,8 @@ from studio.train import actions, starting
 from studio.train import rewards as rw
 from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, DEMO
+
+FIELD = rw.rewards_field(METHODS["grpo"])
 
 GRPO_PRESET = actions.PRESETS_DIR / "demo-grpo.yaml"
 RETURNS_TEXT = "def my_fn(prompts, completions, **kwargs):\n    return ['high' for _ in completions]\n"
@@ -32,7 +35,7 @@ def grpo_values(workspace: Path, rewards: str | None = None) -> dict[str, Any]:
     values, message = actions.load_config_values(GRPO_PRESET, workspace)
     assert values is not None, message
     if rewards is not None:
-        values[rw.FIELD] = rewards
+        values[FIELD] = rewards
     return values
 
 
@@ -60,7 +63,7 @@ def test_add_reward_appends_a_filled_in_entry_that_the_config_reads() -> None:
 
 
 def test_the_box_shows_one_reward_per_line_and_the_demo_offers_no_custom_file() -> None:
-    spec = next(spec for spec in leaf_specs() if spec.path == rw.FIELD)
+    spec = next(spec for spec in leaf_specs() if spec.path == FIELD)
     shown = to_widget(spec, [RewardSpec(kind="exact_match"), RewardSpec(kind="regex", pattern="a|b", weight=0.5)])
     assert shown.splitlines() == ["- {kind: exact_match}", "- {kind: regex, weight: 0.5, pattern: a|b}"]
     assert "custom" in dict(map(reversed, rw.reward_choices(NORMAL)))

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods.base import Method, MetricChart, TrainerParts
+from engine.methods.base import TrainerParts
 
 if TYPE_CHECKING:
+    from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
 
@@ -144,25 +144,3 @@ def _prompt_text(prompt: Any) -> str:
         return prompt
     users = [turn.get("content", "") for turn in prompt if isinstance(turn, dict) and turn.get("role") == "user"]
     return str(users[-1]) if users else ""
-
-
-METHOD = Method(
-    name="grpo",
-    title="Group relative policy optimisation (GRPO) with reward functions",
-    formats=("conversational", "alpaca", "prompt_completion", "prompt"),
-    prepare_data=prepare_data,
-    training_kwargs=training_kwargs,
-    args_class=args_class,
-    build_trainer=build_trainer,
-    charts=(
-        MetricChart("reward", "Reward (weighted sum)", "reward"),
-        MetricChart("reward_std", "Reward spread within groups", "reward"),
-        MetricChart("completions/mean_length", "Answer length", "tokens"),
-        MetricChart("completions/clipped_ratio", "Answers cut at max length", "share"),
-        MetricChart("kl", "KL to the reference", "nats", logged_by=lambda config: config.grpo.beta > 0),
-        MetricChart("entropy", "Entropy of the policy", "nats"),
-    ),
-    evaluation="rewards",
-    writes_samples=True,
-    check_data=check_data,
-)

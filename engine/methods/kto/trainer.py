@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods import paired
-from engine.training.methods.base import Method, MetricChart, TrainerParts
+from engine.methods.base import TrainerParts
+from engine.methods.preference import trainer as paired
 
 if TYPE_CHECKING:
+    from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
 
@@ -60,17 +60,3 @@ def build_trainer(parts: TrainerParts) -> Any:
     from trl import KTOTrainer
 
     return paired.without_copied_reference(KTOTrainer(**parts.trainer_kwargs()), parts.config)
-
-
-METHOD = Method(
-    name="kto",
-    title="Kahneman-Tversky optimisation (KTO)",
-    formats=("kto", "preference"),
-    prepare_data=prepare_data,
-    training_kwargs=training_kwargs,
-    args_class=args_class,
-    build_trainer=build_trainer,
-    charts=(MetricChart("kl", "KL estimate (policy ‖ reference)", "nats"), *paired.REWARD_CHARTS),
-    evaluation="preference",
-    reference=True,
-)

@@ -1,20 +1,12 @@
-"""What the preference methods (dpo, kto, orpo) share: their data, their reward charts, and the reference model
-TRL's preference trainers take from a fresh adapter."""
+"""The worker side the preference methods share: their data, and the reference model TRL's preference trainers
+take from a fresh adapter."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods.base import MetricChart
-
-# The reward charts DPO and KTO log alike (TRL: beta times the policy's log-ratio to the reference).
-REWARD_CHARTS = (
-    MetricChart("rewards/margins", "Reward margin (chosen − rejected)", "reward"),
-    MetricChart("rewards/chosen", "Reward of chosen answers", "reward"),
-    MetricChart("rewards/rejected", "Reward of rejected answers", "reward"),
-)
-ACCURACY_CHART = MetricChart("rewards/accuracies", "Preference accuracy (chosen ranked first)", "share")
+if TYPE_CHECKING:
+    from engine.config import RunConfig
 
 
 def prepare_data(config: RunConfig, tokenizer: Any) -> Any:

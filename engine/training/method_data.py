@@ -1,13 +1,5 @@
-"""Training methods: what the recipe, the data check, the Monitor and Evaluate need to know of each one.
-
-A method is one file here that defines a ``Method``, plus its entry in ``METHODS`` below and its name in the
-``method`` field of RunConfig (with a config section of its own when it has knobs; the studio's form is built
-from the schema). The recipe, the run directory, the studio's tabs and the CLI do not change when one is added.
-
-This module and the method files import no ML library at module level: the studio reads ``Method.charts`` and
-the CLI the formats without paying for torch; the worker side (``prepare_data``, ``args_class``,
-``build_trainer``) imports what it needs when called.
-"""
+"""Whether a run's data fits its method: the dataset check of a run, and the refusal of data in a format its method
+does not train on (naming the methods that do)."""
 
 from __future__ import annotations
 
@@ -16,42 +8,10 @@ from typing import TYPE_CHECKING, Any
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
-from engine.training.methods import dpo, grpo, kto, orpo, sft
-from engine.training.methods.base import Method, MetricChart, TrainerParts
+from engine.methods import METHODS, Method, method_of
 
 if TYPE_CHECKING:
     from engine.data import DataReport, DatasetRows
-
-__all__ = [
-    "METHODS",
-    "Method",
-    "MetricChart",
-    "TrainerParts",
-    "inspect_run_data",
-    "method_charts",
-    "method_of",
-    "require_format",
-]
-
-
-# The registry: one entry per method file.
-METHODS: dict[str, Method] = {
-    method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD)
-}
-
-
-def method_of(config: RunConfig) -> Method:
-    """The method a run trains with."""
-    return METHODS[config.method]
-
-
-def method_charts() -> dict[str, MetricChart]:
-    """Every chart a method adds to the Monitor, by its metrics key (the page has a place for each)."""
-    found: dict[str, MetricChart] = {}
-    for method in METHODS.values():
-        for chart in method.charts:
-            found.setdefault(chart.key, chart)
-    return found
 
 
 def inspect_run_data(config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S) -> DataReport:
@@ -92,5 +52,5 @@ def require_format(method: Method, fmt: str, source: str, entry: str = "") -> No
 FORMAT_WORDS = {
     "preference": "preference data (a chosen and a rejected answer per prompt)",
     "kto": "kto data (answers labelled desirable or not)",
-    "prompt": "prompts only (no answers to learn from; grpo samples its own)",
+    "prompt": "prompts only (no answers to learn from)",
 }

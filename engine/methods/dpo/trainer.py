@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods import paired
-from engine.training.methods.base import Method, TrainerParts
+from engine.methods.base import TrainerParts
+from engine.methods.preference import trainer as paired
 
 if TYPE_CHECKING:
+    from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
 
@@ -41,17 +41,3 @@ def build_trainer(parts: TrainerParts) -> Any:
     from trl import DPOTrainer
 
     return paired.without_copied_reference(DPOTrainer(**parts.trainer_kwargs()), parts.config)
-
-
-METHOD = Method(
-    name="dpo",
-    title="Direct preference optimisation (DPO)",
-    formats=("preference",),
-    prepare_data=paired.prepare_data,
-    training_kwargs=training_kwargs,
-    args_class=args_class,
-    build_trainer=build_trainer,
-    charts=(*paired.REWARD_CHARTS, paired.ACCURACY_CHART),
-    evaluation="preference",
-    reference=True,
-)

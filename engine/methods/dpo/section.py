@@ -1,7 +1,6 @@
-"""The config sections of the preference methods: the knobs of TRL's DPOConfig, KTOConfig and ORPOConfig.
+"""DPO's config section (``dpo:``): the knobs of TRL 1.16's DPOConfig that the studio offers.
 
-Each section is read only by its method (``method: dpo`` reads ``dpo:``); the others keep their defaults and
-the studio shows only the section of the chosen method. The choices are what TRL 1.16 offers.
+Read only by method dpo; the others keep their defaults and the studio shows only the chosen method's section.
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from engine.config.sections import Section, advanced
+from engine.schema import Section, advanced
 
 # DPOConfig.loss_type in TRL 1.16 (trl/trainer/dpo_config.py); one at a time here.
 DpoLoss = Literal[
@@ -72,31 +71,4 @@ class DpoSection(Section):
         description="Score the data with the reference model once before training, so a full fine-tune keeps no "
         "second model in memory (LoRA needs none: its reference is the base with the adapter off).",
         json_schema_extra=advanced(),
-    )
-
-
-class KtoSection(Section):
-    """Kahneman-Tversky optimisation (method kto): TRL's KTOTrainer on answers labelled desirable or not."""
-
-    loss_type: Literal["kto", "apo_zero_unpaired"] = Field(
-        "kto", description="kto (the paper's loss, with its KL estimate) or apo_zero_unpaired."
-    )
-    beta: float = Field(0.1, gt=0, le=100, description="How far the model may move from the reference.")
-    desirable_weight: float = Field(
-        1.0, gt=0, le=100, description="Weight of the desirable answers' loss (raise it when they are fewer)."
-    )
-    undesirable_weight: float = Field(1.0, gt=0, le=100, description="Weight of the undesirable answers' loss.")
-    precompute_ref_log_probs: bool = Field(
-        False,
-        description="Score the data with the reference model once before training (full fine-tune: no second "
-        "model in memory).",
-        json_schema_extra=advanced(),
-    )
-
-
-class OrpoSection(Section):
-    """Odds-ratio preference optimisation (method orpo): supervised loss plus a preference term; no reference."""
-
-    beta: float = Field(
-        0.1, gt=0, le=100, description="Weight of the odds-ratio preference term (lambda in the paper)."
     )

@@ -10,11 +10,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods import paired
-from engine.training.methods.base import Method, MetricChart, TrainerParts
+from engine.methods.base import TrainerParts
 
 if TYPE_CHECKING:
+    from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
 
@@ -56,20 +55,3 @@ def counted_orpo_trainer_class() -> type:
             self.state.num_input_tokens_seen += self.accelerator.gather(seen).sum().item()
 
     return CountedORPOTrainer
-
-
-METHOD = Method(
-    name="orpo",
-    title="Odds-ratio preference optimisation (ORPO, experimental in TRL)",
-    formats=("preference",),
-    prepare_data=paired.prepare_data,
-    training_kwargs=training_kwargs,
-    args_class=args_class,
-    build_trainer=build_trainer,
-    charts=(
-        MetricChart("log_odds_ratio", "Log odds ratio (chosen vs rejected)", "log odds"),
-        paired.ACCURACY_CHART,
-        MetricChart("nll_loss", "Supervised loss on chosen", "loss"),
-    ),
-    evaluation="preference",
-)

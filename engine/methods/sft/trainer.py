@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.config import RunConfig
-from engine.training.methods.base import Method, TrainerParts
+from engine.methods.base import TrainerParts
 
 if TYPE_CHECKING:
+    from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
 
@@ -99,14 +99,3 @@ def lean_sft_trainer_class() -> type:
             return 6 * ids.numel() * counted[1]
 
     return LeanSFTTrainer
-
-
-METHOD = Method(
-    name="sft",
-    title="Supervised fine-tuning",
-    formats=("alpaca", "conversational", "prompt_completion", "text", "tools"),
-    prepare_data=prepare_data,
-    training_kwargs=training_kwargs,
-    args_class=args_class,
-    build_trainer=build_trainer,
-)

@@ -1,0 +1,67 @@
+"""One reward function and its weight, as a config names it: the methods that learn from rewards (grpo) list them
+in their section's ``rewards`` (engine.training.rewards turns each into the function TRL's trainers call)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from engine.schema import MAX_COUNT, Section
+
+RewardKind = Literal["exact_match", "math_match", "regex", "length", "contains", "custom"]
+# What each kind of reward needs besides its weight (checked before launch, named at the field).
+REWARD_NEEDS: dict[str, tuple[str, ...]] = {
+    "exact_match": ("column",),
+    "math_match": ("column",),
+    "regex": ("pattern",),
+    "length": ("target_tokens",),
+    "contains": ("text",),
+    "custom": ("file", "function"),
+}
+
+
+class RewardSpec(Section):
+    """One reward function of a GRPO run and its weight. ``kind`` picks a built-in (engine.training.rewards) or a
+    function of the user's own Python file."""
+
+    kind: RewardKind = Field(
+        ...,
+        description="exact_match (the answer equals a reference column), math_match (the same number or math "
+        "answer as the reference), regex (the whole answer matches a pattern), length (close to a token count), "
+        "contains (holds, or with absent lacks, a text), or custom (a function of your own Python file).",
+    )
+    weight: float = Field(1.0, ge=-100, le=100, description="Weight of this reward in the sum GRPO maximises.")
+    column: str = Field(
+        "answer", min_length=1, description="exact_match, math_match: the dataset column holding the reference."
+    )
+    ignore_case: bool = Field(False, description="exact_match, contains: compare without regard to case.")
+    pattern: str | None = Field(None, description="regex: the pattern the whole answer must match.")
+    target_tokens: int | None = Field(
+        None, ge=1, le=MAX_COUNT, description="length: the answer length (in tokens) that scores best."
+    )
+    text: str | None = Field(None, description="contains: the text to look for.")
+    absent: bool = Field(False, description="contains: reward answers that do not hold the text instead.")
+    file: str | None = Field(None, description="custom: the Python file that defines the function.")
+    function: str | None = Field(
+        None, description="custom: the function's name; it takes (prompts, completions, **columns) as TRL's do."
+    )
+
+    @model_validator(mode="after")
+    def _has_what_its_kind_needs(self) -> RewardSpec:
+        missing = [name for name in REWARD_NEEDS[self.kind] if getattr(self, name) in (None, "")]
+        if missing:
+            raise ValueError(f"{missing[0]}: a {self.kind} reward needs it")
+        if self.kind == "regex":
+            import regex  # the reward matches with it (engine.training.rewards.scoring), for its time limit
+
+            try:
+                regex.compile(self.pattern or "")
+            except regex.error as exc:
+                raise ValueError(f"pattern: not a valid regular expression: {exc}") from None
+        return self
+
+    @property
+    def label(self) -> str:
+        """The reward's name in metrics and messages: the kind, or the custom function's name."""
+        return self.function if self.kind == "custom" and self.function else self.kind
