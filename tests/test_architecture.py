@@ -5,6 +5,9 @@ page builders import gradio."""
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -153,3 +156,115 @@ def test_only_the_page_builders_import_gradio() -> None:
         if imported.split(".")[0] == "gradio"
     ]
     assert offenders == []
+
+
+# The engine's floors, lowest first: a module imports only from its own floor or below. Modules are matched by
+# the longest pattern (fnmatch). A method's package spans two floors: its record and section sit below the config
+# (which composes RunConfig from them), its trainer module beside the training code it calls (engine.methods).
+ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("engine",),
+    ("engine.store*",),
+    ("engine.schema*",),
+    ("engine.methods*",),
+    ("engine.config*",),
+    ("engine.data*", "engine.runs*"),
+    ("engine.training*", "engine.jobs", "engine.methods.*.trainer"),
+    ("engine.evaluate*", "engine.chat*"),
+    ("engine.export*", "engine.sweeps*"),
+    ("engine.cli",),
+    ("engine.__main__",),
+)
+
+
+def _floor(module: str) -> int:
+    """The floor of an engine module: that of the longest pattern it matches."""
+    matches = [
+        (len(pattern), floor)
+        for floor, patterns in enumerate(ENGINE_FLOORS)
+        for pattern in patterns
+        if fnmatch.fnmatchcase(module, pattern)
+    ]
+    assert matches, f"{module} is on no floor of ENGINE_FLOORS"
+    return max(matches)[1]
+
+
+def test_no_engine_import_runs_back_up_a_floor() -> None:
+    upward = sorted(
+        f"{module} (floor {_floor(module)}) imports {target} (floor {_floor(target)})"
+        for module, targets in _edges("engine").items()
+        for target in targets
+        if _floor(target) > _floor(module)
+    )
+    assert upward == []
+
+
+def test_the_floor_check_finds_an_upward_import() -> None:
+    assert _floor("engine.config") > _floor("engine.methods.dpo.section")
+    assert _floor("engine.methods.dpo.trainer") > _floor("engine.config") > _floor("engine.methods")
+
+
+def _method_name_uses(path: Path) -> list[str]:
+    """Where a file names a training method in code: a string equal to a method's name (a data format of the same
+    name, kto, is the data's word, not the method's), or an attribute named after one (``config.grpo``)."""
+    from engine.config.data import DataSection
+    from engine.methods import METHODS
+
+    formats = set(typing.get_args(DataSection.model_fields["format"].annotation))
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Constant) and node.value in METHODS and node.value not in formats:
+            found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.value!r}")
+        elif isinstance(node, ast.Attribute) and node.attr in METHODS:
+            found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} .{node.attr}")
+    return found
+
+
+def test_only_a_methods_own_package_names_it_in_code() -> None:
+    """No ``if method == "grpo"`` and no ``config.dpo`` outside engine/methods/: what differs between methods is
+    asked of their Method record, so adding one changes no other file."""
+    offenders = [
+        use
+        for package in ("engine", "studio")
+        for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
+        if not path.is_relative_to(PROJECT_ROOT / "engine" / "methods")
+        for use in _method_name_uses(path)
+    ]
+    assert offenders == []
+
+
+def test_the_method_name_check_finds_a_dispatch(tmp_path: Path) -> None:
+    sneaky = PROJECT_ROOT / "engine" / "_probe_method_names.py"
+    try:
+        sneaky.write_text('def f(config):\n    return config.method == "grpo" or config.dpo.beta\n', encoding="utf-8")
+        assert [use.split(" ")[1] for use in _method_name_uses(sneaky)] == ["'grpo'", ".dpo"]
+    finally:
+        sneaky.unlink()
+
+
+# Methods added after the seam was built: their names appear nowhere in engine/ or studio/ outside their own package
+# and the registry, not even in a comment (the locales, outside both folders, name them too).
+NEWER_METHODS: tuple[str, ...] = ()
+
+
+@pytest.mark.parametrize("name", NEWER_METHODS)
+def test_a_newer_method_touches_nothing_outside_its_package(name: str) -> None:
+    allowed = {PROJECT_ROOT / "engine" / "methods" / "__init__.py"}
+    word = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE)
+    offenders = [
+        str(path.relative_to(PROJECT_ROOT))
+        for package in ("engine", "studio")
+        for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
+        if not path.is_relative_to(PROJECT_ROOT / "engine" / "methods" / name) and path not in allowed
+        if word.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_the_worker_a_fork_runs_is_where_the_supervisor_names_it() -> None:
+    """The supervisor names its forked worker by module, as a cold start names it by command: the name must hold."""
+    import importlib
+
+    from engine.runs.supervisor import FORKED_WORKER
+
+    worker = importlib.import_module(FORKED_WORKER)
+    assert callable(worker.train_forked) and callable(worker.exit_forked)

@@ -20,7 +20,7 @@ from engine.config.sections import (
     TrainSection,
 )
 from engine.config.stopping import early_stopping_problems
-from engine.methods import METHODS, rows_batched_names
+from engine.methods import DEFAULT_METHOD, METHODS, rows_batched_names
 from engine.methods.reward_spec import RewardSpec
 from engine.schema import ConfigError, Problem, problems_from_validation
 
@@ -59,7 +59,7 @@ class _RunConfigBase(Section):
         description="A short name for the run (shown in the run list, and part of its directory's name).",
     )
     method: TrainingMethod = Field(
-        "sft",
+        DEFAULT_METHOD,
         description="How the model is trained: " + "; ".join(method.summary for method in METHODS.values()) + ".",
     )
     model: ModelSection = Field(default_factory=ModelSection, description="The base model.")

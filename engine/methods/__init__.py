@@ -22,12 +22,22 @@ from engine.methods.base import SCORINGS, Method, MetricChart, TrainerParts
 if TYPE_CHECKING:
     from engine.config import RunConfig
 
-__all__ = ["METHODS", "SCORINGS", "Method", "MetricChart", "TrainerParts", "method_charts", "method_of"]
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "SCORINGS",
+    "Method",
+    "MetricChart",
+    "TrainerParts",
+    "method_charts",
+    "method_of",
+]
 
 # The registry: one line per method package.
 METHODS: dict[str, Method] = {
     method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD)
 }
+DEFAULT_METHOD = sft.METHOD.name  # what a config without ``method`` trains with
 
 
 def method_of(config: RunConfig) -> Method:

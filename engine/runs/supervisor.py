@@ -10,6 +10,7 @@ imported already, and forks a single worker from itself instead of starting ``py
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import signal
@@ -18,12 +19,15 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 
 from engine.runs.devices import Device, cuda_visible
 from engine.store import fork_server
 from engine.store.hosts import this_host
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, read_status, release_reserve, update_status
+
+FORKED_WORKER = "engine.training.forked_worker"  # what a forked worker runs (train_forked, exit_forked)
 
 NEARLY_FULL_BYTES = 1 << 20
 
@@ -126,6 +130,13 @@ class ForkedWorker:
             os.kill(self.pid, signum)
 
 
+def _forked_worker() -> ModuleType:
+    """The worker's code in a forked worker. A cold start names the worker by its command (``python -m engine
+    worker``), not by an import: the supervisor's side (no torch) stays below the training code it starts. The fork
+    names it by module for the same reason; the fork server has imported it already."""
+    return importlib.import_module(FORKED_WORKER)
+
+
 def fork_worker(run_dir: Path, checkpoint: int | None, env: dict[str, str], output: int) -> ForkedWorker:
     """Start the worker as a fork of this supervisor, which a warm server forked with the training libraries
     imported (engine.store.forks): the same process as ``python -m engine worker`` without its seconds of imports.
@@ -138,16 +149,12 @@ def fork_worker(run_dir: Path, checkpoint: int | None, env: dict[str, str], outp
             os.dup2(output, 2)
             os.environ.clear()
             os.environ.update(env)
-            from engine.training.forked_worker import train_forked
-
-            code = train_forked(run_dir, checkpoint)
+            code = _forked_worker().train_forked(run_dir, checkpoint)
         except BaseException:
             traceback.print_exc()
         finally:
             try:
-                from engine.training.forked_worker import exit_forked
-
-                exit_forked(code)
+                _forked_worker().exit_forked(code)
             finally:
                 os._exit(code)
     return ForkedWorker(pid)
