@@ -98,7 +98,7 @@ def test_cpu_run_pays_for_no_bf16_checkpointing_liger_or_tf32(tmp_path: Path) ->
     args = common_training_kwargs(sft, tmp_path, CPU_ONLY)
     assert (args["bf16"], args["fp16"], args["activation_checkpointing"]) == (False, False, False)
     assert args["use_liger_kernel"] is False and args["tf32"] is None
-    assert method_of(sft).training_kwargs(sft, CPU_ONLY)["train_sampling_strategy"] == "random"
+    assert method_of(sft).trainer().training_kwargs(sft, CPU_ONLY)["train_sampling_strategy"] == "random"
 
 
 def test_gpu_run_takes_liger_tf32_and_bf16_where_they_exist(tmp_path: Path) -> None:
@@ -125,7 +125,10 @@ def test_liger_asked_for_where_it_cannot_run_is_refused() -> None:
 
 def test_group_by_length_reaches_the_sampler(tmp_path: Path) -> None:
     run = config(train={"group_by_length": True, "padding_free": "off"})
-    args = {**common_training_kwargs(run, tmp_path, CPU_ONLY), **method_of(run).training_kwargs(run, CPU_ONLY)}
+    args = {
+        **common_training_kwargs(run, tmp_path, CPU_ONLY),
+        **method_of(run).trainer().training_kwargs(run, CPU_ONLY),
+    }
     assert args["train_sampling_strategy"] == "group_by_length"
 
 
