@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import gradio as gr
 
-from engine import runs
+from engine.api import runs
 from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
 from studio.demo.identity import client_address

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from engine.store.rundir import ACTIVE_STATES, PAUSED, RUN_STATES, RunStatus
+from engine.api import ACTIVE_STATES, PAUSED, RUN_STATES, RunStatus
 from studio.i18n.catalog import SOURCE, key, text
 
 SEGMENTS = key("progress.segments")

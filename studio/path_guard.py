@@ -14,11 +14,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from engine import runs
-from engine.config import ConfigError, Problem, RunConfig
-from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
-from engine.store.rundir import CONFIG_FILE
-from engine.store.workspace import runs_dir
+from engine.api import (
+    CONFIG_FILE,
+    PROJECT_ROOT,
+    ConfigError,
+    PathNotAllowed,
+    Problem,
+    RunConfig,
+    confine,
+    env_roots,
+    find_local_path,
+    is_hub_id,
+    runs,
+    runs_dir,
+)
 from studio.form.schema import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"

@@ -14,10 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.runs import queue as run_queue
-from engine.store.rundir import FAILED, read_status
-from engine.store.workspace import workspace_of
+from engine.api import FAILED, read_status, run_queue, runs, workspace_of
 from studio.demo.policy import place_text
 from studio.i18n.catalog import SOURCE, key, text
 

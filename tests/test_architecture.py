@@ -171,7 +171,7 @@ ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine.training*", "engine.jobs", "engine.methods.*.trainer"),
     ("engine.evaluate*", "engine.chat*"),
     ("engine.export*", "engine.sweeps*"),
-    ("engine.cli",),
+    ("engine.cli", "engine.api"),
     ("engine.__main__",),
 )
 
@@ -268,3 +268,25 @@ def test_the_worker_a_fork_runs_is_where_the_supervisor_names_it() -> None:
 
     worker = importlib.import_module(FORKED_WORKER)
     assert callable(worker.train_forked) and callable(worker.exit_forked)
+
+
+def test_the_studio_reaches_the_engine_through_engine_api_alone() -> None:
+    """engine/api.py is the studio's one door into the engine: documented, light, and the place to look for what
+    the studio may do with runs."""
+    offenders = sorted(
+        f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {imported}"
+        for name, path in _modules("studio").items()
+        for imported, node, _ in _imports(path, name)
+        if imported.split(".")[0] == "engine" and not imported.startswith("engine.api")
+    )
+    assert offenders == []
+
+
+def test_the_engine_api_imports_no_training_library() -> None:
+    import subprocess
+    import sys
+
+    heavy = ("torch", "transformers", "trl", "peft", "datasets", "bitsandbytes")
+    code = f"import sys, engine.api; print([m for m in {heavy!r} if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
+    assert out.stdout.strip() == "[]"

@@ -61,11 +61,19 @@ def new_run_id(name: str | None) -> str:
     return f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}-{slug}"
 
 
-def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path | None = None) -> Path:
+def create_run(
+    config: RunConfig,
+    workspace: Path | None = None,
+    run_dir: Path | None = None,
+    owner: str | None = None,
+    time_limit_s: float | None = None,
+) -> Path:
     """Make a run directory holding the config and a ``queued`` status; returns its path.
 
     A ``model.init_from`` run id is looked up in ``workspace`` (else in the workspace of ``run_dir``) and saved as
     the absolute directory it names (engine.runs.lineage.pinned), so the worker finds it from any directory.
+    ``owner`` (a demo visitor's tag) and ``time_limit_s`` are in the first status, so the run is never queued
+    without them.
     """
     if run_dir is None:
         if workspace is None:
@@ -77,7 +85,9 @@ def create_run(config: RunConfig, workspace: Path | None = None, run_dir: Path |
     config = pinned(config, workspace if workspace is not None else workspace_of(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / CONFIG_FILE)
-    update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time())
+    limits = {"owner": owner, "time_limit_s": time_limit_s}
+    first = {key: value for key, value in limits.items() if value is not None}
+    update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time(), **first)
     return run_dir
 
 

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.chat.client import ChatError, ModelSpec
-from engine.config import ConfigError, load_config
-from engine.config.sections import DEMO_MODEL
-from engine.store.rundir import CONFIG_FILE, checkpoint_steps, final_weights, read_status
-from engine.store.workspace import runs_dir
+from engine.api import (
+    CONFIG_FILE,
+    DEMO_MODEL,
+    ChatError,
+    ConfigError,
+    ModelSpec,
+    checkpoint_steps,
+    final_weights,
+    load_config,
+    read_status,
+    runs_dir,
+)
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text

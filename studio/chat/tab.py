@@ -20,8 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine.chat.client import ChatClient, ChatError, SamplingParams
-from engine.config import ConfigError
+from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
 from studio import lanes
 from studio.chat.models import caller_of, holder_for, model_choices, shown_label, spec_for
 from studio.context import StudioContext

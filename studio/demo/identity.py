@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from engine.store.workspace import visitor_key_file
+from engine.api import visitor_key_file
 
 _TOKEN = re.compile(r"^([A-Za-z0-9_-]{16,64})\.([A-Za-z0-9_-]{43})$")
 KEY_BYTES = 32

@@ -18,13 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine import runs
-from engine.config import Problem, RunConfig
-from engine.config.sections import DEMO_MODEL
-from engine.methods import METHODS, method_of
-from engine.store.paths import PathNotAllowed, confine, find_local_path
-from engine.store.rundir import read_status
-from engine.store.workspace import runs_dir, visitor_datasets_dir
+from engine.api import (
+    DEMO_MODEL,
+    METHODS,
+    PathNotAllowed,
+    Problem,
+    RunConfig,
+    confine,
+    find_local_path,
+    method_of,
+    read_status,
+    runs,
+    runs_dir,
+    visitor_datasets_dir,
+)
 from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
 from studio.demo.shown import server_roots, shown_value
 from studio.form.schema import FieldSpec, dataset_paths, leaf_specs, to_widget

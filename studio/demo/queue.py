@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import runs
-from engine.config import RunConfig
-from engine.runs import queue as run_queue
-from engine.store.rundir import OPEN_STATES, RunStatus, update_status
-from engine.store.workspace import workspace_of
+from engine.api import OPEN_STATES, RunConfig, RunStatus, run_queue, runs, workspace_of
 from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag
 from studio.demo.quota import start_refusal
 from studio.i18n.catalog import SOURCE, key, text
@@ -75,8 +71,8 @@ def enqueue_run(
         if refusal:
             return None, text(NOT_STARTED, lang, reason=refusal)
         try:
-            run_dir = runs.create_run(config, workspace=Path(workspace))
-            update_status(run_dir, owner=owner_tag(visitor), time_limit_s=policy.time_limit_s)
+            owner = owner_tag(visitor)
+            run_dir = runs.create_run(config, Path(workspace), owner=owner, time_limit_s=policy.time_limit_s)
         except (runs.RunError, OSError) as exc:
             return None, text(CREATE_FAILED, lang, error=exc)
     run_queue.start_next_queued(workspace, launcher)

@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.store.paths import PROJECT_ROOT
-from engine.store.workspace import DATASETS_DIR, VISITORS_DIR
+from engine.api import DATASETS_DIR, PROJECT_ROOT, VISITORS_DIR
 from studio.path_guard import gradio_upload_dir
 
 T = TypeVar("T")

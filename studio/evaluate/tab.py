@@ -15,11 +15,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine import jobs, runs
-from engine.config import ConfigError, load_config
-from engine.evaluate import evaluations
-from engine.runs.artifacts import ArtifactError
-from engine.store.rundir import CONFIG_FILE
+from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, jobs, load_config, runs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.evaluate import view

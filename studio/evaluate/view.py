@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
+from engine.api import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 from studio.i18n.catalog import SOURCE, key, text
 
 # The tables' columns, by their English names (what the frames are built and filtered with); the page gets them in

@@ -25,11 +25,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine import jobs, runs
-from engine.export import exports as export
-from engine.jobs import JobStatus
-from engine.runs.artifacts import ArtifactError
-from engine.store.workspace import exports_dir
+from engine.api import ArtifactError, JobStatus, export, exports_dir, jobs, runs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.i18n.catalog import SOURCE, key, text

@@ -21,8 +21,7 @@ import yaml
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from engine.config import ConfigError, Problem, RunConfig, parse_config
-from engine.schema.errors import problems_from_validation
+from engine.api import ConfigError, Problem, RunConfig, parse_config, problems_from_validation
 
 # Words that a plain capitalisation would spell wrong in a label.
 _WORDS = {"lr": "LR", "dora": "DoRA", "rslora": "rsLoRA", "neftune": "NEFTune", "num": "number of", "r": "rank (r)"}

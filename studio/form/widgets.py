@@ -14,7 +14,7 @@ from typing import Any
 import gradio as gr
 from pydantic import BaseModel
 
-from engine.config import RunConfig
+from engine.api import RunConfig
 from studio.form.schema import FieldSpec, SectionSpec, default_values, schema_tree
 from studio.i18n.catalog import SOURCE
 from studio.i18n.problems import translate_problems

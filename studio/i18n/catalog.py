@@ -27,10 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from pydantic import BaseModel
 
-from engine.chat.client import SamplingParams
-from engine.config import RunConfig
-from engine.config.data import DatasetEntry
-from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY
+from engine.api import MESSAGES, SUGGESTION, UNKNOWN_KEY, DatasetEntry, RunConfig, SamplingParams
 from studio.form.schema import FieldSpec, SectionSpec, schema_tree
 from studio.path_guard import ASSETS_DIR
 
@@ -155,7 +152,7 @@ def problem_words() -> dict[str, str]:
 def chart_words() -> dict[str, str]:
     """The English of the charts the training methods add to the Monitor: ``chart.<metric>`` (its title) and
     ``unit.<unit>`` (its axis)."""
-    from engine.methods import method_charts
+    from engine.api import method_charts
 
     words = {}
     for metric, chart in method_charts().items():

@@ -14,10 +14,17 @@ import html
 from collections.abc import Callable
 from pathlib import Path
 
-from engine import jobs, runs
-from engine.config import ConfigError, load_config
-from engine.jobs import JobStatus
-from engine.store.rundir import CONFIG_FILE, RunStatus, checkpoint_steps, final_weights
+from engine.api import (
+    CONFIG_FILE,
+    ConfigError,
+    JobStatus,
+    RunStatus,
+    checkpoint_steps,
+    final_weights,
+    jobs,
+    load_config,
+    runs,
+)
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS, message_html, progress_bar_html

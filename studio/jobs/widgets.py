@@ -11,7 +11,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine import jobs
+from engine.api import jobs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
 from studio.i18n.catalog import SOURCE, key, text

@@ -23,10 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import ConfigError, load_config
-from engine.methods import METHODS
-from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
-from engine.store.rundir import CONFIG_FILE, read_status
+from engine.api import (
+    COMPLETIONS_FILE,
+    CONFIG_FILE,
+    METHODS,
+    OLDER_COMPLETIONS_FILE,
+    ConfigError,
+    latest_completions,
+    load_config,
+    read_status,
+)
 from studio.demo.policy import NORMAL, DemoPolicy, owns
 from studio.i18n.catalog import SOURCE, key, text
 from studio.monitor.live import file_stamp

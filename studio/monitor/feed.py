@@ -11,10 +11,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.config import ConfigError, load_config
-from engine.methods import METHODS, method_charts
-from engine.store.rundir import CONFIG_FILE
+from engine.api import CONFIG_FILE, METHODS, ConfigError, load_config, method_charts, runs
 from studio.charts import DecimatedSeries, Point
 
 # The series the Monitor draws, by the metrics.jsonl key they come from.

@@ -33,9 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.methods import method_charts
-from engine.runs import queue as run_queue
-from engine.store.rundir import CONFIG_FILE, QUEUED, RunStatus
+from engine.api import CONFIG_FILE, QUEUED, RunStatus, method_charts, run_queue
 from studio import charts
 from studio.charts import Figure
 from studio.i18n import catalog

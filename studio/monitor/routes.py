@@ -27,9 +27,7 @@ from fastapi.responses import FileResponse
 from fastapi.routing import APIRoute
 from starlette.concurrency import run_in_threadpool
 
-from engine import runs
-from engine.store.rundir import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail
-from engine.store.workspace import runs_dir
+from engine.api import LOG_FILE, METRICS_FILE, OPEN_STATES, STATUS_FILE, log_tail, runs, runs_dir
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.i18n.catalog import COOKIE, SOURCE, pick_language
 from studio.monitor.live import CHARTS, FEEDS, NO_RUN, changed_charts, file_stamp, live_panels, run_of_token

@@ -17,9 +17,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.runs import requests
-from engine.store.rundir import CONFIG_FILE, RunStatus
+from engine.api import CONFIG_FILE, RunStatus, requests, runs
 from studio.demo.policy import DemoPolicy
 from studio.i18n.catalog import SOURCE
 from studio.monitor.live import live_token

@@ -19,9 +19,7 @@ from typing import Any
 
 import gradio as gr
 
-from engine import runs
-from engine.runs import queue as run_queue
-from engine.store.workspace import workspace_of
+from engine.api import run_queue, runs, workspace_of
 from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner

@@ -11,8 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from engine.runs.queue import limit_reached
-from engine.store.rundir import (
+from engine.api import (
     ABORTED,
     ACTIVE_STATES,
     COMPLETED,
@@ -22,6 +21,7 @@ from engine.store.rundir import (
     QUEUED,
     TRAINING_STATES,
     RunStatus,
+    limit_reached,
 )
 from studio.demo.policy import place_text
 from studio.i18n.catalog import SOURCE, key, text

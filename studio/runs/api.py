@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from engine import runs
+from engine.api import runs
 from studio.path_guard import resolve_run
 from studio.runs.data import COLUMNS, RunIndex
 

@@ -10,10 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.config import ConfigError
-from engine.runs.artifacts import ArtifactError
-from engine.runs.lineage import FIELD, resolve_init_from
+from engine.api import INIT_FROM_FIELD, ArtifactError, ConfigError, resolve_init_from, runs
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run
 from studio.form.schema import config_to_values
 from studio.i18n.catalog import SOURCE, key, text
@@ -45,5 +42,5 @@ def continue_values(
         for path, value in config_to_values(source.run.config).items()
         if path.split(".", 1)[0] in CARRIED_SECTIONS
     }
-    carried[FIELD] = run_dir.name
+    carried[INIT_FROM_FIELD] = run_dir.name
     return carried, text(FILLED, lang, name=source.run.name, weights=source.weights.label)

@@ -17,11 +17,18 @@ from typing import Any
 
 import yaml
 
-from engine import runs
-from engine.evaluate import evaluations
-from engine.methods import method_charts
-from engine.runs.lineage import source_label
-from engine.store.rundir import COMPLETED, CONFIG_FILE, OPEN_STATES, PRUNED, RunStatus, iter_metrics
+from engine.api import (
+    COMPLETED,
+    CONFIG_FILE,
+    OPEN_STATES,
+    PRUNED,
+    RunStatus,
+    evaluations,
+    iter_metrics,
+    method_charts,
+    runs,
+    source_label,
+)
 from studio.charts import Point
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, text

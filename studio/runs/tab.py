@@ -17,8 +17,7 @@ import gradio as gr
 import pandas as pd
 from gradio.components.plot import PlotData
 
-from engine import runs
-from engine.store.rundir import ACTIVE_STATES
+from engine.api import ACTIVE_STATES, runs
 from studio import charts
 from studio.charts import Figure
 from studio.context import StudioContext

@@ -13,11 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.config import ConfigError, RunConfig, load_config
-from engine.store.rundir import CONFIG_FILE
-from engine.sweeps import SweepError, continue_sweep, start_sweep, stop_sweep, sweep_status
-from engine.sweeps.control import read_sweep_text
+from engine.api import (
+    CONFIG_FILE,
+    ConfigError,
+    RunConfig,
+    SweepError,
+    continue_sweep,
+    load_config,
+    read_sweep_text,
+    runs,
+    start_sweep,
+    stop_sweep,
+    sweep_status,
+)
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.schema import config_to_values
 from studio.i18n.catalog import SOURCE, key, text

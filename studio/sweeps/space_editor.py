@@ -15,12 +15,20 @@ from typing import Any
 
 import yaml
 
-from engine.config import ConfigError, Problem, RunConfig, parse_config
-from engine.sweeps.config import SweepConfig
-from engine.sweeps.control import compact_base, read_sweep_text, sweep_yaml
-from engine.sweeps.sections import entry_field
-from engine.sweeps.space import EntryProblem, find_field
-from engine.sweeps.study import sweeps_dir
+from engine.api import (
+    ConfigError,
+    EntryProblem,
+    Problem,
+    RunConfig,
+    SweepConfig,
+    compact_base,
+    entry_field,
+    find_field,
+    parse_config,
+    read_sweep_text,
+    sweep_yaml,
+    sweeps_dir,
+)
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.i18n.catalog import SaidError, key
 from studio.path_guard import ASSETS_DIR, PATH_FIELDS, allowed_roots, guard_config, path_problem

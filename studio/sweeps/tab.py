@@ -16,8 +16,7 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
-from engine import runs
-from engine.sweeps.control import driver_log_tail
+from engine.api import driver_log_tail, runs
 from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, SWEEPS_OFF, DemoPolicy, owned_run

@@ -16,15 +16,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.store.rundir import RunStatus, is_run_dir
-from engine.store.workspace import runs_dir
-from engine.sweeps import SweepError, SweepSummary, TrialSummary, driver_pid, sweep_status, sweeps_dir
-from engine.sweeps.control import read_sweep_text
-from engine.sweeps.sections import SpaceEntry
-from engine.sweeps.space import choice_labels
-from engine.sweeps.study import SWEEP_FILE, sweep_dir
-from engine.sweeps.summary import format_params, format_value, outcome_text
+from engine.api import (
+    SWEEP_FILE,
+    RunStatus,
+    SpaceEntry,
+    SweepError,
+    SweepSummary,
+    TrialSummary,
+    choice_labels,
+    driver_pid,
+    format_params,
+    format_value,
+    is_run_dir,
+    outcome_text,
+    read_sweep_text,
+    runs,
+    runs_dir,
+    sweep_dir,
+    sweep_status,
+    sweeps_dir,
+)
 from studio.charts import COLORS, Figure
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import badge_html, message_html

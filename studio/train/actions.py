@@ -18,13 +18,23 @@ from typing import Any, TypeVar
 
 import yaml
 
-from engine.config import ConfigError, Problem, RunConfig, parse_config, save_config
-from engine.config.names import name_problem
-from engine.config.sections import DEMO_MODEL
-from engine.runs.lineage import init_from_problems, pinned, runs_with_weights
-from engine.store.paths import confine
-from engine.store.rundir import write_text_atomic
-from engine.store.workspace import configs_dir, recent_models_file, runs_dir
+from engine.api import (
+    DEMO_MODEL,
+    ConfigError,
+    Problem,
+    RunConfig,
+    configs_dir,
+    confine,
+    init_from_problems,
+    name_problem,
+    parse_config,
+    pinned,
+    recent_models_file,
+    runs_dir,
+    runs_with_weights,
+    save_config,
+    write_text_atomic,
+)
 from studio.demo.policy import (
     DATA_REFUSED,
     NORMAL,

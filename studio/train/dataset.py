@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import ConfigError, Problem, RunConfig, parse_config
-from engine.store.paths import PROJECT_ROOT
-from engine.store.workspace import datasets_dir
+from engine.api import PROJECT_ROOT, ConfigError, Problem, RunConfig, datasets_dir, parse_config
 from studio.form.schema import leaf_specs, values_to_data
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
@@ -84,7 +82,7 @@ def get_tokenizer(config: RunConfig) -> Any:
     key = (config.model.name_or_path, config.model.revision, config.model.trust_remote_code)
     with _tokenizer_lock:
         if key not in _tokenizers:
-            from engine.training.modeling import load_tokenizer
+            from engine.api import load_tokenizer
 
             _tokenizers[key] = load_tokenizer(config)
         return _tokenizers[key]
@@ -133,9 +131,7 @@ def check_dataset(
 
     Paths must lie in the folders the studio may read: the ``workspace``, assets/, uploads, allowed ones.
     """
-    from engine.data import DataError
-    from engine.data.preview import check_tokens
-    from engine.training.method_data import inspect_run_data
+    from engine.api import DataError, check_tokens, inspect_run_data
 
     try:
         config = check_config(values, workspace)

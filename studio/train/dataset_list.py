@@ -12,8 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from engine.config import DatasetEntry
-from engine.store.workspace import datasets_dir
+from engine.api import DatasetEntry, datasets_dir
 from studio.demo.policy import DemoPolicy, visitor_uploads
 from studio.form.schema import FieldSpec, datasets_text, from_widget, leaf_specs, read_datasets
 from studio.i18n.catalog import SOURCE, key, text

@@ -35,9 +35,7 @@ def target_module_problems(config: Any, lang: str = SOURCE) -> dict[str, str]:
     adapter = config.adapter
     if not adapter.is_lora or isinstance(adapter.target_modules, str):
         return {}
-    from engine.config import ConfigError
-    from engine.training.builders import check_target_modules
-    from engine.training.check import meta_model
+    from engine.api import ConfigError, check_target_modules, meta_model
 
     try:
         model = meta_model(config)
@@ -57,9 +55,7 @@ def estimate_run(config: Any, lang: str = SOURCE) -> RunEstimate:
 
     Imports torch and transformers on first use, so it runs only when asked.
     """
-    from engine.config import ConfigError
-    from engine.data import DataError
-    from engine.training.check import check_run
+    from engine.api import ConfigError, DataError, check_run
 
     try:
         report = check_run(config)

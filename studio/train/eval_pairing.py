@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.store.paths import find_local_path
+from engine.api import find_local_path
 from studio.form.schema import dataset_paths
 from studio.i18n.catalog import SOURCE, key, text
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.store.paths import find_local_path
+from engine.api import find_local_path
 from studio.i18n.catalog import SOURCE, english, key, text
 
 TRUNCATED_SHARE = 0.05  # more rows than this cut short and the panel suggests a longer max_length

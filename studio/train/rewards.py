@@ -15,9 +15,7 @@ from typing import Any
 
 import yaml
 
-from engine.config import ConfigError
-from engine.methods import Method, method_of
-from engine.methods.reward_spec import RewardSpec
+from engine.api import ConfigError, Method, RewardSpec, method_of
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.form.schema import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text
@@ -91,7 +89,7 @@ def check_rewards_message(
 def _check_text(
     values: Mapping[str, Any], workspace: Path, policy: DemoPolicy, visitor: str | None, lang: str = SOURCE
 ) -> str:
-    from engine.data import DataError
+    from engine.api import DataError
 
     try:
         uploads = visitor_uploads(workspace, policy, visitor)

@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine import runs
-from engine.config import ConfigError, RunConfig
-from engine.runs import queue as run_queue
+from engine.api import ConfigError, RunConfig, run_queue, runs
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.demo.queue import enqueue_run
 from studio.i18n.catalog import SOURCE, key, text
@@ -68,9 +66,7 @@ def _start_run(
     visitor: str | None,
     lang: str = SOURCE,
 ) -> StartResult:
-    from engine.data import DataError
-    from engine.training.method_data import inspect_run_data
-    from engine.training.trackers import tracker_problems
+    from engine.api import DataError, inspect_run_data, tracker_problems
 
     try:
         uploads = visitor_uploads(workspace, policy, visitor)
@@ -110,7 +106,7 @@ def check_method_data(config: RunConfig) -> None:
     """The method's own checks before launch (GRPO: each reward loads and scores the first rows; Method.data_check),
     raising ConfigError at the field at fault. A custom reward's code runs in this process: the demo refuses custom
     files before this (DemoPolicy.problems), and in one's own studio it is one's own code."""
-    from engine.methods import method_of
+    from engine.api import method_of
 
     check = method_of(config).data_check()
     if check is not None:

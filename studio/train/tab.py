@@ -285,7 +285,7 @@ def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:
 def _render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> list[RewardPicker]:
     """The method picker with the chosen method's own knobs below it; the other methods' sections stay hidden
     (a section per method that has knobs: ``dpo:`` for dpo, ...). A method's rewards get their picker and check."""
-    from engine.methods import METHODS
+    from engine.api import METHODS
 
     pickers = []
     with gr.Accordion(t("train.method"), open=True, elem_classes=["ts-section"]):

@@ -1,0 +1,281 @@
+"""The engine as the studio reaches it: the one module of engine/ that studio/ imports (tests/test_architecture.py).
+
+Everything here is light: importing it loads no ML library (the studio's cold start). What needs the training
+libraries (a run's check, the tokenizer, the data check with tokens) is a function below that imports them when
+called. The studio never writes a run's files itself: runs are created, started, stopped and resumed through
+``runs`` and ``run_queue``, whose writers are the engine's.
+
+The names, by concern:
+
+- the config: RunConfig and its parts, loading, saving and checking it, its validation messages;
+- the methods: the registry (``METHODS``, ``method_of``, ``method_charts``) and a reward's config;
+- runs: ``runs`` (create, start, stop, resume, status, the run list), ``run_queue`` (runs waiting for devices),
+  ``requests`` (Save now, Pause), ``init_from`` lineage, the run directory's files and states, a run's weights;
+- the workspace's layout and the paths a browser may name;
+- data: the data error, and the checks of a run's data;
+- jobs: ``jobs`` (evaluate and export jobs), ``evaluations``, ``export``; chat: ``ChatClient`` and its settings;
+- sweeps: starting, stopping and reading sweeps, and their search space.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from engine import jobs, runs
+from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
+from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
+from engine.config.names import name_problem
+from engine.config.sections import DEMO_MODEL
+from engine.data.errors import DataError
+from engine.data.template_guard import CHECK_BUDGET_S
+from engine.evaluate import evaluations
+from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
+from engine.export import exports as export
+from engine.jobs import JobStatus
+from engine.methods import METHODS, Method, method_charts, method_of
+from engine.methods.reward_spec import RewardSpec
+from engine.runs import queue as run_queue
+from engine.runs import requests
+from engine.runs.artifacts import ArtifactError
+from engine.runs.lineage import FIELD as INIT_FROM_FIELD
+from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, runs_with_weights, source_label
+from engine.runs.queue import limit_reached
+from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
+from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
+from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
+from engine.store.rundir import (
+    ABORTED,
+    ACTIVE_STATES,
+    COMPLETED,
+    CONFIG_FILE,
+    FAILED,
+    LOG_FILE,
+    METRICS_FILE,
+    OPEN_STATES,
+    PAUSED,
+    PRUNED,
+    QUEUED,
+    RUN_STATES,
+    STATUS_FILE,
+    TRAINING_STATES,
+    RunStatus,
+    checkpoint_steps,
+    final_weights,
+    is_run_dir,
+    iter_metrics,
+    log_tail,
+    read_status,
+    write_text_atomic,
+)
+from engine.store.workspace import (
+    DATASETS_DIR,
+    VISITORS_DIR,
+    configs_dir,
+    datasets_dir,
+    exports_dir,
+    recent_models_file,
+    runs_dir,
+    visitor_datasets_dir,
+    visitor_key_file,
+    workspace_of,
+)
+from engine.sweeps import (
+    SweepError,
+    SweepSummary,
+    TrialSummary,
+    continue_sweep,
+    driver_pid,
+    start_sweep,
+    stop_sweep,
+    sweep_status,
+    sweeps_dir,
+)
+from engine.sweeps.config import SweepConfig
+from engine.sweeps.control import compact_base, driver_log_tail, read_sweep_text, sweep_yaml
+from engine.sweeps.sections import SpaceEntry, entry_field
+from engine.sweeps.space import EntryProblem, choice_labels, find_field
+from engine.sweeps.study import SWEEP_FILE, sweep_dir
+from engine.sweeps.summary import format_params, format_value, outcome_text
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from engine.data.pipeline import DataReport
+    from engine.data.preview import TokenCheck
+    from engine.training.check import CheckReport
+
+__all__ = [
+    "ABORTED",
+    "ACTIVE_STATES",
+    "COMPLETED",
+    "COMPLETIONS_FILE",
+    "CONFIG_FILE",
+    "DATASETS_DIR",
+    "DEMO_MODEL",
+    "FAILED",
+    "INIT_FROM_FIELD",
+    "LOG_FILE",
+    "MESSAGES",
+    "METHODS",
+    "METRICS_FILE",
+    "OLDER_COMPLETIONS_FILE",
+    "OPEN_STATES",
+    "PAUSED",
+    "PROJECT_ROOT",
+    "PRUNED",
+    "QUEUED",
+    "RUN_STATES",
+    "SCORING_PREFERENCE",
+    "SCORING_REWARDS",
+    "STATUS_FILE",
+    "SUGGESTION",
+    "SWEEP_FILE",
+    "TRAINING_STATES",
+    "UNKNOWN_KEY",
+    "VISITORS_DIR",
+    "ArtifactError",
+    "ChatClient",
+    "ChatError",
+    "ConfigError",
+    "DataError",
+    "DatasetEntry",
+    "EntryProblem",
+    "JobStatus",
+    "Method",
+    "ModelSpec",
+    "PathNotAllowed",
+    "Problem",
+    "RewardSpec",
+    "RunConfig",
+    "RunStatus",
+    "SamplingParams",
+    "SpaceEntry",
+    "SweepConfig",
+    "SweepError",
+    "SweepSummary",
+    "TrialSummary",
+    "check_run",
+    "check_target_modules",
+    "check_tokens",
+    "checkpoint_steps",
+    "choice_labels",
+    "compact_base",
+    "configs_dir",
+    "confine",
+    "continue_sweep",
+    "datasets_dir",
+    "driver_log_tail",
+    "driver_pid",
+    "entry_field",
+    "env_roots",
+    "evaluations",
+    "export",
+    "exports_dir",
+    "final_weights",
+    "find_field",
+    "find_local_path",
+    "format_params",
+    "format_value",
+    "init_from_problems",
+    "inspect_run_data",
+    "is_hub_id",
+    "is_run_dir",
+    "is_unpaired",
+    "iter_metrics",
+    "jobs",
+    "latest_completions",
+    "limit_reached",
+    "load_config",
+    "load_tokenizer",
+    "log_tail",
+    "meta_model",
+    "method_charts",
+    "method_of",
+    "name_problem",
+    "outcome_text",
+    "parse_config",
+    "pinned",
+    "problems_from_validation",
+    "read_status",
+    "read_sweep_text",
+    "recent_models_file",
+    "requests",
+    "resolve_init_from",
+    "run_queue",
+    "runs",
+    "runs_dir",
+    "runs_with_weights",
+    "save_config",
+    "scoring_of",
+    "source_label",
+    "start_sweep",
+    "stop_sweep",
+    "sweep_dir",
+    "sweep_status",
+    "sweep_yaml",
+    "sweeps_dir",
+    "tracker_problems",
+    "visitor_datasets_dir",
+    "visitor_key_file",
+    "workspace_of",
+    "write_text_atomic",
+]
+
+
+# The checks that reach the training libraries: each imports its module when called, so importing this module
+# stays light (the studio's cold start).
+
+
+def check_run(
+    config: RunConfig, template_budget_s: float = CHECK_BUDGET_S, workspace: Path | None = None
+) -> CheckReport:
+    """Everything ``python -m engine check`` checks before launch (engine.training.check.check_run)."""
+    from engine.training import check
+
+    return check.check_run(config, template_budget_s, workspace)
+
+
+def meta_model(config: RunConfig) -> Any:
+    """The run's model built on the meta device, without weights (engine.training.check.meta_model)."""
+    from engine.training.check import meta_model as build
+
+    return build(config)
+
+
+def check_target_modules(config: RunConfig, model: Any) -> None:
+    """Refuse LoRA target modules the model does not have (engine.training.builders.check_target_modules)."""
+    from engine.training.builders import check_target_modules as check
+
+    check(config, model)
+
+
+def load_tokenizer(config: RunConfig) -> Any:
+    """The run's tokenizer (engine.training.modeling.load_tokenizer)."""
+    from engine.training.modeling import load_tokenizer as load
+
+    return load(config)
+
+
+def tracker_problems(config: RunConfig) -> list[Problem]:
+    """Why a tracker of the run could not log (engine.training.trackers.tracker_problems)."""
+    from engine.training.trackers import tracker_problems as problems
+
+    return problems(config)
+
+
+def inspect_run_data(
+    config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S
+) -> DataReport:
+    """The dataset check of a run, and that its method trains on the data (engine.training.method_data)."""
+    from engine.training import method_data
+
+    return method_data.inspect_run_data(config, tokenizer, template_budget_s)
+
+
+def check_tokens(
+    config: RunConfig, tokenizer: Any, n: int = 3, template_budget_s: float = CHECK_BUDGET_S
+) -> TokenCheck:
+    """The first rows as the model sees them, and what carries loss (engine.data.preview.check_tokens)."""
+    from engine.data import preview
+
+    return preview.check_tokens(config, tokenizer, n, template_budget_s)
