@@ -17,11 +17,12 @@ precision and gradient checkpointing the engine resolves there (no baseline: the
 
     python benchmarks/memory_estimate.py            # all six, about 4-5 minutes on 2 cores
     python benchmarks/memory_estimate.py --only lora-256 full-256
-    python benchmarks/memory_estimate.py --jobs 12 --liger auto off    # a GPU: each config with and without Liger
+    python benchmarks/memory_estimate.py --jobs 12 --liger auto on    # a GPU: each config as auto has it, and Liger on
 
 ``--jobs`` runs that many configs at once: each run's peak is its own process's, so only the wall time changes
 (on a 2-core CPU machine, keep 1). ``--liger`` runs each config once per setting of train.liger_kernel (rows of
-``off`` are named ``+no-liger``). The model and data go under ``$TUNING_STUDIO_BENCH_CACHE/memory-100m/`` (default
+``off`` are named ``+no-liger``, of ``on`` ``+liger``; auto leaves Liger off for this 768-wide model). The model and
+data go under ``$TUNING_STUDIO_BENCH_CACHE/memory-100m/`` (default
 ``~/.cache/tuning-studio-bench``), c4_demo.jsonl is read from ``$TUNING_STUDIO_BENCH_DATASETS`` (default
 ``../shared/datasets``).
 """
@@ -56,6 +57,8 @@ MODEL_DIR = CACHE / "model"
 DATA = CACHE / "long_text.jsonl"
 C4 = Path(os.environ.get("TUNING_STUDIO_BENCH_DATASETS", ROOT.parent / "shared" / "datasets")) / "c4_demo.jsonl"
 NO_LIGER = "+no-liger"
+WITH_LIGER = "+liger"
+LIGER_SUFFIXES = {"auto": "", "off": NO_LIGER, "on": WITH_LIGER}
 GOAL = (0.8, 1.2)
 # name: (adapter, quantization mode, max_length, batch size, steps)
 CONFIGS: dict[str, tuple[dict[str, Any], str, int, int, int]] = {
@@ -105,8 +108,10 @@ def build_data() -> None:
 
 
 def run_config(name: str) -> RunConfig:
-    """The RunConfig of one benchmark config (``NAME+no-liger``: with train.liger_kernel off)."""
-    adapter, quantization, length, batch, steps = CONFIGS[name.removesuffix(NO_LIGER)]
+    """The RunConfig of one benchmark config (``NAME+no-liger`` / ``NAME+liger``: train.liger_kernel off / on)."""
+    base, _, suffix = name.partition("+")
+    adapter, quantization, length, batch, steps = CONFIGS[base]
+    liger = next(choice for choice, text in LIGER_SUFFIXES.items() if text == (f"+{suffix}" if suffix else ""))
     return RunConfig.model_validate(
         {
             "name": f"memory-{name}",
@@ -120,7 +125,7 @@ def run_config(name: str) -> RunConfig:
                 "max_length": length,
                 "save_strategy": "no",
                 "logging_steps": 1,
-                **({"liger_kernel": "off"} if name.endswith(NO_LIGER) else {}),
+                "liger_kernel": liger,
             },
         }
     )
@@ -187,7 +192,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(CONFIGS), help="run these configs only")
     parser.add_argument("--jobs", type=int, default=1, help="configs run at once (a GPU machine; 1 on a CPU)")
-    parser.add_argument("--liger", nargs="+", choices=["auto", "off"], default=["auto"], help="train.liger_kernel")
+    liger = {"nargs": "+", "choices": sorted(LIGER_SUFFIXES), "default": ["auto"], "help": "train.liger_kernel"}
+    parser.add_argument("--liger", **liger)
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -199,9 +205,9 @@ def main() -> int:
         detect_hardware,
         resolve_device,
         resolve_gradient_checkpointing,
-        resolve_liger,
         resolve_precision,
     )
+    from engine.training.run_path import resolve_run_path
 
     hardware = detect_hardware()
     on_gpu = hardware.has_gpu
@@ -211,7 +217,7 @@ def main() -> int:
     else:
         baseline = measure_baseline()
         print(f"process baseline (interpreter + worker imports, VmRSS): {baseline / GB:.2f} GB")
-    names = [name + ("" if liger == "auto" else NO_LIGER) for liger in args.liger for name in args.only or CONFIGS]
+    names = [name + LIGER_SUFFIXES[liger] for liger in args.liger for name in args.only or CONFIGS]
     width = max(16, *map(len, names))
     print(f"{'config':{width}} {'steps':>5} {'predicted':>9} {'measured':>9} {'ratio':>6}  within 0.8-1.2")
     started = time.time()
@@ -251,12 +257,9 @@ def main() -> int:
             )
             parts = ", ".join(f"{key} {value / GB:.2f}" for key, value in estimate.parts().items() if key != "baseline")
             print(f"{'':{width}} predicted parts: {parts}", flush=True)
-            if on_gpu:
-                liger = "on" if resolve_liger(config, hardware) else "off"
-                path = (
-                    f"{device}, {precision}, gradient checkpointing {'on' if checkpointing else 'off'}, liger {liger}"
-                )
-                print(f"{'':{width}} {path}; {summary}", flush=True)
+            if on_gpu:  # the path line the run's worker printed to its train.log
+                print(f"{'':{width}} {resolve_run_path(config, hardware).line()}", flush=True)
+                print(f"{'':{width}} {summary}", flush=True)
     print(f"all within {GOAL[0]}-{GOAL[1]}: {'yes' if not misses else 'no: ' + ', '.join(misses)}")
     print(f"wall time: {time.time() - started:.0f} s")
     return 0 if not misses else 1
