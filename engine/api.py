@@ -263,9 +263,7 @@ def tracker_problems(config: RunConfig) -> list[Problem]:
     return problems(config)
 
 
-def inspect_run_data(
-    config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S
-) -> DataReport:
+def inspect_run_data(config: RunConfig, tokenizer: Any = None, template_budget_s: float = CHECK_BUDGET_S) -> DataReport:
     """The dataset check of a run, and that its method trains on the data (engine.training.method_data)."""
     from engine.training import method_data
 

@@ -2,7 +2,7 @@
 
 - ``reward_functions(specs, tokenizer)``: one function per RewardSpec for GRPOTrainer, each named for its metrics.
 - ``reward_columns(spec)``: the data columns a reward reads.
-- ``check_rewards(specs, rows, tokenizer)``: before launch, load each reward and score the first rows once.
+- ``check_rewards(specs, rows, tokenizer, field)``: before launch, load each reward and score the first rows once.
 - ``completion_text(completion)``: a completion's text, from a string or a message list.
 
 A reward that fails while training raises RewardError naming the reward and the data row. Nothing here imports

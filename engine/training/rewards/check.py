@@ -35,11 +35,11 @@ _NOT_COLUMNS = ("prompt", "completion", "completion_ids")
 _TRL_ARGUMENTS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
 
 
-def check_rewards(specs: list[RewardSpec], rows: list[dict[str, Any]], tokenizer: Any) -> None:
-    """Raise ConfigError, one Problem per reward at fault (``grpo.rewards.<i>``), unless every reward loads, takes
-    TRL's arguments, finds its columns in ``rows`` and scores up to two of them with finite numbers, and then, one
-    at a time, the first row after those that lacks each column; and unless every row of ``rows`` has a reward that
-    can score it (the module's docstring).
+def check_rewards(specs: list[RewardSpec], rows: list[dict[str, Any]], tokenizer: Any, field: str) -> None:
+    """Raise ConfigError, one Problem per reward at fault (``<field>.<i>``, where the config lists the rewards),
+    unless every reward loads, takes TRL's arguments, finds its columns in ``rows`` and scores up to two of them
+    with finite numbers, and then, one at a time, the first row after those that lacks each column; and unless
+    every row of ``rows`` has a reward that can score it (the module's docstring).
 
     ``rows`` are prompt rows: ``prompt`` (a string or a message list) and the data's other columns
     (engine.data.prompts.first_prompt_rows). The dry call's completions are each row's reference (the spec's
@@ -62,7 +62,7 @@ def check_rewards(specs: list[RewardSpec], rows: list[dict[str, Any]], tokenizer
             message = _reward_problem(spec, name, rows[:DRY_ROWS], columns, tokenizer, modules)
             message = message or _lacking_problem(spec, name, lacking, columns, tokenizer, modules)
         if message:
-            problems.append(Problem(f"grpo.rewards.{index}", message))
+            problems.append(Problem(f"{field}.{index}", message))
     if problems:
         raise ConfigError(problems)
 

@@ -27,7 +27,12 @@ CONSUMED_ELSEWHERE: dict[str, str] = {
 }
 # Fields a method reads outside its training arguments: (method, field) -> module:function that reads it.
 READ_BY_THE_DATA = {
-    ("grpo", "max_length"): "engine.data.prompts:prepare_prompt_datasets",
+    # The methods that sample their answers read max_length when they cut the prompts.
+    **{
+        (name, "max_length"): "engine.data.prompts:prepare_prompt_datasets"
+        for name, method in METHODS.items()
+        if "prompt" in method.formats
+    },
     # Padding-free sft rows reach TRL already cut to max_length (TRL then takes no max_length).
     ("sft", "max_length"): "engine.data.prepare:_checked_sets",
 }
@@ -39,15 +44,17 @@ SFT_ONLY = {"packing": True, "padding_free": "on", "group_by_length": True}
 OTHER_VALUES = {"padding_free": "on", "report_to": ["trackio"], "trackio_project": "dates", "trackio_space": "me/b"}
 # Fields that reach the arguments only beside another setting: that setting, in both configs compared.
 NEEDS = {"trackio_project": {"report_to": ["trackio"]}, "trackio_space": {"report_to": ["trackio"]}}
-# GRPO's rewards reach its trainer as functions (engine.training.rewards), their weights as reward_weights.
-ONE_REWARD = {"grpo": {"rewards": [{"kind": "exact_match"}]}}
+# A sampling method's rewards reach its trainer as functions (engine.training.rewards), their weights as
+# reward_weights; every method that learns from rewards needs one.
+REWARDED = [name for name, section in METHOD_SECTIONS.items() if "rewards" in section.model_fields]
+ONE_REWARD = {name: {"rewards": [{"kind": "exact_match"}]} for name in REWARDED}
 # A GPU with bf16, so that precision and gradient checkpointing have choices to show (nothing is started).
 GPU = Hardware(gpu_count=1, bf16_supported=True)
 BASE = {"data": {"eval_size": 0.1}, "train": {"eval_strategy": "steps"}}
 
 
 def base_config(method: str, **train: Any) -> RunConfig:
-    """BASE trained with ``method`` (GRPO with one reward, which it needs), with train fields changed."""
+    """BASE trained with ``method`` (with one reward where it learns from rewards), with train fields changed."""
     return parse_config({**BASE, **ONE_REWARD, "method": method, "train": {**BASE["train"], **train}})
 
 
@@ -83,7 +90,9 @@ def test_a_method_refuses_data_of_another_format() -> None:
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_shared_and_method_arguments_do_not_overlap(name: str, tmp_path: Path) -> None:
     config = base_config(name)
-    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(METHODS[name].trainer().training_kwargs(config, GPU))
+    assert not set(common_training_kwargs(config, tmp_path, GPU)) & set(
+        METHODS[name].trainer().training_kwargs(config, GPU)
+    )
 
 
 def _other_value(info: FieldInfo, default: Any) -> Any:
@@ -125,7 +134,7 @@ def test_every_train_field_reaches_the_training_arguments(field: str, method: st
 
 @pytest.mark.parametrize(
     ("method", "field"),
-    [(m, f) for m, section in METHOD_SECTIONS.items() for f in section.model_fields if (m, f) != ("grpo", "rewards")],
+    [(m, f) for m, section in METHOD_SECTIONS.items() for f in section.model_fields if f != "rewards"],
 )
 def test_every_field_of_a_method_section_reaches_its_training_arguments(
     method: str, field: str, tmp_path: Path

@@ -35,6 +35,8 @@ ROWS = [
     for n in (1, 2, 3)
 ]
 
+FIELD = "grpo.rewards"  # where a GRPO config lists its rewards: the problems name it
+
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
@@ -66,7 +68,7 @@ def only(spec: RewardSpec, tokenizer: Any) -> Callable[..., list[float | None]]:
 
 def check_problems(specs: list[RewardSpec], rows: list[dict[str, Any]], tokenizer: Any) -> dict[str, str]:
     with pytest.raises(ConfigError) as raised:
-        check_rewards(specs, rows, tokenizer)
+        check_rewards(specs, rows, tokenizer, FIELD)
     return raised.value.by_field()
 
 
@@ -273,7 +275,7 @@ def test_check_passes_the_built_ins(tokenizer: Any) -> None:
         RewardSpec(kind="length", target_tokens=8),
         RewardSpec(kind="contains", text="July", absent=True),
     ]
-    check_rewards(specs, ROWS, tokenizer)
+    check_rewards(specs, ROWS, tokenizer, FIELD)
 
 
 def test_check_calls_a_custom_function_on_two_rows(
@@ -288,7 +290,7 @@ def test_check_calls_a_custom_function_on_two_rows(
         " default=repr)\n"
         "    return [1.0 for _ in completions]\n"
     )
-    check_rewards([custom(source)], ROWS, tokenizer)
+    check_rewards([custom(source)], ROWS, tokenizer, FIELD)
     called = json.loads(seen.read_text())
     assert called["completions"] == [
         [{"role": "assistant", "content": "July 1"}],
@@ -310,7 +312,7 @@ def test_check_answers_string_prompts_with_strings(
         f"    open({str(seen)!r}, 'w').write(json.dumps(completions))\n"
         "    return [0.0] * len(completions)\n"
     )
-    check_rewards([custom(source)], [{"prompt": "Say hi", "ts_row": 1}], tokenizer)
+    check_rewards([custom(source)], [{"prompt": "Say hi", "ts_row": 1}], tokenizer, FIELD)
     assert json.loads(seen.read_text()) == ["dry run"]
 
 
@@ -360,7 +362,7 @@ def test_check_reports_a_missing_column_and_every_reward_at_fault(tokenizer: Any
         RewardSpec(kind="custom", file=str(tmp_path / "nope.py"), function="my_fn"),
     ]
     with pytest.raises(ConfigError) as raised:
-        check_rewards(specs, rows, tokenizer)
+        check_rewards(specs, rows, tokenizer, FIELD)
     assert raised.value.problems == [
         Problem(
             "grpo.rewards.0", "exact_match needs the column 'answer', which the data lacks (columns: prompt, solution)"
@@ -396,7 +398,7 @@ def test_a_row_no_reward_can_score_is_refused_by_its_number(tokenizer: Any) -> N
         in check_problems(two_references, SOME_WITHOUT, tokenizer)["grpo.rewards.0"]
     )
     # Another reward scores that row: the reference reward does not apply there (None), as TRL allows.
-    check_rewards([*only_reference, RewardSpec(kind="length", target_tokens=4)], SOME_WITHOUT, tokenizer)
+    check_rewards([*only_reference, RewardSpec(kind="length", target_tokens=4)], SOME_WITHOUT, tokenizer, FIELD)
 
 
 def test_a_column_empty_in_every_row_is_said_so(tokenizer: Any) -> None:
@@ -416,7 +418,7 @@ def test_a_custom_reward_is_called_on_the_first_row_that_lacks_a_column(
         f"    open({str(seen)!r}, 'a').write(json.dumps(solution) + '\\n')\n"
         "    return [float(len(completion) == len(str(s))) for completion, s in zip(completions, solution)]\n"
     )
-    check_rewards([custom(source)], SOME_WITHOUT, tokenizer)
+    check_rewards([custom(source)], SOME_WITHOUT, tokenizer, FIELD)
     assert [json.loads(line) for line in seen.read_text().splitlines()] == [["4", "6"], [None]]
     fails = source.replace("len(str(s))", "int(s)")
     problems = check_problems([custom(fails, name="fails.py")], SOME_WITHOUT, tokenizer)
