@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from engine import runs
-from engine.methods import METHODS
 from engine.config import RunConfig
+from engine.methods import METHODS
 from engine.runs import queue as run_queue
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import (
