@@ -1,4 +1,4 @@
-"""GRPO on the GPU through ``python -m engine train``: each step samples answers with the model being trained
+"""GRPO and RLOO on the GPU through ``python -m engine train``: each step samples answers with the model being trained
 (generation on the GPU), scores them with built-in rewards and trains on them; finite losses, rewards logged,
 sampled answers written, an adapter that loads."""
 
@@ -7,25 +7,30 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from engine.store.completions import latest_completions
 from engine.store.rundir import iter_metrics
 from tests.gpu.gpu_runs import DATASETS, STEPS, check_trained, result_logits, run_config, train
 
 
-def test_grpo_samples_scores_and_trains(device: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["grpo", "rloo"])
+def test_a_sampling_method_samples_scores_and_trains(method: str, device: str, tmp_path: Path) -> None:
     config = run_config(
         device,
-        "grpo",
+        method,
         data={"path": str(DATASETS / "demo_sft_train.jsonl"), "eval_path": None, "max_samples": 64},
         train={"per_device_batch_size": 8, "learning_rate": 3e-4, "lr_scheduler": "constant"},
-        grpo={
-            "num_generations": 4,
-            "max_completion_length": 16,
-            "temperature": 0.7,
-            "rewards": [{"kind": "exact_match"}, {"kind": "length", "target_tokens": 6, "weight": 0.5}],
+        **{
+            method: {
+                "num_generations": 4,
+                "max_completion_length": 16,
+                "temperature": 0.7,
+                "rewards": [{"kind": "exact_match"}, {"kind": "length", "target_tokens": 6, "weight": 0.5}],
+            }
         },
     )
-    run_dir = train(config, tmp_path / "grpo")
+    run_dir = train(config, tmp_path / method)
     check_trained(run_dir, device, falls=False)  # a policy-gradient loss need not fall in a few steps
     events = [event for event in iter_metrics(run_dir) if event.get("event") == "train"]
     rewards = [event["reward"] for event in events if "reward" in event]
