@@ -1,20 +1,10 @@
-"""The run directory contract: file names, the typed status and its states, atomic status writes, append-only
-metrics, checkpoints, and where the final result lives.
-
-Every write here is atomic (write a temporary file, then rename) or append-only with whole lines, so a reader
-in another process never sees half a status or half a metrics line. Only the standard library is imported:
-the supervisor and the studio read these files without paying for torch.
-"""
+"""A run's status.json: the states of a run (which are active, open, final and resumable), the typed RunStatus,
+and its reads and writes: every change is merged under the run's status lock and written atomically."""
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
-import os
-import re
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,22 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from engine.store.locks import file_lock
+from engine.store.rundir.files import CONFIG_FILE, STATUS_FILE, write_text_atomic
 
-CONFIG_FILE = "config.yaml"
-STATUS_FILE = "status.json"
-METRICS_FILE = "metrics.jsonl"
-LOG_FILE = "train.log"
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")  # a terminal's colour / cursor code
-CHECKPOINTS_DIR = "checkpoints"
-ADAPTER_DIR = "adapter"
-MODEL_DIR = "model"
-
-WEIGHT_FILES = ("*.safetensors", "*.bin")
-
-RESERVE_FILE = ".space-reserve"
 STATUS_LOCK_FILE = ".status.lock"  # flock'd around every read-modify-write of status.json
 STATUS_LOCK_WAIT_S = 5.0  # longer than any status write takes, even on a loaded machine
-TRAINER_STATE_FILE = "trainer_state.json"
 
 # The states of a run (status.json's "state"): the one definition of which are active, open, final and
 # resumable.
@@ -62,66 +40,6 @@ FINAL_STATES = (STOPPED, COMPLETED, FAILED, ABORTED, PRUNED)
 # run keeps every checkpoint saved before the kill, so it resumes like a stopped one (losing the steps since).
 RESUMABLE_STATES = (STOPPED, FAILED, ABORTED)
 RUN_STATES = (*OPEN_STATES, *FINAL_STATES)
-
-# Errors that mean the disk (or this process's share of it) is full.
-DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-RESERVE_BYTES = 256 * 1024
-
-
-def reserve_space(directory: Path) -> None:
-    """Set aside a little disk space in ``directory`` for the final status writes of a run.
-
-    When the disk fills up mid-run, the run must still be able to say so in status.json; a status write that
-    meets a full disk gives this reserve back and tries again (see write_text_atomic). Best effort: a disk that
-    is already full gets no reserve.
-    """
-    path = Path(directory) / RESERVE_FILE
-    if path.is_file() and path.stat().st_size >= RESERVE_BYTES:
-        return
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.posix_fallocate(fd, 0, RESERVE_BYTES)  # real blocks: a sparse file would free nothing
-        finally:
-            os.close(fd)
-    except OSError:
-        path.unlink(missing_ok=True)
-
-
-def release_reserve(directory: Path) -> bool:
-    """Give the reserved space of ``directory`` back to the disk; False if there was none."""
-    try:
-        (Path(directory) / RESERVE_FILE).unlink()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see either the old or the new content, never a mix.
-
-    On a full disk the directory's reserve (see reserve_space) is given back and the write tried once more.
-    """
-    try:
-        _write_text_atomic(path, text)
-    except OSError as exc:
-        if exc.errno not in DISK_FULL_ERRNOS or not release_reserve(path.parent):
-            raise
-        _write_text_atomic(path, text)
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @dataclass
@@ -292,160 +210,3 @@ def update_status(run_dir: Path, when: Callable[[RunStatus], bool] | None = None
         stored["updated_at"] = time.time()
         write_text_atomic(Path(run_dir) / STATUS_FILE, json.dumps(stored, indent=1, sort_keys=True))
     return RunStatus.from_dict(stored)
-
-
-def append_metrics(run_dir: Path, events: list[dict[str, Any]]) -> None:
-    """Append events as whole JSON lines in one write, so a tailing reader never sees half a line.
-
-    A full disk can cut a write short without an error; the stub is cut off again and the disk-full error
-    raised, so the file never holds half a line that the next append would glue another event onto.
-    """
-    if not events:
-        return
-    payload = "".join(json.dumps(event, allow_nan=True) + "\n" for event in events).encode("utf-8")
-    fd = os.open(run_dir / METRICS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size  # only rank 0 of one run appends: nobody else moves the end meanwhile
-        try:
-            written = os.write(fd, payload)
-        except OSError:
-            os.ftruncate(fd, size)
-            raise
-        if written != len(payload):
-            os.ftruncate(fd, size)
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(run_dir / METRICS_FILE))
-    finally:
-        os.close(fd)
-
-
-def drop_partial_metrics_line(run_dir: Path) -> None:
-    """Cut a last line that has no newline (a writer died mid-line); readers never returned it anyway."""
-    path = run_dir / METRICS_FILE
-    try:
-        with path.open("rb+") as handle:
-            data = handle.read()
-            if data and not data.endswith(b"\n"):
-                handle.truncate(data.rfind(b"\n") + 1)
-    except FileNotFoundError:
-        pass
-
-
-def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """Events appended since byte ``offset`` and the offset to pass next time.
-
-    Reads only the new bytes (the cost does not grow with the run's length) and stops at the last complete
-    line, so a line being written is picked up whole on the next call.
-    """
-    path = run_dir / METRICS_FILE
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            chunk = handle.read()
-    except FileNotFoundError:
-        return [], offset
-    end = chunk.rfind(b"\n") + 1
-    events = [json.loads(line) for line in chunk[:end].splitlines() if line.strip()]
-    return events, offset + end
-
-
-def iter_metrics(run_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every event of a run, in order."""
-    events, _ = read_metrics(run_dir, 0)
-    yield from events
-
-
-def file_tail(path: Path, max_bytes: int) -> str:
-    """The last ``max_bytes`` of a log file, decoded leniently (a log may hold any bytes); "" when it is missing."""
-    try:
-        with Path(path).open("rb") as handle:
-            handle.seek(max(0, Path(path).stat().st_size - max_bytes))
-            return handle.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def log_tail(run_dir: Path, max_bytes: int = 4000) -> str:
-    """The last ``max_bytes`` of train.log, without terminal colour codes (trackio prints its dashboard's address
-    in bold orange, hard-coded, whatever the output is), which a page would show as ``[1m[38;5;208m``."""
-    return ANSI_ESCAPE.sub("", file_tail(run_dir / LOG_FILE, max_bytes))
-
-
-def result_dir(run_dir: Path, is_adapter: bool) -> Path:
-    """Where a run's final result lives: ``adapter/`` for a LoRA run, ``model/`` for a full or freeze run."""
-    return run_dir / (ADAPTER_DIR if is_adapter else MODEL_DIR)
-
-
-def has_weights(directory: Path) -> bool:
-    """Whether ``directory`` holds saved weights (safetensors, or the older ``*.bin``)."""
-    return directory.is_dir() and any(any(directory.glob(pattern)) for pattern in WEIGHT_FILES)
-
-
-def final_weights(run_dir: Path, is_adapter: bool) -> Path | None:
-    """The run's final result directory once it holds weights; None before the run has completed."""
-    target = result_dir(run_dir, is_adapter)
-    return target if has_weights(target) else None
-
-
-def _checkpoint_dirs(run_dir: Path) -> dict[int, Path]:
-    """step -> directory of every checkpoint-N directory, complete or not."""
-    root = run_dir / CHECKPOINTS_DIR
-    found = {}
-    for child in root.glob("checkpoint-*") if root.is_dir() else []:
-        suffix = child.name.removeprefix("checkpoint-")
-        if suffix.isdigit() and child.is_dir():
-            found[int(suffix)] = child
-    return found
-
-
-# (path, mtime_ns, size) -> whether that trainer_state.json is whole: status polls stat it, not parse it again.
-_complete_cache: dict[tuple[str, int, int], bool] = {}
-
-
-def _is_complete(checkpoint: Path, step: int) -> bool:
-    """Whether Trainer finished writing ``checkpoint``.
-
-    Trainer writes a checkpoint in place and trainer_state.json last, each file raising on failure; so a
-    checkpoint is whole once that file is whole: valid JSON for this very step. A crash or a full disk while
-    writing it leaves a truncated file, which does not parse.
-    """
-    path = checkpoint / TRAINER_STATE_FILE
-    try:
-        info = path.stat()
-    except OSError:
-        return False
-    key = (str(path), info.st_mtime_ns, info.st_size)
-    if key not in _complete_cache:
-        if len(_complete_cache) > 4096:  # a long-lived studio sees many checkpoints come and go
-            _complete_cache.clear()
-        try:
-            state = json.loads(path.read_bytes())
-            _complete_cache[key] = isinstance(state, dict) and state.get("global_step") == step
-        except (OSError, ValueError):
-            return False  # unreadable now; asked again next time
-    return _complete_cache[key]
-
-
-def checkpoint_steps(run_dir: Path) -> list[int]:
-    """Steps of the complete checkpoints of a run, ascending; a half-written one is never listed (resumed from)."""
-    return sorted(step for step, path in _checkpoint_dirs(run_dir).items() if _is_complete(path, step))
-
-
-def incomplete_checkpoints(run_dir: Path) -> list[Path]:
-    """Checkpoint directories whose writing was cut short (crash, kill, full disk)."""
-    return [path for step, path in sorted(_checkpoint_dirs(run_dir).items()) if not _is_complete(path, step)]
-
-
-def remove_checkpoint(path: Path) -> None:
-    """Delete a checkpoint directory; it is renamed out of the checkpoint-N pattern first, so a reader that
-    lists checkpoints meanwhile never sees half a deletion."""
-    doomed = path.with_name(f".removing-{path.name}-{os.getpid()}")
-    try:
-        path.rename(doomed)
-    except FileNotFoundError:
-        return
-    shutil.rmtree(doomed, ignore_errors=True)
-
-
-def checkpoint_path(run_dir: Path, step: int) -> Path:
-    """The directory of the checkpoint saved at ``step``."""
-    return run_dir / CHECKPOINTS_DIR / f"checkpoint-{step}"
