@@ -28,7 +28,7 @@ from engine.api import (
     runs,
     runs_dir,
 )
-from studio.form.schema import values_to_config
+from studio.form.values import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"

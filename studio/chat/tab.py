@@ -25,7 +25,8 @@ from studio import lanes
 from studio.chat.models import caller_of, holder_for, model_choices, shown_label, spec_for
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy
-from studio.form.schema import FieldSpec, leaf_specs, values_to_config
+from studio.form.schema import FieldSpec, leaf_specs
+from studio.form.values import values_to_config
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem

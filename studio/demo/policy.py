@@ -34,7 +34,9 @@ from engine.api import (
 )
 from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
 from studio.demo.shown import server_roots, shown_value
-from studio.form.schema import FieldSpec, dataset_paths, leaf_specs, to_widget
+from studio.form.schema import FieldSpec, leaf_specs
+from studio.form.values import to_widget
+from studio.form.yaml_lists import dataset_paths
 from studio.i18n.catalog import SOURCE, english, key, text
 from studio.path_guard import BUNDLED_DATASETS, named_paths, resolve_run
 

@@ -15,7 +15,8 @@ import gradio as gr
 from pydantic import BaseModel
 
 from engine.api import RunConfig
-from studio.form.schema import FieldSpec, SectionSpec, default_values, schema_tree
+from studio.form.schema import FieldSpec, SectionSpec, schema_tree
+from studio.form.values import default_values
 from studio.i18n.catalog import SOURCE
 from studio.i18n.problems import translate_problems
 from studio.i18n.widgets import field_key, marked, schema_text, t

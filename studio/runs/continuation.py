@@ -12,7 +12,7 @@ from typing import Any
 
 from engine.api import INIT_FROM_FIELD, ArtifactError, ConfigError, resolve_init_from, runs
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run
-from studio.form.schema import config_to_values
+from studio.form.values import config_to_values
 from studio.i18n.catalog import SOURCE, key, text
 
 # The sections that say which weights the new run trains; it takes them from the source.

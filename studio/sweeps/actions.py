@@ -27,7 +27,7 @@ from engine.api import (
     sweep_status,
 )
 from studio.demo.policy import NORMAL, DemoPolicy
-from studio.form.schema import config_to_values
+from studio.form.values import config_to_values
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked
 from studio.markup import Html, message_html

@@ -46,7 +46,8 @@ from studio.demo.policy import (
     widget_data_allowed,
 )
 from studio.demo.quota import upload_refusal
-from studio.form.schema import config_to_values, default_values, map_dataset_paths, values_to_config
+from studio.form.values import config_to_values, default_values, values_to_config
+from studio.form.yaml_lists import map_dataset_paths
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked
@@ -197,7 +198,7 @@ def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | 
 
 def _each_path(field: str, value: Any, change: Callable[[str], str]) -> Any:
     """A data path widget's value with ``change`` applied to its path: for data.path to each dataset of a YAML list
-    too (studio.form.schema.map_dataset_paths). An empty value stays as it is."""
+    too (studio.form.yaml_lists.map_dataset_paths). An empty value stays as it is."""
     if not value:
         return value
     return map_dataset_paths(value, change) if field == "data.path" else change(str(value))

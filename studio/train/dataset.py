@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import PROJECT_ROOT, ConfigError, Problem, RunConfig, datasets_dir, parse_config
-from studio.form.schema import leaf_specs, values_to_data
+from studio.form.schema import leaf_specs
+from studio.form.values import values_to_data
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.markup import text_block

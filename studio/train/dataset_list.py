@@ -14,7 +14,9 @@ from typing import Any
 
 from engine.api import DatasetEntry, datasets_dir
 from studio.demo.policy import DemoPolicy, visitor_uploads
-from studio.form.schema import FieldSpec, datasets_text, from_widget, leaf_specs, read_datasets
+from studio.form.schema import FieldSpec, leaf_specs
+from studio.form.values import from_widget
+from studio.form.yaml_lists import datasets_text, read_datasets
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.api import find_local_path
-from studio.form.schema import dataset_paths
+from studio.form.yaml_lists import dataset_paths
 from studio.i18n.catalog import SOURCE, key, text
 
 EVAL_WORDS = ("eval", "evaluation", "test", "val", "valid", "validation", "dev")

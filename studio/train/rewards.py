@@ -17,7 +17,7 @@ import yaml
 
 from engine.api import ConfigError, Method, RewardSpec, method_of
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
-from studio.form.schema import yaml_list_text
+from studio.form.yaml_lists import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text
 from studio.i18n.widgets import marked
 from studio.markup import text_block

@@ -318,7 +318,7 @@ STARTER = textwrap.dedent(
 
 
 def test_two_starts_at_once_start_exactly_one_run_and_queue_the_other(reference: dict[int, float], tmp_path: Path):
-    from studio.form.schema import config_to_values
+    from studio.form.values import config_to_values
 
     workspace, go = tmp_path / "workspace", tmp_path / "go"
     values = json.dumps(config_to_values(fault_config()))

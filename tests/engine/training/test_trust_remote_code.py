@@ -8,7 +8,7 @@ import pytest
 
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.training.hardware import CPU_ONLY
-from studio.form.schema import default_values, values_to_config
+from studio.form.values import default_values, values_to_config
 from studio.train.actions import starting_values
 
 

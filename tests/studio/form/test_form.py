@@ -15,14 +15,8 @@ from engine.config import ConfigError, RunConfig, load_config, parse_config
 from engine.config.sections import TrainSection
 from engine.schema import Section, advanced
 from engine.store.paths import PROJECT_ROOT
-from studio.form.schema import (
-    config_to_values,
-    default_values,
-    from_widget,
-    humanise,
-    leaf_specs,
-    values_to_config,
-)
+from studio.form.schema import humanise, leaf_specs
+from studio.form.values import config_to_values, default_values, from_widget, values_to_config
 from studio.form.widgets import ConfigForm, place_errors
 from studio.i18n import catalog
 

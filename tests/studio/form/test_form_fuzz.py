@@ -16,7 +16,8 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, RunConfig
-from studio.form.schema import FieldSpec, default_values, leaf_specs, values_to_config
+from studio.form.schema import FieldSpec, leaf_specs
+from studio.form.values import default_values, values_to_config
 from studio.train import actions, starting
 from studio.train import dataset as dp
 from tests.helpers.fuzz_strategies import SPECIAL_TEXT, fuzz, odd_values

@@ -25,7 +25,7 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.policy import INIT_FROM_REFUSAL, owner_tag
-from studio.form.schema import default_values
+from studio.form.values import default_values
 from studio.runs.continuation import continue_values
 from studio.runs.data import RunIndex
 from studio.runs.tab import build_runs_tab

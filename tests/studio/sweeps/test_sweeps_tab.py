@@ -20,7 +20,7 @@ from engine.sweeps.study import TARGET_ATTR, open_study, storage_for
 from studio.app import build_app
 from studio.context import StudioContext
 from studio.demo.policy import SWEEPS_REFUSAL, DemoPolicy
-from studio.form.schema import config_to_values
+from studio.form.values import config_to_values
 from studio.i18n.catalog import text
 from studio.markup import message_html
 from studio.sweeps import actions, tab

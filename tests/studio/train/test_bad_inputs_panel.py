@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.config import RunConfig
-from studio.form.schema import default_values
+from studio.form.values import default_values
 from studio.train import dataset as dp
 from studio.train import starting
 from tests.data.bad_inputs.corpus import CASES, MAX_LENGTH, Case, build_corpus

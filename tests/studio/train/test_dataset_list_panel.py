@@ -18,7 +18,9 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.workspace import datasets_dir
 from studio.context import StudioContext
 from studio.demo.policy import DATA_REFUSAL, DemoPolicy, visitor_uploads
-from studio.form.schema import config_to_values, dataset_paths, default_values, leaf_specs, values_to_config
+from studio.form.schema import leaf_specs
+from studio.form.values import config_to_values, default_values, values_to_config
+from studio.form.yaml_lists import dataset_paths
 from studio.path_guard import guard_config
 from studio.train import actions, starting
 from studio.train import dataset as dp

@@ -26,7 +26,7 @@ from engine.data.preview import check_tokens
 from engine.store.paths import PROJECT_ROOT
 from studio.context import StudioContext
 from studio.demo.policy import DemoPolicy
-from studio.form.schema import default_values
+from studio.form.values import default_values
 from studio.i18n.widgets import marked
 from studio.train import actions
 from studio.train import dataset as dp

@@ -18,7 +18,8 @@ from engine.methods import METHODS
 from engine.methods.reward_spec import RewardSpec
 from studio.context import StudioContext
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
-from studio.form.schema import leaf_specs, to_widget
+from studio.form.schema import leaf_specs
+from studio.form.values import to_widget
 from studio.train import actions, starting
 from studio.train import rewards as rw
 from studio.train.tab import build_train_tab

@@ -15,7 +15,8 @@ from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
 from engine.store.rundir import FINAL_STATES, read_status, update_status
-from studio.form.schema import config_to_values, leaf_specs, values_to_data
+from studio.form.schema import leaf_specs
+from studio.form.values import config_to_values, values_to_data
 from studio.monitor.live import FEEDS, live_panels
 from studio.scheduler import Scheduler, resume_in_line
 from studio.train import actions, starting

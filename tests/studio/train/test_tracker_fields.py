@@ -13,7 +13,8 @@ import pytest
 from engine.config import parse_config
 from engine.training import trackers
 from studio.context import StudioContext
-from studio.form.schema import config_to_values, from_widget, leaf_specs, values_to_config
+from studio.form.schema import leaf_specs
+from studio.form.values import config_to_values, from_widget, values_to_config
 from studio.train import actions, starting
 from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, DEMO

@@ -24,7 +24,7 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
-from studio.form.schema import config_to_values, default_values
+from studio.form.values import config_to_values, default_values
 from studio.i18n.catalog import text, translations
 from studio.train import actions, starting
 from studio.train import dataset as dp
