@@ -1,6 +1,7 @@
 """Which paths the studio's handlers accept: those in the workspace, the bundled assets, Gradio's uploads, and
 folders the person who started the studio allowed (``--allow-path`` / STUDIO_ALLOWED_PATHS); and which run
-directory a run id picked in the browser names.
+directory a run id picked in the browser names. A form's config is checked here on its way in
+(studio.form.run_config).
 
 Whoever can reach the page chooses these paths, so ``../`` tricks, absolute paths elsewhere and symlinks that
 leave the allowed folders are refused, each with a message next to its field. Hub ids (org/name) stay allowed.
@@ -10,9 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
 
 from engine.api import (
     CONFIG_FILE,
@@ -28,13 +27,13 @@ from engine.api import (
     runs,
     runs_dir,
 )
-from studio.form.values import values_to_config
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
 BUNDLED_DATASETS = ASSETS_DIR / "datasets"  # the demo sets shipped with the studio
-# The config fields that name something on disk (or a hub id; model.init_from: a run id of the workspace).
-PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path", "model.init_from")
+# The config fields that name something on the server's disk (or a hub id; model.init_from: a run id of the
+# workspace): each is confined to the allowed folders.
+SERVER_PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path", "model.init_from")
 
 
 def gradio_upload_dir() -> Path:
@@ -74,7 +73,7 @@ def guard_config(config: RunConfig, workspace: Path | None) -> RunConfig:
     return config
 
 
-def named_paths(config: RunConfig, fields: tuple[str, ...] = PATH_FIELDS) -> list[tuple[str, str]]:
+def named_paths(config: RunConfig, fields: tuple[str, ...] = SERVER_PATH_FIELDS) -> list[tuple[str, str]]:
     """(field, path) of every path the config names in ``fields``, empty ones left out: each dataset of a list in
     data.path on its own (``data.path.1``), so none escapes a check."""
     found = []
@@ -86,11 +85,6 @@ def named_paths(config: RunConfig, fields: tuple[str, ...] = PATH_FIELDS) -> lis
         elif value:
             found.append((field, value))
     return found
-
-
-def form_config(values: Mapping[str, Any], workspace: Path | None) -> RunConfig:
-    """The form's config (studio.form.schema.values_to_config) with its paths confined; raises ConfigError."""
-    return guard_config(cast(RunConfig, values_to_config(values)), workspace)
 
 
 def confine_file(path: str | Path, workspace: Path | None, what: str) -> Path:

@@ -58,7 +58,8 @@ LOCKED: dict[str, Any] = {
     "train.trackio_project": None,
     "train.trackio_space": None,
 }
-PATH_FIELDS = ("data.path", "data.eval_path")
+# The dataset fields a visitor may point only at their own uploads or the bundled sets.
+VISITOR_DATA_FIELDS = ("data.path", "data.eval_path")
 # The demo's refusals, by key (studio.i18n: said in the visitor's language); the constants hold their English.
 DATA_REFUSED = key("demo.refusal.data")
 # Visitors share the workspace: a run starts from the base model or from one of the visitor's own runs.
@@ -186,7 +187,7 @@ class DemoPolicy:
         # Each dataset of a list in data.path is checked on its own (data.path.1).
         found += [
             Problem(field, text(DATA_REFUSED, lang))
-            for field, value in named_paths(config, PATH_FIELDS)
+            for field, value in named_paths(config, VISITOR_DATA_FIELDS)
             if not data_allowed(value, uploads)
         ]
         return found
@@ -215,7 +216,7 @@ class DemoPolicy:
         wanted = {**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None}
         for path, value in wanted.items():
             current = values.get(path)
-            keep = path in PATH_FIELDS and widget_data_allowed(path, current, uploads)
+            keep = path in VISITOR_DATA_FIELDS and widget_data_allowed(path, current, uploads)
             if not keep and current != to_widget(specs[path], value):
                 values[path] = to_widget(specs[path], value)
                 changed.append(path)

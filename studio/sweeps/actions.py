@@ -27,11 +27,12 @@ from engine.api import (
     sweep_status,
 )
 from studio.demo.policy import NORMAL, DemoPolicy
+from studio.form.run_config import form_config
 from studio.form.values import config_to_values
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked
 from studio.markup import Html, message_html
-from studio.path_guard import confine_file, form_config, resolve_run
+from studio.path_guard import confine_file, resolve_run
 from studio.sweeps.space_editor import SWEEP_PRESETS_DIR, check_text, first_sweep, unique_name, with_base
 from studio.train.actions import PRESETS_DIR, config_files, problem_text, read_config
 

@@ -31,7 +31,7 @@ from engine.api import (
 )
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.i18n.catalog import SaidError, key
-from studio.path_guard import ASSETS_DIR, PATH_FIELDS, allowed_roots, guard_config, path_problem
+from studio.path_guard import ASSETS_DIR, SERVER_PATH_FIELDS, allowed_roots, guard_config, path_problem
 
 SWEEP_PRESETS_DIR = ASSETS_DIR / "presets" / "sweeps"
 # What people tune first, in this order (those the schema has); the rest follow in schema order.
@@ -372,13 +372,14 @@ def check_text(text: str, workspace: Path | None) -> tuple[SweepConfig | None, l
         return None, [_in_base(problem) for problem in exc.problems]
     problems = []
     for path, entry in config.space.items():  # a trial may take its data or model from a choice
-        found = [path_problem(str(choice), roots) for choice in entry.choices or []] if path in PATH_FIELDS else []
+        choices = (entry.choices or []) if path in SERVER_PATH_FIELDS else []
+        found = [path_problem(str(choice), roots) for choice in choices]
         problems += [Problem(entry_field(path), problem) for problem in found if problem]
     return (None, problems) if problems else (config, [])
 
 
 def _in_base(problem: Problem) -> Problem:
     """A path problem of the base config (guard_config names the run's field) as a key of the sweep file."""
-    if problem.field in PATH_FIELDS or problem.field.startswith("data.path."):
+    if problem.field in SERVER_PATH_FIELDS or problem.field.startswith("data.path."):
         return Problem(f"base.{problem.field}", problem.message)
     return problem

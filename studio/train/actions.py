@@ -38,7 +38,7 @@ from engine.api import (
 from studio.demo.policy import (
     DATA_REFUSED,
     NORMAL,
-    PATH_FIELDS,
+    VISITOR_DATA_FIELDS,
     DemoPolicy,
     owns,
     owns_run_id,
@@ -46,13 +46,14 @@ from studio.demo.policy import (
     widget_data_allowed,
 )
 from studio.demo.quota import upload_refusal
+from studio.form.run_config import form_config
 from studio.form.values import config_to_values, default_values, values_to_config
 from studio.form.yaml_lists import map_dataset_paths
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked
 from studio.markup import text_block
-from studio.path_guard import ASSETS_DIR, confine_file, form_config, gradio_upload_dir
+from studio.path_guard import ASSETS_DIR, confine_file, gradio_upload_dir
 from studio.train.dataset import (
     DatasetCheck,
     check_dataset,
@@ -191,7 +192,7 @@ def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | 
         def to_path(name: str) -> str:
             return str(uploads / name) if name and Path(name).name == name and (uploads / name).is_file() else name
 
-        for path in PATH_FIELDS:
+        for path in VISITOR_DATA_FIELDS:
             values[path] = _each_path(path, values.get(path), to_path)
     return values
 
@@ -212,7 +213,7 @@ def upload_names(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | 
         def to_name(value: str) -> str:
             return Path(value).name if value and _in_folder(value, uploads) else value
 
-        for path in PATH_FIELDS:
+        for path in VISITOR_DATA_FIELDS:
             values[path] = _each_path(path, values.get(path), to_name)
     return values
 
@@ -234,7 +235,7 @@ def demo_data_problems(
         return {}
     values = upload_paths(values, policy, uploads)
     refusal = text(DATA_REFUSED, lang)
-    return {path: refusal for path in PATH_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
+    return {path: refusal for path in VISITOR_DATA_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
 
 
 def preview(

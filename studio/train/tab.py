@@ -18,7 +18,7 @@ import pandas as pd
 
 from studio import lanes
 from studio.context import StudioContext
-from studio.demo.policy import LOCKED, PATH_FIELDS, visitor_uploads
+from studio.demo.policy import LOCKED, VISITOR_DATA_FIELDS, visitor_uploads
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.widgets import ConfigForm, make_widget
 from studio.i18n.catalog import SOURCE, key, text
@@ -100,10 +100,10 @@ def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
         words = {"label": labels[spec.path]} if spec.path in labels else {}
         if policy.has_own_help(spec):  # in English here: said again in the page's language as it loads
             words["info"] = policy.help_for(spec)
-        interactive = spec.path not in (*LOCKED, *PATH_FIELDS)
+        interactive = spec.path not in (*LOCKED, *VISITOR_DATA_FIELDS)
         return make_widget(spec, value, interactive=interactive, **words)
 
-    return dict.fromkeys([*LOCKED, *PATH_FIELDS, *policy.caps()], factory)
+    return dict.fromkeys([*LOCKED, *VISITOR_DATA_FIELDS, *policy.caps()], factory)
 
 
 def _relabel(label: str) -> Any:
