@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from engine.training.hardware import Hardware
 
 
+# The run's rows as TRL's conversational preference pairs (what the preference methods share).
+prepare_data = paired.prepare_data
+
+
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """DPOConfig's own arguments, from the dpo section."""
     dpo = config.dpo

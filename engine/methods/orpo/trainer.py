@@ -11,10 +11,15 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from engine.methods.base import TrainerParts
+from engine.methods.preference import trainer as paired
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
     from engine.training.hardware import Hardware
+
+
+# The run's rows as TRL's conversational preference pairs (what the preference methods share).
+prepare_data = paired.prepare_data
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:

@@ -66,7 +66,10 @@ def test_every_method_package_is_registered_under_a_name_the_config_accepts() ->
     for name, method in METHODS.items():
         assert method.package == f"engine.methods.{name}"
         assert (METHOD_SECTIONS.get(name) is not None) == (method.section is not None)
-        assert method.trainer().__name__ == f"engine.methods.{name}.trainer"
+        trainer = method.trainer()
+        assert trainer.__name__ == f"engine.methods.{name}.trainer"
+        for part in ("prepare_data", "training_kwargs", "args_class", "build_trainer"):
+            assert callable(getattr(trainer, part, None)), f"{trainer.__name__} has no {part}"
 
 
 def test_the_registry_imports_no_training_library() -> None:
@@ -76,6 +79,10 @@ def test_the_registry_imports_no_training_library() -> None:
     assert out.stdout.strip() == "[]"
 
 
+# The methods that train on preference pairs, as the registry lists them.
+PAIR_METHODS = [name for name, method in METHODS.items() if "preference" in method.formats]
+
+
 def test_a_method_refuses_data_of_another_format() -> None:
     sft = METHODS["sft"]
     require_format(sft, "alpaca", "data.json")
@@ -83,7 +90,7 @@ def test_a_method_refuses_data_of_another_format() -> None:
         require_format(sft, "preference", "data.json")
     assert str(caught.value) == (
         "method: data.json is preference data (a chosen and a rejected answer per prompt), and sft trains on "
-        f"{', '.join(sft.formats)} data; set method to dpo or kto or orpo"
+        f"{', '.join(sft.formats)} data; set method to {' or '.join(PAIR_METHODS)}"
     )
 
 
