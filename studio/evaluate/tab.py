@@ -18,7 +18,7 @@ import gradio as gr
 from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, jobs, load_config, runs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
-from studio.evaluate import view
+from studio.evaluate import cards, tables
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, request_language, t
 from studio.jobs.view import (
@@ -45,14 +45,14 @@ NO_PATH, BAD_PATH = key("evaluate.refuse.no_path"), key("evaluate.refuse.bad_pat
 JOB = "evaluation"  # the job's kind, as studio.jobs.view words its progress
 
 
-def result_view(result: dict[str, Any] | None, which: str = view.FILTERS[0], lang: str = SOURCE) -> list[Any]:
+def result_view(result: dict[str, Any] | None, which: str = tables.FILTERS[0], lang: str = SOURCE) -> list[Any]:
     """Metric cards, the predictions (or pairs) table with its label and columns, and the result kept for
     filtering; in ``lang``."""
-    frame = view.predictions_frame(result, which, lang)
-    datatype, widths = view.table_layout(result)
-    label = view.predictions_label(result, len(frame), lang)
+    frame = tables.predictions_frame(result, which, lang)
+    datatype, widths = tables.table_layout(result)
+    label = tables.predictions_label(result, len(frame), lang)
     table = gr.Dataframe(value=frame, label=label, datatype=datatype, column_widths=widths)
-    return [view.metrics_html(result, lang), table, result]
+    return [cards.metrics_html(result, lang), table, result]
 
 
 def run_changed(
@@ -156,7 +156,7 @@ def pending_view(job_dir: str | None, lang: str = SOURCE) -> list[Any]:
     if not job_dir:
         return [gr.skip()] * 3
     _, table, result = result_view(None, lang=lang)
-    return [view.pending_html(lang), table, result]
+    return [cards.pending_html(lang), table, result]
 
 
 class EvaluateTab:
@@ -191,23 +191,23 @@ class EvaluateTab:
                 t("jobs.cancel"), interactive=False, scale=0, min_width=110, elem_id="ts-eval-cancel"
             )
         # The page translates the empty state it starts with; the server's answers come in the page's language.
-        empty = f'<div class="ts-empty">{marked(view.EMPTY)}</div>'
+        empty = f'<div class="ts-empty">{marked(cards.EMPTY)}</div>'
         self.metrics = gr.HTML(empty, elem_classes="ts-html", elem_id="ts-eval-metrics")
         self.filter = gr.Radio(
-            [(t(f"evaluate.filter.{view.FILTER_WORDS[which]}"), which) for which in view.FILTERS],
-            value=view.FILTERS[0],
+            [(t(f"evaluate.filter.{tables.FILTER_WORDS[which]}"), which) for which in tables.FILTERS],
+            value=tables.FILTERS[0],
             show_label=False,
             elem_id="ts-eval-filter",
         )
-        datatype, widths = view.table_layout(None)
+        datatype, widths = tables.table_layout(None)
         self.table = gr.Dataframe(
-            value=view.predictions_frame(None),
+            value=tables.predictions_frame(None),
             datatype=datatype,
             column_widths=widths,
             interactive=False,
             max_height=330,
             wrap=True,
-            label=t(view.LIST_TITLES["predictions"][0]),
+            label=t(tables.LIST_TITLES["predictions"][0]),
             elem_id="ts-eval-table",
         )
         self.job = gr.State(None)

@@ -20,8 +20,8 @@ from engine.jobs import JobStatus
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
+from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
-from studio.evaluate import view as evaluate_view
 from studio.export import tab as export_tab
 from studio.jobs.view import checkpoint_of, finished_runs, pick_run, progress_html, weight_choices
 from studio.jobs.widgets import cancel_job, tab_opened
@@ -95,7 +95,7 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
     again = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 12)
     assert "is already being evaluated" in again[2]
 
-    outputs = poll_until_done(evaluate_tab.poll, job, evaluate_view.FILTERS[0])
+    outputs = poll_until_done(evaluate_tab.poll, job, tables.FILTERS[0])
     _, timer, progress, start, cancel, metrics, table, result = outputs
     assert not timer.active and start.interactive and not cancel.interactive
     assert "Evaluation finished." in progress
@@ -116,7 +116,7 @@ def test_evaluate_tab_cancel(workspace, run_dir):
     assert "No evaluation is running." in cancel_job(None, "evaluation")
     job = evaluate_tab.start_clicked(workspace, RUN_ID, "30", "train", "", 8)[0]
     assert "Cancelling" in cancel_job(job, "evaluation")
-    progress = poll_until_done(evaluate_tab.poll, job, evaluate_view.FILTERS[0])[2]
+    progress = poll_until_done(evaluate_tab.poll, job, tables.FILTERS[0])[2]
     assert "Evaluation cancelled" in progress
 
 
@@ -140,9 +140,9 @@ def test_evaluate_view_marks_right_and_wrong():
             {"prompt": "c", "reference": "z", "base": "", "tuned": "q", "base_correct": False, "tuned_correct": False},
         ],
     }
-    html = evaluate_view.metrics_html(result)
+    html = cards.metrics_html(result)
     assert 'class="ts-better">0.5000' in html and 'class="ts-better">50%' in html
-    frame = evaluate_view.predictions_frame(result)
+    frame = tables.predictions_frame(result)
     assert frame.iloc[0].tolist() == [
         1,
         "a&lt;b",
@@ -151,9 +151,9 @@ def test_evaluate_view_marks_right_and_wrong():
         '<span class="ts-right">✓</span> x',
     ]
     assert "<i>(empty)</i>" in frame.iloc[1, 3]
-    assert len(evaluate_view.predictions_frame(result, "Fixed by tuning")) == 1
+    assert len(tables.predictions_frame(result, "Fixed by tuning")) == 1
     assert evaluations.summary_text(result) == "0% → 50%, loss 2 → 0.5"
-    assert "No evaluation of this run yet" in evaluate_view.metrics_html(None)
+    assert "No evaluation of this run yet" in cards.metrics_html(None)
     running = JobStatus("job", "job", state="running", phase="base: eval loss", done=2, total=5)
     assert "width:40%" in progress_html(running, "x")
 
@@ -237,9 +237,9 @@ def test_a_new_evaluation_empties_the_cards_and_another_runs_result_stays_away(w
     assert evaluate_tab.pending_view(None) == [gr.skip()] * 3  # Start refused: nothing changes
     job = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 6)[0]
     metrics, table, result = evaluate_tab.pending_view(job)
-    assert metrics == evaluate_view.PENDING_HTML and result is None and len(table.value["data"]) == 0
-    elsewhere = poll_until_done(lambda j, w: evaluate_tab.poll(j, w, "another-run"), job, evaluate_view.FILTERS[0])
+    assert metrics == cards.PENDING_HTML and result is None and len(table.value["data"]) == 0
+    elsewhere = poll_until_done(lambda j, w: evaluate_tab.poll(j, w, "another-run"), job, tables.FILTERS[0])
     assert "Evaluation finished." in elsewhere[2]
     assert elsewhere[5:] == [gr.skip()] * 3  # the cards of the run on the page stay
-    own = evaluate_tab.poll(job, evaluate_view.FILTERS[0], RUN_ID)
+    own = evaluate_tab.poll(job, tables.FILTERS[0], RUN_ID)
     assert "Eval loss" in own[5] and own[7]["run_id"] == RUN_ID

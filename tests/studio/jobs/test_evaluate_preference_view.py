@@ -1,12 +1,13 @@
-"""What the Evaluate tab shows for a preference result (studio.evaluate.view): cards, the pair list, its filters."""
+"""What the Evaluate tab shows for a preference result (studio.evaluate.cards and .tables): cards, the pair list,
+its filters."""
 
 from __future__ import annotations
 
 import copy
 
 from engine.evaluate import evaluations
+from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
-from studio.evaluate import view as evaluate_view
 
 
 def pair(row: int, base: tuple[float, float], tuned: tuple[float, float], prompt: str = "p") -> dict:
@@ -56,7 +57,7 @@ DPO_RESULT = {
 
 
 def test_preference_cards_show_accuracy_base_to_tuned_the_margin_and_the_pairs():
-    html = evaluate_view.metrics_html(DPO_RESULT)
+    html = cards.metrics_html(DPO_RESULT)
     for title in ("Preference accuracy", "Reward accuracy", "Mean margin", "Pairs"):
         assert f"<span>{title}</span>" in html
     assert '<small>base</small> 33% <i>→</i> <em class="ts-better">67%</em>' in html
@@ -68,13 +69,13 @@ def test_preference_cards_show_accuracy_base_to_tuned_the_margin_and_the_pairs()
 
     orpo = copy.deepcopy(DPO_RESULT) | {"method": "orpo"}
     orpo["tuned"]["reward_accuracy"] = None  # no reference: no reward ranking
-    html = evaluate_view.metrics_html(orpo)
+    html = cards.metrics_html(orpo)
     assert "Reward accuracy" not in html and "Preference accuracy" in html and "repeat(" not in html
 
 
 def test_the_pair_list_shows_each_models_ranking_and_filters_like_predictions():
-    frame = evaluate_view.predictions_frame(DPO_RESULT)
-    assert list(frame.columns) == evaluate_view.PAIR_COLUMNS
+    frame = tables.predictions_frame(DPO_RESULT)
+    assert list(frame.columns) == tables.PAIR_COLUMNS
     assert frame.iloc[0].tolist() == [
         7,
         "a&lt;b",
@@ -85,24 +86,22 @@ def test_the_pair_list_shows_each_models_ranking_and_filters_like_predictions():
         0.8,
     ]
     assert frame["Margin"].tolist() == [0.8, -0.8, 0.0]
-    filtered = {
-        which: evaluate_view.predictions_frame(DPO_RESULT, which)["#"].tolist() for which in evaluate_view.FILTERS
-    }
+    filtered = {which: tables.predictions_frame(DPO_RESULT, which)["#"].tolist() for which in tables.FILTERS}
     assert filtered == {
         "All rows": [7, 2, 5],
         "Fine-tuned wrong": [2],
         "Fixed by tuning": [7],
         "Broken by tuning": [2],
     }
-    label = evaluate_view.predictions_label(DPO_RESULT, 1)
+    label = tables.predictions_label(DPO_RESULT, 1)
     assert label.startswith("Pairs: log-prob per token, chosen vs rejected") and label.endswith("(1 of 3 pairs)")
-    datatype, widths = evaluate_view.table_layout(DPO_RESULT)
-    assert len(datatype) == len(widths) == len(evaluate_view.PAIR_COLUMNS)
+    datatype, widths = tables.table_layout(DPO_RESULT)
+    assert len(datatype) == len(widths) == len(tables.PAIR_COLUMNS)
 
     # The tab hands the pair columns to its table; an answers result keeps the predictions' columns.
     metrics, table, kept = evaluate_tab.result_view(DPO_RESULT, "Fixed by tuning")
     assert kept is DPO_RESULT and table.datatype == datatype and len(table.value["data"]) == 1
-    assert table.value["headers"] == evaluate_view.PAIR_COLUMNS
+    assert table.value["headers"] == tables.PAIR_COLUMNS
     assert evaluate_tab.result_view(None)[1].datatype == ["number", "str", "str", "html", "html"]
 
 
@@ -128,12 +127,12 @@ def test_a_kto_result_lists_its_answers_and_an_old_result_reads_as_answers():
              "tuned_logp": -4.0, "reward": -0.2, "base_correct": False, "tuned_correct": True},
         ],
     }  # fmt: skip
-    html = evaluate_view.metrics_html(kto)
+    html = cards.metrics_html(kto)
     assert "Desirable log-prob / token" in html and '<em class="ts-better">-1.000</em>' in html
     assert "Undesirable log-prob / token" in html and '<em class="ts-better">-4.000</em>' in html  # lower is better
     assert "Desirable above median" in html and "<b>100%</b>" in html
-    frame = evaluate_view.predictions_frame(kto)
-    assert list(frame.columns) == evaluate_view.ANSWER_COLUMNS
+    frame = tables.predictions_frame(kto)
+    assert list(frame.columns) == tables.ANSWER_COLUMNS
     assert frame.iloc[1].tolist() == [
         2,
         "q",
@@ -143,9 +142,9 @@ def test_a_kto_result_lists_its_answers_and_an_old_result_reads_as_answers():
         '<span class="ts-right">✓</span> -4.000',
         -0.2,
     ]
-    assert evaluate_view.predictions_label(kto, 2).endswith("(2 of 2 answers)")
+    assert tables.predictions_label(kto, 2).endswith("(2 of 2 answers)")
     assert evaluations.summary_text(kto) == "desirable above median 100%, margin 0.4"
 
     old = {"base": {"eval_loss": 2.0, "exact_match": None}, "tuned": {"eval_loss": 1.0, "exact_match": None}}
-    assert evaluations.scoring_of(old) == "answers" and evaluate_view.listed_kind(old) == "predictions"
+    assert evaluations.scoring_of(old) == "answers" and tables.listed_kind(old) == "predictions"
     assert evaluations.summary_text(old) == "loss 2 → 1"

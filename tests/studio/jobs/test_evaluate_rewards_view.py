@@ -1,13 +1,13 @@
-"""What the Evaluate tab shows for a rewards result (a GRPO run, studio.evaluate.view): cards, the completions,
-their filters, and the run list's summary line."""
+"""What the Evaluate tab shows for a rewards result (a GRPO run, studio.evaluate.cards and .tables): cards, the
+completions, their filters, and the run list's summary line."""
 
 from __future__ import annotations
 
 import copy
 
 from engine.evaluate import evaluations
+from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
-from studio.evaluate import view as evaluate_view
 
 WEIGHTS = {"exact_match": 2.0, "length": 0.5}
 
@@ -48,7 +48,7 @@ RESULT = {
 
 
 def test_reward_cards_show_the_weighted_reward_each_function_and_exact_match_from_the_start():
-    html = evaluate_view.metrics_html(RESULT)
+    html = cards.metrics_html(RESULT)
     assert "<span>Reward (weighted sum)</span>" in html
     assert '<small>start</small> -0.0833 <i>→</i> <em class="ts-better">0.417</em>' in html
     assert "<span>exact_match <small>×2</small></span>" in html and "<span>length <small>×0.5</small></span>" in html
@@ -64,7 +64,7 @@ def test_reward_cards_show_the_weighted_reward_each_function_and_exact_match_fro
     plain["tuned"]["exact_match"] = plain["base"]["exact_match"] = None
     plain["reward_weights"] = {**WEIGHTS, "a": 1.0, "b": 1.0, "c": -1.0}
     plain["base"]["rewards"]["c"], plain["tuned"]["rewards"]["c"] = 3.0, 1.0  # pushed down, as its weight asks
-    html = evaluate_view.metrics_html(plain)
+    html = cards.metrics_html(plain)
     assert "<small>base</small>" in html and "<small>start</small>" not in html and "base = the base model" in html
     assert (
         "Exact match" not in html
@@ -76,7 +76,7 @@ def test_reward_cards_show_the_weighted_reward_each_function_and_exact_match_fro
 
 
 def test_the_completions_list_both_answers_with_their_rewards_and_filter_like_predictions():
-    frame = evaluate_view.predictions_frame(RESULT)
+    frame = tables.predictions_frame(RESULT)
     assert list(frame.columns) == [
         "#",
         "Prompt",
@@ -96,14 +96,14 @@ def test_the_completions_list_both_answers_with_their_rewards_and_filter_like_pr
         -0.25,
     ]
     assert frame.iloc[0, 4].startswith('<span class="ts-right">✓</span>  May 6<br>')
-    filtered = {which: evaluate_view.predictions_frame(RESULT, which)["#"].tolist() for which in evaluate_view.FILTERS}
+    filtered = {which: tables.predictions_frame(RESULT, which)["#"].tolist() for which in tables.FILTERS}
     assert filtered == {
         "All rows": [4, 9, 12],
         "Fine-tuned wrong": [9, 12],
         "Fixed by tuning": [4],
         "Broken by tuning": [9],
     }
-    label = evaluate_view.predictions_label(RESULT, 1)
+    label = tables.predictions_label(RESULT, 1)
     assert label.startswith("Completions: greedy answers and their rewards") and label.endswith("(1 of 3 prompts)")
 
     # Without a reference a row is filtered by its reward, and the base model's columns keep their names.
@@ -112,15 +112,15 @@ def test_the_completions_list_both_answers_with_their_rewards_and_filter_like_pr
         completion(1, None, "x", "y", (-2.0, -0.5)),
         completion(2, None, "x", "y", (-0.5, -2.0)),
     ]
-    frame = evaluate_view.predictions_frame(unreferenced)
-    assert list(frame.columns) == evaluate_view.REWARD_COLUMNS
+    frame = tables.predictions_frame(unreferenced)
+    assert list(frame.columns) == tables.REWARD_COLUMNS
     assert frame.iloc[0, 3] == "x<br><small>exact_match — · length -2</small>"
-    assert evaluate_view.predictions_frame(unreferenced, "Fixed by tuning")["#"].tolist() == [1]
-    assert evaluate_view.predictions_frame(unreferenced, "Broken by tuning")["#"].tolist() == [2]
+    assert tables.predictions_frame(unreferenced, "Fixed by tuning")["#"].tolist() == [1]
+    assert tables.predictions_frame(unreferenced, "Broken by tuning")["#"].tolist() == [2]
 
     # The tab hands the completion columns to its table.
-    datatype, widths = evaluate_view.table_layout(RESULT)
-    assert len(datatype) == len(widths) == len(evaluate_view.REWARD_COLUMNS)
+    datatype, widths = tables.table_layout(RESULT)
+    assert len(datatype) == len(widths) == len(tables.REWARD_COLUMNS)
     metrics, table, kept = evaluate_tab.result_view(RESULT, "Broken by tuning")
     assert kept is RESULT and table.datatype == datatype and len(table.value["data"]) == 1
     assert "Reward (weighted sum)" in metrics

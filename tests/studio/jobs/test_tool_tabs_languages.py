@@ -20,8 +20,8 @@ from engine.jobs import JobStatus
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
+from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
-from studio.evaluate import view
 from studio.export import tab as export_tab
 from studio.i18n.catalog import text
 from studio.jobs import view as jobs_view
@@ -69,20 +69,20 @@ def test_evaluate_refuses_and_shows_a_result_in_the_language_of_the_page(tmp_pat
     assert start(no_run, None)[2] == message_html("Pick a run first.", "warn")
 
     filtered = handler(evaluate_tab.build_evaluate_tab, tmp_path, "filtered", {"result": RESULT})
-    metrics, table, _ = filtered([RESULT, view.FILTERS[0]], page_request(ZH))
+    metrics, table, _ = filtered([RESULT, tables.FILTERS[0]], page_request(ZH))
     for card in ("eval_loss", "perplexity", "exact_match"):
-        assert f"<span>{html.escape(text(view.CARD[card], ZH))}</span>" in metrics
-    assert f"<small>{text(view.BASE, ZH)}</small>" in metrics
-    assert text(view.ROWS, ZH, where=text(view.DATA_LABELS["eval"], ZH), rows=2) in metrics
-    headers = ["#", *(text(view.COLUMN_WORDS[name], ZH) for name in view.PREDICTION_COLUMNS[1:])]
+        assert f"<span>{html.escape(text(cards.CARD[card], ZH))}</span>" in metrics
+    assert f"<small>{text(cards.BASE, ZH)}</small>" in metrics
+    assert text(cards.ROWS, ZH, where=text(cards.DATA_LABELS["eval"], ZH), rows=2) in metrics
+    headers = ["#", *(text(tables.COLUMN_WORDS[name], ZH) for name in tables.PREDICTION_COLUMNS[1:])]
     assert table["value"]["headers"] == headers
-    title, count = view.LIST_TITLES["predictions"]
-    shown = text(view.COUNTED, ZH, title=text(title, ZH), count=text(count, ZH, shown=2, total=2))
+    title, count = tables.LIST_TITLES["predictions"]
+    shown = text(tables.COUNTED, ZH, title=text(title, ZH), count=text(count, ZH, shown=2, total=2))
     assert table["label"] == shown
-    assert f"<i>{text(view.EMPTY_ANSWER, ZH)}</i>" in json.dumps(table["value"], ensure_ascii=False)
-    metrics, table, _ = filtered([RESULT, view.FILTERS[0]], None)
+    assert f"<i>{text(tables.EMPTY_ANSWER, ZH)}</i>" in json.dumps(table["value"], ensure_ascii=False)
+    metrics, table, _ = filtered([RESULT, tables.FILTERS[0]], None)
     assert "<span>Eval loss</span>" in metrics and "eval set · 2 rows" in metrics
-    assert table["value"]["headers"] == view.PREDICTION_COLUMNS
+    assert table["value"]["headers"] == tables.PREDICTION_COLUMNS
     assert table["label"] == "Predictions vs references (2 of 2 rows)"
 
 
