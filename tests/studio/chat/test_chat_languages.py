@@ -16,7 +16,7 @@ from starlette.requests import Request
 
 from engine.chat.client import ChatClient, ModelInfo
 from engine.config import ConfigError
-from studio.chat import tab
+from studio.chat import actions, status, tab
 from studio.chat.models import BASE, CHECKPOINT, FINAL, model_choices, shown_label
 from studio.context import StudioContext
 from studio.i18n.catalog import text
@@ -37,8 +37,8 @@ def test_unload_answers_in_the_language_of_the_page(tmp_path: Path) -> None:
     def press(request: Request | None) -> Any:
         return asyncio.run(blocks.process_api(unload, [None], state=SessionState(blocks), request=request))["data"][0]
 
-    said = text(tab.NOTHING_LOADED, ZH)
-    assert said != text(tab.NOTHING_LOADED, "en")
+    said = text(actions.NOTHING_LOADED, ZH)
+    assert said != text(actions.NOTHING_LOADED, "en")
     assert press(page_request(ZH)) == message_html(said, "warn")
     assert press(None) == message_html("No model is loaded.", "warn")
 
@@ -52,15 +52,15 @@ def loaded_client(workspace: Path, label: str) -> ChatClient:
 
 def test_the_status_line_names_the_loaded_model_in_the_language_of_the_page(tmp_path: Path) -> None:
     client = loaded_client(tmp_path, "demo-dates · final adapter")
-    chinese = html.unescape(tab.status_html(client, None, ZH))
-    assert text(tab.LOADED, ZH) in chinese and text(tab.SIDE_AVAILABLE, ZH) in chinese
+    chinese = html.unescape(status.status_html(client, None, ZH))
+    assert text(status.LOADED, ZH) in chinese and text(status.SIDE_AVAILABLE, ZH) in chinese
     assert text(FINAL["adapter"], ZH, name="demo-dates") in chinese
-    assert text(tab.PARAMETERS, ZH, count="1.5") in chinese and text(tab.CONTEXT, ZH, tokens=2048) in chinese
-    english = tab.status_html(client, None)
+    assert text(status.PARAMETERS, ZH, count="1.5") in chinese and text(status.CONTEXT, ZH, tokens=2048) in chinese
+    english = status.status_html(client, None)
     assert "Loaded:</b> demo-dates · final adapter — 1.5M parameters · cpu · context 2048 tokens" in english
-    idle = tab.status_html(ChatClient(tmp_path), None, ZH)
-    before_load = text(tab.NO_MODEL, ZH, load="{load}").partition("{load}")[0]
-    assert html.escape(before_load) in idle and f"<b>{text(tab.LOAD, ZH)}</b>" in idle
+    idle = status.status_html(ChatClient(tmp_path), None, ZH)
+    before_load = text(status.NO_MODEL, ZH, load="{load}").partition("{load}")[0]
+    assert html.escape(before_load) in idle and f"<b>{text(status.LOAD, ZH)}</b>" in idle
 
 
 def test_the_model_list_and_the_workers_names_are_said_in_the_language_of_the_page(tmp_path: Path) -> None:
@@ -84,13 +84,13 @@ def test_the_model_list_and_the_workers_names_are_said_in_the_language_of_the_pa
 def test_refusals_and_sampling_problems_are_in_the_language_of_the_page(tmp_path: Path) -> None:
     idle = ChatClient(tmp_path)
     note = final(tab.respond(idle, "hi", "", "Chat", {}, *GREEDY_WIDGETS, lang=ZH))[-1]
-    assert html.escape(text(tab.LOAD_FIRST, ZH, load=text(tab.LOAD, ZH))) in note
+    assert html.escape(text(actions.LOAD_FIRST, ZH, load=text(status.LOAD, ZH))) in note
     client = loaded_client(tmp_path, "Base · assets/demo-model")
     note = final(tab.respond(client, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x", lang=ZH))[-1]
     with pytest.raises(ConfigError) as caught:
-        tab.parse_sampling_widgets([5, 0.9, 40, 1, "x"])
-    problems = tab.sampling_problems(caught.value, ZH)
-    assert html.escape(text(tab.FIX_SAMPLING, ZH, problems=problems)) in note
+        actions.parse_sampling_widgets([5, 0.9, 40, 1, "x"])
+    problems = actions.sampling_problems(caught.value, ZH)
+    assert html.escape(text(actions.FIX_SAMPLING, ZH, problems=problems)) in note
     assert f"{text('sampling.temperature.label', ZH)}: {translate_problem('must be <= 2.0', ZH)}" in problems
     english = final(tab.respond(client, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x"))[-1]
     assert "Fix the sampling settings: Seed: must be a number; Temperature: must be &lt;= 2.0" in english
@@ -99,9 +99,9 @@ def test_refusals_and_sampling_problems_are_in_the_language_of_the_page(tmp_path
 def test_the_workers_loading_steps_are_said_in_the_language_of_the_page() -> None:
     label = text(BASE, ZH, model="assets/demo-model")
     starting = "starting the chat process for Base · assets/demo-model"  # as engine.chat.client writes it
-    assert tab.loading_step(starting, ZH) == text("chat.loading.process", ZH, label=label)
-    assert tab.loading_step("loading the tokenizer", ZH) == text("chat.loading.tokenizer", ZH)
-    assert tab.loading_step("a step of a newer engine", ZH) == "a step of a newer engine"
-    assert tab.loading_step(starting, "en") == starting
-    bar = html.unescape(tab._progress_html(0.35, "loading the tokenizer", ZH))
-    assert f"{text(tab.LOADING, ZH)} {text('chat.loading.tokenizer', ZH)}" in bar and "35%" in bar
+    assert status.loading_step(starting, ZH) == text("chat.loading.process", ZH, label=label)
+    assert status.loading_step("loading the tokenizer", ZH) == text("chat.loading.tokenizer", ZH)
+    assert status.loading_step("a step of a newer engine", ZH) == "a step of a newer engine"
+    assert status.loading_step(starting, "en") == starting
+    bar = html.unescape(status._progress_html(0.35, "loading the tokenizer", ZH))
+    assert f"{text(status.LOADING, ZH)} {text('chat.loading.tokenizer', ZH)}" in bar and "35%" in bar

@@ -16,18 +16,17 @@ from engine.config import ConfigError, load_config, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
-from studio.chat.models import caller_of, model_choices, spec_for
-from studio.chat.tab import (
+from studio.chat.actions import (
     SAMPLING,
-    _relisted,
     clear_clicked,
     load_clicked,
     parse_sampling_widgets,
-    respond,
-    status_html,
     stop_clicked,
     unload_clicked,
 )
+from studio.chat.models import caller_of, model_choices, spec_for
+from studio.chat.status import status_html
+from studio.chat.tab import _relisted, respond
 from studio.demo.policy import DemoPolicy, owner_tag
 from tests.helpers.visitors import ALICE, BOB
 from tests.helpers.visitors import DEMO as DEMO_MODE

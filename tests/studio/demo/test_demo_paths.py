@@ -17,7 +17,7 @@ from engine.jobs import JOB_FILE, LOG_FILE, PROGRESS_FILE
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import LOG_FILE as RUN_LOG
 from engine.store.rundir import update_status
-from studio.chat import tab as chat_tab
+from studio.chat import actions as chat_actions
 from studio.demo.policy import DATA_REFUSAL, NORMAL, owner_tag, visitor_uploads
 from studio.demo.shown import server_roots, shown_value, visible_paths
 from studio.evaluate import tab as evaluate_tab
@@ -277,7 +277,7 @@ class FailingChat:
 
 def test_chat_load_error_names_no_server_path(workspace: Path) -> None:
     client: Any = FailingChat()
-    shown = list(chat_tab.load_clicked(client, workspace, "base:assets/demo-model", DEMO, ALICE))
+    shown = list(chat_actions.load_clicked(client, workspace, "base:assets/demo-model", DEMO, ALICE))
     assert len(shown) == 1 and "assets/demo-model/model.safetensors is cut short" in shown[0]
     assert_no_server_path(shown[0], workspace)
 

@@ -1,0 +1,198 @@
+"""What the Chat tab's buttons do, as plain functions of the chat client (engine.chat.client): load and unload a
+model, read the sampling widgets, and hold a conversation (one reply, or the base and tuned replies side by side)
+as the replies stream in. Every line they write is in the page's language; the worker's errors stay as it wrote
+them. No Gradio: the tab hands these to its events.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
+from studio.chat.models import caller_of, holder_for, model_choices, spec_for
+from studio.chat.status import LOAD, OTHERS_MODEL, status_html
+from studio.demo.policy import NORMAL, DemoPolicy
+from studio.form.schema import leaf_specs
+from studio.form.values import values_to_config
+from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.problems import translate_problem
+from studio.markup import message_html
+
+SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  # the widgets' order
+SAMPLING_ROOT = "sampling"  # the key prefix of the sampling fields' words (studio.i18n.catalog.SCHEMA_ROOTS)
+NOT_LISTED, PICK_FIRST, LOAD_FAILED = key("chat.error.not_listed"), key("chat.error.pick_first"), key("chat.error.load")
+NOTHING_OF_YOURS, NOTHING_LOADED, UNLOADED = key("chat.unload.others"), key("chat.unload.none"), key("chat.unload.done")
+STOPPED, TOKEN_LIMIT, DROPPED = key("chat.finish.stopped"), key("chat.finish.length"), key("chat.finish.dropped")
+FIX_SAMPLING, REPLY_FAILED = key("chat.error.sampling"), key("chat.error.reply")
+TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
+SIDE_NEEDS_ADAPTER = key("chat.refuse.side")
+STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
+Conversation = list[dict[str, str]]
+
+
+def load_clicked(
+    client: ChatClient,
+    workspace: Path,
+    key: str | None,
+    policy: DemoPolicy = NORMAL,
+    visitor: str | None = None,
+    lang: str = SOURCE,
+) -> Iterator[str]:
+    """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
+    a key is never taken as a path to anything else on this machine. It replaces whatever model is loaded (one
+    worker serves the studio); in demo mode a run's model then serves this visitor only, and a failure names the
+    run's files as the visitor knows them (``workspace/runs/...``), not by the server's paths. Its lines are in
+    ``lang`` (the worker's own error stays English)."""
+    caller = caller_of(policy, visitor)
+    try:
+        if not key:
+            raise ChatError(text(PICK_FIRST, lang))
+        if key not in {value for _, value in model_choices(workspace, policy, visitor)}:
+            raise ChatError(text(NOT_LISTED, lang))
+        spec = spec_for(workspace, key)
+        for _ in client.load(spec, owner=holder_for(spec, caller)):
+            yield status_html(client, caller, lang)
+    except ChatError as exc:
+        yield message_html(text(LOAD_FAILED, lang, error=policy.shown(str(exc), workspace)), "error")
+        return
+    yield status_html(client, caller, lang)
+
+
+def unload_clicked(client: ChatClient, caller: str | None = None, lang: str = SOURCE) -> str:
+    """Unload the model (its process exits, so its memory is freed); never another visitor's."""
+    others = message_html(text(NOTHING_OF_YOURS, lang, others=text(OTHERS_MODEL, lang)), "warn")
+    if not client.may_use(caller):
+        return others
+    if client.pid is None and client.loading is None:
+        return message_html(text(NOTHING_LOADED, lang), "warn")
+    if not client.unload_for(caller):  # someone else's model was loaded since the check above
+        return others
+    return message_html(text(UNLOADED, lang), "ok")
+
+
+def stop_clicked(client: ChatClient, caller: str | None = None) -> None:
+    """End the reply being generated (never another visitor's); what was written so far stays."""
+    client.stop(caller)
+
+
+def parse_sampling_widgets(values: list[Any]) -> SamplingParams:
+    """SamplingParams from the widget values (in SAMPLING order); ConfigError names the bad fields."""
+    return values_to_config({spec.path: value for spec, value in zip(SAMPLING, values, strict=True)}, SamplingParams)
+
+
+def sampling_problems(error: ConfigError, lang: str = SOURCE) -> str:
+    """What is wrong with the sampling settings in ``lang``, each field by its label."""
+    paths = {spec.path for spec in SAMPLING}
+
+    def said(field: str, message: str) -> str:
+        message = translate_problem(message, lang)
+        where = text(f"{SAMPLING_ROOT}.{field}.label", lang) if field in paths else field
+        return f"{where}: {message}" if where else message
+
+    return "; ".join(said(problem.field, problem.message) for problem in error.problems)
+
+
+def _conversation(system: str, history: Conversation) -> Conversation:
+    return ([{"role": "system", "content": system.strip()}] if system.strip() else []) + history
+
+
+def _stream(
+    client: ChatClient,
+    system: str,
+    history: Conversation,
+    sampling: SamplingParams,
+    adapter: bool,
+    caller: str | None = None,
+) -> Iterator[None]:
+    """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas."""
+    prompt = _conversation(system, history)
+    history.append({"role": "assistant", "content": ""})
+    reply, shown = "", time.monotonic()
+    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=caller):
+        reply += delta
+        history[-1]["content"] = reply.lstrip()  # a tokenizer may start the reply with a space
+        if time.monotonic() - shown >= STREAM_INTERVAL:
+            shown = time.monotonic()
+            yield
+    yield
+
+
+def _finish_note(client: ChatClient, lang: str = SOURCE) -> str:
+    finish = client.last_finish
+    reason = {"cancelled": STOPPED, "length": TOKEN_LIMIT}.get(finish.get("reason"))
+    parts = text(reason, lang) if reason else ""
+    if finish.get("dropped"):
+        parts += " " + text(DROPPED, lang, count=finish["dropped"])
+    return message_html(parts.strip(), "warn")
+
+
+def exchange(
+    client: ChatClient,
+    message: str,
+    system: str,
+    mode: str,
+    histories: dict[str, Conversation],
+    *sampling_values: Any,
+    caller: str | None = None,
+    lang: str = SOURCE,
+) -> Iterator[list[Any]]:
+    """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in; a
+    textbox or note of None leaves it as it is (the tab's ``respond`` sends those to the page).
+
+    Side by side answers with the adapter switched off (the base model) on the left, then on the right. Only a
+    model ``caller`` may use answers (``caller_of``: in demo mode, not another visitor's). The note is in ``lang``.
+    """
+    histories = {name: list(turns) for name, turns in (histories or {}).items()}
+    chat, base, tuned = (histories.setdefault(name, []) for name in ("chat", "base", "tuned"))
+
+    def view(textbox: Any = None, note: Any = None) -> list[Any]:
+        """The outputs; None leaves the text box or the note as it is."""
+        # Copies: the reply's message is edited in place as it streams, each yield must be a snapshot.
+        return [[dict(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, textbox, note]
+
+    problem = _refusal(client, message, mode, caller, lang)
+    try:
+        sampling = parse_sampling_widgets(list(sampling_values))
+    except ConfigError as exc:
+        problem = problem or text(FIX_SAMPLING, lang, problems=sampling_problems(exc, lang))
+    if problem:
+        yield view(note=message_html(problem, "warn"))
+        return
+    targets = [(chat, True)] if mode != "Side by side" else [(base, False), (tuned, True)]
+    for history, _ in targets:
+        history.append({"role": "user", "content": message.strip()})
+    yield view("", "")
+    try:
+        for history, adapter in targets:
+            for _ in _stream(client, system, history, sampling, adapter, caller):
+                yield view()
+            if client.last_finish.get("reason") == "cancelled":
+                break  # Stop ends the whole exchange, not only the left reply
+    except ChatError as exc:
+        for history, _ in targets:  # an empty reply would be sent back to the model as if it had said nothing
+            if history[-1]["role"] == "assistant" and not history[-1]["content"]:
+                history.pop()
+        yield view(note=message_html(text(REPLY_FAILED, lang, error=exc), "error"))
+        return
+    yield view(note=_finish_note(client, lang))
+
+
+def _refusal(client: ChatClient, message: str, mode: str, caller: str | None = None, lang: str = SOURCE) -> str | None:
+    """Why a message cannot be sent now (in ``lang``), or None."""
+    if not message or not message.strip():
+        return text(TYPE_FIRST, lang)
+    if not client.may_use(caller):
+        return text(LOAD_FIRST_OTHERS, lang, others=text(OTHERS_MODEL, lang), load=text(LOAD, lang))
+    if client.info is None:
+        return text(LOAD_FIRST, lang, load=text(LOAD, lang))
+    if mode == "Side by side" and not client.info.is_adapter:
+        return text(SIDE_NEEDS_ADAPTER, lang)
+    return None
+
+
+def clear_clicked() -> list[Any]:
+    """Empty every conversation."""
+    return [[], [], [], {}, ""]
