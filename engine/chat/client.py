@@ -28,6 +28,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
+from engine.methods import method_of
 from engine.schema import advanced
 from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
@@ -129,6 +130,9 @@ def resolve_model(spec: ModelSpec) -> ResolvedModel:
         raise ChatError(f"no run at {run_dir} (it has no {CONFIG_FILE})")
     config = load_config(run_dir / CONFIG_FILE)
     name = config.name or run_dir.name
+    method = method_of(config)
+    if not method.model.generates:
+        raise ChatError(f"{name} is a {method.title} run: its model scores answers and does not write any")
     is_adapter = config.adapter.is_lora
     steps = checkpoint_steps(run_dir)
     if spec.checkpoint is not None:

@@ -52,8 +52,7 @@ def load_models(
     """Yield ("base", model) then ("tuned", model); one base load serves both for a LoRA run. With ``start`` (the
     weights the run started from, model.init_from) the "base" arm is those: a start adapter beside the tuned one on
     the same PeftModel (``set_adapter``), or merged into the base of a whole-model run; or a start model."""
-    from transformers import AutoModelForCausalLM
-
+    from engine.methods import method_of
     from engine.training.builders import torch_dtype
     from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
     from engine.training.modeling import load_model
@@ -89,5 +88,6 @@ def load_models(
     del base
     progress.update(f"loading the {weights.label}")
     dtype = torch_dtype(resolve_dtype(run.config.model.dtype, run.config, hardware))
-    tuned = AutoModelForCausalLM.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
+    auto_class = method_of(run.config).model.load_class()
+    tuned = auto_class.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
     yield "tuned", tuned

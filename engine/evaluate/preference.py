@@ -183,22 +183,25 @@ def answer_logps(
     return logps
 
 
-def _text(turns: Turns) -> str:
+def turns_text(turns: Turns) -> str:
+    """A conversation's turns as one text, one turn per line."""
     return "\n".join(str(turn.get("content") or "") for turn in turns)
 
 
-def _prompt_text(prompt: Turns) -> str:
+def prompt_text(prompt: Turns) -> str:
     """The prompt as a person scans it in a table: its last user turn."""
     users = [turn for turn in prompt if turn.get("role") == "user"]
-    return _text(users[-1:]) if users else _text(prompt[-1:])
+    return turns_text(users[-1:]) if users else turns_text(prompt[-1:])
 
 
-def _mean(values: Sequence[float]) -> float | None:
+def finite_mean(values: Sequence[float]) -> float | None:
+    """The mean of the finite values (None when there are none)."""
     kept = [value for value in values if math.isfinite(value)]
     return sum(kept) / len(kept) if kept else None
 
 
-def _share(flags: Sequence[bool | None]) -> float | None:
+def share_of(flags: Sequence[bool | None]) -> float | None:
+    """The share of true flags among those that are not None (None when all are)."""
     kept = [flag for flag in flags if flag is not None]
     return sum(kept) / len(kept) if kept else None
 
@@ -229,9 +232,9 @@ def compare_pairs(
         pairs.append(
             {
                 "row": number,
-                "prompt": _prompt_text(row["prompt"]),
-                "chosen": _text(row["chosen"]),
-                "rejected": _text(row["rejected"]),
+                "prompt": prompt_text(row["prompt"]),
+                "chosen": turns_text(row["chosen"]),
+                "rejected": turns_text(row["rejected"]),
                 "chosen_tokens": tuned_chosen.tokens,
                 "rejected_tokens": tuned_rejected.tokens,
                 "base_chosen_logp": base_chosen.total,
@@ -250,14 +253,14 @@ def compare_pairs(
 def _pair_summary(pairs: list[dict[str, Any]], side: str, by_reward: bool = False) -> dict[str, Any]:
     """Accuracy and mean per-token log-likelihoods of one model over the pairs (and the tuned model's margin)."""
     summary: dict[str, Any] = {
-        "accuracy": _share([p[f"{side}_correct"] for p in pairs]),
-        "chosen_logp": _mean([p[f"{side}_chosen_logp"] / p["chosen_tokens"] for p in pairs]),
-        "rejected_logp": _mean([p[f"{side}_rejected_logp"] / p["rejected_tokens"] for p in pairs]),
+        "accuracy": share_of([p[f"{side}_correct"] for p in pairs]),
+        "chosen_logp": finite_mean([p[f"{side}_chosen_logp"] / p["chosen_tokens"] for p in pairs]),
+        "rejected_logp": finite_mean([p[f"{side}_rejected_logp"] / p["rejected_tokens"] for p in pairs]),
         "pairs": len(pairs),
     }
     if side == "tuned":
-        summary["reward_accuracy"] = _share([p["reward_correct"] for p in pairs]) if by_reward else None
-        summary["mean_margin"] = _mean([p["margin"] for p in pairs])
+        summary["reward_accuracy"] = share_of([p["reward_correct"] for p in pairs]) if by_reward else None
+        summary["mean_margin"] = finite_mean([p["margin"] for p in pairs])
     return summary
 
 
@@ -278,8 +281,8 @@ def compare_unpaired(
         answers.append(
             {
                 "row": number,
-                "prompt": _prompt_text(row["prompt"]),
-                "completion": _text(row["completion"]),
+                "prompt": prompt_text(row["prompt"]),
+                "completion": turns_text(row["completion"]),
                 "label": bool(row["label"]),
                 "tokens": tuned[k].tokens,
                 "base_logp": base[k].total,
@@ -315,7 +318,7 @@ def _right_side(reward: float, desirable: bool, median: float | None) -> bool | 
 
 def _unpaired_summary(answers: list[dict[str, Any]], side: str) -> dict[str, Any]:
     def mean_logp(label: bool) -> float | None:
-        return _mean([a[f"{side}_logp"] / a["tokens"] for a in answers if a["label"] == label])
+        return finite_mean([a[f"{side}_logp"] / a["tokens"] for a in answers if a["label"] == label])
 
     summary: dict[str, Any] = {
         "desirable_logp": mean_logp(True),
@@ -324,9 +327,9 @@ def _unpaired_summary(answers: list[dict[str, Any]], side: str) -> dict[str, Any
         "desirable": sum(a["label"] for a in answers),
     }
     if side == "tuned":
-        summary["reward_accuracy"] = _share([a["tuned_correct"] for a in answers if a["label"]])
-        good = _mean([a["reward"] for a in answers if a["label"]])
-        bad = _mean([a["reward"] for a in answers if not a["label"]])
+        summary["reward_accuracy"] = share_of([a["tuned_correct"] for a in answers if a["label"]])
+        good = finite_mean([a["reward"] for a in answers if a["label"]])
+        bad = finite_mean([a["reward"] for a in answers if not a["label"]])
         summary["mean_margin"] = good - bad if good is not None and bad is not None else None
     return summary
 

@@ -178,8 +178,12 @@ def evaluate(
     run, weights = check_request(run_dir, data, checkpoint)
     progress.update("loading the data")
     tokenizer = load_eval_tokenizer(run, weights)
-    scoring = method_of(run.config).scoring
-    if scoring == SCORING_PREFERENCE:
+    method = method_of(run.config)
+    scoring = method.scoring
+    own = method.scorer()
+    if own is not None:  # the method scores its runs itself, in its kind's result shape
+        scored = own.score(run, weights, tokenizer, data, max_rows, progress)
+    elif scoring == SCORING_PREFERENCE:
         scored = score_preference(run, weights, tokenizer, data, max_rows, progress)
     elif scoring == SCORING_REWARDS:
         scored = score_rewards(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)

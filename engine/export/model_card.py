@@ -131,16 +131,18 @@ def _percent(value: Any) -> str | None:
 
 
 def _usage(plan: ExportPlan, base_model: str) -> str:
+    kind = method_of(plan.run.config).model
     if plan.kind == "adapter":
+        loader = kind.peft_auto_class
         return (
-            "```python\nfrom peft import AutoPeftModelForCausalLM\nfrom transformers import AutoTokenizer\n\n"
-            'model = AutoPeftModelForCausalLM.from_pretrained("PATH_OR_REPO")\n'
+            f"```python\nfrom peft import {loader}\nfrom transformers import AutoTokenizer\n\n"
+            f'model = {loader}.from_pretrained("PATH_OR_REPO")\n'
             'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")\n```\n\n'
             f"The adapter loads on top of `{base_model}`, which must be available where it is loaded."
         )
     return (
-        "```python\nfrom transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-        'model = AutoModelForCausalLM.from_pretrained("PATH_OR_REPO")\n'
+        f"```python\nfrom transformers import {kind.auto_class}, AutoTokenizer\n\n"
+        f'model = {kind.auto_class}.from_pretrained("PATH_OR_REPO")\n'
         'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")\n```'
     )
 

@@ -36,19 +36,23 @@ def copy_adapter(source: Path, destination: Path) -> None:
 
 def merge_into_base(plan: ExportPlan, destination: Path, progress: Progress) -> None:
     """Save base + adapter as one model (or a full fine-tune, cast), in ``plan.dtype`` safetensors."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from engine.methods import method_of
     from engine.store.paths import resolve_model_source
     from engine.training.builders import torch_dtype
 
     config, dtype = plan.run.config, torch_dtype(plan.dtype)
+    kind = method_of(config).model
+    auto_class = kind.load_class()
     if plan.weights.is_adapter:
         from peft import PeftModel
 
         progress.update(f"loading the base model ({plan.dtype}, un-quantized)")
         # Never quantized here: merging into 4-/8-bit weights would round the update away.
-        base = AutoModelForCausalLM.from_pretrained(
+        base = auto_class.from_pretrained(
             resolve_model_source(config.model.name_or_path),
+            **dict(kind.head_kwargs),
             dtype=dtype,
             revision=config.model.revision,
             trust_remote_code=config.model.trust_remote_code,
@@ -57,11 +61,14 @@ def merge_into_base(plan: ExportPlan, destination: Path, progress: Progress) -> 
         model = PeftModel.from_pretrained(base, str(plan.weights.path)).merge_and_unload()
     else:
         progress.update(f"loading the fine-tuned model ({plan.dtype})")
-        model = AutoModelForCausalLM.from_pretrained(str(plan.weights.path), dtype=dtype)
+        model = auto_class.from_pretrained(str(plan.weights.path), dtype=dtype)
+    # The tokenizer saved with the weights carries the chat template the model was trained with.
+    tokenizer = AutoTokenizer.from_pretrained(str(plan.weights.path))
+    if not kind.generates:  # a score head reads the last token that is not padding: the model must name the pad
+        model.config.pad_token_id = tokenizer.pad_token_id
     progress.update("saving the merged model")
     model.save_pretrained(str(destination))
-    # The tokenizer saved with the weights carries the chat template the model was trained with.
-    AutoTokenizer.from_pretrained(str(plan.weights.path)).save_pretrained(str(destination))
+    tokenizer.save_pretrained(str(destination))
 
 
 def write_zip(folder: Path, zip_path: Path, arc_root: str, progress: Progress) -> Path:

@@ -7,6 +7,7 @@ the methods' sections, so the records must load before it.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -22,6 +23,36 @@ if TYPE_CHECKING:
 # base -> tuned, and the implicit reward margin; "rewards" is the mean of each of the run's reward functions on
 # greedy answers to held-out prompts, the starting point -> tuned.
 SCORINGS = ("answers", "preference", "rewards")
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """What a method trains: the transformers auto class that loads it, peft's task type for its adapter, what its
+    head needs at load time, and whether it generates text (Chat, and scorings that generate, need that)."""
+
+    auto_class: str
+    peft_task: str
+    generates: bool = True
+    head_kwargs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def peft_auto_class(self) -> str:
+        """peft's auto class that loads an adapter of this kind with its base (AutoPeftModelForCausalLM)."""
+        return "AutoPeftModel" + self.auto_class.removeprefix("AutoModel")
+
+    def load_class(self) -> Any:
+        """The transformers auto class (imports transformers)."""
+        import transformers
+
+        return getattr(transformers, self.auto_class)
+
+
+# A language model: what every method trains unless it says otherwise.
+CAUSAL_LM = ModelKind("AutoModelForCausalLM", "CAUSAL_LM")
+# One score per sequence (a reward model): a single-label sequence-classification head on the base.
+SEQUENCE_SCORE = ModelKind(
+    "AutoModelForSequenceClassification", "SEQ_CLS", generates=False, head_kwargs=(("num_labels", 1),)
+)
 
 
 @dataclass(frozen=True)
@@ -85,7 +116,10 @@ class Method:
       (engine.store.completions), which the Monitor lists.
     - ``demo_caps``: fields of its section that a public demo caps, each with the demo's limit that caps it
       (``"generations"``: the demo policy's ``max_generations``).
-    - ``package``: the method's package; its ``trainer`` module is the worker side (``Method.trainer()``).
+    - ``model``: what it trains (``CAUSAL_LM``, or ``SEQUENCE_SCORE`` for a reward model).
+    - ``package``: the method's package; its ``trainer`` module is the worker side (``Method.trainer()``), and its
+      optional ``scoring`` module scores its runs in Evaluate in place of the default for ``scoring``
+      (``Method.scorer()``).
 
     The trainer module defines ``prepare_data(config, tokenizer)`` (the tokenized datasets, with ``.train``,
     ``.eval`` and ``.report``), ``training_kwargs(config, hardware)`` (its own arguments of ``args_class``, pure),
@@ -109,11 +143,18 @@ class Method:
     reference: bool = False
     writes_samples: bool = False
     demo_caps: dict[str, str] = field(default_factory=dict)
+    model: ModelKind = CAUSAL_LM
 
     def trainer(self) -> ModuleType:
         """The worker side of the method (its package's ``trainer`` module): imported only where a run is checked
         or trained, since it reaches the data pipeline and the training libraries."""
         return importlib.import_module(f"{self.package}.trainer")
+
+    def scorer(self) -> ModuleType | None:
+        """The method's own Evaluate scoring (its package's ``scoring`` module, with ``score(run, weights,
+        tokenizer, data, max_rows, progress)``), or None where the default scoring of its kind serves."""
+        name = f"{self.package}.scoring"
+        return importlib.import_module(name) if importlib.util.find_spec(name) is not None else None
 
     def data_check(self) -> Callable[[RunConfig, Any], None] | None:
         """The method's own check before launch beyond the rows' format (its trainer's ``check_data``), or None."""

@@ -121,12 +121,14 @@ def to_lora_config(config: RunConfig) -> LoraConfig | None:
     """
     from peft import LoftQConfig, LoraConfig
 
+    from engine.methods import method_of
+
     adapter = config.adapter
     if adapter.method != "lora":
         return None
     init: bool | str = True if adapter.init == "default" else adapter.init
     return LoraConfig(
-        task_type="CAUSAL_LM",
+        task_type=method_of(config).model.peft_task,
         r=adapter.r,
         lora_alpha=adapter.alpha,
         lora_dropout=adapter.dropout,

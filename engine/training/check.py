@@ -78,15 +78,19 @@ def planned_steps(config: RunConfig, train_rows: int) -> int:
 def meta_model(config: RunConfig) -> Any:
     """A weightless (meta device) copy of the config's model: its module names and shapes, no weights read."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
+    from engine.methods import method_of
+
+    kind = method_of(config).model
     model_config = AutoConfig.from_pretrained(
         resolve_model_source(config.model.name_or_path),
         revision=config.model.revision,
         trust_remote_code=config.model.trust_remote_code,
+        **dict(kind.head_kwargs),
     )
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(model_config, trust_remote_code=config.model.trust_remote_code)
+        return kind.load_class().from_config(model_config, trust_remote_code=config.model.trust_remote_code)
 
 
 def meta_parameter_count(config: RunConfig, hardware: Hardware, model: Any = None) -> ParameterCount:

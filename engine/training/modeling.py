@@ -82,14 +82,17 @@ def load_tokenizer(config: RunConfig) -> Any:
 
 
 def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None = None) -> Any:
-    """The base causal LM, quantized when the config asks for it, on the run's device.
+    """The base model (a causal LM, or what the run's method trains: Method.model), quantized when the config asks
+    for it, on the run's device.
 
     ``weights``: a directory of whole-model weights to load instead of the base's own (a full fine-tune that the
     run starts from, engine.runs.lineage); the base's dtype, revision and quantization settings still apply.
     """
-    from transformers import AutoModelForCausalLM
+    from engine.methods import method_of
 
+    kind = method_of(config).model
     kwargs: dict[str, Any] = {
+        **dict(kind.head_kwargs),
         "dtype": torch_dtype(resolve_dtype(config.model.dtype, config, hardware)),
         "revision": config.model.revision,
         "trust_remote_code": config.model.trust_remote_code,
@@ -107,7 +110,7 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     if weights is not None:
         kwargs["revision"] = None  # a local directory has no revisions
     source = str(weights) if weights is not None else resolve_model_source(config.model.name_or_path)
-    return AutoModelForCausalLM.from_pretrained(source, **kwargs)
+    return kind.load_class().from_pretrained(source, **kwargs)
 
 
 def decoder_layers(model: Any) -> Any:

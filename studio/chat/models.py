@@ -18,6 +18,7 @@ from engine.api import (
     checkpoint_steps,
     final_weights,
     load_config,
+    method_of,
     read_status,
     runs_dir,
 )
@@ -48,6 +49,8 @@ def model_choices(
         name = config.name or run_dir.name
         base = config.model.name_or_path
         bases += [base] if base not in bases else []
+        if not method_of(config).model.generates:
+            continue  # a model that scores answers (a reward model) has nothing to say in a chat
         final = final_weights(run_dir, config.adapter.is_lora)
         if final is not None:
             trained.append((final_label(name, final.name, lang), f"run:{run_dir.name}"))

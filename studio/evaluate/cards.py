@@ -42,7 +42,7 @@ CARD = {
 }
 NOTE = {
     name: key(f"evaluate.note.{name}")
-    for name in ("unpaired", "paired", "dropped", "from_start", "from_base", "greedy", "skipped")
+    for name in ("unpaired", "paired", "scored", "dropped", "from_start", "from_base", "greedy", "skipped")
 }
 
 
@@ -150,8 +150,10 @@ def _unpaired_cards(result: dict[str, Any], lang: str = SOURCE) -> list[str]:
 def _preference_note(result: dict[str, Any], lang: str = SOURCE) -> str:
     """How the preference numbers were taken, after the caption."""
     dropped = (result.get("data") or {}).get("dropped")
-    parts = [caption(result, lang), f"{result.get('method', '?')}, beta {result.get('beta', '?')}"]
-    parts.append(text(NOTE["unpaired" if is_unpaired(result) else "paired"], lang))
+    method = result.get("method", "?")
+    parts = [caption(result, lang), f"{method}, beta {result['beta']}" if "beta" in result else method]
+    ranked_by = "scored" if result.get("score") == "reward" else "paired"
+    parts.append(text(NOTE["unpaired" if is_unpaired(result) else ranked_by], lang))
     if dropped:
         parts.append(text(NOTE["dropped"], lang, count=dropped))
     return " · ".join(parts)

@@ -83,10 +83,18 @@ def _per_token(total: Any, tokens: Any) -> str:
 
 
 def _ranking(pair: dict[str, Any], side: str) -> str:
-    """One model's view of a pair: ✓ when it ranks chosen first, and both answers' log-prob per token."""
-    chosen = _per_token(pair.get(f"{side}_chosen_logp"), pair.get("chosen_tokens"))
-    rejected = _per_token(pair.get(f"{side}_rejected_logp"), pair.get("rejected_tokens"))
+    """One model's view of a pair: ✓ when it ranks chosen first, and both answers' log-prob per token (or, from a
+    model that scores answers, a reward model, both answers' scores)."""
+    if f"{side}_chosen_reward" in pair:
+        chosen, rejected = (_score(pair.get(f"{side}_{answer}_reward")) for answer in ("chosen", "rejected"))
+    else:
+        chosen = _per_token(pair.get(f"{side}_chosen_logp"), pair.get("chosen_tokens"))
+        rejected = _per_token(pair.get(f"{side}_rejected_logp"), pair.get("rejected_tokens"))
     return f"{_mark(pair.get(f'{side}_correct'))}{chosen} vs {rejected}"
+
+
+def _score(value: Any) -> str:
+    return f"{value:.3f}" if finite(value) else "—"
 
 
 def _rounded(value: Any) -> float | None:
@@ -101,8 +109,8 @@ def headed(frame: pd.DataFrame, lang: str = SOURCE) -> pd.DataFrame:
 
 
 def pairs_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.DataFrame:
-    """A preference result's pairs: each model's log-prob per token of chosen vs rejected, marked ✓ when it
-    ranks chosen first, and the margin; filtered by ``which``."""
+    """A preference result's pairs: each model's log-prob per token (or score) of chosen vs rejected, marked ✓
+    when it ranks chosen first, and the margin; filtered by ``which``."""
     rows = [
         [
             pair.get("row"),

@@ -148,3 +148,40 @@ def test_a_kto_result_lists_its_answers_and_an_old_result_reads_as_answers():
     old = {"base": {"eval_loss": 2.0, "exact_match": None}, "tuned": {"eval_loss": 1.0, "exact_match": None}}
     assert evaluations.scoring_of(old) == "answers" and tables.listed_kind(old) == "predictions"
     assert evaluations.summary_text(old) == "loss 2 → 1"
+
+
+def test_a_scored_result_lists_each_models_scores_and_says_how_it_ranked() -> None:
+    """A reward model's result (engine.methods.rm.scoring): scores in place of log-probs, no beta."""
+    scored_pair = {
+        "row": 4,
+        "prompt": "p",
+        "chosen": "good",
+        "rejected": "bad",
+        "base_chosen_reward": -0.25,
+        "base_rejected_reward": 0.5,
+        "tuned_chosen_reward": 3.0,
+        "tuned_rejected_reward": -1.125,
+        "margin": 4.125,
+        "base_correct": False,
+        "tuned_correct": True,
+    }
+    result = {
+        "scoring": "preference",
+        "method": "rm",
+        "score": "reward",
+        "data": {"choice": "eval", "rows": 1, "format": "preference"},
+        "weights": "adapter",
+        "seconds": 1,
+        "base": {"accuracy": 0.0, "mean_margin": -0.75, "pairs": 1},
+        "tuned": {"accuracy": 1.0, "mean_margin": 4.125, "pairs": 1},
+        "pairs": [scored_pair],
+    }
+    frame = tables.pairs_frame(result)
+    assert frame.iloc[0].tolist()[4:] == [
+        '<span class="ts-wrong">✗</span> -0.250 vs 0.500',
+        '<span class="ts-right">✓</span> 3.000 vs -1.125',
+        4.125,
+    ]
+    html = cards.metrics_html(result)
+    assert "beta" not in html and "by the model&#x27;s score of each answer" in html
+    assert "0%" in html and "100%" in html
