@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.methods import dpo, grpo, kto, orpo, rloo, sft
+from engine.methods import dpo, grpo, kto, orpo, rloo, rm, sft
 from engine.methods.base import SCORINGS, Method, MetricChart, TrainerParts
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ __all__ = [
 
 # The registry: one line per method package.
 METHODS: dict[str, Method] = {
-    method.name: method for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD, rloo.METHOD)
+    method.name: method
+    for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD, rloo.METHOD, rm.METHOD)
 }
 DEFAULT_METHOD = sft.METHOD.name  # what a config without ``method`` trains with
 
