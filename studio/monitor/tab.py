@@ -7,12 +7,12 @@ error, config) is refreshed by a Gradio event on the buttons, on a run or tab sw
 its key change in a charts answer (``monitor_key``: the run started, paused, stopped or ended; it clicks a hidden
 button). Each browser tab keeps a ``MonitorSession`` in a ``gr.State`` and is sent only the
 outputs that changed; everything else is ``gr.skip()``. A GRPO run's "Sample completions" section
-(studio.monitor.completions) has a timer of its own, which ticks only while the section is open.
+(studio.monitor.completions) has a timer of its own, which ticks only while the section is open. The components
+are built in studio.monitor.widgets; here are their handlers and events.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,33 +20,16 @@ from typing import Any
 import gradio as gr
 
 from engine.api import run_queue, runs, workspace_of
-from studio.charts import LOSS_HEIGHT, SMALL_HEIGHT
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner
 from studio.demo.queue import resume_queued
 from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language, t
-from studio.monitor.completions import (
-    DEFAULT_SAMPLES,
-    READ_LIMIT,
-    SHOW_CHOICES,
-    SHOW_WORDS,
-    TOTAL,
-    TOTAL_WORD,
-    CompletionsPanel,
-    reward_labels,
-)
-from studio.monitor.live import COMMON_CHARTS, METHOD_CHARTS
+from studio.i18n.widgets import marked, request_language
+from studio.monitor.completions import CompletionsPanel, reward_labels
 from studio.monitor.session import MonitorSession, MonitorUpdate
+from studio.monitor.widgets import MonitorLayout
 from studio.scheduler import queue_message, resume_in_line
 
-# Every Gradio event costs the browser's main thread 65 ms or more on a 2-core laptop (Gradio goes through the
-# loading status of every output of the events the page has run: up to ~340 components here), 250 ms when it
-# updates HTML panels. So what changes with every step goes through the page script, and the header and buttons
-# are refreshed when their key changes: a timer that sent the event every second kept a quarter of a core busy
-# in the browser while a run trained, and chart points waited behind it.
-REFRESH_ID = "ts-monitor-refresh"  # the hidden button the page script clicks (assets/live_charts.js)
-COMPLETIONS_POLL_SECONDS = 2.0  # samples arrive at logging steps; the panel's timer ticks only while it is open
 # Stop's label by Controls.stop_label (a queued run's Stop is Cancel: it leaves the line), for the page to translate.
 STOP_LABELS = {"Stop": marked("monitor.stop"), "Cancel": marked("monitor.cancel_queued")}
 # The toasts of the buttons (studio.i18n), said in the page's language.
@@ -54,19 +37,6 @@ CANCELLED, STOPPING, NOT_RUNNING, SAVING, PAUSING, CONTINUING, NOT_PAUSED, ABORT
     key(f"monitor.toast.{name}")
     for name in ("cancelled", "stopping", "not_running", "saving", "pausing", "continuing", "not_paused", "aborted")
 )
-
-
-def chart_html(name: str) -> str:
-    """The empty container the page script draws chart ``name`` into."""
-    return (
-        f'<div class="ts-live-chart" data-live-chart="{html.escape(name)}" '
-        f'style="min-height:{LOSS_HEIGHT if name == "loss" else SMALL_HEIGHT}px"></div>'
-    )
-
-
-def panel_html(name: str) -> str:
-    """The empty container the page script puts panel ``name`` (progress or stats) into."""
-    return f'<div data-live-panel="{html.escape(name)}"></div>'
 
 
 def _outputs_of(update: MonitorUpdate) -> list[Any]:
@@ -237,95 +207,14 @@ def abort_confirmed(run_dir: str | None, lang: str = SOURCE) -> Any:
     return gr.Row(visible=False)
 
 
-class MonitorTab:
-    """The Monitor's components, kept so the app can wire page-load and cross-tab events to them."""
+class MonitorTab(MonitorLayout):
+    """The Monitor: its components (MonitorLayout) and their events."""
 
     def __init__(self, ctx: StudioContext):
-        self.ctx = ctx
-        self.session = gr.State(None)
-        with gr.Row(elem_classes="ts-monitor-head", equal_height=False):
-            with gr.Column(scale=3, elem_classes="ts-tight"):
-                self.header = gr.HTML(elem_classes="ts-html")
-                gr.HTML(panel_html("progress"), elem_classes="ts-html")
-            with gr.Column(scale=2, min_width=560), gr.Row(elem_classes="ts-actions"):
-                self.save = gr.Button(t("monitor.save"), variant="secondary", interactive=False, elem_id="ts-save")
-                self.pause = gr.Button(t("monitor.pause"), variant="secondary", interactive=False, elem_id="ts-pause")
-                self.go_on = gr.Button(
-                    t("monitor.continue"), variant="primary", interactive=False, visible=False, elem_id="ts-continue"
-                )
-                self.stop = gr.Button(t("monitor.stop"), variant="secondary", interactive=False, elem_id="ts-stop")
-                self.resume = gr.Button(t("monitor.resume"), variant="primary", interactive=False, elem_id="ts-resume")
-                self.abort = gr.Button(t("monitor.abort"), variant="stop", interactive=False, elem_id="ts-abort")
-        with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
-            gr.HTML(t("monitor.abort_question"), scale=4)
-            self.confirm = gr.Button(
-                t("monitor.abort_yes"), variant="stop", elem_id="ts-abort-confirm", scale=0, min_width=140
-            )
-            self.cancel = gr.Button(t("monitor.abort_cancel"), elem_id="ts-abort-cancel", scale=0, min_width=120)
-        self.error = gr.HTML(visible=False, elem_classes="ts-html")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3, min_width=420):
-                gr.HTML(chart_html("loss"), elem_id="ts-loss-chart", elem_classes="ts-chart")
-            with gr.Column(scale=1, min_width=240, elem_classes="ts-side"):
-                gr.HTML(panel_html("stats"), elem_classes="ts-html")
-                # Read by the chart script in the page, not by the server; no event takes them as input, so
-                # Gradio must be told they are interactive.
-                self.smoothing = gr.Slider(
-                    0,
-                    0.99,
-                    value=0.6,
-                    step=0.01,
-                    label=t("monitor.smoothing"),
-                    elem_id="ts-smoothing",
-                    interactive=True,
-                )
-                self.log_y = gr.Checkbox(False, label=t("monitor.log_scale"), elem_id="ts-log-y", interactive=True)
-        with gr.Row():
-            for name in COMMON_CHARTS:
-                with gr.Column(min_width=260):
-                    gr.HTML(chart_html(name), elem_id=f"ts-{name.replace('_', '-')}-chart", elem_classes="ts-chart")
-        if METHOD_CHARTS:  # the page script shows those of the run's method and hides the others
-            with gr.Row(elem_classes="ts-method-charts"):
-                for name in METHOD_CHARTS:
-                    with gr.Column(min_width=260, elem_classes="ts-method-chart"):
-                        gr.HTML(chart_html(name), elem_classes="ts-chart")
-        self._build_completions()
-        with gr.Accordion("train.log", open=False):
-            gr.HTML('<pre class="ts-log" data-live-log></pre>', elem_classes="ts-html")
-        with gr.Accordion("config.yaml", open=False):
-            self.config = gr.Code(language="yaml", show_label=False, interactive=False)
-        self.refresh = gr.Button(visible="hidden", elem_id=REFRESH_ID)  # in the page, so a script can click it
+        super().__init__(ctx)
         self._wire()
         self._wire_completions()
         self._wire_switches()
-
-    def _build_completions(self) -> None:
-        """The "Sample completions" section of a GRPO run (hidden for other methods until a run shows it)."""
-        self.completions_panel = gr.State(None)
-        with gr.Accordion(t("monitor.completions"), open=False, visible=False, elem_id="ts-completions") as accordion:
-            self.completions = accordion
-            with gr.Row():
-                self.completions_reward = gr.Dropdown(
-                    [(marked(TOTAL_WORD), TOTAL)],
-                    value=TOTAL,
-                    label=t("monitor.completions.reward"),
-                    elem_id="ts-completions-reward",
-                )
-                self.completions_show = gr.Dropdown(
-                    [(marked(SHOW_WORDS[show]), show) for show in SHOW_CHOICES],
-                    value=SHOW_CHOICES[0],
-                    label=t("monitor.completions.show"),
-                    elem_id="ts-completions-show",
-                )
-                self.completions_count = gr.Number(
-                    DEFAULT_SAMPLES, label=t("monitor.completions.samples"), precision=0, minimum=1, maximum=READ_LIMIT
-                )
-            self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
-        self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)
-        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
-        filters = [self.completions_reward, self.completions_show, self.completions_count]
-        # What ``completions_refresh`` takes after the run: the panel state, the filters, the visitor.
-        self.completions_inputs = [self.completions_panel, *filters, visitor]
 
     def _wire_completions(self) -> None:
         policy, workspace = self.ctx.policy, self.ctx.workspace
@@ -382,33 +271,6 @@ class MonitorTab:
         self.ctx.current_run.change(switched(again=False), inputs, outputs, **quiet)
         if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
             self.ctx.tabs.change(switched(again=True), inputs, outputs, **quiet)
-
-    @property
-    def completions_outputs(self) -> list[Any]:
-        """The components ``completions_refresh`` returns values for."""
-        return [
-            self.completions_panel,
-            self.completions,
-            self.completions_reward,
-            self.completions_table,
-            self.completions_timer,
-        ]
-
-    @property
-    def outputs(self) -> list[Any]:
-        """The components ``refresh`` returns values for (after the session state)."""
-        return [
-            self.session,
-            self.header,
-            self.error,
-            self.config,
-            self.save,
-            self.pause,
-            self.go_on,
-            self.stop,
-            self.resume,
-            self.abort,
-        ]
 
     def _wire(self) -> None:
         inputs = [self.ctx.current_run, self.session]
