@@ -14,13 +14,8 @@ trained.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from engine.methods import dpo, grpo, kto, orpo, rloo, rm, sft
-from engine.methods.base import SCORINGS, Method, MetricChart, TrainerParts
-
-if TYPE_CHECKING:
-    from engine.config import RunConfig
+from engine.methods.base import SCORINGS, Method, MetricChart, RunConfig, TrainerParts
 
 __all__ = [
     "DEFAULT_METHOD",

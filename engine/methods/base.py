@@ -14,9 +14,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.config import RunConfig
     from engine.methods.reward_spec import RewardSpec
     from engine.schema import Problem, Section
+
+# A run's config (engine.config.RunConfig) as the methods see it. engine.config composes RunConfig from the methods'
+# records and sections, so this package does not import it, not even for annotations: the imports run one way.
+RunConfig = Any
 
 # How Evaluate scores a method's runs (engine.evaluate): "answers" is eval loss and perplexity on the answer
 # tokens, and exact match of greedy answers; "preference" is how often the model ranks the chosen answer first,

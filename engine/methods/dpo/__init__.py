@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.methods.base import Method
+from engine.methods.base import Method, RunConfig
 from engine.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection
 from engine.methods.preference import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
 from engine.schema import Problem
-
-if TYPE_CHECKING:
-    from engine.config import RunConfig
 
 
 def smoothing_problems(config: RunConfig) -> list[Problem]:

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.methods.base import Method, MetricChart
+from engine.methods.base import Method, MetricChart, RunConfig
 from engine.methods.kto.section import KtoSection
 from engine.methods.preference import REWARD_CHARTS, lm_head_problems
 from engine.schema import Problem
-
-if TYPE_CHECKING:
-    from engine.config import RunConfig
 
 
 def batch_problems(config: RunConfig) -> list[Problem]:

@@ -3,13 +3,8 @@ and the rules every one of them follows. TRL computes their log-probabilities fr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from engine.methods.base import MetricChart
+from engine.methods.base import MetricChart, RunConfig
 from engine.schema import Problem
-
-if TYPE_CHECKING:
-    from engine.config import RunConfig
 
 # The reward charts DPO and KTO log alike (TRL: beta times the policy's log-ratio to the reference).
 REWARD_CHARTS = (

@@ -7,13 +7,9 @@ A sampling method's config section is named after the method and holds ``rewards
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from engine.methods.base import MetricChart
+from engine.methods.base import MetricChart, RunConfig
 from engine.schema import Problem
-
-if TYPE_CHECKING:
-    from engine.config import RunConfig
 
 
 def sampling_charts(name: str) -> tuple[MetricChart, ...]:
