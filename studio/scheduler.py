@@ -1,5 +1,5 @@
 """The studio's side of the run queue (engine.runs.queue), in every mode: a background thread that starts queued
-runs as their devices free up, and the words Start and Resume say about a run that waits.
+runs as their devices free up, and Resume's way back into the line (its words: studio.queue_words).
 
 A run waits in line when its devices are busy (on a CPU machine: while another run trains); this thread makes it
 start about a second after they free up, without anyone watching the page. In demo mode it also ends runs past
@@ -14,28 +14,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.api import FAILED, read_status, run_queue, runs, workspace_of
-from studio.demo.policy import place_text
-from studio.i18n.catalog import SOURCE, key, text
+from engine.api import run_queue, runs, workspace_of
+from studio.queue_words import queue_message
 
 log = logging.getLogger(__name__)
 SCHEDULER_SECONDS = 1.0
-STARTED, QUEUED, FAILED_TO_START, COULD_NOT_START = (
-    key(f"start.{name}") for name in ("started", "queued", "failed", "could_not_start")
-)
-
-
-def queue_message(run_dir: Path, lang: str = SOURCE) -> str:
-    """What Start (or Resume) says about a run, in ``lang``: started, its place in line for its devices, or why it
-    could not start."""
-    current = read_status(Path(run_dir))
-    name = current.name or Path(run_dir).name
-    if current.state == FAILED:
-        return text(FAILED_TO_START, lang, name=name, error=current.error or text(COULD_NOT_START, lang))
-    ahead = run_queue.runs_ahead(Path(run_dir))
-    if ahead is None:
-        return text(STARTED, lang, name=name)
-    return text(QUEUED, lang, name=name, place=place_text(ahead, lang))
 
 
 def resume_in_line(run_dir: Path, launcher: run_queue.Launcher | None = None) -> str:

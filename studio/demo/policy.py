@@ -281,17 +281,6 @@ def _field_help(spec: FieldSpec, lang: str) -> str:
     return text(name, lang) if spec.help and name in english() else spec.help
 
 
-NEXT_IN_LINE, ONE_AHEAD, MANY_AHEAD = (key(f"queue.{name}") for name in ("next", "one_ahead", "many_ahead"))
-
-
-def place_text(ahead: int, lang: str = SOURCE) -> str:
-    """A queued run's place in line, in ``lang``: 'yours is next', '1 run ahead of yours', '3 runs ahead of
-    yours'."""
-    if ahead <= 0:
-        return text(NEXT_IN_LINE, lang)
-    return text(ONE_AHEAD if ahead == 1 else MANY_AHEAD, lang, count=ahead)
-
-
 # --- visitors -----------------------------------------------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_ta
 from studio.demo.quota import start_refusal
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS
-from studio.scheduler import queue_message
+from studio.queue_words import queue_message
 
 CREATE_FAILED = key("start.create_failed")  # as one's own studio says it (studio.train.starting)
 NO_VISITOR_KEY, QUEUE_FULL, BUSY, NOT_STARTED = (

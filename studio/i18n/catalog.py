@@ -191,7 +191,7 @@ def stale(keys: frozenset[str] | set[str]) -> list[str]:
 
 
 def stamp(keys: frozenset[str] | set[str]) -> None:
-    """Record that the translations of ``keys`` now say what their English says (studio.i18n.stamp, once every
+    """Record that the translations of ``keys`` now say what their English says (studio.stamp_translations, once every
     language file has them)."""
     made_from = {name: fingerprint(english()[name]) for name in sorted(keys)}
     SOURCES_FILE.write_text(json.dumps(made_from, indent=1, sort_keys=True) + "\n", encoding="utf-8")

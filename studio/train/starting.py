@@ -16,7 +16,7 @@ from engine.api import ConfigError, RunConfig, run_queue, runs
 from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.demo.queue import enqueue_run
 from studio.i18n.catalog import SOURCE, key, text
-from studio.scheduler import queue_message
+from studio.queue_words import queue_message
 from studio.train.actions import checked_config, remember_model, shown_fields
 from studio.train.dataset import cached_tokenizer, get_tokenizer
 from studio.train.estimate import target_module_problems

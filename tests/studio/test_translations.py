@@ -77,7 +77,7 @@ def test_no_language_file_holds_a_key_nothing_uses(used: frozenset[str], lang: s
 
 def test_no_translation_is_stale(used: frozenset[str]) -> None:
     """Each translation was made from the English the studio shows now: a changed field description or message
-    lists its key here until every language says it again (then ``python -m studio.i18n.stamp``)."""
+    lists its key here until every language says it again (then ``python -m studio.stamp_translations``)."""
     assert catalog.stale(used) == []
     assert sorted(set(catalog.translated_from()) - used) == []
 

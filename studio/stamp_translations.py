@@ -1,4 +1,4 @@
-"""``python -m studio.i18n.stamp``: after translating, record which English each translation says (the key's
+"""``python -m studio.stamp_translations``: after translating, record which English each translation says (the key's
 fingerprint in assets/locales/translated-from.json), so a later change of the English shows up as stale in
 tests/studio/test_translations.py until every language is brought up to date and stamped again."""
 
