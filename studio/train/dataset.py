@@ -1,5 +1,5 @@
 """The dataset part of the Train tab: pick a file (upload, path or bundled set) and check it before launch.
-Its widgets are built in studio.train.tab; here are the plain checks and copies they call.
+Its widgets are built in studio.train.widgets; here are the plain checks and copies they call.
 
 The check shows the detected format, row and token counts, warnings, the first training rows with the
 loss-bearing tokens marked, or the DataError that names the bad row. The tokenizer (which imports
