@@ -134,9 +134,10 @@ def _usage(plan: ExportPlan, base_model: str) -> str:
     kind = method_of(plan.run.config).model
     if plan.kind == "adapter":
         loader = kind.peft_auto_class
+        head = "".join(f", {name}={value!r}" for name, value in kind.head_kwargs)  # the base loads with its head
         return (
             f"```python\nfrom peft import {loader}\nfrom transformers import AutoTokenizer\n\n"
-            f'model = {loader}.from_pretrained("PATH_OR_REPO")\n'
+            f'model = {loader}.from_pretrained("PATH_OR_REPO"{head})\n'
             'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")\n```\n\n'
             f"The adapter loads on top of `{base_model}`, which must be available where it is loaded."
         )
