@@ -18,10 +18,11 @@ from engine.config import parse_config
 from studio.context import StudioContext
 from studio.demo import policy as demo_policy
 from studio.demo import queue as demo_queue
-from studio.demo.policy import NORMAL, owner_tag, owns, place_text, visitor_uploads
+from studio.demo.policy import NORMAL, owner_tag, owns, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import default_values
 from studio.i18n.catalog import text
+from studio.queue_words import place_text
 from studio.train import actions, starting
 from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, BOB, DEMO
