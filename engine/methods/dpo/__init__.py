@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.methods.base import Method, RunConfig
 from engine.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection
-from engine.methods.preference import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
+from engine.methods.paired import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
 from engine.schema import Problem
 
 

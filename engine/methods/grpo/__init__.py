@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.methods.base import Method
 from engine.methods.grpo.section import GrpoSection
-from engine.methods.sampling import group_rules, sampling_charts
+from engine.methods.online import group_rules, sampling_charts
 
 METHOD = Method(
     name="grpo",

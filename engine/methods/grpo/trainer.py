@@ -4,7 +4,7 @@ prompt with transformers' ``generate`` (or vLLM on a GPU, when asked), the rewar
 
 Generation is the slow part of a step, so TRL generates for ``steps_per_generation`` optimizer steps at once and
 reuses the samples (the "subclassing Trainer" guide's reason for it); the config exposes that knob. The prompts,
-the reward check and the samples written to the run directory are the sampling methods' (engine.methods.sampling).
+the reward check and the samples written to the run directory are the sampling methods' (engine.methods.online).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.methods.base import TrainerParts
-from engine.methods.sampling.trainer import (
+from engine.methods.online.trainer import (
     check_data,
     prepare_data,
     reward_functions_of,

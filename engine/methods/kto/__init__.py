@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.methods.base import Method, MetricChart, RunConfig
 from engine.methods.kto.section import KtoSection
-from engine.methods.preference import REWARD_CHARTS, lm_head_problems
+from engine.methods.paired import REWARD_CHARTS, lm_head_problems
 from engine.schema import Problem
 
 

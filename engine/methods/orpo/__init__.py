@@ -3,7 +3,7 @@ odds of chosen over rejected; no reference model. ORPO is experimental in TRL 1.
 
 from engine.methods.base import Method, MetricChart
 from engine.methods.orpo.section import OrpoSection
-from engine.methods.preference import ACCURACY_CHART, lm_head_problems
+from engine.methods.paired import ACCURACY_CHART, lm_head_problems
 
 METHOD = Method(
     name="orpo",

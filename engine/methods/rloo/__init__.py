@@ -1,13 +1,13 @@
 """REINFORCE leave-one-out (method rloo): TRL's RLOOTrainer samples several answers per prompt, the run's reward
 functions score them, and each answer's advantage is its reward less the mean reward of the other answers to the
 same prompt (Ahmadian et al., 2024). The charts, rules, prompts and samples are the sampling methods'
-(engine.methods.sampling), as GRPO's are."""
+(engine.methods.online), as GRPO's are."""
 
 from __future__ import annotations
 
 from engine.methods.base import Method
+from engine.methods.online import group_rules, sampling_charts
 from engine.methods.rloo.section import RlooSection
-from engine.methods.sampling import group_rules, sampling_charts
 
 METHOD = Method(
     name="rloo",

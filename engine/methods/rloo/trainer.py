@@ -4,7 +4,7 @@ transformers' ``generate`` (or vLLM on a GPU, when asked), the reward functions 
 its reward less the mean of the others' in its group.
 
 The prompts, the reward check and the samples written to the run directory are the sampling methods'
-(engine.methods.sampling): RLOOTrainer keeps its samples in the same ``_logs`` as GRPOTrainer and counts its
+(engine.methods.online): RLOOTrainer keeps its samples in the same ``_logs`` as GRPOTrainer and counts its
 tokens the same way.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.methods.base import TrainerParts
-from engine.methods.sampling.trainer import (
+from engine.methods.online.trainer import (
     check_data,
     prepare_data,
     reward_functions_of,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.methods.base import TrainerParts
-from engine.methods.preference import trainer as paired
+from engine.methods.paired import trainer as paired
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
