@@ -29,6 +29,9 @@ class ColumnMap(Section):
     )
 
 
+# The two formats of answers judged against each other: a chosen and a rejected answer per prompt, or single answers
+# labelled desirable or not (TRL's unpaired preference format, named after KTO, which trains on it).
+PREFERENCE_FORMAT, UNPAIRED_FORMAT = "preference", "kto"
 DatasetFormat = Literal[
     "auto", "alpaca", "conversational", "prompt_completion", "prompt", "text", "preference", "kto", "tools"
 ]

@@ -31,7 +31,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from engine.config.data import ColumnMap, DataSection
+from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT, ColumnMap, DataSection
 from engine.data.errors import DataError
 from engine.data.tools import (
     FUNCTION_CALL,
@@ -66,15 +66,15 @@ DEFAULT_COLUMNS = {
     "label": "label",
 }
 # The formats whose rows pair a prompt with answers judged against each other (engine.data.preference).
-PAIRED_FORMATS = ("preference", "kto")
+PAIRED_FORMATS = (PREFERENCE_FORMAT, UNPAIRED_FORMAT)
 REQUIRED = {
     "alpaca": ("instruction", "output"),
     "conversational": ("messages",),
     "prompt_completion": ("prompt", "completion"),
     "prompt": ("prompt",),
     "text": ("text",),
-    "preference": ("chosen", "rejected"),
-    "kto": ("label",),
+    PREFERENCE_FORMAT: ("chosen", "rejected"),
+    UNPAIRED_FORMAT: ("label",),
     "tools": ("messages",),
 }
 # Every field (engine.config.data.ColumnMap) each format reads, and the fixed column names it reads besides
@@ -85,8 +85,8 @@ READ = {
     "prompt_completion": ("prompt", "completion", "system"),
     "prompt": ("prompt", "system"),
     "text": ("text",),
-    "preference": ("prompt", "messages", "chosen", "rejected", "system"),
-    "kto": ("prompt", "completion", "messages", "label", "system"),
+    PREFERENCE_FORMAT: ("prompt", "messages", "chosen", "rejected", "system"),
+    UNPAIRED_FORMAT: ("prompt", "completion", "messages", "label", "system"),
     "tools": ("messages", "system"),
 }
 READ_AS_IS = {"alpaca": ("history",), "tools": (TOOLS_COLUMN,)}
@@ -110,13 +110,13 @@ def row_format(row: dict[str, Any], columns: ColumnMap) -> str | None:
 
     A row is kto when its label is a boolean beside a conversation or a prompt and completion; another label
     (a class name, say) is just a column."""
-    if all(column(columns, field, row) in row for field in REQUIRED["preference"]):
-        return "preference"
+    if all(column(columns, field, row) in row for field in REQUIRED[PREFERENCE_FORMAT]):
+        return PREFERENCE_FORMAT
     answers = column(columns, "messages", row) in row or all(
         column(columns, field) in row for field in ("prompt", "completion")
     )
     if answers and isinstance(row.get(column(columns, "label", row)), bool):
-        return "kto"
+        return UNPAIRED_FORMAT
     # A prompt alone comes after prompt_completion: the same row with a completion is a prompt-completion pair.
     for fmt in ("conversational", "prompt_completion", "prompt", "alpaca", "text"):
         if all(column(columns, field, row) in row for field in REQUIRED[fmt]):
@@ -138,7 +138,9 @@ def detect_format(rows: list[dict[str, Any]], data: DataSection, source: str) ->
     columns = sorted({key for row in rows for key in row})
     if _is_tool_dataset(rows, data, source):
         return "tools"
-    if data.format not in ("auto", "kto") and any(row_format(row, data.columns) == "kto" for row in rows):
+    if data.format not in ("auto", UNPAIRED_FORMAT) and any(
+        row_format(row, data.columns) == UNPAIRED_FORMAT for row in rows
+    ):
         raise DataError(
             f"{source} is a kto dataset (answers with a boolean label that marks each desirable or not); read as "
             f"{data.format}, the undesirable answers would be learnt too. Set data.format to auto or kto and "

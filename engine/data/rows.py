@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.config.data import ColumnMap, DataSection
+from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT, ColumnMap, DataSection
 from engine.data.formats import detect_format, extra_columns, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
 from engine.data.preference import normalise_kto, normalise_preference
@@ -92,8 +92,8 @@ def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
 
 def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
     """One validated row in the canonical form of its format (engine.data.formats, engine.data.preference)."""
-    if fmt == "preference":
+    if fmt == PREFERENCE_FORMAT:
         return normalise_preference(row, columns)
-    if fmt == "kto":
+    if fmt == UNPAIRED_FORMAT:
         return normalise_kto(row, columns)
     return normalise_row(row, fmt, columns)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.config.data import ColumnMap
+from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT, ColumnMap
 from engine.data.errors import DataError
 from engine.data.formats import REQUIRED, column, row_format, turn_keys
 from engine.data.preference import kto_problems, preference_problems
@@ -43,9 +43,9 @@ def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]
         if shape is not None and shape != fmt:
             return [f"is a {shape} row ({', '.join(sorted(row))}), but the dataset is {fmt}; formats are mixed"]
         return [f"missing column '{name}'" for name in missing]
-    if fmt == "preference":
+    if fmt == PREFERENCE_FORMAT:
         return preference_problems(row, columns)
-    if fmt == "kto":
+    if fmt == UNPAIRED_FORMAT:
         return kto_problems(row, columns)
     if fmt == "alpaca":
         return _alpaca_problems(row, columns)

@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from engine.config.data import UNPAIRED_FORMAT
 from engine.data import DataError
 from engine.data.pipeline import tokenize_rows
 from engine.data.tokenize import TokenizedRow
@@ -271,7 +272,7 @@ def score_preference(
         progress.update(f"{label}: scoring the answers", **ticks)
         logps[label] = preference.answer_logps(model, tokenized.sequences, tokenizer.pad_token_id, batch_size, tick)
         del model  # a full fine-tune's base can go before the tuned model loads
-    if loaded.format == "kto":
+    if loaded.format == UNPAIRED_FORMAT:
         scores = preference.compare_unpaired(rows, tokenized.numbers, logps["base"], logps["tuned"], beta)
     else:
         scores = preference.compare_pairs(rows, tokenized.numbers, logps["base"], logps["tuned"], beta, by_reward)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.config import ConfigError, Problem, RunConfig
+from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.methods import METHODS, Method, method_of
@@ -50,7 +51,7 @@ def require_format(method: Method, fmt: str, source: str, entry: str = "") -> No
 
 # How a format reads in a message.
 FORMAT_WORDS = {
-    "preference": "preference data (a chosen and a rejected answer per prompt)",
-    "kto": "kto data (answers labelled desirable or not)",
+    PREFERENCE_FORMAT: "preference data (a chosen and a rejected answer per prompt)",
+    UNPAIRED_FORMAT: "kto data (answers labelled desirable or not)",
     "prompt": "prompts only (no answers to learn from)",
 }
