@@ -134,7 +134,8 @@ def test_a_slow_template_does_not_hold_up_another_visitors_check(studio: Any) ->
 
     summary, _, error, *_ = normal.output
     assert normal.success and summary.startswith("✅ **Format**") and error == "", normal.output
-    assert normal.completed < slow.completed, "the normal check waited for the slow one"
+    # Which of the two answers first depends on the machine's speed (a slow one takes as long for the normal check as
+    # the slow template is given): that it did not wait is when it started, below.
     # It did not queue behind the slow one: it started while the slow template was still being probed.
     assert normal.started is not None and normal.started < slow.completed
     assert normal.started - normal.sent < CHECK_BUDGET_S
