@@ -26,8 +26,8 @@ from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.i18n import catalog
-from studio.i18n.catalog import key, text
-from studio.i18n.widgets import head_script, i18n, language_picker, marked, request_language, t, wire_language_picker
+from studio.i18n.catalog import key, request_language, text
+from studio.i18n.widgets import head_script, i18n, language_picker, marked, t, wire_language_picker
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
 from studio.path_guard import ASSETS_DIR

@@ -34,8 +34,8 @@ from studio.chat.models import caller_of, model_choices
 from studio.chat.status import LOAD, status_html
 from studio.context import StudioContext
 from studio.form.schema import FieldSpec
-from studio.i18n.catalog import SOURCE
-from studio.i18n.widgets import request_language, schema_text, t
+from studio.i18n.catalog import SOURCE, request_language
+from studio.i18n.widgets import schema_text, t
 
 MODES = ("Chat", "Side by side")  # the mode radio's values (what the handlers compare)
 MODE_WORDS = dict(zip(MODES, ("chat.mode.chat", "chat.mode.side"), strict=True))  # their labels' keys

@@ -19,8 +19,8 @@ from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, job
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
 from studio.evaluate import cards, tables
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language, t
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
     PICK_RUN,
     checkpoint_of,

@@ -28,8 +28,8 @@ import gradio as gr
 from engine.api import ArtifactError, JobStatus, export, exports_dir, jobs, runs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language, t
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
     PICK_RUN,
     checkpoint_of,

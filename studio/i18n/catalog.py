@@ -24,6 +24,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -271,3 +272,16 @@ def pick_language(cookie: str | None, accept_language: str | None) -> str:
     """The language of a request: what the page shows (its ``ts_lang`` cookie), else the browser's first
     language the studio speaks, else English."""
     return (cookie if cookie in LANGUAGES else None) or from_accept_language(accept_language) or SOURCE
+
+
+def request_language(request: Any) -> str:
+    """The language of the page that sent ``request`` (its ``ts_lang`` cookie, else its Accept-Language; English
+    for a script without either)."""
+    if request is None:
+        return SOURCE
+    try:
+        cookies = dict(request.cookies or {})
+        headers = dict(request.headers or {})
+    except AttributeError:  # a Request made by hand, without the attributes of a browser's
+        return SOURCE
+    return pick_language(cookies.get(COOKIE), headers.get("accept-language"))

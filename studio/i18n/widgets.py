@@ -3,7 +3,7 @@ with, the header's language picker and the language of a request.
 
 A component's text is ``t("key")``: a ``I18nData`` that Gradio's frontend shows in the page's language (and
 again in another when the language changes, without asking the server). Text that the server composes (a
-message with a run's name in it) is ``catalog.text(key, request_language(request))``.
+message with a run's name in it) is ``catalog.text(key, catalog.request_language(request))``.
 """
 
 from __future__ import annotations
@@ -47,19 +47,6 @@ def schema_text(name: str, english: str) -> I18nData | str:
 def i18n() -> gr.I18n:
     """Every language's words for ``launch(i18n=...)``; a key a language lacks shows in English."""
     return gr.I18n(**{lang: catalog.translations(lang) for lang in catalog.LANGUAGES})
-
-
-def request_language(request: gr.Request | None) -> str:
-    """The language of the page that sent ``request`` (its ``ts_lang`` cookie, else its Accept-Language; English
-    for a script without either)."""
-    if request is None:
-        return catalog.SOURCE
-    try:
-        cookies = dict(request.cookies or {})
-        headers = dict(request.headers or {})
-    except AttributeError:  # a Request made by hand, without the attributes of a browser's
-        return catalog.SOURCE
-    return catalog.pick_language(cookies.get(catalog.COOKIE), headers.get("accept-language"))
 
 
 def language_picker() -> gr.Dropdown:

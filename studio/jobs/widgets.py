@@ -14,8 +14,7 @@ import gradio as gr
 from engine.api import jobs
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import request_language
+from studio.i18n.catalog import SOURCE, key, request_language, text
 from studio.jobs.view import JOB_KINDS, finished_runs, pick_run, running_job, weight_choices
 from studio.markup import message_html
 

@@ -23,8 +23,8 @@ from engine.api import run_queue, runs, workspace_of
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, check_owner
 from studio.demo.queue import resume_queued
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import marked
 from studio.monitor.completions import CompletionsPanel, reward_labels
 from studio.monitor.session import MonitorSession, MonitorUpdate
 from studio.monitor.widgets import MonitorLayout

@@ -7,34 +7,28 @@ training loop stay as the form has them, since continuing usually changes them (
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from engine.api import INIT_FROM_FIELD, ArtifactError, ConfigError, resolve_init_from, runs
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run
+from studio.context import Caller
 from studio.form.values import config_to_values
-from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.catalog import key, text
 
 # The sections that say which weights the new run trains; it takes them from the source.
 CARRIED_SECTIONS = ("model", "quantization", "adapter")
 PICK_ONE, CANNOT, FILLED = key("runs.continue.pick"), key("runs.continue.cannot"), key("runs.continue.done")
 
 
-def continue_values(
-    workspace: Path,
-    run_ids: list[str] | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> tuple[dict[str, Any] | None, str]:
-    """Form values (path -> widget value) that continue the one picked run, and a message in ``lang``; None and
-    the reason when there is not exactly one picked run that can be continued (going, no weights, not the
-    visitor's: the engine's reason, in English)."""
+def continue_values(caller: Caller, run_ids: list[str] | None) -> tuple[dict[str, Any] | None, str]:
+    """Form values (path -> widget value) that continue the one picked run, and a message in the caller's
+    language; None and the reason when there is not exactly one picked run that can be continued (going, no
+    weights, not the visitor's: the engine's reason, in English)."""
+    lang = caller.language
     if not run_ids or len(run_ids) != 1:
         return None, text(PICK_ONE, lang)
     try:
-        run_dir = owned_run(workspace, run_ids[0], policy, visitor)
-        source = resolve_init_from(run_dir.name, workspace)
+        run_dir = caller.run(run_ids[0])
+        source = resolve_init_from(run_dir.name, caller.workspace)
     except (runs.RunError, ArtifactError, ConfigError) as exc:
         return None, text(CANNOT, lang, run=run_ids[0], error=exc)
     carried = {

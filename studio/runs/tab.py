@@ -20,10 +20,9 @@ from gradio.components.plot import PlotData
 from engine.api import ACTIVE_STATES, runs
 from studio import charts
 from studio.charts import Figure
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language, t
+from studio.context import Caller, StudioContext
+from studio.i18n.catalog import key, text
+from studio.i18n.widgets import marked, t
 from studio.markup import badge_html, message_html
 from studio.path_guard import resolve_run
 from studio.runs.continuation import continue_values
@@ -63,17 +62,16 @@ def list_view(
     index: RunIndex,
     previous: Any,
     selected: list[str] | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
+    caller: Caller,
 ) -> list[Any]:
-    """The table, the picker's choices and the summary line, their words in ``lang``; gr.skip() for each one that
-    did not change.
+    """The table, the picker's choices and the summary line, their words in the caller's language; gr.skip() for
+    each one that did not change.
 
     Only the visitor's runs in demo mode. The picker is only updated when the set of runs changes, so a refresh
     never disturbs someone choosing.
     """
-    rows = [row for row in index.rows() if owns(policy, row.owner, visitor)]
+    lang = caller.language
+    rows = [row for row in index.rows() if caller.owns(row.owner)]
     cells = [row.cells(lang=lang) for row in rows]
     choices = [(f"{row.name} · {row.run_id}", row.run_id) for row in rows]
     shown = {"cells": [tuple(c) for c in cells], "choices": choices, "lang": lang}
@@ -102,32 +100,26 @@ def list_view(
     ]
 
 
-def open_run(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
+def open_run(caller: Caller, run_id: str) -> list[Any]:
     """The current run and the tab switch for a clicked row."""
     try:
-        run_dir = owned_run(workspace, run_id, policy, visitor)
+        run_dir = caller.run(run_id)
     except runs.RunError as exc:
-        gr.Warning(policy.shown(str(exc), workspace))
+        gr.Warning(caller.shown(str(exc)))
         return [gr.skip(), gr.skip()]
     return [str(run_dir), gr.Tabs(selected="monitor")]
 
 
-def compare_outputs(
-    workspace: Path,
-    run_ids: list[str] | None,
-    smoothing: float,
-    metric: str = TRAIN_LOSS,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
+def compare_outputs(caller: Caller, run_ids: list[str] | None, smoothing: float, metric: str = TRAIN_LOSS) -> list[Any]:
     """Overlaid curves of ``metric``, the table of config fields that differ between the picked runs (in demo
     mode the data paths as the visitor knows them: ``mine.jsonl``) and the Metric picker with the metrics the
-    runs logged (its choice kept while one of them has it, else train loss); their words in ``lang``."""
+    runs logged (its choice kept while one of them has it, else train loss); their words in the caller's
+    language."""
+    lang = caller.language
     run_dirs, configs = {}, {}
     for run_id in run_ids or []:
         try:
-            run_dir = owned_run(workspace, run_id, policy, visitor)
+            run_dir = caller.run(run_id)
         except runs.RunError:
             continue
         config = read_config(run_dir)
@@ -145,7 +137,7 @@ def compare_outputs(
         rows = [[text(NO_DIFFERENCES, lang), *([""] * len(configs))]]
     return [
         as_plot(figure),
-        pd.DataFrame(policy.shown(rows, workspace), columns=headers),
+        pd.DataFrame(caller.shown(rows), columns=headers),
         gr.Dropdown(choices=choice_labels(comparison.choices, lang), value=comparison.metric),
     ]
 
@@ -158,8 +150,10 @@ def _unique(label: str, taken: dict[str, Any]) -> str:
     return candidate
 
 
-def ask_delete(workspace: Path, run_ids: list[str] | None, lang: str = SOURCE) -> list[Any]:
-    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going (in ``lang``)."""
+def ask_delete(caller: Caller, run_ids: list[str] | None) -> list[Any]:
+    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going (in the caller's
+    language)."""
+    workspace, lang = caller.workspace, caller.language
     if not run_ids:
         return [gr.Row(visible=False), message_html(text(PICK_FIRST, lang), "warn")]
     busy = _active(workspace, run_ids)
@@ -169,27 +163,22 @@ def ask_delete(workspace: Path, run_ids: list[str] | None, lang: str = SOURCE) -
     return [gr.Row(visible=True), message_html(question, "warn")]
 
 
-def delete_runs(
-    workspace: Path,
-    run_ids: list[str] | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
+def delete_runs(caller: Caller, run_ids: list[str] | None) -> list[Any]:
     """Delete the picked runs (each refused while active, or not the visitor's: the engine's reasons, in English);
-    hides the confirmation and says what happened (in ``lang``)."""
+    hides the confirmation and says what happened (in the caller's language)."""
     deleted, refused = [], []
+    lang = caller.language
     for run_id in run_ids or []:
         try:
-            owned_run(workspace, run_id, policy, visitor)
-            delete_run(workspace, run_id)
+            caller.run(run_id)
+            delete_run(caller.workspace, run_id)
             deleted.append(run_id)
         except runs.RunError as exc:
             refused.append(str(exc))
     done = text(DELETED_ONE, lang) if len(deleted) == 1 else text(DELETED_MANY, lang, count=len(deleted))
     parts = [done] if deleted else []
     parts += refused
-    said = policy.shown(" ".join(parts), workspace)
+    said = caller.shown(" ".join(parts))
     return [gr.Row(visible=False), message_html(said, "error" if refused else "ok"), []]
 
 
@@ -271,51 +260,40 @@ class RunsTab:
 
     def _wire(self, workspace: Path) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor
+        ctx = self.ctx
 
-        # Each handler says its words in the page's language (request_language: the ts_lang cookie); the list's
-        # key holds the language, so a page that switched gets the table again at the next tick.
-        def list_fn(previous: Any, selected: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
-            return list_view(self.index, previous, selected, policy, who, request_language(request))
+        # Each handler says its words in the page's language (the caller's: the ts_lang cookie); the list's key
+        # holds the language, so a page that switched gets the table again at the next tick.
+        def list_fn(caller: Caller, previous: Any, selected: list[str] | None) -> list[Any]:
+            return list_view(self.index, previous, selected, caller)
 
-        def relist_fn(_previous: Any, selected: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
-            return list_view(self.index, None, selected, policy, who, request_language(request))
+        def relist_fn(caller: Caller, _previous: Any, selected: list[str] | None) -> list[Any]:
+            return list_view(self.index, None, selected, caller)
 
         listing = {
-            "fn": list_fn,
-            "inputs": [self.last_key, self.selected, visitor],
+            "fn": ctx.handler(list_fn),
+            "inputs": ctx.inputs(self.last_key, self.selected),
             "outputs": [self.last_key, self.table, self.selected, self.summary],
             "show_progress": "hidden",
             **private,
         }
         self.timer.tick(**listing, concurrency_limit=None)
-        relist = {**listing, "fn": relist_fn}
+        relist = {**listing, "fn": ctx.handler(relist_fn)}
         self.refresh.click(**relist)
-        if (on_open := self.ctx.on_open()) is not None:  # a table updated while hidden may not show it: again
+        if (on_open := ctx.on_open()) is not None:  # a table updated while hidden may not show it: again
             on_open(**relist)
 
-        def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
+        def on_select(who: str | None, event: gr.SelectData, request: gr.Request) -> list[Any]:
             row = event.row_value or []
-            return open_run(workspace, str(row[-1]), policy, who) if row else [gr.skip(), gr.skip()]
+            return open_run(ctx.caller(request, who), str(row[-1])) if row else [gr.skip(), gr.skip()]
 
-        def compare_fn(
-            ids: list[str] | None, smoothing: float, metric: str, who: str | None, request: gr.Request
-        ) -> list[Any]:
-            return compare_outputs(workspace, ids, smoothing, metric, policy, who, request_language(request))
+        def empty_chart(caller: Caller) -> PlotData:
+            return as_plot(charts.compare_figure({}, lang=caller.language))
 
-        def empty_chart(request: gr.Request) -> PlotData:
-            return as_plot(charts.compare_figure({}, lang=request_language(request)))
-
-        def ask_fn(ids: list[str] | None, request: gr.Request) -> list[Any]:
-            return ask_delete(workspace, ids, request_language(request))
-
-        def delete_fn(ids: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
-            return delete_runs(workspace, ids, policy, who, request_language(request))
-
-        self.table.select(on_select, [visitor], [self.ctx.current_run, self.ctx.tabs], **private)
+        self.table.select(on_select, [ctx.visitor], [ctx.current_run, ctx.tabs], **private)
         compare = {
-            "fn": compare_fn,
-            "inputs": [self.selected, self.smoothing, self.metric, visitor],
+            "fn": ctx.handler(compare_outputs),
+            "inputs": ctx.inputs(self.selected, self.smoothing, self.metric),
             "outputs": [self.compare_plot, self.diff, self.metric],
             **private,
         }
@@ -323,30 +301,42 @@ class RunsTab:
         self.smoothing.release(**compare)
         self.metric.input(**compare)  # input, not change: the handler's own update of the picker must not loop
         # The empty chart's note in the page's language, once the page has loaded (a few hundred bytes).
-        gr.on(None, empty_chart, None, self.compare_plot, show_progress="hidden", concurrency_limit=None, **private)
-        self.delete.click(ask_fn, [self.selected], [self.confirm_row, self.message], **private)
+        gr.on(
+            None,
+            ctx.handler(empty_chart),
+            ctx.inputs(),
+            self.compare_plot,
+            show_progress="hidden",
+            concurrency_limit=None,
+            **private,
+        )
+        self.delete.click(
+            ctx.handler(ask_delete), ctx.inputs(self.selected), [self.confirm_row, self.message], **private
+        )
         self.cancel.click(lambda: [gr.Row(visible=False), ""], None, [self.confirm_row, self.message], **private)
         self.confirm.click(
-            delete_fn, [self.selected, visitor], [self.confirm_row, self.message, self.selected], **private
+            ctx.handler(delete_runs),
+            ctx.inputs(self.selected),
+            [self.confirm_row, self.message, self.selected],
+            **private,
         ).then(**relist)
-        self._wire_continue(workspace)
+        self._wire_continue()
 
-    def _wire_continue(self, workspace: Path) -> None:
+    def _wire_continue(self) -> None:
         """Continue from this run: fill the Train form from the picked run and show the Train tab."""
-        form = self.ctx.train_form
-        if form is None or self.ctx.tabs is None or self.ctx.policy.enabled:
+        ctx, form = self.ctx, self.ctx.train_form
+        if form is None or ctx.tabs is None or ctx.policy.enabled:
             return
-        policy = self.ctx.policy
 
-        def on_continue(ids: list[str] | None, who: str | None, request: gr.Request) -> list[Any]:
-            values, said = continue_values(workspace, ids, policy, who, request_language(request))
+        def on_continue(caller: Caller, ids: list[str] | None) -> list[Any]:
+            values, said = continue_values(caller, ids)
             if values is None:
                 return [message_html(said, "warn"), *([gr.skip()] * len(form.paths)), gr.skip()]
             gr.Info(said)  # a toast: the page switches to the Train tab, away from this tab's message
             return ["", *form.value_updates(values), gr.Tabs(selected="train")]
 
-        outputs = [self.message, *form.inputs, self.ctx.tabs]
-        self.continue_from.click(on_continue, [self.selected, self.ctx.visitor], outputs, api_visibility="private")
+        outputs = [self.message, *form.inputs, ctx.tabs]
+        self.continue_from.click(ctx.handler(on_continue), ctx.inputs(self.selected), outputs, api_visibility="private")
 
 
 def build_runs_tab(ctx: StudioContext) -> RunsTab:

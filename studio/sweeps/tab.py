@@ -20,8 +20,8 @@ from engine.api import driver_log_tail, runs
 from studio import lanes
 from studio.context import StudioContext
 from studio.demo.policy import NORMAL, SWEEPS_OFF, DemoPolicy, owned_run
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language, t
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import marked, t
 from studio.markup import Html, message_html
 from studio.runs.tab import as_plot
 from studio.sweeps import actions, view

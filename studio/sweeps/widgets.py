@@ -14,8 +14,8 @@ from typing import Any
 import gradio as gr
 
 from studio.context import StudioContext
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import field_key, marked, request_language, t
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import field_key, marked, t
 from studio.markup import message_html
 from studio.sweeps import actions, space_editor
 

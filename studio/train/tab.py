@@ -21,8 +21,8 @@ from studio.context import StudioContext
 from studio.demo.policy import visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.widgets import ConfigForm
-from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.widgets import marked, request_language
+from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.widgets import marked
 from studio.train import actions, eval_pairing, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl

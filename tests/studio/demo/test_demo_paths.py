@@ -18,6 +18,7 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import LOG_FILE as RUN_LOG
 from engine.store.rundir import update_status
 from studio.chat import actions as chat_actions
+from studio.context import Caller
 from studio.demo.policy import DATA_REFUSAL, NORMAL, owner_tag, visitor_uploads
 from studio.demo.shown import server_roots, shown_value, visible_paths
 from studio.evaluate import tab as evaluate_tab
@@ -253,15 +254,15 @@ def test_runs_tab_compares_and_refuses_without_server_paths(workspace: Path, mon
     run_dir = failed_run(workspace)
     other = runs.create_run(actions.checked_config(actions.starting_values(), workspace, DEMO), workspace=workspace)
     update_status(other, state="completed", owner=owner_tag(ALICE))
-    table = compare_outputs(workspace, [run_dir.name, other.name], 0.6, policy=DEMO, visitor=ALICE)[1]
+    table = compare_outputs(Caller(workspace, DEMO, ALICE), [run_dir.name, other.name], 0.6)[1]
     row = table[table["field"] == "data.path"].values.tolist()[0]
     assert row[1:] == ["mine.jsonl", "assets/datasets/demo_sft_train.jsonl"]
-    message = delete_runs(workspace, ["no-such-run"], DEMO, ALICE)[1]
+    message = delete_runs(Caller(workspace, DEMO, ALICE), ["no-such-run"])[1]
     assert "no run &#x27;no-such-run&#x27; in workspace/runs" in message
     assert_no_server_path(message, workspace)
     warnings: list[str] = []
     monkeypatch.setattr("studio.runs.tab.gr.Warning", warnings.append)
-    open_run(workspace, "no-such-run", DEMO, ALICE)
+    open_run(Caller(workspace, DEMO, ALICE), "no-such-run")
     assert warnings == ["no run 'no-such-run' in workspace/runs"]
 
 

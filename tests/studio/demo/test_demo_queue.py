@@ -16,6 +16,7 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_status, update_status
 from studio.app import initial_view
 from studio.chat import models as chat_models
+from studio.context import Caller
 from studio.demo.policy import owned_run, owner_tag
 from studio.demo.queue import resume_queued
 from studio.evaluate import tab as evaluate_tab
@@ -83,13 +84,16 @@ def test_each_visitor_sees_and_acts_on_their_own_runs(tmp_path: Path, processes:
     alice, bob = two_runs(tmp_path, processes)
     index = RunIndex(tmp_path)
     for visitor, own in ((ALICE, alice), (BOB, bob)):
-        table = list_view(index, None, None, DEMO, visitor)[1]
+        table = list_view(index, None, None, Caller(tmp_path, DEMO, visitor))[1]
         assert list(table["Run id"]) == [own.name]
-    assert list(list_view(index, None, None, DEMO, None)[1]["Run id"]) == []
-    assert list_view(index, None, None)[1]["Run id"].tolist() == [bob.name, alice.name]  # not a demo: all
+    assert list(list_view(index, None, None, Caller(tmp_path, DEMO, None))[1]["Run id"]) == []
+    assert list_view(index, None, None, Caller(tmp_path))[1]["Run id"].tolist() == [
+        bob.name,
+        alice.name,
+    ]  # not a demo: all
     with pytest.raises(runs.RunError, match="no run"):
         owned_run(tmp_path, bob.name, DEMO, ALICE)
-    message = delete_runs(tmp_path, [bob.name], DEMO, ALICE)[1]
+    message = delete_runs(Caller(tmp_path, DEMO, ALICE), [bob.name])[1]
     assert "no run" in message and bob.is_dir()
     # The page load: a new visitor gets an id and no run; a known one lands on their own run.
     chosen, _, new_id = initial_view(tmp_path, None, DEMO, None)

@@ -12,6 +12,7 @@ from engine.config import parse_config
 from engine.methods import method_charts
 from engine.store.rundir import append_metrics, update_status
 from studio import charts
+from studio.context import Caller
 from studio.demo.policy import owner_tag
 from studio.runs import tab as runs_tab
 from studio.runs.data import EVAL_LOSS, TRAIN_LOSS, compare_curves, loss_curve, metric_curve
@@ -83,18 +84,18 @@ def test_choices_hold_the_losses_and_only_the_method_metrics_a_picked_run_logged
 
 def test_compare_outputs_follow_the_picked_metric(tmp_path: Path) -> None:
     ids = [make_run(tmp_path, "dpo", dpo_events(), method="dpo").name, make_run(tmp_path, "sft", sft_events()).name]
-    figure = figure_of(runs_tab.compare_outputs(tmp_path, ids, 0.0))
+    figure = figure_of(runs_tab.compare_outputs(Caller(tmp_path), ids, 0.0))
     assert figure["layout"]["title"]["text"] == "Train loss"
     assert [trace["y"] for trace in figure["data"]] == [[0.69, 0.61, 0.52], [2.0, 1.5]]
 
-    plot, _, picker = runs_tab.compare_outputs(tmp_path, ids, 0.6, EVAL_LOSS)
+    plot, _, picker = runs_tab.compare_outputs(Caller(tmp_path), ids, 0.6, EVAL_LOSS)
     figure = json.loads(plot.plot)
     assert figure["layout"]["title"]["text"] == "Eval loss" and picker.value == EVAL_LOSS
     assert [trace["name"] for trace in figure["data"]] == ["dpo", "sft"]
     assert [(trace["x"], trace["y"]) for trace in figure["data"]] == [([2, 4], [0.65, 0.58]), ([2], [1.8])]
     assert all(trace["mode"] == "lines+markers" and trace["marker"]["size"] == 7 for trace in figure["data"])
 
-    plot, _, picker = runs_tab.compare_outputs(tmp_path, ids, 0.0, MARGIN)
+    plot, _, picker = runs_tab.compare_outputs(Caller(tmp_path), ids, 0.0, MARGIN)
     figure = json.loads(plot.plot)
     chart = method_charts()[MARGIN]
     assert figure["layout"]["title"]["text"] == chart.title
@@ -107,11 +108,11 @@ def test_compare_outputs_follow_the_picked_metric(tmp_path: Path) -> None:
 def test_compare_keeps_demo_ownership(tmp_path: Path) -> None:
     mine = make_run(tmp_path, "mine", dpo_events(), method="dpo", owner=owner_tag(ALICE))
     theirs = make_run(tmp_path, "theirs", sft_events(), owner=owner_tag(BOB))
-    outputs = runs_tab.compare_outputs(tmp_path, [mine.name, theirs.name], 0.0, MARGIN, DEMO, ALICE)
+    outputs = runs_tab.compare_outputs(Caller(tmp_path, DEMO, ALICE), [mine.name, theirs.name], 0.0, MARGIN)
     assert [trace["name"] for trace in figure_of(outputs)["data"]] == ["mine"]  # Bob's run is not Alice's to read
-    outputs = runs_tab.compare_outputs(tmp_path, [theirs.name], 0.0, MARGIN, DEMO, ALICE)
+    outputs = runs_tab.compare_outputs(Caller(tmp_path, DEMO, ALICE), [theirs.name], 0.0, MARGIN)
     assert figure_of(outputs)["data"] == [] and outputs[2].value == TRAIN_LOSS
-    plot, diff, _ = runs_tab.compare_outputs(tmp_path, [mine.name], 0.0, EVAL_LOSS, DEMO, ALICE)
+    plot, diff, _ = runs_tab.compare_outputs(Caller(tmp_path, DEMO, ALICE), [mine.name], 0.0, EVAL_LOSS)
     assert json.loads(plot.plot)["data"][0]["y"] == [0.65, 0.58]
 
 

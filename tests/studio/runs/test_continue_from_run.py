@@ -23,7 +23,7 @@ from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import INIT_FROM_REFUSAL, owner_tag
 from studio.form.values import default_values
 from studio.runs.continuation import continue_values
@@ -105,9 +105,9 @@ def test_a_demo_visitor_starts_only_from_their_own_runs(workspace: Path, source:
     update_status(source, owner=owner_tag(ALICE))
     assert actions.init_from_choices(workspace, DEMO, ALICE)[1:] == [(f"sft · {source.name}", source.name)]
     assert actions.init_from_choices(workspace, DEMO, BOB)[1:] == []
-    carried, message = continue_values(workspace, [source.name], DEMO, ALICE)
+    carried, message = continue_values(Caller(workspace, DEMO, ALICE), [source.name])
     assert carried is not None and carried["model.init_from"] == source.name and "sft's adapter" in message
-    refused_values, why = continue_values(workspace, [source.name], DEMO, BOB)
+    refused_values, why = continue_values(Caller(workspace, DEMO, BOB), [source.name])
     assert refused_values is None and f"no run '{source.name}' here" in why
     # The demo names its model as bundled; the source here was trained from the same folder by its full path.
     continued = {**form_values(train__max_steps=10), **carried, "model.name_or_path": "assets/demo-model"}
@@ -121,7 +121,7 @@ def test_a_demo_visitor_starts_only_from_their_own_runs(workspace: Path, source:
 
 
 def test_continue_values_carry_the_source_model_and_adapter(workspace: Path, source: Path, queued: Path):
-    values, message = continue_values(workspace, [source.name])
+    values, message = continue_values(Caller(workspace), [source.name])
     assert values is not None and "sft's adapter" in message
     assert values["model.init_from"] == source.name and values["model.name_or_path"] == DEMO_MODEL
     assert (values["adapter.r"], values["adapter.alpha"], values["adapter.target_modules"]) == (4, 8, "q_proj, v_proj")
@@ -129,11 +129,12 @@ def test_continue_values_carry_the_source_model_and_adapter(workspace: Path, sou
     # The filled form passes the checks: a DPO run on the preference pairs can start from it as it is.
     dpo = {**form_values(method="dpo", data__path="assets/datasets/demo_preference.jsonl"), **values}
     assert not actions.preview(dpo, workspace).errors
-    assert continue_values(workspace, [])[0] is None
+    assert continue_values(Caller(workspace), [])[0] is None
     assert (
-        continue_values(workspace, [source.name, queued.name])[1] == "Pick one run in “Selected runs” to continue from."
+        continue_values(Caller(workspace), [source.name, queued.name])[1]
+        == "Pick one run in “Selected runs” to continue from."
     )
-    refused, why = continue_values(workspace, [queued.name])
+    refused, why = continue_values(Caller(workspace), [queued.name])
     assert refused is None and "has no final adapter" in why
 
 
@@ -162,9 +163,9 @@ def test_continue_button_fills_the_train_form_and_shows_the_train_tab(workspace:
     picker = form.components["model.init_from"]
     assert isinstance(picker, gr.Dropdown) and picker.allow_custom_value
     assert (f"sft · {source.name}", source.name) in picker.choices
-    out = call(demo, "on_continue", [[source.name], None], SessionState(demo))
+    out = call(demo, "on_continue", [None, [source.name]], SessionState(demo))
     filled = dict(zip(form.paths, out[1:-1], strict=True))
     assert filled["model.init_from"] == source.name and filled["adapter.r"] == 4
     assert out[-1] == {"selected": "train", "__type__": "update"}
-    refused = call(demo, "on_continue", [[], None], SessionState(demo))
+    refused = call(demo, "on_continue", [None, []], SessionState(demo))
     assert "Pick one run" in refused[0] and refused[-1] == {"__type__": "update"}  # no tab switch

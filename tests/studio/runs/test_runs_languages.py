@@ -50,29 +50,29 @@ def test_the_run_list_and_the_delete_confirmation_follow_the_page(tmp_path: Path
     for name in ("a", "b"):
         write_run(tmp_path, name, state="completed", started_at=1000.0, ended_at=1130.0)
     demo, tab = runs_page(tmp_path)
-    _, table, _, summary = call(demo, "list_fn", [None, [], None], "ja")
+    _, table, _, summary = call(demo, "list_fn", [None, None, []], "ja")
     assert table["headers"] == columns("ja") and columns("ja") != COLUMNS
     assert f">{text('state.completed', 'ja')}<" in table["data"][0][1]
     assert html.escape(text("runs.count_many", "ja", count=2)) in summary
-    _, table, _, summary = call(demo, "list_fn", [None, [], None])
+    _, table, _, summary = call(demo, "list_fn", [None, None, []])
     assert table["headers"] == COLUMNS and "2 runs" in summary and ">completed<" in table["data"][0][1]
 
     tab.selected.choices = [("a", "a"), ("b", "b")]  # as the list's refresh has filled them
-    row, message = call(demo, "ask_fn", [["a", "b"]], "zh-CN")
+    row, message = call(demo, "ask_delete", [None, ["a", "b"]], "zh-CN")
     question = text("runs.delete.confirm_many", "zh-CN", count=2)
     assert row["visible"] is True and html.escape(question) in message
     assert question != text("runs.delete.confirm_many", "en", count=2)
-    _, message = call(demo, "ask_fn", [["a", "b"]])
+    _, message = call(demo, "ask_delete", [None, ["a", "b"]])
     assert "Delete 2 runs with their checkpoints and results? This cannot be undone." in message
 
 
 def test_the_compare_chart_follows_the_page(tmp_path: Path) -> None:
     demo, tab = runs_page(tmp_path)
-    plot, _, picker = call(demo, "compare_fn", [[], 0.0, "eval loss", None], "ko")
+    plot, _, picker = call(demo, "compare_outputs", [None, [], 0.0, "eval loss"], "ko")
     figure = json.loads(plot["plot"])
     assert figure["layout"]["title"]["text"] == text("runs.compare.eval_loss", "ko")
     assert figure["layout"]["annotations"][0]["text"] == text("runs.compare.pick", "ko")
     assert picker["choices"][0] == [text("chart.train_loss", "ko"), "train loss"]
-    plot, _, picker = call(demo, "compare_fn", [[], 0.0, "eval loss", None])
+    plot, _, picker = call(demo, "compare_outputs", [None, [], 0.0, "eval loss"])
     assert json.loads(plot["plot"])["layout"]["title"]["text"] == "Eval loss"
     assert picker["choices"][0] == ["train loss", "train loss"]

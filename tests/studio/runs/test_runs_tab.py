@@ -16,6 +16,7 @@ import pytest
 from engine import runs
 from engine.config import parse_config, save_config
 from engine.store.rundir import METRICS_FILE, update_status
+from studio.context import Caller
 from studio.runs import tab as runs_tab
 from studio.runs.data import RunIndex, config_diff, delete_run, flatten, pick_initial_run
 
@@ -88,13 +89,13 @@ def test_delete_refuses_an_active_run_and_removes_a_finished_one(tmp_path, live_
 def test_delete_handlers_confirm_first_and_refuse_running_runs(tmp_path, live_pid):
     write_run(tmp_path, "active", 1.0, state="running", supervisor_pid=live_pid)
     done = write_run(tmp_path, "done", 2.0, state="failed")
-    row, message = runs_tab.ask_delete(tmp_path, ["active", "done"])
+    row, message = runs_tab.ask_delete(Caller(tmp_path), ["active", "done"])
     assert row.visible is False and "Cannot delete active: still running" in message
-    row, message = runs_tab.ask_delete(tmp_path, ["done"])
+    row, message = runs_tab.ask_delete(Caller(tmp_path), ["done"])
     assert row.visible is True and "cannot be undone" in message
-    row, message, selected = runs_tab.delete_runs(tmp_path, ["done"])
+    row, message, selected = runs_tab.delete_runs(Caller(tmp_path), ["done"])
     assert "Deleted 1 run." in message and selected == [] and not done.exists()
-    _, message = runs_tab.ask_delete(tmp_path, [])
+    _, message = runs_tab.ask_delete(Caller(tmp_path), [])
     assert "Pick the runs" in message
 
 
@@ -117,7 +118,7 @@ def test_config_diff_lists_only_differing_fields():
 def test_compare_overlays_losses_and_diffs_configs(tmp_path):
     write_run(tmp_path, "r1", 1.0, losses=[3, 2, 1], config={"name": "lr-small", "train": {"learning_rate": 1e-4}})
     write_run(tmp_path, "r2", 2.0, losses=[3, 1], config={"name": "lr-big", "train": {"learning_rate": 1e-3}})
-    plot, diff, _ = runs_tab.compare_outputs(tmp_path, ["r1", "r2"], 0.0)
+    plot, diff, _ = runs_tab.compare_outputs(Caller(tmp_path), ["r1", "r2"], 0.0)
     figure = json.loads(plot.plot)
     assert [trace["name"] for trace in figure["data"]] == ["lr-small", "lr-big"]
     assert figure["data"][0]["y"] == [3, 2, 1]
@@ -128,9 +129,9 @@ def test_compare_overlays_losses_and_diffs_configs(tmp_path):
 def test_list_view_skips_when_nothing_changed_and_open_run_switches_tab(tmp_path):
     write_run(tmp_path, "r1", 1.0, state="completed")
     index = RunIndex(tmp_path)
-    key, table, picker, summary = runs_tab.list_view(index, None, ["gone"])
+    key, table, picker, summary = runs_tab.list_view(index, None, ["gone"], Caller(tmp_path))
     assert list(table["Run id"]) == ["r1"] and "1 run" in summary
     assert not picker.value  # a selection of a deleted run is dropped
-    assert runs_tab.list_view(index, key, []) == [key, gr.skip(), gr.skip(), gr.skip()]
-    run_dir, tabs = runs_tab.open_run(tmp_path, "r1")
+    assert runs_tab.list_view(index, key, [], Caller(tmp_path)) == [key, gr.skip(), gr.skip(), gr.skip()]
+    run_dir, tabs = runs_tab.open_run(Caller(tmp_path), "r1")
     assert Path(run_dir).name == "r1" and tabs.selected == "monitor"
