@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import html
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,13 +21,13 @@ import gradio as gr
 
 from engine.api import runs
 from studio.chat.tab import build_chat_tab
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.identity import client_address
 from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.i18n import catalog
-from studio.i18n.catalog import key, request_language, text
+from studio.i18n.catalog import key, text
 from studio.i18n.widgets import head_script, i18n, language_picker, marked, t, wire_language_picker
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
@@ -47,6 +48,10 @@ WORKSPACE, DEMO, DEMO_MODEL, DEMO_STEPS, DEMO_RULES = (
     key(f"header.{name}") for name in ("workspace", "demo", "demo_model", "demo_steps", "demo_rules")
 )
 F = TypeVar("F", bound=Callable[..., Any])
+# Gradio keeps every upload (a visitor's dataset before the studio copies it to their folder, or one that no event
+# ever names) in its cache; every UPLOADS_SWEEP_S it deletes those older than UPLOADS_MAX_AGE_S, so an upload that
+# nobody owns stays at most their sum: 55 minutes, under the hour a public demo promises.
+UPLOADS_SWEEP_S, UPLOADS_MAX_AGE_S = 300, 3000
 
 
 def header_html(workspace: Path, policy: DemoPolicy = NORMAL, lang: str = catalog.SOURCE) -> str:
@@ -101,7 +106,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
     (studio.demo.policy), which also starts the queue's scheduler thread."""
     workspace = Path(workspace).resolve()
     policy = policy.bound_to(workspace)  # its key signs and checks visitor tokens
-    with gr.Blocks(title=TITLE, fill_width=True) as demo:
+    with gr.Blocks(title=TITLE, fill_width=True, delete_cache=(UPLOADS_SWEEP_S, UPLOADS_MAX_AGE_S)) as demo:
         with gr.Row(elem_classes="ts-header-row", equal_height=True):
             gr.HTML(brand_html(), elem_classes="ts-html", scale=1)
             where = gr.HTML(header_html(workspace, policy), elem_classes="ts-html", scale=0, min_width=240)
@@ -129,13 +134,13 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
         # The header's text composed here follows the page's language: on load, and at once on a pick.
         wire_language_picker(picker, [where], lambda lang: header_html(workspace, policy, lang))
 
-        def where_for(request: gr.Request) -> str:
-            return header_html(workspace, policy, request_language(request))
+        def where_for(caller: Caller) -> str:
+            return header_html(workspace, policy, caller.language)
 
         gr.on(
             None,
-            where_for,
-            None,
+            ctx.handler(where_for),
+            ctx.inputs(),
             where,
             show_progress="hidden",
             api_visibility="private",
@@ -201,6 +206,7 @@ def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, An
     reads (studio.monitor.routes) for ``workspace``'s runs, and the largest upload (the demo's cap in demo mode,
     ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
     script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
+    trust_no_forwarded_headers()
     return {
         "max_file_size": int(policy.upload_limit_mb * MB),
         "theme": theme(),
@@ -209,3 +215,15 @@ def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, An
         "i18n": i18n(),
         "app_kwargs": {"routes": live_routes(Path(workspace).resolve(), policy)},
     }
+
+
+def trust_no_forwarded_headers() -> None:
+    """Keep uvicorn from taking the client's address from ``X-Forwarded-For``.
+
+    uvicorn trusts that header from loopback by default (FORWARDED_ALLOW_IPS, read when Gradio makes its server)
+    and rewrites the request's client before the studio sees it: a client on the same machine, or behind a local
+    reverse proxy, could then name any address and get new visitor tokens past the per-address limit. The studio
+    reads the header itself, as far as ``DemoPolicy.proxy_hops`` trusted proxies reach (studio.demo.identity).
+    An empty list of trusted hosts is the only value that trusts none; ``--forwarded-allow-ips`` has no other.
+    """
+    os.environ["FORWARDED_ALLOW_IPS"] = ""
