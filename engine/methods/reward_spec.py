@@ -3,11 +3,14 @@ in their section's ``rewards`` (engine.training.rewards turns each into the func
 
 from __future__ import annotations
 
+import functools
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from engine.schema import MAX_COUNT, Section
+from engine.store.limits import Limits, OverLimit, run_limited
 
 RewardKind = Literal["exact_match", "math_match", "regex", "length", "contains", "custom"]
 # What each kind of reward needs besides its weight (checked before launch, named at the field).
@@ -19,6 +22,11 @@ REWARD_NEEDS: dict[str, tuple[str, ...]] = {
     "contains": ("text",),
     "custom": ("file", "function"),
 }
+# A pattern is compiled in a child under these caps (engine.store.limits): a nested one such as
+# ((a{100}){100}){100} took 2.2 s and 0.3 GB to compile, and a studio checks the config on every form change.
+REGEX_LIMITS = Limits(memory_bytes=256 * 2**20, cpu_s=1.0, wall_s=15.0)
+REGEX_CHILD = Path(__file__).with_name("regex_child.py")
+MAX_PATTERN_CHARS = 1000
 
 
 class RewardSpec(Section):
@@ -36,7 +44,9 @@ class RewardSpec(Section):
         "answer", min_length=1, description="exact_match, math_match: the dataset column holding the reference."
     )
     ignore_case: bool = Field(False, description="exact_match, contains: compare without regard to case.")
-    pattern: str | None = Field(None, description="regex: the pattern the whole answer must match.")
+    pattern: str | None = Field(
+        None, max_length=MAX_PATTERN_CHARS, description="regex: the pattern the whole answer must match."
+    )
     target_tokens: int | None = Field(
         None, ge=1, le=MAX_COUNT, description="length: the answer length (in tokens) that scores best."
     )
@@ -52,16 +62,26 @@ class RewardSpec(Section):
         missing = [name for name in REWARD_NEEDS[self.kind] if getattr(self, name) in (None, "")]
         if missing:
             raise ValueError(f"{missing[0]}: a {self.kind} reward needs it")
-        if self.kind == "regex":
-            import regex  # the reward matches with it (engine.training.rewards.scoring), for its time limit
-
-            try:
-                regex.compile(self.pattern or "")
-            except regex.error as exc:
-                raise ValueError(f"pattern: not a valid regular expression: {exc}") from None
+        if self.kind == "regex" and (problem := pattern_problem(self.pattern or "")):
+            raise ValueError(f"pattern: {problem}")
         return self
 
     @property
     def label(self) -> str:
         """The reward's name in metrics and messages: the kind, or the custom function's name."""
         return self.function if self.kind == "custom" and self.function else self.kind
+
+
+@functools.lru_cache(maxsize=256)  # a form checks the same pattern again on every change; a verdict is a few bytes
+def pattern_problem(pattern: str) -> str | None:
+    """Why ``pattern`` cannot be a regex reward (not a valid expression, or too costly to compile), or None.
+
+    It is compiled with the ``regex`` module, as the reward matches (engine.training.rewards.scoring, for its time
+    limit), in a child under REGEX_LIMITS.
+    """
+    try:
+        said = run_limited(REGEX_CHILD, pattern, REGEX_LIMITS).strip()
+    except OverLimit as exc:
+        cost = f"more than {REGEX_LIMITS.memory_bytes // 2**20} MiB" if exc.kind == "memory" else "too long"
+        return f"this regular expression takes {cost} to compile; simplify it (fewer nested repeats)"
+    return None if said == "ok" else f"not a valid regular expression: {said}"
