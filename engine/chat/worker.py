@@ -104,6 +104,10 @@ class Model:
         # The template training used (data.chat_template, else the tokenizer's own, else the engine's default):
         # a fine-tuned model answers well only to turns formatted the way it learned them.
         self.template = resolve_chat_template(self.tokenizer, config.data.chat_template)
+        # A template from the config is the user's: it rendered the training rows within its budget, but a visitor's
+        # message is new text (a template can loop on a trigger word), so each conversation is rendered first in
+        # the template guard's child. The tokenizer's own template is trusted, as everywhere.
+        self.guarded = config.data.chat_template is not None
         progress(0.5, "loading the weights")
         with _stage(f"the weights of {where}"):
             self.model = load_model(source, hardware)
@@ -127,6 +131,8 @@ class Model:
         """
         system = messages[:1] if messages[0]["role"] == "system" else []
         turns, dropped = messages[len(system) :], 0
+        if self.guarded:
+            self._probe(messages)
         while True:
             ids = self.tokenizer.apply_chat_template(
                 system + turns,
@@ -144,6 +150,24 @@ class Model:
         if budget < 1:
             raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
         return ids.to(self.model.device), budget, dropped
+
+    def _probe(self, messages: list[dict[str, str]]) -> None:
+        """Render the conversation with the configured template in a child under the check's budget and memory
+        cap (engine.data.template_guard); ChatError with the guard's reason when it is refused."""
+        from engine.data.errors import DataError
+        from engine.data.template_guard import Conversation, probe_template, special_tokens_of
+
+        conversation = Conversation("the conversation", 1, messages)
+        try:
+            probe_template(
+                self.template,
+                [conversation],
+                special_tokens_of(self.tokenizer),
+                completion_only_loss=False,
+                generation_prompt=True,
+            )
+        except DataError as exc:
+            raise ChatError(str(exc)) from None
 
 
 @contextlib.contextmanager

@@ -9,6 +9,8 @@ from pydantic import Discriminator, Field, SerializationInfo, Tag, field_seriali
 
 from engine.schema import MAX_COUNT, Section, advanced
 from engine.schema.secrets import refuse_secrets
+# The longest chat template a config may give (the longest in common use, with tool instructions, is ~20 kB).
+MAX_TEMPLATE_CHARS = 65536
 
 
 class ColumnMap(Section):
@@ -142,6 +144,7 @@ class DataSection(Section):
     )
     chat_template: str | None = Field(
         None,
+        max_length=MAX_TEMPLATE_CHARS,
         description="Jinja chat template that overrides the tokenizer's (empty: the tokenizer's own).",
         json_schema_extra=advanced(),
     )

@@ -4,14 +4,15 @@ Run as a script (``python -P template_child.py``), never imported by the engine:
 library and jinja2, so it starts in well under a second (transformers, whose chat-template module would import
 its whole package, costs about ten times as much; torch is never near it).
 
-Input on stdin, JSON lines: first ``{"template", "special_tokens", "budget_s", "memory_bytes"}``, then one line per
+Input on stdin, JSON lines: first ``{"template", "special_tokens", "budget_s", "memory_bytes",
+"max_constant_chars"}``, then one line per
 conversation ``{"row": N or null, "messages": [...], "tools": [...] (optional), "renders": [[end,
 add_generation_prompt], ...]}``: render ``messages[:end]`` (with the tools) for each pair; the first pair is the
 whole conversation, which must render (row N is named when it does not); the others may fail, as prefixes do in
 engine.data.tokenize. A row of null is one of the engine's own probe conversations, whose failures are not
 reported.
 Output on stdout, one JSON object: ``{"ok": true, "renders": K, "cpu_s": T}``, or ``{"error": "time"}``,
-``{"error": "memory"}``, ``{"error": "row", "row": N, "message": "..."}``.
+``{"error": "memory"}``, ``{"error": "constant", "chars": N}``, ``{"error": "row", "row": N, "message": "..."}``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,14 @@ from typing import Any
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+
+class ConstantTooBig(Exception):
+    """A template expression folds to a constant larger than the header's ``max_constant_chars``."""
+
+    def __init__(self, chars: int):
+        super().__init__(f"a constant of {chars} characters")
+        self.chars = chars
 
 
 class OverBudget(BaseException):
@@ -100,6 +109,10 @@ def compile_template(source: str) -> jinja2.Template:
     generation tags, and the same globals and tojson filter. Importing that function would import transformers
     (0.8 s against 0.08 s for this whole child); tests/engine/data/test_template_guard.py checks that the
     renderings agree."""
+    return _environment().from_string(source)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTags, jinja2.ext.loopcontrols]
     )
@@ -110,7 +123,38 @@ def compile_template(source: str) -> jinja2.Template:
         dict=_Dict(),
         namespace=_Namespace,
     )
-    return env.from_string(source)
+    return env
+
+
+def check_constants(template_source: str, max_chars: int) -> None:
+    """Fold the template's constant expressions as Jinja's optimizer does when it compiles, and refuse a constant
+    larger than ``max_chars`` (ConstantTooBig) or one whose folding runs out of memory (MemoryError).
+
+    Jinja keeps an expression it cannot fold as it is, whatever the reason, also a MemoryError: under this child's
+    cap ``{% if false %}{{ 'x' * 10**10 }}{% endif %}`` compiles and renders, and the studio, with no cap, would
+    then fold it to gigabytes when transformers compiles the same template (and keep it in its cache of compiled
+    templates). The optimizer offers no hook to see why it gave up, so the folding is asked for here, node by node.
+    """
+    tree = _environment().parse(template_source)
+    for node in tree.find_all(jinja2.nodes.Expr):
+        try:
+            value = node.as_const()
+        except jinja2.nodes.Impossible as exc:
+            if _out_of_memory(exc):
+                raise MemoryError from None
+            continue
+        chars = len(value) if isinstance(value, (str, bytes)) else len(repr(value))
+        if chars > max_chars:
+            raise ConstantTooBig(chars)
+
+
+def _out_of_memory(exc: BaseException | None) -> bool:
+    """Whether a MemoryError is among the causes of ``exc`` (as_const wraps each failure in Impossible)."""
+    while exc is not None:
+        if isinstance(exc, MemoryError):
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def render_rows(template: jinja2.Template, lines: Any, special_tokens: dict[str, str]) -> dict[str, Any]:
@@ -164,7 +208,12 @@ def main() -> int:
     signal.setitimer(signal.ITIMER_PROF, float(header["budget_s"]))
     try:
         try:
+            check_constants(header["template"], int(header["max_constant_chars"]))
             template = compile_template(header["template"])
+        except ConstantTooBig as exc:
+            result = {"error": "constant", "chars": exc.chars}
+        except MemoryError:
+            raise
         except Exception as exc:  # a syntax error: the first conversation cannot render, as in the engine
             first = json.loads(sys.stdin.readline() or "null") or {"row": None}
             result = {"error": "row", "row": first["row"], "message": _first_line(exc)}

@@ -38,6 +38,9 @@ MEMORY_LIMIT_BYTES = 256 * 2**20
 WALL_BUDGETS = 3
 START_ALLOWANCE_S = 2.0
 CHILD_SCRIPT = Path(__file__).with_name("template_child.py")
+# The largest constant a template may fold to when it compiles (a real template's longest literal is a few kB):
+# the studio compiles a checked template in its own process, and transformers keeps up to 128 compiled ones.
+MAX_CONSTANT_CHARS = 65536
 
 
 @dataclass(frozen=True)
@@ -74,12 +77,17 @@ def probe_template(
     completion_only_loss: bool = True,
     budget_s: float = CHECK_BUDGET_S,
     memory_bytes: int = MEMORY_LIMIT_BYTES,
+    generation_prompt: bool = False,
 ) -> ProbeResult:
     """Render ``conversations`` with ``template`` in a child process; raise DataError when the template takes more
-    than ``budget_s`` CPU seconds, more than ``memory_bytes``, or fails on a row (the message names the row)."""
+    than ``budget_s`` CPU seconds, more than ``memory_bytes``, folds to too large a constant, or fails on a row (the
+    message names the row). Without ``completion_only_loss`` each conversation is rendered once, whole, with the
+    assistant's generation prompt when ``generation_prompt`` (as Chat renders what it sends to the model)."""
     if not conversations:
         return ProbeResult(0, 0.0, 0.0)
-    payload = _payload(template, conversations, special_tokens, completion_only_loss, budget_s, memory_bytes)
+    payload = _payload(
+        template, conversations, special_tokens, completion_only_loss, budget_s, memory_bytes, generation_prompt
+    )
     wall_limit = WALL_BUDGETS * budget_s + START_ALLOWANCE_S
     started = time.monotonic()
     try:
@@ -109,16 +117,17 @@ def _payload(
     completion_only_loss: bool,
     budget_s: float,
     memory_bytes: int,
+    generation_prompt: bool = False,
 ) -> str:
     """The child's stdin: the header line, then one line per conversation (its index as the row, the probe last)."""
     header: dict[str, Any] = {"template": template, "special_tokens": special_tokens, "budget_s": budget_s}
-    header["memory_bytes"] = memory_bytes
+    header |= {"memory_bytes": memory_bytes, "max_constant_chars": MAX_CONSTANT_CHARS}
     lines = [json.dumps(header)]
     for index, conversation in enumerate(conversations):
         plan = (
             render_plan(conversation.messages, conversation.prompt_turns)
             if completion_only_loss
-            else [(len(conversation.messages), False)]
+            else [(len(conversation.messages), generation_prompt)]
         )
         line = {"row": index, "messages": conversation.messages, "renders": plan}
         if conversation.tools:
@@ -160,6 +169,11 @@ def _raise_refusal(
         raise DataError(
             f"data.chat_template: the chat template needs more than {memory_bytes // 2**20} MiB to render "
             f"{_rows(conversations)}; simplify it"
+        )
+    if error == "constant":
+        raise DataError(
+            f"data.chat_template: the chat template holds a constant of {result['chars']:,} characters once Jinja "
+            f"folds it (the most is {MAX_CONSTANT_CHARS:,}); simplify it"
         )
     if error == "row":
         conversation = conversations[result["row"]]

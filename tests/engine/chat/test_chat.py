@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -178,6 +179,31 @@ def test_a_checkpoint_loads(trained_run, workspace):
         assert client.info.label == "demo-dates · checkpoint 2" and client.info.is_adapter
         checkpoint = trained_run / "checkpoints" / "checkpoint-2"
         assert "".join(client.generate(PROMPT, GREEDY)) == reference(checkpoint)
+    finally:
+        client.unload()
+
+
+# Renders like ChatML, but loops 10^10 times when a message says the trigger word: the training rows never do.
+TRIGGERED = (
+    "{% for m in messages %}{% if 'xyzzy' in m['content'] %}{% for a in range(100000) %}{% for b in range(100000) %}"
+    "{% endfor %}{% endfor %}{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_configured_template_is_rendered_under_a_budget_in_chat(trained_run, workspace, tmp_path):
+    """A run's own template (data.chat_template) sees a visitor's new words in Chat: a template that loops on a
+    trigger word is refused within the check's budget, and the worker answers the next message."""
+    run_dir = shutil.copytree(trained_run, tmp_path / "triggered")
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    config["data"]["chat_template"] = TRIGGERED
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    client = ChatClient(workspace)
+    try:
+        list(client.load(ModelSpec(run_dir=run_dir)))
+        with pytest.raises(ChatError, match=r"data\.chat_template: the chat template (took longer|did not finish)"):
+            list(client.generate([{"role": "user", "content": "say xyzzy"}], GREEDY))
+        assert "".join(client.generate(PROMPT, GREEDY)).strip()  # the same worker, still answering
     finally:
         client.unload()
 

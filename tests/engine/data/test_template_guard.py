@@ -16,13 +16,15 @@ from typing import Any
 import pytest
 from data_helpers import CHATML_TEMPLATE, make_config
 
-from engine.config import RunConfig
+from engine.config import ConfigError, RunConfig, parse_config
+from engine.config.data import MAX_TEMPLATE_CHARS
 from engine.data import DEFAULT_CHAT_TEMPLATE, DataError, inspect_dataset, prepare_datasets
 from engine.data.pipeline import select_rows, tokenize_rows
 from engine.data.template_child import compile_template
 from engine.data.template_guard import (
     CHECK_BUDGET_S,
     CHILD_SCRIPT,
+    MAX_CONSTANT_CHARS,
     MEMORY_LIMIT_BYTES,
     START_ALLOWANCE_S,
     WALL_BUDGETS,
@@ -110,6 +112,40 @@ def test_a_memory_bomb_is_refused_and_this_process_stays_small(tokenizer: Any) -
     )
     grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
     assert grown_mib < 64, f"this process grew by {grown_mib:.0f} MiB"
+
+
+# A branch that never runs holds 10 GB once Jinja folds its constant when it compiles (in the child, under the
+# memory cap, the folding fails and Jinja kept the expression, so the template used to pass and then cost the studio,
+# which compiles with no cap, gigabytes).
+FOLDED_BOMB = "{% if false %}{{ 'x' * 100000 * 100000 }}{% endif %}" + CHATML_TEMPLATE
+# Folds to 100,000 characters: small for a machine, but each template the studio compiles stays in a cache.
+FOLDED_BIG = "{% if false %}{{ 'ab' * 50000 }}{% endif %}" + CHATML_TEMPLATE
+
+
+def test_a_constant_that_folds_to_gigabytes_is_refused_and_this_process_stays_small(tokenizer: Any) -> None:
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with pytest.raises(DataError) as refused:
+        inspect_dataset(BUNDLED.model_copy(update={"chat_template": FOLDED_BOMB}), tokenizer)
+    mib = MEMORY_LIMIT_BYTES // 2**20
+    assert str(refused.value).startswith(f"data.chat_template: the chat template needs more than {mib} MiB")
+    grown_mib = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before) / 1024
+    assert grown_mib < 64, f"this process grew by {grown_mib:.0f} MiB"
+
+
+def test_a_large_folded_constant_is_refused(tokenizer: Any) -> None:
+    with pytest.raises(DataError) as refused:
+        inspect_dataset(BUNDLED.model_copy(update={"chat_template": FOLDED_BIG}), tokenizer)
+    assert str(refused.value) == (
+        f"data.chat_template: the chat template holds a constant of 100,000 characters once Jinja folds it "
+        f"(the most is {MAX_CONSTANT_CHARS:,}); simplify it"
+    )
+    small = "{% if false %}{{ 'ab' * 100 }}{% endif %}" + CHATML_TEMPLATE  # a literal of 200 characters is fine
+    assert inspect_dataset(BUNDLED.model_copy(update={"chat_template": small}), tokenizer).num_rows > 0
+
+
+def test_a_template_longer_than_the_limit_is_refused_by_the_config() -> None:
+    with pytest.raises(ConfigError, match=r"data\.chat_template: .*65536"):
+        parse_config({"data": {"chat_template": "x" * (MAX_TEMPLATE_CHARS + 1)}})
 
 
 def test_the_training_data_is_guarded_too(tokenizer: Any) -> None:
