@@ -46,6 +46,7 @@ __all__ = [
     "TrainSection",
     "load_config",
     "parse_config",
+    "read_config_data",
     "save_config",
 ]
 
@@ -260,12 +261,18 @@ def _as_written(problems: list[Problem], data: dict[str, Any]) -> list[Problem]:
 
 def load_config(path: str | Path) -> RunConfig:
     """Read and validate a YAML config file, or raise ConfigError saying what is wrong with it."""
+    return parse_config(read_config_data(path))
+
+
+def read_config_data(path: str | Path) -> dict[str, Any]:
+    """A YAML config file as the mapping it holds, not yet validated (the CLI's ``--set`` changes it first); a
+    ConfigError when it cannot be read, is not YAML, or is empty."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError([Problem("", f"config file not found: {path}")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a path with a NUL byte
         raise ConfigError([Problem("", f"cannot read config file {path}: {exc}")]) from None
     try:
         data = yaml.safe_load(text)
@@ -273,7 +280,13 @@ def load_config(path: str | Path) -> RunConfig:
         raise ConfigError([Problem("", f"{path} is not valid YAML: {exc}")]) from None
     except RecursionError:  # PyYAML composes nested lists and mappings recursively
         raise ConfigError([Problem("", f"{path} is not a usable config: values nested too deeply")]) from None
-    return parse_config(data)
+    if data is None:
+        # An empty file (or one of comments only) is more likely a mistake than a wish for every default.
+        empty = f"{path} is empty: write the sections to set (model, data, train, ...), or start from a preset"
+        raise ConfigError([Problem("", empty)])
+    if not isinstance(data, dict):
+        raise ConfigError([Problem("", "the config must be a mapping of sections (model, data, train, ...)")])
+    return data
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:

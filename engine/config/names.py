@@ -10,6 +10,9 @@ MAX_NAME_CHARS = 120
 # export's ".zip" or its ".partial-…" while it is written).
 MAX_NAME_BYTES = 200
 PATH_SEPARATORS = ("/", "\\")
+# Unicode's bidirectional controls (embeddings, overrides, isolates, marks): invisible, they make a name read in
+# another order than it is written ("evil\u202egpj.exe" shows as "evilexe.jpg"), in a run list as in a file name.
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def name_problem(name: str) -> str | None:
@@ -24,8 +27,10 @@ def name_problem(name: str) -> str | None:
         return "must be valid Unicode text"
     if size > MAX_NAME_BYTES:
         return f"too long for a file name: at most {MAX_NAME_BYTES} bytes as UTF-8"
-    if any(unicodedata.category(char) == "Cc" for char in name):
+    if any(unicodedata.category(char) in ("Cc", "Zl", "Zp") for char in name):
         return "no control characters allowed (such as a NUL byte, a tab or a line break)"
+    if any(char in BIDI_CONTROLS for char in name):
+        return "no direction marks allowed (such as a right-to-left override): they change how a name reads"
     if any(separator in name for separator in PATH_SEPARATORS):
         return "no / or \\ allowed: it names one file or folder"
     return None
