@@ -27,6 +27,7 @@ from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_co
 from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
 from engine.data.errors import DataError
+from engine.data.loading import decoded_bytes
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.evaluate import evaluations
 from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
@@ -219,6 +220,7 @@ __all__ = [
     "visitor_key_file",
     "workspace_of",
     "write_text_atomic",
+    "decoded_bytes",
 ]
 
 

@@ -13,12 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DataError, kind_of
+from engine.store.limits import Limits, OverLimit, run_limited
 from engine.store.paths import PROJECT_ROOT, is_hub_id
 
 SUPPORTED_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 
 # Cells as large as a document can be (the C long of every platform holds it).
 _MAX_CSV_CELL = 2**31 - 1
+# A Parquet file is decoded in a child first (parquet_child.py), under these caps, to learn what it holds: a file
+# of 523 bytes held 1.5 GB (one dictionary-encoded 1 MiB string in 1,500 rows). Past MAX_DECODED_BYTES it is
+# refused (every row is read into memory as Python values, two to three times the decoded bytes); a row that needs
+# more than the child's memory on its own is refused too.
+MAX_DECODED_BYTES = 4 * 2**30
+PARQUET_LIMITS = Limits(memory_bytes=1024 * 2**20, cpu_s=60.0, wall_s=180.0)
+PARQUET_CHILD = Path(__file__).with_name("parquet_child.py")
 
 
 def resolve_path(path: str) -> Path | None:
@@ -192,12 +200,34 @@ def _parse_csv(path: Path, text: str) -> list[dict[str, Any]]:
     return rows
 
 
+def decoded_bytes(path: Path, max_bytes: int = MAX_DECODED_BYTES) -> int:
+    """What a data file holds once decoded, in bytes: its size for a text format; for Parquet, its decoded Arrow
+    bytes, counted in a child under PARQUET_LIMITS (a count past ``max_bytes`` stops there). DataError when the
+    file cannot be read or a part of it is too large to decode within the child's caps."""
+    path = Path(path)
+    if path.suffix.lower() != ".parquet":
+        return path.stat().st_size
+    payload = json.dumps({"path": str(path), "max_bytes": max_bytes})
+    try:
+        return int(json.loads(run_limited(PARQUET_CHILD, payload, PARQUET_LIMITS))["bytes"])
+    except OverLimit as exc:
+        cap = f"{PARQUET_LIMITS.memory_bytes // 2**20} MiB" if exc.kind == "memory" else "its time"
+        raise DataError(f"{path}: a part of this Parquet file takes more than {cap} to decode") from None
+    except RuntimeError as exc:
+        raise DataError(f"{path} is not a valid Parquet file: {exc}") from None
+
+
 def _parse_parquet(path: Path, data: bytes) -> list[dict[str, Any]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not data.startswith(b"PAR1"):
         raise DataError(f"{path} is not a Parquet file (it does not start with the Parquet magic bytes)")
+    if decoded_bytes(path) > MAX_DECODED_BYTES:
+        raise DataError(
+            f"{path} holds more than {MAX_DECODED_BYTES / 2**20:,.0f} MiB once decoded ({len(data):,} bytes on disk); "
+            "split it or use fewer rows"
+        )
     try:
         # One thread: pyarrow's pool threads could still be winding down when a short process (``check`` on a
         # bad file) exits, and then the interpreter aborts with "terminate called without an active exception".

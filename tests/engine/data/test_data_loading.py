@@ -54,6 +54,35 @@ def test_parquet(tmp_path: Path):
     assert read_rows(str(path))[0] == ROWS
 
 
+def dictionary_bomb(path: Path, rows: int, value_bytes: int) -> Path:
+    """A Parquet file whose one column repeats a single ``value_bytes`` string in every row, dictionary-encoded and
+    compressed: a few hundred bytes on disk."""
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["x" * value_bytes]))
+    pq.write_table(pa.table({"text": column}), path, compression="zstd")
+    return path
+
+
+def test_a_parquet_file_counts_what_it_holds_once_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    bomb = dictionary_bomb(tmp_path / "bomb.parquet", rows=1500, value_bytes=2**20)
+    assert bomb.stat().st_size < 4096
+    assert loading.decoded_bytes(bomb) >= 1500 * 2**20  # every row's string, not the dictionary's one
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(pa.Table.from_pylist(ROWS), plain)
+    assert loading.decoded_bytes(plain) < 4096
+    monkeypatch.setattr(loading, "MAX_DECODED_BYTES", 100 * 2**20)
+    with pytest.raises(DataError, match=r"bomb\.parquet holds more than 100 MiB once decoded \(\d+ bytes on disk\)"):
+        read_rows(str(bomb))
+    assert read_rows(str(plain))[0] == ROWS
+
+
+def test_a_parquet_row_too_large_to_decode_is_refused(tmp_path: Path):
+    """One string of 1.5 GiB (one repeated character compresses to almost nothing) needs more than the decoding
+    child may hold: refused, and never decoded in this process."""
+    huge = dictionary_bomb(tmp_path / "huge.parquet", rows=1, value_bytes=3 * 2**29)
+    with pytest.raises(DataError, match=r"huge\.parquet: a part of this Parquet file takes more than 1024 MiB"):
+        read_rows(str(huge))
+
+
 def test_txt_one_example_per_non_empty_line(tmp_path: Path):
     path = tmp_path / "f.txt"
     path.write_text("first line\n\n   \nsecond line\r\n", encoding="utf-8")
