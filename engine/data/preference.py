@@ -10,7 +10,8 @@ Shapes taken (columns mappable through data.columns):
 
 - ``prompt`` / ``chosen`` / ``rejected`` as strings (a user turn and assistant answers), or as turn lists
   (TRL's explicit-prompt form);
-- ``chosen`` / ``rejected`` as whole conversations that share their first turns (TRL's implicit-prompt form);
+- ``chosen`` / ``rejected`` as whole conversations that share their first turns, or as whole texts that share their
+  opening (TRL's implicit-prompt form, conversational and standard; the shared opening becomes a user turn);
 - LLaMA-Factory's ShareGPT form: ``conversations`` (from / value) + ``chosen`` and ``rejected`` as one
   message each (``dpo_en_demo.json``);
 - kto: ``prompt`` / ``completion`` / ``label``, or ``messages`` (or ``conversations``) whose last turn is the
@@ -40,7 +41,7 @@ def preference_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
         return problems
     shaped = normalise_preference(row, columns)
     if not shaped["prompt"]:
-        return ["chosen and rejected share no prompt turns and there is no prompt column; add the prompt"]
+        return ["chosen and rejected share no opening (the prompt) and there is no prompt column; add the prompt"]
     if not shaped["chosen"] or not shaped["rejected"]:
         return ["chosen and rejected are the same conversation; there is nothing to prefer"]
     if shaped["chosen"] == shaped["rejected"]:
@@ -69,9 +70,13 @@ def kto_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
 
 def normalise_preference(row: dict[str, Any], columns: ColumnMap) -> dict[str, Turns]:
     """A checked preference row in TRL's conversational form (prompt / chosen / rejected turn lists)."""
-    chosen = _turns(row[column(columns, "chosen")])
-    rejected = _turns(row[column(columns, "rejected")])
+    chosen_value, rejected_value = row[column(columns, "chosen")], row[column(columns, "rejected")]
     prompt = _explicit_prompt(row, columns)
+    if prompt is None and isinstance(chosen_value, str) and isinstance(rejected_value, str):
+        # implicit prompt in TRL's standard form: two whole texts whose shared opening is the prompt
+        opening, chosen_value, rejected_value = split_shared_opening(chosen_value, rejected_value)
+        prompt = [{"role": "user", "content": opening}] if opening.strip() else []
+    chosen, rejected = _turns(chosen_value), _turns(rejected_value)
     if prompt is None:  # implicit prompt: the turns both conversations begin with
         shared = _shared_prefix(chosen, rejected)
         prompt, chosen, rejected = chosen[:shared], chosen[shared:], rejected[shared:]
@@ -156,6 +161,19 @@ def _turns(value: Any) -> Turns:
     if isinstance(value, dict):
         return [normalise_turn(value)]
     return [normalise_turn(turn) for turn in value]
+
+
+def split_shared_opening(chosen: str, rejected: str) -> tuple[str, str, str]:
+    """The opening two texts share (the prompt) and what follows it in each, split as TRL's ``extract_prompt``
+    splits a standard implicit-prompt row: at the first character that differs, with a space before it left to
+    the answers. Written out because TRL's function takes a whole dataset row and importing TRL costs a dataset
+    check seconds."""
+    index = next((i for i, (one, other) in enumerate(zip(chosen, rejected, strict=False)) if one != other), None)
+    if index is None:  # one text begins with the whole other: TRL leaves the shorter one its last character
+        index = max(min(len(chosen), len(rejected)) - 1, 0)
+    elif index > 0 and chosen[index - 1] == " ":
+        index -= 1
+    return chosen[:index], chosen[index:], rejected[index:]
 
 
 def _shared_prefix(first: Turns, second: Turns) -> int:
