@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
-from studio.chat.models import caller_of, holder_for, model_choices, spec_for
+from studio.chat.models import holder_for, model_choices, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
-from studio.demo.policy import NORMAL, DemoPolicy
+from studio.context import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import values_to_config
 from studio.i18n.catalog import SOURCE, key, text
@@ -33,49 +32,43 @@ STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: sm
 Conversation = list[dict[str, str]]
 
 
-def load_clicked(
-    client: ChatClient,
-    workspace: Path,
-    key: str | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> Iterator[str]:
+def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterator[str]:
     """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
     a key is never taken as a path to anything else on this machine. It replaces whatever model is loaded (one
     worker serves the studio); in demo mode a run's model then serves this visitor only, and a failure names the
     run's files as the visitor knows them (``workspace/runs/...``), not by the server's paths. Its lines are in
-    ``lang`` (the worker's own error stays English)."""
-    caller = caller_of(policy, visitor)
+    the caller's language (the worker's own error stays English)."""
     try:
         if not key:
-            raise ChatError(text(PICK_FIRST, lang))
-        if key not in {value for _, value in model_choices(workspace, policy, visitor)}:
-            raise ChatError(text(NOT_LISTED, lang))
-        spec = spec_for(workspace, key)
-        for _ in client.load(spec, owner=holder_for(spec, caller)):
-            yield status_html(client, caller, lang)
+            raise ChatError(caller.say(PICK_FIRST))
+        if key not in {value for _, value in model_choices(caller)}:
+            raise ChatError(caller.say(NOT_LISTED))
+        spec = spec_for(caller.workspace, key)
+        for _ in client.load(spec, owner=holder_for(spec, worker_tag(caller))):
+            yield status_html(client, caller)
     except ChatError as exc:
-        yield message_html(text(LOAD_FAILED, lang, error=policy.shown(str(exc), workspace)), "error")
+        yield message_html(caller.say(LOAD_FAILED, error=caller.shown(str(exc))), "error")
         return
-    yield status_html(client, caller, lang)
+    yield status_html(client, caller)
 
 
-def unload_clicked(client: ChatClient, caller: str | None = None, lang: str = SOURCE) -> str:
-    """Unload the model (its process exits, so its memory is freed); never another visitor's."""
-    others = message_html(text(NOTHING_OF_YOURS, lang, others=text(OTHERS_MODEL, lang)), "warn")
-    if not client.may_use(caller):
+def unload_clicked(client: ChatClient, caller: Caller) -> str:
+    """Unload the model (its process exits, so its memory is freed); never another visitor's. Said in the
+    caller's language."""
+    tag = worker_tag(caller)
+    others = message_html(caller.say(NOTHING_OF_YOURS, others=caller.say(OTHERS_MODEL)), "warn")
+    if not client.may_use(tag):
         return others
     if client.pid is None and client.loading is None:
-        return message_html(text(NOTHING_LOADED, lang), "warn")
-    if not client.unload_for(caller):  # someone else's model was loaded since the check above
+        return message_html(caller.say(NOTHING_LOADED), "warn")
+    if not client.unload_for(tag):  # someone else's model was loaded since the check above
         return others
-    return message_html(text(UNLOADED, lang), "ok")
+    return message_html(caller.say(UNLOADED), "ok")
 
 
-def stop_clicked(client: ChatClient, caller: str | None = None) -> None:
+def stop_clicked(client: ChatClient, caller: Caller) -> None:
     """End the reply being generated (never another visitor's); what was written so far stays."""
-    client.stop(caller)
+    client.stop(worker_tag(caller))
 
 
 def parse_sampling_widgets(values: list[Any]) -> SamplingParams:
@@ -105,13 +98,14 @@ def _stream(
     history: Conversation,
     sampling: SamplingParams,
     adapter: bool,
-    caller: str | None = None,
+    tag: str | None = None,
 ) -> Iterator[None]:
-    """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas."""
+    """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas. ``tag``:
+    who asks, as the chat worker knows them (studio.chat.models.worker_tag)."""
     prompt = _conversation(system, history)
     history.append({"role": "assistant", "content": ""})
     reply, shown = "", time.monotonic()
-    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=caller):
+    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=tag):
         reply += delta
         history[-1]["content"] = reply.lstrip()  # a tokenizer may start the reply with a space
         if time.monotonic() - shown >= STREAM_INTERVAL:
@@ -131,20 +125,21 @@ def _finish_note(client: ChatClient, lang: str = SOURCE) -> str:
 
 def exchange(
     client: ChatClient,
+    caller: Caller,
     message: str,
     system: str,
     mode: str,
     histories: dict[str, Conversation],
     *sampling_values: Any,
-    caller: str | None = None,
-    lang: str = SOURCE,
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in; a
     textbox or note of None leaves it as it is (the tab's ``respond`` sends those to the page).
 
     Side by side answers with the adapter switched off (the base model) on the left, then on the right. Only a
-    model ``caller`` may use answers (``caller_of``: in demo mode, not another visitor's). The note is in ``lang``.
+    model the caller may use answers (``worker_tag``: in demo mode, not another visitor's). The note is in the
+    caller's language.
     """
+    tag, lang = worker_tag(caller), caller.language
     histories = {name: list(turns) for name, turns in (histories or {}).items()}
     chat, base, tuned = (histories.setdefault(name, []) for name in ("chat", "base", "tuned"))
 
@@ -153,7 +148,7 @@ def exchange(
         # Copies: the reply's message is edited in place as it streams, each yield must be a snapshot.
         return [[dict(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, textbox, note]
 
-    problem = _refusal(client, message, mode, caller, lang)
+    problem = _refusal(client, message, mode, tag, lang)
     try:
         sampling = parse_sampling_widgets(list(sampling_values))
     except ConfigError as exc:
@@ -167,7 +162,7 @@ def exchange(
     yield view("", "")
     try:
         for history, adapter in targets:
-            for _ in _stream(client, system, history, sampling, adapter, caller):
+            for _ in _stream(client, system, history, sampling, adapter, tag):
                 yield view()
             if client.last_finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
@@ -180,11 +175,11 @@ def exchange(
     yield view(note=_finish_note(client, lang))
 
 
-def _refusal(client: ChatClient, message: str, mode: str, caller: str | None = None, lang: str = SOURCE) -> str | None:
-    """Why a message cannot be sent now (in ``lang``), or None."""
+def _refusal(client: ChatClient, message: str, mode: str, tag: str | None = None, lang: str = SOURCE) -> str | None:
+    """Why a message cannot be sent now (in ``lang``) by the caller of ``tag``, or None."""
     if not message or not message.strip():
         return text(TYPE_FIRST, lang)
-    if not client.may_use(caller):
+    if not client.may_use(tag):
         return text(LOAD_FIRST_OTHERS, lang, others=text(OTHERS_MODEL, lang), load=text(LOAD, lang))
     if client.info is None:
         return text(LOAD_FIRST, lang, load=text(LOAD, lang))

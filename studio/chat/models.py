@@ -1,5 +1,6 @@
 """What the Chat tab can load, and for whom: the model list, the spec a pick stands for, and (in demo mode)
-whose a loaded model is. Plain functions of the workspace and the demo policy.
+whose a loaded model is. Plain functions of the caller (studio.context.Caller: the workspace, the demo policy,
+the visitor, the page's language).
 
 A model's label (``Base · NAME``, ``RUN · checkpoint 10``) is said in the page's language; the chat worker names
 the loaded model in English (engine.chat.client.resolve_model) and ``shown_label`` says that name again.
@@ -22,7 +23,8 @@ from engine.api import (
     read_status,
     runs_dir,
 )
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owner_tag
+from studio.context import Caller
+from studio.demo.policy import owner_tag
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 
@@ -35,13 +37,12 @@ def final_label(name: str, folder: str, lang: str = SOURCE) -> str:
     return text(FINAL[folder], lang, name=name) if folder in FINAL else f"{name} · final {folder}"
 
 
-def model_choices(
-    workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> list[tuple[str, str]]:
+def model_choices(caller: Caller) -> list[tuple[str, str]]:
     """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
-    mode only the visitor's runs), labelled in ``lang``."""
+    mode only the caller's runs), labelled in the caller's language."""
+    lang = caller.language
     bases, trained = [DEMO_MODEL], []
-    for run_dir in sorted(owned_run_dirs(workspace, policy, visitor), key=_created, reverse=True):
+    for run_dir in sorted(caller.run_dirs(), key=_created, reverse=True):
         try:
             config = load_config(run_dir / CONFIG_FILE)
         except ConfigError:
@@ -82,14 +83,14 @@ def spec_for(workspace: Path, key: str | None) -> ModelSpec:
     raise ChatError("pick a model to load first")
 
 
-def caller_of(policy: DemoPolicy, visitor: str | None) -> str | None:
-    """Who asks, as the chat worker knows them: in demo mode the visitor's owner tag (a digest, as runs record
-    it; None without a valid id), outside demo mode None: one person's studio has nobody to keep apart."""
-    visitor = policy.visitor(visitor)
-    return owner_tag(visitor) if visitor else None
+def worker_tag(caller: Caller) -> str | None:
+    """Who asks, as the chat worker knows them (its ``caller``): in demo mode the visitor's owner tag (a digest,
+    as runs record it; None without a valid id), outside demo mode None: one person's studio has nobody to keep
+    apart."""
+    return owner_tag(caller.visitor) if caller.visitor else None
 
 
-def holder_for(spec: ModelSpec, caller: str | None) -> str | None:
-    """Whom a loaded model serves: a run's model its caller only (None outside demo mode: everyone); a base
-    model everyone, since the demo offers only the bundled one, which is public."""
-    return caller if spec.run_dir is not None else None
+def holder_for(spec: ModelSpec, tag: str | None) -> str | None:
+    """Whom a loaded model serves: a run's model only the caller of ``tag`` (``worker_tag``; None outside demo
+    mode: everyone); a base model everyone, since the demo offers only the bundled one, which is public."""
+    return tag if spec.run_dir is not None else None

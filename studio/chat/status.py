@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 
 from engine.api import ChatClient
-from studio.chat.models import shown_label
+from studio.chat.models import shown_label, worker_tag
+from studio.context import Caller
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import bold, message_html, progress_bar_html
@@ -28,10 +29,11 @@ def _pointing_at_load(name: str, lang: str, **values: object) -> list[str]:
     return [before, bold(text(LOAD, lang)), after]
 
 
-def status_html(client: ChatClient, caller: str | None = None, lang: str = SOURCE) -> str:
-    """What is loaded (or loading), in one line in ``lang``; for a caller who may not use it, only that it is not
-    theirs."""
-    if not client.may_use(caller):
+def status_html(client: ChatClient, caller: Caller) -> str:
+    """What is loaded (or loading), in one line in the caller's language; for a caller who may not use it, only
+    that it is not theirs."""
+    lang = caller.language
+    if not client.may_use(worker_tag(caller)):
         return message_html(_pointing_at_load(NO_MODEL_FOR_YOU, lang, others=text(OTHERS_MODEL, lang)), "warn")
     if client.loading is not None:
         return _progress_html(client.loading.fraction, client.loading.message, lang)

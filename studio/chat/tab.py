@@ -30,11 +30,10 @@ from studio.chat.actions import (
     stop_clicked,
     unload_clicked,
 )
-from studio.chat.models import caller_of, model_choices
+from studio.chat.models import model_choices
 from studio.chat.status import LOAD, status_html
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.form.schema import FieldSpec
-from studio.i18n.catalog import SOURCE, request_language
 from studio.i18n.widgets import schema_text, t
 
 MODES = ("Chat", "Side by side")  # the mode radio's values (what the handlers compare)
@@ -44,18 +43,19 @@ CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it 
 
 def respond(
     client: ChatClient,
+    caller: Caller,
     message: str,
     system: str,
     mode: str,
     histories: dict[str, Conversation],
     *sampling_values: Any,
-    caller: str | None = None,
-    lang: str = SOURCE,
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in
-    (studio.chat.actions.exchange), gr.skip() where the text box or the note stays as it is."""
-    for outputs in exchange(client, message, system, mode, histories, *sampling_values, caller=caller, lang=lang):
-        yield [gr.skip() if value is None else value for value in outputs]
+    (studio.chat.actions.exchange), gr.skip() where the text box or the note stays as it is. The note says why a
+    reply failed as the caller may see it (the worker's error may name its files); the replies stay as written."""
+    for outputs in exchange(client, caller, message, system, mode, histories, *sampling_values):
+        *shown, note = [gr.skip() if value is None else value for value in outputs]
+        yield [*shown, caller.shown(note)]
 
 
 # --- layout -------------------------------------------------------------------------------------------------
@@ -81,7 +81,8 @@ class ChatTab:
         self.client = client or ChatClient(ctx.workspace)
         self.histories = gr.State({})
         with gr.Row(equal_height=True, elem_id="ts-chat-head"):
-            choices = model_choices(self.workspace, ctx.policy)  # a visitor's runs join when the tab opens
+            # Nobody's in particular: a visitor's runs join when the tab opens.
+            choices = model_choices(Caller(self.workspace, ctx.policy))
             self.model = gr.Dropdown(
                 choices=choices,
                 value=choices[0][1],
@@ -102,18 +103,17 @@ class ChatTab:
                 min_width=250,
                 elem_id="ts-chat-mode",
             )
-        policy = ctx.policy
         self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-status")
 
         # Per visitor: shown on page load and whenever the visitor id arrives (gr.on with no triggers runs at load
         # and on a change of its inputs). Not a callable value: Gradio would publish that load event in the API.
-        def status(who: str | None, request: gr.Request) -> str:
-            return status_html(self.client, caller_of(policy, who), request_language(request))
+        def status(caller: Caller) -> str:
+            return status_html(self.client, caller)
 
         gr.on(
             None,
-            status,
-            [ctx.visitor],
+            ctx.handler(status),
+            ctx.inputs(),
             self.status,
             show_progress="hidden",
             api_visibility="private",
@@ -154,50 +154,50 @@ class ChatTab:
 
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        client, workspace = self.client, self.workspace
-        policy, visitor = self.ctx.policy, self.ctx.visitor
+        client, ctx = self.client, self.ctx
 
-        def relisted(request: gr.Request, pick: str | None, who: str | None) -> dict[str, Any]:
-            return _relisted(pick, model_choices(workspace, policy, who, request_language(request)))
+        # Each handler answers the caller: their models, in the language of the page that asked.
+        def relisted(caller: Caller, pick: str | None) -> dict[str, Any]:
+            return _relisted(pick, model_choices(caller))
 
-        def status(request: gr.Request, who: str | None) -> str:
-            return status_html(client, caller_of(policy, who), request_language(request))
+        def status(caller: Caller) -> str:
+            return status_html(client, caller)
 
         relist = {
-            "fn": relisted,
-            "inputs": [self.model, visitor],
+            "fn": ctx.handler(relisted),
+            "inputs": ctx.inputs(self.model),
             "outputs": [self.model],
             "show_progress": "hidden",
             **private,
         }
         self.refresh.click(**relist)
-        if (on_open := self.ctx.on_open()) is not None:  # runs finish and checkpoints appear while it is hidden
+        if (on_open := ctx.on_open()) is not None:  # runs finish and checkpoints appear while it is hidden
             on_open(**relist)
             # ... and another visitor may have loaded a model meanwhile (one worker serves the studio)
             on_open(
-                status,
-                [visitor],
+                ctx.handler(status),
+                ctx.inputs(),
                 [self.status],
                 show_progress="hidden",
                 **private,
             )
 
-        def load(request: gr.Request, pick: str | None, who: str | None) -> Iterator[str]:
-            yield from load_clicked(client, workspace, pick, policy, who, request_language(request))
+        def load(caller: Caller, pick: str | None) -> Iterator[str]:
+            yield from load_clicked(client, caller, pick)
 
-        def unload(request: gr.Request, who: str | None) -> str:
-            return unload_clicked(client, caller_of(policy, who), request_language(request))
+        def unload(caller: Caller) -> str:
+            return unload_clicked(client, caller)
 
-        def send(request: gr.Request, who: str | None, *values: Any) -> Iterator[list[Any]]:
-            lang = request_language(request)
-            for outputs in respond(client, *values, caller=caller_of(policy, who), lang=lang):
-                # The note says why a reply failed (the worker's error may name its files); the replies stay as written.
-                yield [*outputs[:-1], policy.shown(outputs[-1], workspace)]
+        def send(caller: Caller, *values: Any) -> Iterator[list[Any]]:
+            yield from respond(client, caller, *values)
 
-        self.load.click(load, [self.model, visitor], [self.status], **private, **lanes.NO_LANE)
+        def stop(caller: Caller) -> None:
+            stop_clicked(client, caller)
+
+        self.load.click(ctx.handler(load), ctx.inputs(self.model), [self.status], **private, **lanes.NO_LANE)
         self.unload.click(
-            unload,
-            [visitor],
+            ctx.handler(unload),
+            ctx.inputs(),
             [self.status],
             **private,
             **lanes.NO_LANE,
@@ -211,17 +211,15 @@ class ChatTab:
         outputs = [self.chatbot, self.base_bot, self.tuned_bot, self.histories, self.text, self.note]
         gr.on(
             [self.send.click, self.text.submit],
-            send,
-            [visitor, self.text, self.system, self.mode, self.histories, *self.sampling],
+            ctx.handler(send),
+            ctx.inputs(self.text, self.system, self.mode, self.histories, *self.sampling),
             outputs,
             show_progress="minimal",
             **private,
             **lanes.NO_LANE,
         )
         # Stop reaches the worker directly; the streaming handler then ends by itself with the partial reply kept.
-        self.stop.click(
-            lambda who: stop_clicked(client, caller_of(policy, who)), [visitor], None, concurrency_limit=None, **private
-        )
+        self.stop.click(ctx.handler(stop), ctx.inputs(), None, concurrency_limit=None, **private)
         self.clear.click(clear_clicked, None, outputs[:5], **private)
 
 

@@ -16,10 +16,9 @@ from typing import Any
 import gradio as gr
 
 from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, jobs, load_config, runs
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
+from studio.context import Caller, StudioContext
 from studio.evaluate import cards, tables
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
     PICK_RUN,
@@ -55,16 +54,11 @@ def result_view(result: dict[str, Any] | None, which: str = tables.FILTERS[0], l
     return [cards.metrics_html(result, lang), table, result]
 
 
-def run_changed(
-    workspace: Path,
-    run_id: str | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
+def run_changed(caller: Caller, run_id: str | None) -> list[Any]:
     """A run was picked: its weights, a sensible data choice, and its newest evaluation (nothing for another
-    visitor's run), in ``lang``."""
-    if not owns_run_id(workspace, run_id, policy, visitor):
+    visitor's run), in the caller's language."""
+    workspace, lang = caller.workspace, caller.language
+    if not caller.owns_run_id(run_id):
         run_id = None
     choices = weight_choices(workspace, run_id, lang)
     data = gr.skip()
@@ -76,7 +70,7 @@ def run_changed(
             data = gr.Radio(value=evaluations.DATA_EVAL if has_eval else evaluations.DATA_TRAIN)
             result = evaluations.latest_evaluation(run_dir)
         except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
-            gr.Warning(policy.shown(str(exc), workspace))
+            gr.Warning(caller.shown(str(exc)))
     weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
     return [weights, data, *result_view(result, lang=lang)]
 
@@ -86,55 +80,49 @@ def _refused(text: str, kind: str = "warn") -> list[Any]:
 
 
 def start_clicked(
-    workspace: Path,
+    caller: Caller,
     run_id: str | None,
     weights: str | None,
     data: str,
     path: str,
     max_rows: float | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
 ) -> list[Any]:
     """Check and start an evaluation; returns the job, the timer, the progress line and the buttons. In demo
     mode only the visitor's runs, on their own eval or training set (no file path on the server), and a refusal
-    names files as the visitor knows them. A refusal is in ``lang`` (the engine's reason as it wrote it)."""
+    names files as the visitor knows them. A refusal is in the caller's language (the engine's reason as it
+    wrote it)."""
+    workspace = caller.workspace
     if not run_id:
-        return _refused(text(PICK_RUN, lang))
-    if policy.enabled and data == "file":
-        return _refused(text(DEMO_NO_FILE, lang))
+        return _refused(caller.say(PICK_RUN))
+    if caller.policy.enabled and data == "file":
+        return _refused(caller.say(DEMO_NO_FILE))
     choice = (path or "").strip() if data == "file" else data
     if not choice:
-        return _refused(text(NO_PATH, lang))
+        return _refused(caller.say(NO_PATH))
     # Whoever reaches the page picks the file: only the workspace and the allowed folders (or a hub dataset id).
     problem = path_problem(choice, allowed_roots(workspace)) if data == "file" else None
     if problem:
-        return _refused(text(BAD_PATH, lang, problem=problem), "error")
+        return _refused(caller.say(BAD_PATH, problem=problem), "error")
     try:
         job_dir = evaluations.start_evaluation(
-            owned_run(workspace, run_id, policy, visitor),
+            caller.run(run_id),
             choice,
             checkpoint_of(weights),
             int(max_rows) if max_rows else None,
             workspace,
         )
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
-        return _refused(policy.shown(str(exc), workspace), "error")
+        return _refused(caller.shown(str(exc)), "error")
     status = jobs.status(job_dir)
-    return [str(job_dir), gr.Timer(active=True), progress_html(status, JOB, lang), *action_buttons(True)]
+    return [str(job_dir), gr.Timer(active=True), progress_html(status, JOB, caller.language), *action_buttons(True)]
 
 
-def poll(
-    job_dir: str | None,
-    which: str,
-    run_id: str | None = None,
-    policy: DemoPolicy = NORMAL,
-    workspace: Path | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
+def poll(caller: Caller, job_dir: str | None, which: str, run_id: str | None = None) -> list[Any]:
     """The timer's handler: progress while the job runs; its result (and the timer off) once it is over. With
     ``run_id`` (the run the page shows) the result of an evaluation of another run is not shown under its name.
-    In demo mode the error of a failed job names files as the visitor knows them. All in ``lang``."""
+    In demo mode the error of a failed job names files as the visitor knows them. All in the caller's
+    language."""
+    lang = caller.language
     status = job_status(job_dir)
     unchanged = [gr.skip()] * 3
     if status is None:
@@ -146,17 +134,23 @@ def poll(
     if run_id is not None and status.labels.get("run_id") != run_id:
         result = None  # the page moved on to another run meanwhile: its own cards stay
     shown = result_view(result, which, lang) if result else unchanged
-    progress = policy.shown(progress_html(status, JOB, lang), workspace)  # a failed job's error names files
+    progress = caller.shown(progress_html(status, JOB, lang))  # a failed job's error names files
     return [None, gr.Timer(active=False), progress, *action_buttons(False), *shown]
 
 
-def pending_view(job_dir: str | None, lang: str = SOURCE) -> list[Any]:
+def pending_view(caller: Caller, job_dir: str | None) -> list[Any]:
     """Once Start has started an evaluation: empty the cards and the table at once (those of an earlier
-    evaluation would read as this one's until it ends); nothing changes when Start was refused."""
+    evaluation would read as this one's until it ends), in the caller's language; nothing changes when Start was
+    refused."""
     if not job_dir:
         return [gr.skip()] * 3
-    _, table, result = result_view(None, lang=lang)
-    return [cards.pending_html(lang), table, result]
+    _, table, result = result_view(None, lang=caller.language)
+    return [cards.pending_html(caller.language), table, result]
+
+
+def filtered(caller: Caller, result: dict[str, Any] | None, which: str) -> list[Any]:
+    """The filter's handler: the kept result's cards and the rows ``which`` picks, in the caller's language."""
+    return result_view(result, which, caller.language)
 
 
 class EvaluateTab:
@@ -213,51 +207,36 @@ class EvaluateTab:
         self.job = gr.State(None)
         self.result = gr.State(None)
         self.timer = gr.Timer(POLL_SECONDS, active=False)
-        self._wire(ctx.workspace)
+        self._wire()
 
-    def _wire(self, workspace: Path) -> None:
+    def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
         shown = [self.metrics, self.table, self.result]
         buttons = [self.start, self.cancel]
-        policy, visitor = self.ctx.policy, self.ctx.visitor
+        ctx = self.ctx
 
-        # Each handler answers in the language of the page that asked (its ``request``).
-        def picked(request: gr.Request, run_id: str | None, who: str | None) -> list[Any]:
-            return run_changed(workspace, run_id, policy, who, request_language(request))
+        # Each handler answers the caller: their runs, in the language of the page that asked.
+        def cancel(caller: Caller, job: str | None) -> str:
+            return cancel_job(caller, job, JOB)
 
-        def start(request: gr.Request, who: str | None, *values: Any) -> list[Any]:
-            return start_clicked(workspace, *values, policy=policy, visitor=who, lang=request_language(request))
-
-        def pending(request: gr.Request, job: str | None) -> list[Any]:
-            return pending_view(job, request_language(request))
-
-        def tick(request: gr.Request, job: str | None, which: str, run_id: str | None) -> list[Any]:
-            return poll(job, which, run_id, policy, workspace, request_language(request))
-
-        def cancel(request: gr.Request, job: str | None) -> str:
-            return cancel_job(job, JOB, request_language(request))
-
-        def filtered(request: gr.Request, result: dict[str, Any] | None, which: str) -> list[Any]:
-            return result_view(result, which, request_language(request))
-
-        self.run.change(picked, [self.run, visitor], [self.weights, self.data, *shown], **private)
+        self.run.change(ctx.handler(run_changed), ctx.inputs(self.run), [self.weights, self.data, *shown], **private)
         self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
         self.start.click(
-            start,
-            [visitor, self.run, self.weights, self.data, self.path, self.max_rows],
+            ctx.handler(start_clicked),
+            ctx.inputs(self.run, self.weights, self.data, self.path, self.max_rows),
             [self.job, self.timer, self.progress, *buttons],
             **private,
-        ).then(pending, [self.job], shown, show_progress="hidden", **private)
+        ).then(ctx.handler(pending_view), ctx.inputs(self.job), shown, show_progress="hidden", **private)
         self.timer.tick(
-            tick,
-            [self.job, self.filter, self.run],
+            ctx.handler(poll),
+            ctx.inputs(self.job, self.filter, self.run),
             [self.job, self.timer, self.progress, *buttons, *shown],
             show_progress="hidden",
             **private,
         )
-        self.cancel.click(cancel, [self.job], [self.progress], **private)
-        self.filter.change(filtered, [self.result, self.filter], shown, **private)
-        refresh_on_open(self.ctx, evaluations.JOB_KIND, self.run, self.job, self.timer, self.weights)
+        self.cancel.click(ctx.handler(cancel), ctx.inputs(self.job), [self.progress], **private)
+        self.filter.change(ctx.handler(filtered), ctx.inputs(self.result, self.filter), shown, **private)
+        refresh_on_open(ctx, evaluations.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 
 def build_evaluate_tab(ctx: StudioContext) -> EvaluateTab:

@@ -26,9 +26,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import ArtifactError, JobStatus, export, exports_dir, jobs, runs
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run, owns_run_id
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.context import Caller, StudioContext
+from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
     PICK_RUN,
@@ -61,20 +60,12 @@ def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
     return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=default_name(run_id, kind, dtype))]
 
 
-def run_changed(
-    workspace: Path,
-    run_id: str | None,
-    kind: str,
-    dtype: str,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
-    """A run was picked: its weights (labelled in ``lang``) and the default export name (nothing for another
-    visitor's run)."""
-    if not owns_run_id(workspace, run_id, policy, visitor):
+def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
+    """A run was picked: its weights (labelled in the caller's language) and the default export name (nothing for
+    another visitor's run)."""
+    if not caller.owns_run_id(run_id):
         run_id = None
-    choices = weight_choices(workspace, run_id, lang)
+    choices = weight_choices(caller.workspace, run_id, caller.language)
     return [
         gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
         gr.Textbox(placeholder=default_name(run_id, kind, dtype)),
@@ -93,7 +84,7 @@ def _refused(text: str) -> list[Any]:
 
 
 def start_clicked(
-    workspace: Path,
+    caller: Caller,
     run_id: str | None,
     weights: str | None,
     kind: str,
@@ -102,34 +93,33 @@ def start_clicked(
     repo_id: str,
     token: str,
     private: bool,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
 ) -> list[Any]:
-    """Check the export and start it; a refusal says why (in ``lang``; the engine's reason as it wrote it) and
-    starts nothing. In demo mode: only the visitor's runs, under the default name, and never to the hub."""
+    """Check the export and start it; a refusal says why (in the caller's language; the engine's reason as it
+    wrote it) and starts nothing. In demo mode: only the visitor's runs, under the default name, and never to the
+    hub. ``token`` is the hub token typed on the page (not the visitor's, which the caller holds)."""
+    demo = caller.policy.enabled
     if not run_id:
-        return _refused(text(PICK_RUN, lang))
-    if policy.enabled and ((repo_id or "").strip() or (token or "").strip()):
-        return _refused(text(NO_PUSH, lang))
-    if policy.enabled:
+        return _refused(caller.say(PICK_RUN))
+    if demo and ((repo_id or "").strip() or (token or "").strip()):
+        return _refused(caller.say(NO_PUSH))
+    if demo:
         name = ""  # the name box is hidden: the export goes to its default place in the workspace
     try:
         plan = export.plan_export(
-            owned_run(workspace, run_id, policy, visitor),
+            caller.run(run_id),
             kind,
             dtype,
             (name or "").strip() or None,
             checkpoint_of(weights),
-            workspace,
+            caller.workspace,
         )
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
         job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
-        return _refused(policy.shown(str(exc), workspace))
+        return _refused(caller.shown(str(exc)))
     status = jobs.status(job_dir)
     hidden = gr.DownloadButton(visible=False)
-    progress = progress_html(status, JOB, lang)
+    progress = progress_html(status, JOB, caller.language)
     return [str(job_dir), gr.Timer(active=True), progress, *action_buttons(True), "", hidden]
 
 
@@ -170,30 +160,32 @@ def private_copy(archive: Path) -> Path:
     return target
 
 
-def download_button(archive: str | None, policy: DemoPolicy = NORMAL) -> gr.DownloadButton:
-    """The download of a finished export's zip (hidden without one); in demo mode a private copy of it."""
+def download_button(caller: Caller, archive: str | None) -> gr.DownloadButton:
+    """The download of a finished export's zip (hidden without one); in demo mode a private copy of it for the
+    caller."""
     if not archive or not Path(archive).is_file():
         return gr.DownloadButton(value=None, visible=False)
-    return gr.DownloadButton(value=str(private_copy(Path(archive)) if policy.enabled else archive), visible=True)
+    copied = caller.policy.enabled
+    return gr.DownloadButton(value=str(private_copy(Path(archive)) if copied else archive), visible=True)
 
 
-def poll(
-    job_dir: str | None, policy: DemoPolicy = NORMAL, workspace: Path | None = None, lang: str = SOURCE
-) -> list[Any]:
+def poll(caller: Caller, job_dir: str | None) -> list[Any]:
     """The timer's handler: progress while the job runs; the result and the download once it is over (in demo
-    mode where it went, or why it failed, as ``workspace/exports/...``: no server path). In ``lang``."""
+    mode where it went, or why it failed, as ``workspace/exports/...``: no server path). In the caller's
+    language."""
+    lang = caller.language
     status = job_status(job_dir)
     if status is None:
         return [None, gr.Timer(active=False), gr.skip(), *action_buttons(False), gr.skip(), gr.skip()]
     if jobs.is_running(status):
         return [job_dir, gr.skip(), progress_html(status, JOB, lang), *action_buttons(True), gr.skip(), gr.skip()]
-    download = download_button((status.result or {}).get("zip"), policy)
+    download = download_button(caller, (status.result or {}).get("zip"))
     return [
         None,
         gr.Timer(active=False),
-        policy.shown(progress_html(status, JOB, lang), workspace),
+        caller.shown(progress_html(status, JOB, lang)),
         *action_buttons(False),
-        policy.shown(result_html(status, lang), workspace),
+        caller.shown(result_html(status, lang)),
         download,
     ]
 
@@ -265,38 +257,30 @@ class ExportTab:
         gr.HTML(HELP, elem_classes="ts-html")
         self.job = gr.State(None)
         self.timer = gr.Timer(POLL_SECONDS, active=False)
-        self._wire(ctx.workspace)
+        self._wire()
 
-    def _wire(self, workspace: Path) -> None:
+    def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, visitor = self.ctx.policy, self.ctx.visitor
+        ctx = self.ctx
 
-        # Each handler answers in the language of the page that asked (its ``request``).
-        def picked(request: gr.Request, run_id: str | None, kind: str, dtype: str, who: str | None) -> list[Any]:
-            return run_changed(workspace, run_id, kind, dtype, policy, who, request_language(request))
+        # Each handler answers the caller: their runs, in the language of the page that asked.
+        def cancel(caller: Caller, job: str | None) -> str:
+            return cancel_job(caller, job, JOB)
 
-        def start(request: gr.Request, who: str | None, *values: Any) -> list[Any]:
-            return start_clicked(workspace, *values, policy=policy, visitor=who, lang=request_language(request))
-
-        def tick(request: gr.Request, job: str | None) -> list[Any]:
-            return poll(job, policy, workspace, request_language(request))
-
-        def cancel(request: gr.Request, job: str | None) -> str:
-            return cancel_job(job, JOB, request_language(request))
-
-        self.run.change(picked, [self.run, self.kind, self.dtype, visitor], [self.weights, self.name], **private)
+        picked = ctx.inputs(self.run, self.kind, self.dtype)
+        self.run.change(ctx.handler(run_changed), picked, [self.weights, self.name], **private)
         for control in (self.kind, self.dtype):
             control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
         outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
         self.start.click(
-            start,
-            [visitor, self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private],
+            ctx.handler(start_clicked),
+            ctx.inputs(self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private),
             outputs,
             **private,
         )
-        self.timer.tick(tick, [self.job], outputs, show_progress="hidden", **private)
-        self.cancel.click(cancel, [self.job], [self.progress], **private)
-        refresh_on_open(self.ctx, export.JOB_KIND, self.run, self.job, self.timer, self.weights)
+        self.timer.tick(ctx.handler(poll), ctx.inputs(self.job), outputs, show_progress="hidden", **private)
+        self.cancel.click(ctx.handler(cancel), ctx.inputs(self.job), [self.progress], **private)
+        refresh_on_open(ctx, export.JOB_KIND, self.run, self.job, self.timer, self.weights)
 
 
 def build_export_tab(ctx: StudioContext) -> ExportTab:

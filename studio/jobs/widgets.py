@@ -12,9 +12,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import jobs
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, owned_run_dirs, owns
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.context import Caller, StudioContext
+from studio.i18n.catalog import SOURCE, key
 from studio.jobs.view import JOB_KINDS, finished_runs, pick_run, running_job, weight_choices
 from studio.markup import message_html
 
@@ -27,29 +26,28 @@ def action_buttons(running: bool) -> list[Any]:
     return [gr.Button(interactive=not running), gr.Button(interactive=running)]
 
 
-def cancel_job(job_dir: str | None, what: str, lang: str = SOURCE) -> str:
-    """Ask the page's job (of kind ``what``, studio.jobs.view.JOB_KINDS) to stop; its timer reports when it has."""
+def cancel_job(caller: Caller, job_dir: str | None, what: str) -> str:
+    """Ask the page's job (of kind ``what``, studio.jobs.view.JOB_KINDS) to stop; its timer reports when it has.
+    Said in the caller's language."""
     if job_dir and jobs.cancel(Path(job_dir)):
-        return message_html(text(CANCELLING[what], lang), "warn")
-    return message_html(text(NOT_RUNNING[what], lang), "warn")
+        return message_html(caller.say(CANCELLING[what]), "warn")
+    return message_html(caller.say(NOT_RUNNING[what]), "warn")
 
 
 def tab_opened(
-    workspace: Path,
+    caller: Caller,
     kind: str,
     current_run: str | None,
     run_id: str | None,
     job_dir: str | None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
     weights: str | None = None,
-    lang: str = SOURCE,
 ) -> list[Any]:
     """Offer the runs with weights as they are now, and pick up a running job of ``kind`` (after a page reload);
     in demo mode only the visitor's runs and jobs. The picked run's weights are listed again too: a checkpoint
-    saved since (Save now on a running run) shows at once. Labels are in ``lang``."""
-    choices = finished_runs(workspace, lambda status: owns(policy, status.owner, visitor), lang)
-    mine = [run_dir.name for run_dir in owned_run_dirs(workspace, policy, visitor)] if policy.enabled else None
+    saved since (Save now on a running run) shows at once. Labels are in the caller's language."""
+    workspace, lang = caller.workspace, caller.language
+    choices = finished_runs(workspace, lambda status: caller.owns(status.owner), lang)
+    mine = [run_dir.name for run_dir in caller.run_dirs()] if caller.policy.enabled else None
     job_dir = job_dir or running_job(workspace, kind, mine)
     timer = gr.Timer(active=True) if job_dir else gr.skip()
     return [
@@ -84,25 +82,19 @@ def refresh_on_open(
     ctx: StudioContext, kind: str, run: gr.Dropdown, job: gr.State, timer: gr.Timer, weights: gr.Dropdown
 ) -> None:
     """Whenever the tab is opened, refresh the run choices and the picked run's weights, and re-attach to a running
-    job."""
+    job (the caller's, in the language of the page)."""
     on_open = ctx.on_open()
     if on_open is None:
         return
 
     def opened(
-        request: gr.Request,
-        current: str | None,
-        run_id: str | None,
-        job_dir: str | None,
-        who: str | None,
-        picked: str | None,
+        caller: Caller, current: str | None, run_id: str | None, job_dir: str | None, picked: str | None
     ) -> list[Any]:
-        lang = request_language(request)
-        return tab_opened(ctx.workspace, kind, current, run_id, job_dir, ctx.policy, who, picked, lang)
+        return tab_opened(caller, kind, current, run_id, job_dir, picked)
 
     on_open(
-        opened,
-        [ctx.current_run, run, job, ctx.visitor, weights],
+        ctx.handler(opened),
+        ctx.inputs(ctx.current_run, run, job, weights),
         [run, job, timer, weights],
         api_visibility="private",
     )

@@ -33,7 +33,7 @@ from engine.api import (
     load_config,
     read_status,
 )
-from studio.demo.policy import NORMAL, DemoPolicy, owns
+from studio.context import Caller
 from studio.i18n.catalog import SOURCE, key, text
 from studio.monitor.live import file_stamp
 
@@ -253,27 +253,26 @@ class CompletionsPanel:
 
     def update(
         self,
+        caller: Caller,
         run_dir: str | None,
         reward: str | None = TOTAL,
         show: str | None = NEWEST,
         count: Any = DEFAULT_SAMPLES,
-        policy: DemoPolicy = NORMAL,
-        workspace: Path | None = None,
-        visitor: str | None = None,
         force: bool = False,
         opened: bool | None = None,
-        lang: str = SOURCE,
     ) -> PanelUpdate:
         """The outputs that changed since the last call (all of them with ``force``, and the words after a change
-        of ``lang``); ``opened``: the section was just opened (True) or closed (False). The samples are read only
-        while the panel is open and only when their files changed (SAMPLES)."""
+        of the caller's language); ``opened``: the section was just opened (True) or closed (False). The samples
+        are read only while the panel is open and only when their files changed (SAMPLES); in demo mode only of
+        the caller's own run, their paths as the visitor knows them."""
+        lang = caller.language
         with self.lock:
             if opened is not None:
                 self.open = opened
             if force:
                 self._sent = {}
             run = Path(run_dir) if run_dir else None
-            visible = run is not None and _visible_to(run, policy, visitor) and run_samples_completions(run)
+            visible = run is not None and _visible_to(run, caller) and run_samples_completions(run)
             update = PanelUpdate()
             self._put(update, "visible", visible, visible)
             self._put(update, "polling", self.open and visible, self.open and visible)
@@ -291,7 +290,7 @@ class CompletionsPanel:
             if self._sent.get("table", object()) != key:
                 self._sent["table"] = key
                 names = reward_names(samples)
-                rows = policy.shown(table_rows(pick(samples, reward, show, count), names), workspace)
+                rows = caller.shown(table_rows(pick(samples, reward, show, count), names))
                 update.table = table_html(rows, names, lang)
             return update
 
@@ -301,10 +300,10 @@ class CompletionsPanel:
             setattr(update, name, value)
 
 
-def _visible_to(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> bool:
-    """Whether the visitor may see the run's samples: always outside demo mode; in demo mode only their own run's
+def _visible_to(run_dir: Path, caller: Caller) -> bool:
+    """Whether the caller may see the run's samples: always outside demo mode; in demo mode only their own run's
     (the Monitor's current run is already one of theirs: this refuses any other all the same)."""
-    return not policy.enabled or owns(policy, read_status(run_dir).owner, visitor)
+    return not caller.policy.enabled or caller.owns(read_status(run_dir).owner)
 
 
 def _count(value: Any) -> int:

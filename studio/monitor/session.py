@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import CONFIG_FILE, RunStatus, requests, runs
-from studio.demo.policy import DemoPolicy
+from studio.context import Caller
 from studio.i18n.catalog import SOURCE
 from studio.monitor.live import live_token
 from studio.monitor.view import REQUEST_STATES, Controls, controls_for, empty_html, error_html, header_html
@@ -39,12 +39,13 @@ class MonitorUpdate:
         """Names of the outputs that carry a new value."""
         return [f.name for f in fields(self) if getattr(self, f.name) is not None]
 
-    def shown(self, policy: DemoPolicy, workspace: Path | None) -> MonitorUpdate:
-        """This update as the page may show it: in demo mode the run's error, log tail and config.yaml name files
-        as the visitor knows them (``mine.jsonl``, ``workspace/runs/...``), not by their server paths."""
-        if not policy.enabled:
+    def shown(self, caller: Caller) -> MonitorUpdate:
+        """This update as the caller's page may show it: in demo mode the run's error, log tail and config.yaml
+        name files as the visitor knows them (``mine.jsonl``, ``workspace/runs/...``), not by their server
+        paths."""
+        if not caller.policy.enabled:
             return self
-        texts = {name: policy.shown(getattr(self, name), workspace) for name in ("header", "error", "config")}
+        texts = {name: caller.shown(getattr(self, name)) for name in ("header", "error", "config")}
         return dataclasses.replace(self, **texts)
 
 

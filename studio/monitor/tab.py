@@ -20,10 +20,9 @@ from typing import Any
 import gradio as gr
 
 from engine.api import run_queue, runs, workspace_of
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, DemoPolicy, check_owner
+from studio.context import Caller, StudioContext
 from studio.demo.queue import resume_queued
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.catalog import key
 from studio.i18n.widgets import marked
 from studio.monitor.completions import CompletionsPanel, reward_labels
 from studio.monitor.session import MonitorSession, MonitorUpdate
@@ -64,50 +63,35 @@ def _outputs_of(update: MonitorUpdate) -> list[Any]:
     return values
 
 
-def refresh(
-    run_dir: str | None,
-    session: MonitorSession | None,
-    policy: DemoPolicy = NORMAL,
-    workspace: Path | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
-    """The refresh's handler: the session (created on first use) and the changed outputs, in ``lang`` (in demo mode
-    without the server's paths: ``MonitorUpdate.shown``)."""
+def refresh(caller: Caller, run_dir: str | None, session: MonitorSession | None) -> list[Any]:
+    """The refresh's handler: the session (created on first use) and the changed outputs, in the caller's language
+    (in demo mode without the server's paths: ``MonitorUpdate.shown``)."""
     session = session or MonitorSession()
-    return [session, *_outputs_of(session.update(run_dir, lang).shown(policy, workspace))]
+    return [session, *_outputs_of(session.update(run_dir, caller.language).shown(caller))]
 
 
-def redraw(
-    run_dir: str | None,
-    session: MonitorSession | None,
-    policy: DemoPolicy = NORMAL,
-    workspace: Path | None = None,
-    lang: str = SOURCE,
-) -> list[Any]:
+def redraw(caller: Caller, run_dir: str | None, session: MonitorSession | None) -> list[Any]:
     """Send every output again (after a tab switch: an update that reached a hidden tab may not have stuck)."""
     if session is not None:
         session.forget_sent()
-    return refresh(run_dir, session, policy, workspace, lang)
+    return refresh(caller, run_dir, session)
 
 
 def completions_refresh(
+    caller: Caller,
     run_dir: str | None,
     panel: CompletionsPanel | None,
     reward: str | None,
     show: str | None,
     count: Any,
-    visitor: str | None = None,
-    policy: DemoPolicy = NORMAL,
-    workspace: Path | None = None,
     force: bool = False,
     opened: bool | None = None,
-    lang: str = SOURCE,
 ) -> list[Any]:
     """The sample panel's handler (studio.monitor.completions): the panel state (created on first use), then the
     accordion, the Reward dropdown, the table and the panel's timer, each gr.skip() where nothing changed (the
-    table's words and the total's name in ``lang``)."""
+    table's words and the total's name in the caller's language)."""
     panel = panel or CompletionsPanel()
-    update = panel.update(run_dir, reward, show, count, policy, workspace, visitor, force, opened, lang)
+    update = panel.update(caller, run_dir, reward, show, count, force, opened)
     skip = gr.skip()
     return [
         panel,
@@ -115,55 +99,48 @@ def completions_refresh(
         skip if update.visible is None else gr.Accordion(visible=update.visible, open=panel.open),
         skip
         if update.choices is None
-        else gr.Dropdown(choices=reward_labels(update.choices, lang), value=update.reward),
+        else gr.Dropdown(choices=reward_labels(update.choices, caller.language), value=update.reward),
         skip if update.table is None else update.table,
         skip if update.polling is None else gr.Timer(active=update.polling),
     ]
 
 
-def stop_clicked(run_dir: str | None, lang: str = SOURCE) -> None:
+def stop_clicked(caller: Caller, run_dir: str | None) -> None:
     """Ask the run to stop after its current step (it saves a checkpoint and reads ``stopped``); a queued run
-    leaves the queue instead. The toasts of this and the other buttons are in ``lang``."""
+    leaves the queue instead. The toasts of this and the other buttons are in the caller's language."""
     if run_dir and run_queue.cancel_queued(Path(run_dir)):
-        gr.Info(text(CANCELLED, lang))
+        gr.Info(caller.say(CANCELLED))
     elif run_dir and runs.stop(Path(run_dir)):
-        gr.Info(text(STOPPING, lang))
+        gr.Info(caller.say(STOPPING))
     else:
-        gr.Warning(text(NOT_RUNNING, lang))
+        gr.Warning(caller.say(NOT_RUNNING))
 
 
-def save_clicked(
-    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> None:
+def save_clicked(caller: Caller, run_dir: str | None) -> None:
     """Ask for a checkpoint at the end of the current step; the run goes on (a paused run stays paused)."""
-    _ask(run_dir, policy, visitor, runs.save_now, text(SAVING, lang), text(NOT_RUNNING, lang))
+    _ask(caller, run_dir, runs.save_now, caller.say(SAVING), caller.say(NOT_RUNNING))
 
 
-def pause_clicked(
-    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> None:
+def pause_clicked(caller: Caller, run_dir: str | None) -> None:
     """Ask the run to wait after its current step, in its process, holding its memory."""
-    _ask(run_dir, policy, visitor, runs.pause, text(PAUSING, lang), text(NOT_RUNNING, lang))
+    _ask(caller, run_dir, runs.pause, caller.say(PAUSING), caller.say(NOT_RUNNING))
 
 
-def continue_clicked(
-    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> None:
+def continue_clicked(caller: Caller, run_dir: str | None) -> None:
     """Let a paused run (or one asked to pause) go on from the step where it waits, in the same process."""
-    _ask(run_dir, policy, visitor, runs.resume_paused, text(CONTINUING, lang), text(NOT_PAUSED, lang))
+    _ask(caller, run_dir, runs.resume_paused, caller.say(CONTINUING), caller.say(NOT_PAUSED))
 
 
 def _ask(
+    caller: Caller,
     run_dir: str | None,
-    policy: DemoPolicy,
-    visitor: str | None,
     request: Callable[[Path], bool],
     taken: str,
     refused: str,
 ) -> None:
-    """Send one of the run's control requests (engine.runs) when the run is the visitor's; say ``taken`` when
+    """Send one of the run's control requests (engine.runs) when the run is the caller's; say ``taken`` when
     the run's state takes it, ``refused`` when not."""
-    run = _owned(run_dir, policy, visitor)
+    run = _owned(caller, run_dir)
     if run is None:
         return
     if request(run):
@@ -172,39 +149,38 @@ def _ask(
         gr.Warning(refused)
 
 
-def _owned(run_dir: str | None, policy: DemoPolicy, visitor: str | None) -> Path | None:
-    """The run a control acts on, when there is one and (in demo mode) it is the visitor's; else None, with the
+def _owned(caller: Caller, run_dir: str | None) -> Path | None:
+    """The run a control acts on, when there is one and (in demo mode) it is the caller's; else None, with the
     same warning as for a run that does not exist."""
     if not run_dir:
         return None
     try:
-        return check_owner(Path(run_dir), policy, visitor)
+        return caller.check(run_dir)
     except runs.RunError as exc:
         gr.Warning(str(exc))
         return None
 
 
-def resume_clicked(
-    run_dir: str | None, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> None:
+def resume_clicked(caller: Caller, run_dir: str | None) -> None:
     """Continue the run from its newest checkpoint, in a new process: it joins the queue, and starts at once when
     its devices are free (in demo mode under the visitor rules). The engine's refusals stay in English."""
     if not run_dir:
         return
+    lang = caller.language
     try:
-        if policy.enabled:
-            gr.Info(resume_queued(Path(run_dir), policy, visitor, lang=lang))
+        if caller.policy.enabled:
+            gr.Info(resume_queued(Path(run_dir), caller.policy, caller.token, lang=lang))
         else:
             resume_in_line(Path(run_dir))
             gr.Info(queue_message(Path(run_dir), lang))  # what resume_in_line says, in the page's language
     except runs.RunError as exc:
-        gr.Warning(policy.shown(str(exc), workspace_of(Path(run_dir))))
+        gr.Warning(caller.shown(str(exc), workspace_of(Path(run_dir))))
 
 
-def abort_confirmed(run_dir: str | None, lang: str = SOURCE) -> Any:
+def abort_confirmed(caller: Caller, run_dir: str | None) -> Any:
     """Kill the run at once (no checkpoint); hides the confirmation again."""
     if run_dir and runs.abort(Path(run_dir)):
-        gr.Warning(text(ABORTED, lang))
+        gr.Warning(caller.say(ABORTED))
     return gr.Row(visible=False)
 
 
@@ -218,22 +194,17 @@ class MonitorTab(MonitorLayout):
         self._wire_switches()
 
     def _wire_completions(self) -> None:
-        policy, workspace = self.ctx.policy, self.ctx.workspace
+        ctx = self.ctx
         private: dict[str, Any] = {"api_visibility": "private"}
-        filters = self.completions_inputs[1:-1]
-        inputs = [self.ctx.current_run, *self.completions_inputs]
+        filters = self.completions_inputs[1:]
+        inputs = ctx.inputs(ctx.current_run, *self.completions_inputs)
         outputs = self.completions_outputs
 
         def handler(force: bool = False, opened: bool | None = None) -> dict[str, Any]:
-            def fn(
-                run_dir: str | None, panel: Any, reward: Any, show: Any, count: Any, who: Any, request: gr.Request
-            ) -> list[Any]:
-                lang = request_language(request)
-                return completions_refresh(
-                    run_dir, panel, reward, show, count, who, policy, workspace, force, opened, lang
-                )
+            def fn(caller: Caller, run_dir: str | None, panel: Any, reward: Any, show: Any, count: Any) -> list[Any]:
+                return completions_refresh(caller, run_dir, panel, reward, show, count, force, opened)
 
-            return {"fn": fn, "inputs": inputs, "outputs": outputs, "show_progress": "hidden", **private}
+            return {"fn": ctx.handler(fn), "inputs": inputs, "outputs": outputs, "show_progress": "hidden", **private}
 
         self.completions_timer.tick(**handler(), concurrency_limit=None)
         for widget in filters:
@@ -245,81 +216,60 @@ class MonitorTab(MonitorLayout):
         """A run switch refreshes the Monitor and its completions section, a tab switch sends both again (an update
         that reached a hidden tab may not have stuck): one event each for both, as Start makes both switches and
         every Gradio event costs the browser's main thread 65 ms or more."""
-        policy, workspace = self.ctx.policy, self.ctx.workspace
-        inputs = [self.ctx.current_run, self.session, *self.completions_inputs]
+        ctx = self.ctx
+        inputs = ctx.inputs(ctx.current_run, self.session, *self.completions_inputs)
         outputs = [*self.outputs, *self.completions_outputs]
 
         def switched(again: bool) -> Callable[..., list[Any]]:
             def fn(
+                caller: Caller,
                 run_dir: str | None,
                 session: Any,
                 panel: Any,
                 reward: Any,
                 show: Any,
                 count: Any,
-                who: Any,
-                request: gr.Request,
             ) -> list[Any]:
-                lang = request_language(request)
-                monitor = (redraw if again else refresh)(run_dir, session, policy, workspace, lang)
-                filters = (reward, show, count)
-                samples = completions_refresh(run_dir, panel, *filters, who, policy, workspace, force=again, lang=lang)
+                monitor = (redraw if again else refresh)(caller, run_dir, session)
+                samples = completions_refresh(caller, run_dir, panel, reward, show, count, force=again)
                 return [*monitor, *samples]
 
-            return fn
+            return ctx.handler(fn)
 
         quiet: dict[str, Any] = {"show_progress": "hidden", "api_visibility": "private"}
-        self.ctx.current_run.change(switched(again=False), inputs, outputs, **quiet)
-        if self.ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
-            self.ctx.tabs.change(switched(again=True), inputs, outputs, **quiet)
+        ctx.current_run.change(switched(again=False), inputs, outputs, **quiet)
+        if ctx.tabs is not None:  # fires on clicks and on programmatic switches alike
+            ctx.tabs.change(switched(again=True), inputs, outputs, **quiet)
 
     def _wire(self) -> None:
-        inputs = [self.ctx.current_run, self.session]
+        ctx = self.ctx
+        inputs = ctx.inputs(ctx.current_run, self.session)
         # UI plumbing stays out of the API page; studio.runs.api offers the same actions by run id.
         private: dict[str, Any] = {"api_visibility": "private"}
-        policy, workspace = self.ctx.policy, self.ctx.workspace
 
-        # Each handler says its words in the page's language (request_language: the ts_lang cookie).
-        def poll_fn(run_dir: str | None, session: MonitorSession | None, request: gr.Request) -> list[Any]:
-            return refresh(run_dir, session, policy, workspace, request_language(request))
-
-        def redraw_fn(run_dir: str | None, session: MonitorSession | None, request: gr.Request) -> list[Any]:
-            return redraw(run_dir, session, policy, workspace, request_language(request))
-
-        def on_save(run_dir: str | None, who: str | None, request: gr.Request) -> None:
-            save_clicked(run_dir, policy, who, request_language(request))
-
-        def on_pause(run_dir: str | None, who: str | None, request: gr.Request) -> None:
-            pause_clicked(run_dir, policy, who, request_language(request))
-
-        def on_go_on(run_dir: str | None, who: str | None, request: gr.Request) -> None:
-            continue_clicked(run_dir, policy, who, request_language(request))
-
-        def on_stop(run_dir: str | None, request: gr.Request) -> None:
-            stop_clicked(run_dir, request_language(request))
-
-        def on_resume(run_dir: str | None, who: str | None, request: gr.Request) -> None:
-            resume_clicked(run_dir, policy, who, request_language(request))
-
-        def on_abort(run_dir: str | None, request: gr.Request) -> Any:
-            return abort_confirmed(run_dir, request_language(request))
-
-        poll = {"fn": poll_fn, "inputs": inputs, "outputs": self.outputs, "show_progress": "hidden", **private}
+        # Each handler says its words in the caller's language (the page's ts_lang cookie) and acts only on the
+        # caller's runs.
+        poll = {
+            "fn": ctx.handler(refresh),
+            "inputs": inputs,
+            "outputs": self.outputs,
+            "show_progress": "hidden",
+            **private,
+        }
         # The page script's refresh: what the page shows differs from the run's state, so everything is sent
         # again (a page applies two events' outputs in the order their answers arrive: what this session sent
         # last may not be what shows). Cheap, read-only and per session: no reason to queue one tab's behind
         # another's; a click while one is on its way runs after it, as the state it saw may be older.
-        self.refresh.click(**{**poll, "fn": redraw_fn}, concurrency_limit=None, trigger_mode="always_last")
-        run = [self.ctx.current_run]
-        visitor = [self.ctx.visitor]
-        self.save.click(on_save, [*run, *visitor], None, **private).then(**poll)
-        self.pause.click(on_pause, [*run, *visitor], None, **private).then(**poll)
-        self.go_on.click(on_go_on, [*run, *visitor], None, **private).then(**poll)
-        self.stop.click(on_stop, run, None, **private).then(**poll)
-        self.resume.click(on_resume, [*run, *visitor], None, **private).then(**poll)
+        self.refresh.click(**{**poll, "fn": ctx.handler(redraw)}, concurrency_limit=None, trigger_mode="always_last")
+        run = ctx.inputs(ctx.current_run)
+        self.save.click(ctx.handler(save_clicked), run, None, **private).then(**poll)
+        self.pause.click(ctx.handler(pause_clicked), run, None, **private).then(**poll)
+        self.go_on.click(ctx.handler(continue_clicked), run, None, **private).then(**poll)
+        self.stop.click(ctx.handler(stop_clicked), run, None, **private).then(**poll)
+        self.resume.click(ctx.handler(resume_clicked), run, None, **private).then(**poll)
         self.abort.click(lambda: gr.Row(visible=True), None, self.confirm_row, **private)
         self.cancel.click(lambda: gr.Row(visible=False), None, self.confirm_row, **private)
-        self.confirm.click(on_abort, run, self.confirm_row, **private).then(**poll)
+        self.confirm.click(ctx.handler(abort_confirmed), run, self.confirm_row, **private).then(**poll)
 
 
 def build_monitor_tab(ctx: StudioContext) -> MonitorTab:

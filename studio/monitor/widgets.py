@@ -129,10 +129,9 @@ class MonitorLayout:
                 )
             self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
         self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)
-        visitor = self.ctx.visitor if self.ctx.visitor is not None else gr.State(None)
         filters = [self.completions_reward, self.completions_show, self.completions_count]
-        # What ``completions_refresh`` takes after the run: the panel state, the filters, the visitor.
-        self.completions_inputs = [self.completions_panel, *filters, visitor]
+        # What ``completions_refresh`` takes after the caller and the run: the panel state, the filters.
+        self.completions_inputs = [self.completions_panel, *filters]
 
     @property
     def completions_outputs(self) -> list[Any]:

@@ -196,6 +196,7 @@ def test_save_now_during_an_evaluation_is_offered_at_once_and_training_goes_on(r
     from engine.evaluate.evaluations import check_request
     from engine.export.exports import plan_export
     from studio.chat.models import model_choices
+    from studio.context import Caller
     from studio.jobs.view import finished_runs, weight_choices
 
     workspace = tmp_path / "workspace"
@@ -215,7 +216,7 @@ def test_save_now_during_an_evaluation_is_offered_at_once_and_training_goes_on(r
     run_id = run_dir.name
     assert finished_runs(workspace) == [(f"integration (paused) · {run_id}", run_id)]  # Evaluate, Export
     assert weight_choices(workspace, run_id) == [(f"checkpoint {EVAL_STEPS}", str(EVAL_STEPS))]
-    assert (f"integration · checkpoint {EVAL_STEPS}", f"run:{run_id}:{EVAL_STEPS}") in model_choices(workspace)
+    assert (f"integration · checkpoint {EVAL_STEPS}", f"run:{run_id}:{EVAL_STEPS}") in model_choices(Caller(workspace))
     assert plan_export(run_dir, checkpoint=EVAL_STEPS).weights.path == checkpoint_path(run_dir, EVAL_STEPS)
     assert check_request(run_dir, "eval", EVAL_STEPS)[1].label == f"checkpoint-{EVAL_STEPS}"
 

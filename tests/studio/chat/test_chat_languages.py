@@ -18,7 +18,7 @@ from engine.chat.client import ChatClient, ModelInfo
 from engine.config import ConfigError
 from studio.chat import actions, status, tab
 from studio.chat.models import BASE, CHECKPOINT, FINAL, model_choices, shown_label
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.i18n.catalog import text
 from studio.i18n.problems import translate_problem
 from studio.markup import message_html
@@ -52,13 +52,13 @@ def loaded_client(workspace: Path, label: str) -> ChatClient:
 
 def test_the_status_line_names_the_loaded_model_in_the_language_of_the_page(tmp_path: Path) -> None:
     client = loaded_client(tmp_path, "demo-dates · final adapter")
-    chinese = html.unescape(status.status_html(client, None, ZH))
+    chinese = html.unescape(status.status_html(client, Caller(tmp_path, language=ZH)))
     assert text(status.LOADED, ZH) in chinese and text(status.SIDE_AVAILABLE, ZH) in chinese
     assert text(FINAL["adapter"], ZH, name="demo-dates") in chinese
     assert text(status.PARAMETERS, ZH, count="1.5") in chinese and text(status.CONTEXT, ZH, tokens=2048) in chinese
-    english = status.status_html(client, None)
+    english = status.status_html(client, Caller(tmp_path))
     assert "Loaded:</b> demo-dates · final adapter — 1.5M parameters · cpu · context 2048 tokens" in english
-    idle = status.status_html(ChatClient(tmp_path), None, ZH)
+    idle = status.status_html(ChatClient(tmp_path), Caller(tmp_path, language=ZH))
     before_load = text(status.NO_MODEL, ZH, load="{load}").partition("{load}")[0]
     assert html.escape(before_load) in idle and f"<b>{text(status.LOAD, ZH)}</b>" in idle
 
@@ -68,7 +68,7 @@ def test_the_model_list_and_the_workers_names_are_said_in_the_language_of_the_pa
     (run_dir / "adapter").mkdir()
     (run_dir / "adapter" / "adapter_model.safetensors").write_bytes(b"weights")
     add_checkpoints(run_dir, 5)
-    english, chinese = model_choices(tmp_path), model_choices(tmp_path, lang=ZH)
+    english, chinese = model_choices(Caller(tmp_path)), model_choices(Caller(tmp_path, language=ZH))
     assert [value for _, value in english] == [value for _, value in chinese]  # the values stay
     assert [label for label, _ in chinese] == [
         text(BASE, ZH, model="assets/demo-model"),
@@ -82,18 +82,18 @@ def test_the_model_list_and_the_workers_names_are_said_in_the_language_of_the_pa
 
 
 def test_refusals_and_sampling_problems_are_in_the_language_of_the_page(tmp_path: Path) -> None:
-    idle = ChatClient(tmp_path)
-    note = final(tab.respond(idle, "hi", "", "Chat", {}, *GREEDY_WIDGETS, lang=ZH))[-1]
+    idle, chinese, english = ChatClient(tmp_path), Caller(tmp_path, language=ZH), Caller(tmp_path)
+    note = final(tab.respond(idle, chinese, "hi", "", "Chat", {}, *GREEDY_WIDGETS))[-1]
     assert html.escape(text(actions.LOAD_FIRST, ZH, load=text(status.LOAD, ZH))) in note
     client = loaded_client(tmp_path, "Base · assets/demo-model")
-    note = final(tab.respond(client, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x", lang=ZH))[-1]
+    note = final(tab.respond(client, chinese, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x"))[-1]
     with pytest.raises(ConfigError) as caught:
         actions.parse_sampling_widgets([5, 0.9, 40, 1, "x"])
     problems = actions.sampling_problems(caught.value, ZH)
     assert html.escape(text(actions.FIX_SAMPLING, ZH, problems=problems)) in note
     assert f"{text('sampling.temperature.label', ZH)}: {translate_problem('must be <= 2.0', ZH)}" in problems
-    english = final(tab.respond(client, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x"))[-1]
-    assert "Fix the sampling settings: Seed: must be a number; Temperature: must be &lt;= 2.0" in english
+    said = final(tab.respond(client, english, "hi", "", "Chat", {}, 5, 0.9, 40, 1, "x"))[-1]
+    assert "Fix the sampling settings: Seed: must be a number; Temperature: must be &lt;= 2.0" in said
 
 
 def test_the_workers_loading_steps_are_said_in_the_language_of_the_page() -> None:

@@ -24,9 +24,10 @@ from studio.chat.actions import (
     stop_clicked,
     unload_clicked,
 )
-from studio.chat.models import caller_of, model_choices, spec_for
+from studio.chat.models import model_choices, spec_for, worker_tag
 from studio.chat.status import status_html
 from studio.chat.tab import _relisted, respond
+from studio.context import Caller
 from studio.demo.policy import DemoPolicy, owner_tag
 from tests.helpers.visitors import ALICE, BOB
 from tests.helpers.visitors import DEMO as DEMO_MODE
@@ -80,7 +81,7 @@ def client(workspace: Path) -> ChatClient:
 def ensure_base(client: ChatClient, workspace: Path) -> None:
     """Load the base demo model unless a model is loaded (each test can then run on its own)."""
     if client.info is None:
-        list(load_clicked(client, workspace, f"base:{DEMO}"))
+        list(load_clicked(client, Caller(workspace), f"base:{DEMO}"))
 
 
 def final(events: Any) -> list[Any]:
@@ -97,7 +98,7 @@ def test_choices_list_bases_then_each_runs_result_and_checkpoints(tmp_path):
     (newer / "adapter" / "adapter_model.safetensors").write_bytes(b"weights")
     add_checkpoints(newer, 2, 4)
     full = make_run(tmp_path, "full", 0.5, adapter={"method": "full"})  # no model/ yet, no checkpoint
-    assert model_choices(tmp_path) == [
+    assert model_choices(Caller(tmp_path)) == [
         (f"Base · {DEMO}", f"base:{DEMO}"),
         ("Base · org/other-base", "base:org/other-base"),
         ("newer · final adapter", "run:newer"),
@@ -106,7 +107,7 @@ def test_choices_list_bases_then_each_runs_result_and_checkpoints(tmp_path):
         ("older · checkpoint 3", "run:older:3"),
     ]
     assert full.is_dir()
-    assert model_choices(tmp_path / "empty") == [(f"Base · {DEMO}", f"base:{DEMO}")]
+    assert model_choices(Caller(tmp_path / "empty")) == [(f"Base · {DEMO}", f"base:{DEMO}")]
 
 
 def test_a_relisting_never_undoes_a_pick_made_while_it_was_on_its_way(tmp_path):
@@ -114,7 +115,7 @@ def test_a_relisting_never_undoes_a_pick_made_while_it_was_on_its_way(tmp_path):
     arrive after the visitor picked a run: it must carry no value then, or it would put the old pick back."""
     make_run(tmp_path, "mine", 1.0)
     (runs_dir(tmp_path) / "mine" / "adapter").mkdir()
-    choices = model_choices(tmp_path)
+    choices = model_choices(Caller(tmp_path))
     kept = _relisted(f"base:{DEMO}", choices)
     assert kept["choices"] == choices and "value" not in kept
     gone = _relisted("run:deleted-since", choices)
@@ -142,27 +143,29 @@ def test_sampling_widgets_validate_with_field_names():
 
 
 def test_sending_without_a_model_or_text_explains_and_changes_nothing(workspace):
-    idle = ChatClient(workspace)
-    assert "No model loaded" in status_html(idle)
-    chat, base, tuned, histories, textbox, note = final(respond(idle, "hello", "", "Chat", {}, *GREEDY_WIDGETS))
+    idle, caller = ChatClient(workspace), Caller(workspace)
+    assert "No model loaded" in status_html(idle, caller)
+    chat, base, tuned, histories, textbox, note = final(respond(idle, caller, "hello", "", "Chat", {}, *GREEDY_WIDGETS))
     assert "Load a model first" in note and chat == base == tuned == [] and histories["chat"] == []
-    note = final(respond(idle, "  ", "", "Chat", {}, *GREEDY_WIDGETS))[-1]
+    note = final(respond(idle, caller, "  ", "", "Chat", {}, *GREEDY_WIDGETS))[-1]
     assert "Type a message first" in note
 
 
 def test_a_bad_key_fails_to_load_with_a_message(workspace, client):
-    assert "Could not load: pick a model to load first" in final(load_clicked(client, workspace, None))
-    assert "not in the list" in final(load_clicked(client, workspace, "run:missing"))
-    assert "not in the list" in final(load_clicked(client, workspace, "base:/etc"))
+    caller = Caller(workspace)
+    assert "Could not load: pick a model to load first" in final(load_clicked(client, caller, None))
+    assert "not in the list" in final(load_clicked(client, caller, "run:missing"))
+    assert "not in the list" in final(load_clicked(client, caller, "base:/etc"))
     assert client.pid is None
 
 
 def test_load_then_chat_streams_a_reply_into_the_history(workspace, client):
-    statuses = list(load_clicked(client, workspace, f"base:{DEMO}"))
+    caller = Caller(workspace)
+    statuses = list(load_clicked(client, caller, f"base:{DEMO}"))
     assert any("Loading…" in status for status in statuses[:-1])
     assert f"Loaded:</b> Base · {DEMO}" in statuses[-1] and client.info is not None
 
-    steps = list(respond(client, "Write 2024-03-15 out in full.", "Be brief.", "Chat", {}, *GREEDY_WIDGETS))
+    steps = list(respond(client, caller, "Write 2024-03-15 out in full.", "Be brief.", "Chat", {}, *GREEDY_WIDGETS))
     assert len(steps) >= 3 and steps[0][4] == ""  # the text box is emptied as soon as the message is sent
     chat, base, tuned, histories, _, note = steps[-1]
     assert [turn["role"] for turn in chat] == ["user", "assistant"] and base == tuned == []
@@ -171,14 +174,14 @@ def test_load_then_chat_streams_a_reply_into_the_history(workspace, client):
     assert chat[1]["content"] == expected and expected
     assert histories["chat"] == chat
 
-    follow_up = final(respond(client, "And 1999-01-02?", "", "Chat", histories, *GREEDY_WIDGETS))
+    follow_up = final(respond(client, caller, "And 1999-01-02?", "", "Chat", histories, *GREEDY_WIDGETS))
     assert [turn["role"] for turn in follow_up[0]] == ["user", "assistant"] * 2 and follow_up[0][:2] == chat
     assert clear_clicked() == [[], [], [], {}, ""]
 
 
 def test_side_by_side_needs_an_adapter(workspace, client):
     ensure_base(client, workspace)
-    note = final(respond(client, "hi", "", "Side by side", {}, *GREEDY_WIDGETS))[-1]
+    note = final(respond(client, Caller(workspace), "hi", "", "Side by side", {}, *GREEDY_WIDGETS))[-1]
     assert "load a LoRA run or checkpoint" in note
 
 
@@ -192,19 +195,20 @@ def test_stop_ends_the_reply_and_keeps_what_was_written(workspace, client):
         if list(client.generate([{"role": "user", "content": story}], hot.model_copy(update={"seed": seed})))
         and client.last_finish["reason"] == "length"
     )
-    steps = respond(client, story, "", "Chat", {}, 2, 1, 120, 1, str(seed))
+    steps = respond(client, Caller(workspace), story, "", "Chat", {}, 2, 1, 120, 1, str(seed))
     next(steps)  # the message is sent
     next(steps)  # the first words are in
-    stop_clicked(client)
+    stop_clicked(client, Caller(workspace))
     chat, *_, note = final(steps)
     assert client.last_finish["reason"] == "cancelled" and client.last_finish["tokens"] < 120
     assert "Stopped." in note and chat[-1]["role"] == "assistant" and chat[-1]["content"]
 
 
 def test_side_by_side_answers_with_the_base_then_the_adapter(workspace, client, adapter_run):
-    statuses = list(load_clicked(client, workspace, "run:tuned"))
+    caller = Caller(workspace)
+    statuses = list(load_clicked(client, caller, "run:tuned"))
     assert "Loaded:</b> demo-dates · final adapter" in statuses[-1] and "side by side available" in statuses[-1]
-    steps = list(respond(client, "Write 2024-03-15 out in full.", "", "Side by side", {}, *GREEDY_WIDGETS))
+    steps = list(respond(client, caller, "Write 2024-03-15 out in full.", "", "Side by side", {}, *GREEDY_WIDGETS))
     chat, base, tuned, histories, _, _ = steps[-1]
     assert chat == [] and [turn["role"] for turn in base] == [turn["role"] for turn in tuned] == ["user", "assistant"]
     assert base[1]["content"] and tuned[1]["content"]
@@ -221,37 +225,40 @@ def test_demo_visitors_chat_only_with_their_own_model(workspace, client, adapter
     """In demo mode Alice's run model serves Alice only: Bob neither reads its name nor chats with, stops or
     unloads it, not even while it loads; the bundled base model is open to both."""
     update_status(adapter_run, owner=owner_tag(ALICE))
+    alice, bob = Caller(workspace, DEMO_MODE, ALICE), Caller(workspace, DEMO_MODE, BOB)
     # a visitor as the chat worker knows them: their owner tag, in demo mode only
-    alice, bob = caller_of(DEMO_MODE, ALICE), caller_of(DEMO_MODE, BOB)
-    invented = caller_of(DEMO_MODE, "alice-aaaaaaaaaaaaaaaa")  # an id the server never signed is nobody
-    assert (alice, invented, caller_of(DemoPolicy(), ALICE)) == (owner_tag(ALICE), None, None)
-    loading = load_clicked(client, workspace, "run:tuned", DEMO_MODE, ALICE)
+    unsigned = Caller(workspace, DEMO_MODE, "alice-aaaaaaaaaaaaaaaa")
+    invented = worker_tag(unsigned)  # an id the server never signed is nobody
+    outside = worker_tag(Caller(workspace, DemoPolicy(), ALICE))
+    assert (worker_tag(alice), invented, outside) == (owner_tag(ALICE), None, None)
+    loading = load_clicked(client, alice, "run:tuned")
     assert "Loading…" in next(loading)  # the model's name is on this line: no one else may read it
-    for someone in (bob, None):
+    for someone in (bob, Caller(workspace, DEMO_MODE)):
         assert "another visitor's model is in use" in unescape(status_html(client, someone))
         assert "demo-dates" not in status_html(client, someone) and "tuned" not in status_html(client, someone)
     assert "Loaded:</b> demo-dates · final adapter" in final(loading)
-    assert "run:tuned" not in [key for _, key in model_choices(workspace, DEMO_MODE, BOB)]
+    assert "run:tuned" not in [key for _, key in model_choices(bob)]
 
     for mode in ("Chat", "Side by side"):
-        chat, base, tuned, histories, _, note = final(respond(client, "hi", "", mode, {}, *GREEDY_WIDGETS, caller=bob))
+        chat, base, tuned, histories, _, note = final(respond(client, bob, "hi", "", mode, {}, *GREEDY_WIDGETS))
         assert "another visitor's model is in use" in unescape(note) and chat == base == tuned == []
     with pytest.raises(ChatError, match="someone else's"):  # the worker's own check, should a load race the page's
-        list(client.generate([{"role": "user", "content": "hi"}], SamplingParams(), caller=bob))
-    assert not client.stop(bob)
+        list(client.generate([{"role": "user", "content": "hi"}], SamplingParams(), caller=worker_tag(bob)))
+    assert not client.stop(worker_tag(bob))
     assert "Nothing of yours to unload" in unload_clicked(client, bob) and client.pid is not None
     assert "demo-dates" in status_html(client, alice)
-    chat = final(respond(client, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS, caller=alice))[0]
+    chat = final(respond(client, alice, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS))[0]
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"]
 
-    list(load_clicked(client, workspace, f"base:{DEMO}", DEMO_MODE, ALICE))  # public: Bob may use it too
+    list(load_clicked(client, alice, f"base:{DEMO}"))  # public: Bob may use it too
     assert f"Loaded:</b> Base · {DEMO}" in status_html(client, bob)
-    chat = final(respond(client, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS, caller=bob))[0]
+    chat = final(respond(client, bob, "Write 2024-03-15 out in full.", "", "Chat", {}, *GREEDY_WIDGETS))[0]
     assert chat[-1]["role"] == "assistant" and chat[-1]["content"]
 
 
 def test_unload_frees_the_model(client):
     ensure_base(client, client.workspace)
-    assert "Unloaded" in unload_clicked(client)
-    assert client.pid is None and "No model loaded" in status_html(client)
-    assert "No model is loaded" in unload_clicked(client)
+    caller = Caller(client.workspace)
+    assert "Unloaded" in unload_clicked(client, caller)
+    assert client.pid is None and "No model loaded" in status_html(client, caller)
+    assert "No model is loaded" in unload_clicked(client, caller)

@@ -235,15 +235,15 @@ def failed_run(workspace: Path) -> Path:
 
 def test_the_monitor_shows_a_failed_run_without_server_paths(workspace: Path) -> None:
     run_dir = failed_run(workspace)
-    update = MonitorSession().update(str(run_dir)).shown(DEMO, workspace)
+    update = MonitorSession().update(str(run_dir)).shown(Caller(workspace, DEMO))
     assert "Run failed (exit code 1): mine.jsonl line 2 is not valid JSON" in update.error
     assert "File &quot;engine/data/loading.py&quot;, line 169" in update.error
     assert f"workspace/runs/{run_dir.name}/checkpoints" in update.error
     assert "  path: mine.jsonl\n" in update.config
     assert_no_server_path(update.error + update.config, workspace)
-    page = monitor_tab.refresh(str(run_dir), None, DEMO, workspace)
+    page = monitor_tab.refresh(Caller(workspace, DEMO), str(run_dir), None)
     assert page[2].value == update.error and page[3].value == update.config.rstrip()  # what the tab sends
-    assert str(run_dir) in MonitorSession().update(str(run_dir)).shown(NORMAL, workspace).error  # not a demo
+    assert str(run_dir) in MonitorSession().update(str(run_dir)).shown(Caller(workspace, NORMAL)).error  # not a demo
     # The log the page script shows under the charts.
     answer = orjson.loads(charts_response(run_dir, ChartQuery(log=True), DEMO, workspace).body)
     assert "mine.jsonl line 2 is not valid JSON" in answer["log"]
@@ -278,7 +278,7 @@ class FailingChat:
 
 def test_chat_load_error_names_no_server_path(workspace: Path) -> None:
     client: Any = FailingChat()
-    shown = list(chat_actions.load_clicked(client, workspace, "base:assets/demo-model", DEMO, ALICE))
+    shown = list(chat_actions.load_clicked(client, Caller(workspace, DEMO, ALICE), "base:assets/demo-model"))
     assert len(shown) == 1 and "assets/demo-model/model.safetensors is cut short" in shown[0]
     assert_no_server_path(shown[0], workspace)
 
@@ -297,12 +297,13 @@ def test_evaluate_and_export_results_name_no_server_path(workspace: Path) -> Non
     exports = workspace.resolve() / "exports" / "0101-ab-x-adapter"
     result = {"path": str(exports), "files": ["adapter_model.safetensors"], "zip": f"{exports}.zip"}
     done = job(workspace, "export-done", {"state": "completed", "result": result})
-    outputs = export_tab.poll(done, DEMO, workspace)
+    demo = Caller(workspace, DEMO)
+    outputs = export_tab.poll(demo, done)
     assert "Saved to <code>workspace/exports/0101-ab-x-adapter</code>" in outputs[5]
-    assert str(exports) in export_tab.poll(done, NORMAL, workspace)[5]
+    assert str(exports) in export_tab.poll(Caller(workspace, NORMAL), done)[5]
     failed = {"state": "failed", "error": f"cannot read {workspace}/runs/x/adapter: truncated"}
-    export_failed = export_tab.poll(job(workspace, "export-failed", failed), DEMO, workspace)[2]
-    evaluate_failed = evaluate_tab.poll(job(workspace, "eval-failed", failed), "All rows", None, DEMO, workspace)[2]
+    export_failed = export_tab.poll(demo, job(workspace, "export-failed", failed))[2]
+    evaluate_failed = evaluate_tab.poll(demo, job(workspace, "eval-failed", failed), "All rows")[2]
     for message in (export_failed, evaluate_failed):
         assert "failed: cannot read workspace/runs/x/adapter: truncated" in message
         assert_no_server_path(message + outputs[5], workspace)

@@ -108,21 +108,20 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
         state = run_dir / "checkpoints" / "checkpoint-5" / "trainer_state.json"
         state.parent.mkdir(parents=True)
         state.write_text('{"global_step": 5}')
-    run_choices = tab_opened(tmp_path, "export", None, None, None, DEMO, ALICE)[0]
+    caller = Caller(tmp_path, DEMO, ALICE)
+    run_choices = tab_opened(caller, "export", None, None, None)[0]
     assert [value for _, value in run_choices["choices"]] == [alice.name]
-    chat_keys = [key for _, key in chat_models.model_choices(tmp_path, DEMO, ALICE)]
+    chat_keys = [key for _, key in chat_models.model_choices(caller)]
     assert chat_keys == ["base:assets/demo-model", f"run:{alice.name}:5"]
-    refused = export_tab.start_clicked(tmp_path, bob.name, "5", "adapter", "float32", "", "", "", True, DEMO, ALICE)
+    refused = export_tab.start_clicked(caller, bob.name, "5", "adapter", "float32", "", "", "", True)
     assert refused[0] is None and "no run" in refused[2]
-    pushed = export_tab.start_clicked(
-        tmp_path, alice.name, "5", "adapter", "float32", "", "me/x", "", True, DEMO, ALICE
-    )
+    pushed = export_tab.start_clicked(caller, alice.name, "5", "adapter", "float32", "", "me/x", "", True)
     assert pushed[0] is None and "does not push to the hub" in pushed[2]
-    evaluated = evaluate_tab.start_clicked(tmp_path, alice.name, "5", "file", "/etc/passwd", 10, DEMO, ALICE)
+    evaluated = evaluate_tab.start_clicked(caller, alice.name, "5", "file", "/etc/passwd", 10)
     assert evaluated[0] is None and "not on a file of the server" in evaluated[2]
-    other = evaluate_tab.start_clicked(tmp_path, bob.name, "5", "train", "", 10, DEMO, ALICE)
+    other = evaluate_tab.start_clicked(caller, bob.name, "5", "train", "", 10)
     assert other[0] is None and "no run" in other[2]
-    assert export_tab.run_changed(tmp_path, bob.name, "adapter", "float32", DEMO, ALICE)[0].choices == []
+    assert export_tab.run_changed(caller, bob.name, "adapter", "float32")[0].choices == []
 
 
 def live_panels_of(run_dir: Path) -> dict[str, str]:
@@ -138,7 +137,7 @@ def test_monitor_shows_the_queue_and_cancel(tmp_path: Path, processes: list[Any]
     update = MonitorSession().update(str(bob))
     assert "queued</b>: 1 run ahead of yours" in live_panels_of(bob)["progress"] and "queued" in update.header
     assert update.controls.stop and update.controls.stop_label == "Cancel" and not update.controls.abort
-    monitor_tab.stop_clicked(str(bob))  # Cancel
+    monitor_tab.stop_clicked(Caller(tmp_path), str(bob))  # Cancel
     status = runs.status(bob)
     assert status.state == "stopped" and status.cancelled is True
     after = MonitorSession().update(str(bob))

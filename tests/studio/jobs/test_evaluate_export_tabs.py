@@ -18,7 +18,7 @@ from engine.config import parse_config, save_config
 from engine.evaluate import evaluations
 from engine.jobs import JobStatus
 from engine.store.rundir import update_status
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
 from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
@@ -72,30 +72,32 @@ def test_only_finished_runs_with_weights_are_offered(workspace, run_dir):
 
 
 def test_opening_the_tab_keeps_a_pick_made_while_its_answer_was_on_the_way(workspace, run_dir):
+    caller = Caller(workspace)
     # The pick at opening is still offered: the answer leaves the value alone (a later pick is not undone).
-    kept = tab_opened(workspace, "export", None, RUN_ID, None)[0]
+    kept = tab_opened(caller, "export", None, RUN_ID, None)[0]
     assert kept["choices"] == finished_runs(workspace) and "value" not in kept
     # Nothing picked yet, or a pick since deleted: the run open in the Monitor, else the newest.
-    assert tab_opened(workspace, "export", str(run_dir), None, None)[0]["value"] == RUN_ID
-    assert tab_opened(workspace, "export", None, "deleted-since", None)[0]["value"] == RUN_ID
+    assert tab_opened(caller, "export", str(run_dir), None, None)[0]["value"] == RUN_ID
+    assert tab_opened(caller, "export", None, "deleted-since", None)[0]["value"] == RUN_ID
 
 
 def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, run_dir):
-    assert "Pick a run first." in evaluate_tab.start_clicked(workspace, None, "", "eval", "", 10)[2]
-    assert "Give the path of a data file." in evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", " ", 10)[2]
-    missing = evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", "no/such.jsonl", 10)
+    caller = Caller(workspace)
+    assert "Pick a run first." in evaluate_tab.start_clicked(caller, None, "", "eval", "", 10)[2]
+    assert "Give the path of a data file." in evaluate_tab.start_clicked(caller, RUN_ID, "", "file", " ", 10)[2]
+    missing = evaluate_tab.start_clicked(caller, RUN_ID, "", "file", "no/such.jsonl", 10)
     assert missing[0] is None and "data file not found: no/such.jsonl" in missing[2]
     for outside in ("/etc/passwd", "../../outside.jsonl"):  # the page reaches only the workspace and allowed folders
-        refused = evaluate_tab.start_clicked(workspace, RUN_ID, "", "file", outside, 10)
+        refused = evaluate_tab.start_clicked(caller, RUN_ID, "", "file", outside, 10)
         assert refused[0] is None and "data file:" in refused[2], refused[2]
 
-    job, timer, progress, start, cancel = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 12)
+    job, timer, progress, start, cancel = evaluate_tab.start_clicked(caller, RUN_ID, "", "eval", "", 12)
     assert job and timer.active and "ts-job-progress" in progress
     assert not start.interactive and cancel.interactive
-    again = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 12)
+    again = evaluate_tab.start_clicked(caller, RUN_ID, "", "eval", "", 12)
     assert "is already being evaluated" in again[2]
 
-    outputs = poll_until_done(evaluate_tab.poll, job, tables.FILTERS[0])
+    outputs = poll_until_done(evaluate_tab.poll, caller, job, tables.FILTERS[0])
     _, timer, progress, start, cancel, metrics, table, result = outputs
     assert not timer.active and start.interactive and not cancel.interactive
     assert "Evaluation finished." in progress
@@ -107,16 +109,17 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
     _, filtered, _ = evaluate_tab.result_view(result, "Fine-tuned wrong")
     assert len(filtered.value["data"]) == wrong
 
-    weights, data, metrics_again, _, latest = evaluate_tab.run_changed(workspace, RUN_ID)
+    weights, data, metrics_again, _, latest = evaluate_tab.run_changed(caller, RUN_ID)
     assert weights.value == "" and data.value == "eval" and latest["id"] == result["id"]
     assert metrics_again == metrics
 
 
 def test_evaluate_tab_cancel(workspace, run_dir):
-    assert "No evaluation is running." in cancel_job(None, "evaluation")
-    job = evaluate_tab.start_clicked(workspace, RUN_ID, "30", "train", "", 8)[0]
-    assert "Cancelling" in cancel_job(job, "evaluation")
-    progress = poll_until_done(evaluate_tab.poll, job, tables.FILTERS[0])[2]
+    caller = Caller(workspace)
+    assert "No evaluation is running." in cancel_job(caller, None, "evaluation")
+    job = evaluate_tab.start_clicked(caller, RUN_ID, "30", "train", "", 8)[0]
+    assert "Cancelling" in cancel_job(caller, job, "evaluation")
+    progress = poll_until_done(evaluate_tab.poll, caller, job, tables.FILTERS[0])[2]
     assert "Evaluation cancelled" in progress
 
 
@@ -159,22 +162,21 @@ def test_evaluate_view_marks_right_and_wrong():
 
 
 def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
+    caller = Caller(workspace)
     dtype, name = export_tab.options_changed(RUN_ID, "merged", "bfloat16")
     assert dtype.interactive and name.placeholder == f"{RUN_ID}-merged-bfloat16"
-    args = (workspace, RUN_ID, "", "adapter", "float32")
+    args = (caller, RUN_ID, "", "adapter", "float32")
     outside = export_tab.start_clicked(*args, "../x", "", "", True)
     assert outside[0] is None and "outside the workspace's exports directory" in unescape(outside[2])
     assert "is not a hub repo id" in export_tab.start_clicked(*args, "ok", "not a repo!", "", True)[2]
     for bad in ("x" * 300, "nul\x00byte"):  # once a crash: "File name too long", "embedded null byte"
         refused = export_tab.start_clicked(*args, bad, "", "", True)
         assert refused[0] is None and "the export name is not usable" in unescape(refused[2])
-    assert (
-        "Pick a run first." in export_tab.start_clicked(workspace, None, "", "adapter", "float32", "", "", "", True)[2]
-    )
+    assert "Pick a run first." in export_tab.start_clicked(caller, None, "", "adapter", "float32", "", "", "", True)[2]
 
     job, timer, progress, start, cancel, result, download = export_tab.start_clicked(*args, "tab-export", "", "", True)
     assert job and timer.active and not start.interactive and cancel.interactive and not download.visible
-    outputs = poll_until_done(export_tab.poll, job)
+    outputs = poll_until_done(export_tab.poll, caller, job)
     _, timer, progress, start, cancel, result, download = outputs
     assert "Export finished." in progress and not timer.active and start.interactive
     assert "tab-export" in result and "adapter_model.safetensors" in result
@@ -182,7 +184,7 @@ def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
     assert (workspace / "exports" / "tab-export.zip").is_file()
     taken = export_tab.start_clicked(*args, "tab-export", "", "", True)
     assert "already exists and is not empty" in taken[2]
-    assert "No export is running." in cancel_job(None, "export")
+    assert "No export is running." in cancel_job(caller, None, "export")
 
 
 def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkeypatch):
@@ -197,15 +199,17 @@ def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkey
 
     monkeypatch.setattr(export_tab, "private_copy", recorded_copy)
     update_status(run_dir, owner=owner_tag(ALICE))
-    job = export_tab.start_clicked(workspace, RUN_ID, "", "adapter", "float32", "", "", "", True, DEMO, ALICE)[0]
+    alice = Caller(workspace, DEMO, ALICE)
+    job = export_tab.start_clicked(alice, RUN_ID, "", "adapter", "float32", "", "", "", True)[0]
     assert job
-    download = poll_until_done(export_tab.poll, job, DEMO)[-1]
+    download = poll_until_done(export_tab.poll, alice, job)[-1]
     archive = workspace / "exports" / f"{RUN_ID}-adapter.zip"
     assert download.visible and download.value["orig_name"] == archive.name
     [copy] = copies
     assert copy.name == archive.name and copy.read_bytes() == archive.read_bytes()
     assert (workspace / "exports").resolve() not in copy.resolve().parents
-    assert export_tab.poll(job)[-1].visible and len(copies) == 1  # the same job outside demo mode: no copy
+    # the same job outside demo mode: no copy
+    assert export_tab.poll(Caller(workspace), job)[-1].visible and len(copies) == 1
 
 
 def fetch_status(workspace: Path, policy: DemoPolicy, path: Path) -> int:
@@ -234,12 +238,13 @@ def test_exports_are_served_by_url_only_outside_demo_mode(tmp_path, policy, expe
 def test_a_new_evaluation_empties_the_cards_and_another_runs_result_stays_away(workspace, run_dir):
     """Start empties the cards at once (an earlier evaluation's would read as this one's), and the result of an
     evaluation of run A is not drawn once the page shows run B."""
-    assert evaluate_tab.pending_view(None) == [gr.skip()] * 3  # Start refused: nothing changes
-    job = evaluate_tab.start_clicked(workspace, RUN_ID, "", "eval", "", 6)[0]
-    metrics, table, result = evaluate_tab.pending_view(job)
+    caller = Caller(workspace)
+    assert evaluate_tab.pending_view(caller, None) == [gr.skip()] * 3  # Start refused: nothing changes
+    job = evaluate_tab.start_clicked(caller, RUN_ID, "", "eval", "", 6)[0]
+    metrics, table, result = evaluate_tab.pending_view(caller, job)
     assert metrics == cards.PENDING_HTML and result is None and len(table.value["data"]) == 0
-    elsewhere = poll_until_done(lambda j, w: evaluate_tab.poll(j, w, "another-run"), job, tables.FILTERS[0])
+    elsewhere = poll_until_done(evaluate_tab.poll, caller, job, tables.FILTERS[0], "another-run")
     assert "Evaluation finished." in elsewhere[2]
     assert elsewhere[5:] == [gr.skip()] * 3  # the cards of the run on the page stay
-    own = evaluate_tab.poll(job, tables.FILTERS[0], RUN_ID)
+    own = evaluate_tab.poll(caller, job, tables.FILTERS[0], RUN_ID)
     assert "Eval loss" in own[5] and own[7]["run_id"] == RUN_ID

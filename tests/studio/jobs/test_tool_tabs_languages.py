@@ -61,7 +61,7 @@ def handler(build: Any, workspace: Path, name: str, held: dict[str, Any] | None 
 
 
 def test_evaluate_refuses_and_shows_a_result_in_the_language_of_the_page(tmp_path: Path) -> None:
-    start = handler(evaluate_tab.build_evaluate_tab, tmp_path, "start")
+    start = handler(evaluate_tab.build_evaluate_tab, tmp_path, "start_clicked")
     no_run = [None, None, None, "eval", "", 10]  # visitor, run, weights, data, path, max rows
     said = text(jobs_view.PICK_RUN, ZH)
     assert said != text(jobs_view.PICK_RUN, "en")
@@ -69,7 +69,7 @@ def test_evaluate_refuses_and_shows_a_result_in_the_language_of_the_page(tmp_pat
     assert start(no_run, None)[2] == message_html("Pick a run first.", "warn")
 
     filtered = handler(evaluate_tab.build_evaluate_tab, tmp_path, "filtered", {"result": RESULT})
-    metrics, table, _ = filtered([RESULT, tables.FILTERS[0]], page_request(ZH))
+    metrics, table, _ = filtered([None, RESULT, tables.FILTERS[0]], page_request(ZH))
     for card in ("eval_loss", "perplexity", "exact_match"):
         assert f"<span>{html.escape(text(cards.CARD[card], ZH))}</span>" in metrics
     assert f"<small>{text(cards.BASE, ZH)}</small>" in metrics
@@ -80,7 +80,7 @@ def test_evaluate_refuses_and_shows_a_result_in_the_language_of_the_page(tmp_pat
     shown = text(tables.COUNTED, ZH, title=text(title, ZH), count=text(count, ZH, shown=2, total=2))
     assert table["label"] == shown
     assert f"<i>{text(tables.EMPTY_ANSWER, ZH)}</i>" in json.dumps(table["value"], ensure_ascii=False)
-    metrics, table, _ = filtered([RESULT, tables.FILTERS[0]], None)
+    metrics, table, _ = filtered([None, RESULT, tables.FILTERS[0]], None)
     assert "<span>Eval loss</span>" in metrics and "eval set · 2 rows" in metrics
     assert table["value"]["headers"] == tables.PREDICTION_COLUMNS
     assert table["label"] == "Predictions vs references (2 of 2 rows)"
@@ -90,8 +90,8 @@ def test_export_cancel_answers_in_the_language_of_the_page(tmp_path: Path) -> No
     cancel = handler(export_tab.build_export_tab, tmp_path, "cancel")
     said = text(jobs_view.OUTCOMES["export", "failed"], ZH, error="x")  # a key of the same kind, to compare with
     assert said != text(jobs_view.OUTCOMES["export", "failed"], "en", error="x")
-    assert cancel([None], page_request(ZH))[0] == message_html(text("jobs.export.not_running", ZH), "warn")
-    assert cancel([None], None)[0] == message_html("No export is running.", "warn")
+    assert cancel([None, None], page_request(ZH))[0] == message_html(text("jobs.export.not_running", ZH), "warn")
+    assert cancel([None, None], None)[0] == message_html("No export is running.", "warn")
 
 
 def test_a_jobs_progress_and_outcome_are_said_in_the_language_of_the_page() -> None:

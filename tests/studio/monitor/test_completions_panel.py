@@ -13,6 +13,7 @@ from engine.config import parse_config
 from engine.runs import create_run
 from engine.store.completions import append_completions
 from engine.store.rundir import update_status
+from studio.context import Caller
 from studio.demo.policy import owner_tag
 from studio.monitor import completions as panel_module
 from studio.monitor import tab as monitor_tab
@@ -95,9 +96,9 @@ def test_reward_choices_are_total_then_the_rewards_found(run_dir):
     assert reward_choices([]) == ["total"]
 
 
-def test_the_table_escapes_what_the_model_wrote(run_dir):
+def test_the_table_escapes_what_the_model_wrote(tmp_path, run_dir):
     panel, accordion, reward, table, timer = monitor_tab.completions_refresh(
-        str(run_dir), None, "total", "newest", 24, opened=True
+        Caller(tmp_path), str(run_dir), None, "total", "newest", 24, opened=True
     )
     assert accordion.visible is True and timer.active is True
     assert reward.choices == [("total", "total"), ("exact_match", "exact_match"), ("length", "length")]
@@ -112,51 +113,60 @@ def _headers(table: str) -> list[str]:
 
 
 def test_panel_hidden_for_an_sft_run_and_shown_for_a_grpo_run(tmp_path, run_dir):
+    caller = Caller(tmp_path)
     sft_dir = create_run(parse_config({"name": "sft", "method": "sft"}), workspace=tmp_path)
-    panel, accordion, reward, table, timer = monitor_tab.completions_refresh(str(sft_dir), None, "total", "newest", 24)
+    panel, accordion, reward, table, timer = monitor_tab.completions_refresh(
+        caller, str(sft_dir), None, "total", "newest", 24
+    )
     assert accordion.visible is False and reward == gr.skip() and table == gr.skip()
     # the section is open, then the current run becomes the GRPO one: it shows and fills
-    panel, *_ = monitor_tab.completions_refresh(str(sft_dir), panel, "total", "newest", 24, opened=True)
-    _, accordion, reward, table, timer = monitor_tab.completions_refresh(str(run_dir), panel, "total", "newest", 24)
+    panel, *_ = monitor_tab.completions_refresh(caller, str(sft_dir), panel, "total", "newest", 24, opened=True)
+    _, accordion, reward, table, timer = monitor_tab.completions_refresh(
+        caller, str(run_dir), panel, "total", "newest", 24
+    )
     assert accordion.visible is True and timer.active is True and html.escape(SCRIPT) in table
     # and back to the SFT run: hidden, and its timer stops
-    _, accordion, _, _, timer = monitor_tab.completions_refresh(str(sft_dir), panel, "total", "newest", 24)
+    _, accordion, _, _, timer = monitor_tab.completions_refresh(caller, str(sft_dir), panel, "total", "newest", 24)
     assert accordion.visible is False and timer.active is False
-    none = monitor_tab.completions_refresh(None, CompletionsPanel(), "total", "newest", 24)
+    none = monitor_tab.completions_refresh(caller, None, CompletionsPanel(), "total", "newest", 24)
     assert none[1].visible is False
 
 
-def test_a_closed_panel_reads_nothing(run_dir, monkeypatch):
+def test_a_closed_panel_reads_nothing(tmp_path, run_dir, monkeypatch):
+    caller = Caller(tmp_path)
     reads = []
     monkeypatch.setattr(panel_module, "latest_completions", lambda *args: reads.append(args) or [])
-    panel, accordion, reward, table, timer = monitor_tab.completions_refresh(str(run_dir), None, "total", "newest", 24)
+    panel, accordion, reward, table, timer = monitor_tab.completions_refresh(
+        caller, str(run_dir), None, "total", "newest", 24
+    )
     assert accordion.visible is True and timer.active is False and table == gr.skip() and reads == []
 
 
-def test_unchanged_files_are_not_read_again_and_nothing_is_sent(run_dir):
-    panel, *first = monitor_tab.completions_refresh(str(run_dir), None, "total", "newest", 24, opened=True)
+def test_unchanged_files_are_not_read_again_and_nothing_is_sent(tmp_path, run_dir):
+    caller = Caller(tmp_path)
+    panel, *first = monitor_tab.completions_refresh(caller, str(run_dir), None, "total", "newest", 24, opened=True)
     reads = SAMPLES.reads
-    second = monitor_tab.completions_refresh(str(run_dir), panel, "total", "newest", 24)
+    second = monitor_tab.completions_refresh(caller, str(run_dir), panel, "total", "newest", 24)
     assert SAMPLES.reads == reads and all(value == gr.skip() for value in second[1:])
     # another page watching the same run shares the read
-    other = monitor_tab.completions_refresh(str(run_dir), None, "total", "newest", 24, opened=True)
+    other = monitor_tab.completions_refresh(caller, str(run_dir), None, "total", "newest", 24, opened=True)
     assert SAMPLES.reads == reads and html.escape(SCRIPT) in other[3]
     # a filter change rebuilds the table from the held samples
-    best = monitor_tab.completions_refresh(str(run_dir), panel, "length", "worst", 24)
+    best = monitor_tab.completions_refresh(caller, str(run_dir), panel, "length", "worst", 24)
     assert SAMPLES.reads == reads and best[3].index(">e<") < best[3].index(">b<")
     # the trainer appends: read once more, and the new sample leads
     append_completions(run_dir, [sample(4, "newer", 1.0, 1.0, 2.0)])
-    newest = monitor_tab.completions_refresh(str(run_dir), panel, "total", "newest", 24)
+    newest = monitor_tab.completions_refresh(caller, str(run_dir), panel, "total", "newest", 24)
     assert SAMPLES.reads == reads + 1 and "newer" in newest[3]
     assert newest[3].index("newer") < newest[3].index(">e<")
 
 
-def test_a_reward_the_run_lacks_falls_back_to_total_and_count_is_bounded(run_dir):
+def test_a_reward_the_run_lacks_falls_back_to_total_and_count_is_bounded(tmp_path, run_dir):
     panel = CompletionsPanel()
-    update = panel.update(str(run_dir), "no_such_reward", "best", "not a number", opened=True)
+    update = panel.update(Caller(tmp_path), str(run_dir), "no_such_reward", "best", "not a number", opened=True)
     assert update.reward == "total" and update.choices == ["total", *NAMES]
     assert update.table.index(html.escape(SCRIPT)) < update.table.index(">a<")
-    one = CompletionsPanel().update(str(run_dir), "total", "newest", 0, opened=True)
+    one = CompletionsPanel().update(Caller(tmp_path), str(run_dir), "total", "newest", 0, opened=True)
     assert one.table.count("<tr>") == 2  # the header and one sample
 
 
@@ -168,7 +178,7 @@ def test_demo_visitor_sees_only_their_own_runs_samples(tmp_path):
 
     def refresh(run_dir: Path, visitor: str | None) -> list:
         return monitor_tab.completions_refresh(
-            str(run_dir), None, "total", "newest", 24, visitor, DEMO, workspace, opened=True
+            Caller(workspace, DEMO, visitor), str(run_dir), None, "total", "newest", 24, opened=True
         )
 
     _, accordion, _, table, _ = refresh(alice_run, ALICE)

@@ -15,6 +15,7 @@ import pytest
 from engine import runs
 from engine.config import RunConfig, save_config
 from engine.store.rundir import METRICS_FILE, RunStatus, update_status
+from studio.context import Caller
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed, eta_seconds
 from studio.monitor.live import FEEDS, live_panels, run_of_token
@@ -234,11 +235,11 @@ def test_no_run_and_switching_runs(tmp_path):
 
 def test_refresh_sends_skip_for_unchanged_outputs(tmp_path):
     run_dir = write_run(tmp_path, state="completed", step=30, max_steps=30)
-    first = monitor_tab.refresh(str(run_dir), MonitorSession(resend_seconds=3600))
+    first = monitor_tab.refresh(Caller(tmp_path), str(run_dir), MonitorSession(resend_seconds=3600))
     session = first[0]
     assert isinstance(session, MonitorSession)
     assert all(value != gr.skip() for value in first[1:])
-    second = monitor_tab.refresh(str(run_dir), session)
+    second = monitor_tab.refresh(Caller(tmp_path), str(run_dir), session)
     assert second[0] is session and all(value == gr.skip() for value in second[1:])
 
 

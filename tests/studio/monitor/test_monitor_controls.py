@@ -18,6 +18,7 @@ from engine.config import RunConfig, save_config
 from engine.store.controls import read_controls, request_pause
 from engine.store.rundir import METRICS_FILE, RunStatus, update_status
 from studio.chat.models import model_choices
+from studio.context import Caller
 from studio.demo.policy import owner_tag
 from studio.jobs.view import finished_runs, weight_choices
 from studio.monitor import tab as monitor_tab
@@ -108,20 +109,20 @@ def test_the_buttons_act_on_the_run_and_in_demo_mode_on_the_visitors_own_only(tm
     alice = write_run(tmp_path, "alice", state="paused", supervisor_pid=live_pid, owner=owner_tag(ALICE))
     request_pause(alice, True)
     with pytest.warns(UserWarning, match="no run 'alice' here"):
-        monitor_tab.continue_clicked(str(alice), DEMO, BOB)
+        monitor_tab.continue_clicked(Caller(tmp_path, DEMO, BOB), str(alice))
     with pytest.warns(UserWarning, match="no run 'alice' here"):
-        monitor_tab.save_clicked(str(alice), DEMO, BOB)
+        monitor_tab.save_clicked(Caller(tmp_path, DEMO, BOB), str(alice))
     assert read_controls(alice).pause and read_controls(alice).save == 0  # Bob changed nothing
-    monitor_tab.save_clicked(str(alice), DEMO, ALICE)
-    monitor_tab.continue_clicked(str(alice), DEMO, ALICE)
+    monitor_tab.save_clicked(Caller(tmp_path, DEMO, ALICE), str(alice))
+    monitor_tab.continue_clicked(Caller(tmp_path, DEMO, ALICE), str(alice))
     assert read_controls(alice).save == 1 and not read_controls(alice).pause
     with pytest.warns(UserWarning, match="The run is not paused"):
-        monitor_tab.continue_clicked(str(alice))  # a second Continue: already going on
+        monitor_tab.continue_clicked(Caller(tmp_path), str(alice))  # a second Continue: already going on
     stopped = write_run(tmp_path, "stopped", state="stopped", checkpoints=(5,))
     with pytest.warns(UserWarning, match="The run is not running"):
-        monitor_tab.pause_clicked(str(stopped))
+        monitor_tab.pause_clicked(Caller(tmp_path), str(stopped))
     with pytest.warns(UserWarning, match="The run is not running"):
-        monitor_tab.save_clicked(str(stopped))
+        monitor_tab.save_clicked(Caller(tmp_path), str(stopped))
     assert read_controls(stopped).save == 0 and not read_controls(stopped).pause
 
 
@@ -130,5 +131,5 @@ def test_a_running_runs_checkpoints_are_offered_to_evaluate_export_and_chat(tmp_
     write_run(tmp_path, "nothing-yet", state="running", supervisor_pid=live_pid)  # no weights: not offered
     assert finished_runs(tmp_path) == [("busy (running) · busy", "busy")]
     assert weight_choices(tmp_path, "busy") == [("checkpoint 7", "7")]  # no final result while it trains
-    assert ("busy · checkpoint 7", "run:busy:7") in model_choices(tmp_path)
+    assert ("busy · checkpoint 7", "run:busy:7") in model_choices(Caller(tmp_path))
     assert running.is_dir()

@@ -41,9 +41,9 @@ def poll(run_dir: Path, lang: str | None) -> list[Any]:
             MonitorTab(ctx)
     state = SessionState(demo)
     state[ctx.current_run._id] = str(run_dir)
-    fn = next(fn for fn in demo.fns.values() if fn.name == "poll_fn")
+    fn = next(fn for fn in demo.fns.values() if fn.name == "refresh")
     request = page_request(lang) if lang else None
-    return asyncio.run(demo.process_api(fn, [str(run_dir), None], state=state, request=request))["data"]
+    return asyncio.run(demo.process_api(fn, [None, str(run_dir), None], state=state, request=request))["data"]
 
 
 def test_the_monitor_says_a_failed_run_in_the_language_of_the_page(tmp_path: Path) -> None:
