@@ -1,8 +1,9 @@
 """What the Sweeps tab's buttons do, as plain functions of plain values (tested without a browser): take a base
 from the Train form or a file, start, stop and continue a sweep, and the Train form's values of the best trial.
 
-Every action that would start or stop something is refused in demo mode (DemoPolicy.sweeps_refusal). The messages
-are said in the page's language (``lang``, studio.i18n); an engine's error inside one stays as it was written.
+Every action that would start or stop something is refused in demo mode (DemoPolicy.sweeps_refusal). Each takes the
+event's caller (studio.context.Caller: the workspace, the policy, the page's language); the messages are said in the
+caller's language (studio.i18n), an engine's error inside one stays as it was written.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from engine.api import (
     stop_sweep,
     sweep_status,
 )
+from studio.context import Caller
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.run_config import form_config
 from studio.form.values import config_to_values
@@ -79,14 +81,15 @@ def outcome_html(outcome: Outcome) -> str:
     return message_html(outcome.message, outcome.kind)
 
 
-def check_html(sweep: str, workspace: Path, lang: str = SOURCE) -> str:
-    """The YAML's problems next to it, each naming its key; a short ok when it is ready to start. In ``lang``."""
-    config, problems = check_text(sweep, workspace)
+def check_html(caller: Caller, sweep: str) -> str:
+    """The YAML's problems next to it, each naming its key; a short ok when it is ready to start. In the caller's
+    language."""
+    config, problems = check_text(sweep, caller.workspace)
     if config is None:
-        lines = problems_text(problems, lang)
+        lines = problems_text(problems, caller.language)
         pieces = [piece for line in lines for piece in (Html("<br>"), line)][1:]  # one problem a line
         return message_html(pieces, "error")
-    return message_html(text(READY, lang, fields=len(config.space), trials=config.trials), "ok")
+    return message_html(caller.say(READY, fields=len(config.space), trials=config.trials), "ok")
 
 
 # --- the base -----------------------------------------------------------------------------------------------------
@@ -99,11 +102,10 @@ def base_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
     return [(FORM_LABEL, FROM_FORM), *sweeps, *config_files(workspace, policy)]
 
 
-def yaml_from_form(
-    sweep: str, values: Mapping[str, Any], workspace: Path, lang: str = SOURCE
-) -> tuple[str | None, Outcome]:
+def yaml_from_form(caller: Caller, sweep: str, values: Mapping[str, Any]) -> tuple[str | None, Outcome]:
     """The sweep YAML with the Train form's config as its base (the rest kept); None and why when the form has
-    problems (in ``lang``)."""
+    problems (in the caller's language)."""
+    workspace, lang = caller.workspace, caller.language
     try:
         base = form_config(values, workspace)
     except ConfigError as exc:
@@ -112,9 +114,10 @@ def yaml_from_form(
     return _with_base(sweep, base, workspace), Outcome(text(BASE_FORM, lang))
 
 
-def yaml_from_file(sweep: str, path: str | None, workspace: Path, lang: str = SOURCE) -> tuple[str | None, Outcome]:
+def yaml_from_file(caller: Caller, sweep: str, path: str | None) -> tuple[str | None, Outcome]:
     """A bundled sweep file as it is (its base written inline), or the sweep YAML with a preset's or saved config's
-    run as its base; None and why (in ``lang``) when the file cannot be used."""
+    run as its base; None and why (in the caller's language) when the file cannot be used."""
+    workspace, lang = caller.workspace, caller.language
     if not path:
         return None, Outcome(text(PICK_BASE, lang), "warn")
     try:
@@ -146,18 +149,19 @@ def starting_yaml(workspace: Path) -> str:
 # --- start, stop, continue ------------------------------------------------------------------------------------------
 
 
-def _refused(policy: DemoPolicy, lang: str) -> Outcome | None:
-    """Why this studio takes no sweep action (demo mode), in ``lang``; None when it may."""
-    refusal = policy.sweeps_refusal_in(lang)
+def _refused(caller: Caller) -> Outcome | None:
+    """Why this studio takes no sweep action (demo mode), in the caller's language; None when it may."""
+    refusal = caller.policy.sweeps_refusal_in(caller.language)
     return Outcome(refusal, "warn") if refusal else None
 
 
-def start(workspace: Path, sweep: str, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
+def start(caller: Caller, sweep: str) -> Outcome:
     """Validate the YAML and start its sweep in the background; nothing starts on any problem (each named by its
-    key). The same sweep again continues it. The message is in ``lang``."""
-    refused = _refused(policy, lang)
+    key). The same sweep again continues it. The message is in the caller's language."""
+    refused = _refused(caller)
     if refused:
         return refused
+    workspace, lang = caller.workspace, caller.language
     config, problems = check_text(sweep, workspace)
     if config is None:
         return Outcome(text(NOT_STARTED, lang, error="; ".join(problems_text(problems, lang))), "error")
@@ -168,12 +172,13 @@ def start(workspace: Path, sweep: str, policy: DemoPolicy = NORMAL, lang: str = 
     return Outcome(text(STARTED, lang, name=launch.name, pid=launch.pid), "ok", launch.name)
 
 
-def stop(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
+def stop(caller: Caller, name: str | None) -> Outcome:
     """Ask the sweep's driver to stop: the current trial's run saves a checkpoint, Continue picks it up. The
-    message is in ``lang``."""
-    refused = _refused(policy, lang)
+    message is in the caller's language."""
+    refused = _refused(caller)
     if refused:
         return refused
+    workspace, lang = caller.workspace, caller.language
     if not name:
         return Outcome(text(PICK, lang), "warn")
     if not stop_sweep(workspace, name):
@@ -181,12 +186,13 @@ def stop(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: s
     return Outcome(text(STOPPING, lang, name=name), "warn", name)
 
 
-def resume(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE) -> Outcome:
+def resume(caller: Caller, name: str | None) -> Outcome:
     """Continue a stopped (or finished with trials to spare) sweep with the sweep file it keeps. The message is in
-    ``lang``."""
-    refused = _refused(policy, lang)
+    the caller's language."""
+    refused = _refused(caller)
     if refused:
         return refused
+    workspace, lang = caller.workspace, caller.language
     if not name:
         return Outcome(text(PICK, lang), "warn")
     with contextlib.suppress(SweepError):  # no study yet (its first driver ended early): continuing makes it
@@ -203,14 +209,13 @@ def resume(workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang:
 # --- a new run from the best trial ----------------------------------------------------------------------------------
 
 
-def best_values(
-    workspace: Path, name: str | None, policy: DemoPolicy = NORMAL, lang: str = SOURCE
-) -> tuple[dict[str, Any] | None, Outcome]:
+def best_values(caller: Caller, name: str | None) -> tuple[dict[str, Any] | None, Outcome]:
     """The Train form's values of the sweep's best trial (its run's config, named ``<sweep>-best``), to train it
-    longer or on more data; None and why when there is none yet. The message is in ``lang``."""
-    refused = _refused(policy, lang)
+    longer or on more data; None and why when there is none yet. The message is in the caller's language."""
+    refused = _refused(caller)
     if refused:
         return None, refused
+    workspace, lang = caller.workspace, caller.language
     if not name:
         return None, Outcome(text(PICK, lang), "warn")
     try:

@@ -10,7 +10,6 @@ composes (the table, charts, status, messages) is said in the language of the pa
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -18,9 +17,9 @@ import pandas as pd
 
 from engine.api import driver_log_tail, runs
 from studio import lanes
-from studio.context import StudioContext
-from studio.demo.policy import NORMAL, SWEEPS_OFF, DemoPolicy, owned_run
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.context import Caller, StudioContext
+from studio.demo.policy import SWEEPS_OFF
+from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, t
 from studio.markup import Html, message_html
 from studio.runs.tab import as_plot
@@ -45,10 +44,11 @@ OBJECTIVE = key("sweeps.col.objective")  # the objective's column before a sweep
 SWEEP_START: dict[str, Any] = {"concurrency_id": "sweep-start", "concurrency_limit": lanes.SLOW_LANE_WIDTH}
 
 
-def watch_outputs(workspace: Path, name: str | None, previous: Any = None, lang: str = SOURCE) -> list[Any]:
-    """The poll's outputs: [key, status, table, parallel chart, progress chart, best, timer], in ``lang``;
-    gr.skip() for those of a sweep that did not change since ``previous`` (its key, the language with it), and the
-    timer on only while a driver runs."""
+def watch_outputs(caller: Caller, name: str | None, previous: Any = None) -> list[Any]:
+    """The poll's outputs: [key, status, table, parallel chart, progress chart, best, timer], in the caller's
+    language; gr.skip() for those of a sweep that did not change since ``previous`` (its key, the language with
+    it), and the timer on only while a driver runs."""
+    workspace, lang = caller.workspace, caller.language
     if not name:
         empty = SweepView("", None, None)
         return [
@@ -78,20 +78,22 @@ def _charts(seen: SweepView, space: dict[str, Any] | None = None, lang: str = SO
     return [as_plot(parallel_figure(seen.summary, space, lang)), as_plot(progress_figure(seen.summary, lang))]
 
 
-def relisted(workspace: Path, current: str | None, outcome: Outcome | None = None, lang: str = SOURCE) -> list[Any]:
+def relisted(caller: Caller, current: str | None, outcome: Outcome | None = None) -> list[Any]:
     """The sweep picker with the workspace's sweeps (the one an action concerns picked, else ``current`` while it
-    exists) and that sweep's view (``watch_outputs``, in ``lang``); after an action, its message first."""
-    choices, name = view.picked(workspace, (outcome.name if outcome else None) or current)
-    shown = [gr.Dropdown(choices=choices, value=name), *watch_outputs(workspace, name, lang=lang)]
+    exists) and that sweep's view (``watch_outputs``, in the caller's language); after an action, its message
+    first."""
+    choices, name = view.picked(caller.workspace, (outcome.name if outcome else None) or current)
+    shown = [gr.Dropdown(choices=choices, value=name), *watch_outputs(caller, name)]
     if outcome is not None and outcome.kind == "ok" and outcome.name:
         shown[-1] = gr.Timer(active=True)  # a driver just started: follow it (a tick turns this off once it ends)
     return [actions.outcome_html(outcome), *shown] if outcome is not None else shown
 
 
-def open_trial(workspace: Path, run_id: str, policy: DemoPolicy = NORMAL, visitor: str | None = None) -> list[Any]:
-    """A clicked trial: its run in the Monitor (current run and tab); nothing for a trial without a run."""
+def open_trial(caller: Caller, run_id: str) -> list[Any]:
+    """A clicked trial: its run in the Monitor (current run and tab); nothing for a trial without a run, or one
+    that is not the caller's."""
     try:
-        run_dir = owned_run(workspace, run_id, policy, visitor)
+        run_dir = caller.run(run_id)
     except runs.RunError:  # a trial whose run was never made, or was deleted
         return [gr.skip(), gr.skip()]
     return [str(run_dir), gr.Tabs(selected="monitor")]
@@ -151,84 +153,82 @@ class SweepsTab:
         self.timer = gr.Timer(POLL_SECONDS, active=False)
 
     def _wire_watch(self) -> None:
-        workspace, ctx = self.ctx.workspace, self.ctx
+        ctx = self.ctx
         shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
 
-        def tick(name: str | None, key: Any, request: gr.Request) -> list[Any]:
-            return watch_outputs(workspace, name, key, request_language(request))
+        def tick(caller: Caller, name: str | None, key: Any) -> list[Any]:
+            return watch_outputs(caller, name, key)
 
         self.timer.tick(
-            tick,
-            [self.sweep, self.key],
+            ctx.handler(tick),
+            ctx.inputs(self.sweep, self.key),
             shown,
             concurrency_limit=None,  # reads the study and a few status files: no lane others wait on
             **QUIET,
         )
 
-        def pick(name: str | None, request: gr.Request) -> list[Any]:
-            return watch_outputs(workspace, name, lang=request_language(request))
+        def pick(caller: Caller, name: str | None) -> list[Any]:
+            return watch_outputs(caller, name)
 
         # input, not change: a pick by hand (the handlers' own updates of the picker already show the sweep)
-        self.sweep.input(pick, [self.sweep], shown, **QUIET)
+        self.sweep.input(ctx.handler(pick), ctx.inputs(self.sweep), shown, **QUIET)
 
-        def relist(current: str | None, request: gr.Request) -> list[Any]:
-            return relisted(workspace, current, lang=request_language(request))
+        def relist(caller: Caller, current: str | None) -> list[Any]:
+            return relisted(caller, current)
 
-        self.refresh.click(relist, [self.sweep], [self.sweep, *shown], **QUIET)
+        self.refresh.click(ctx.handler(relist), ctx.inputs(self.sweep), [self.sweep, *shown], **QUIET)
         # Opening the tab shows a driver started or ended meanwhile (by another page, the CLI, before a refresh).
         if (on_open := ctx.on_open()) is not None:
-            on_open(relist, [self.sweep], [self.sweep, *shown], **QUIET)
+            on_open(ctx.handler(relist), ctx.inputs(self.sweep), [self.sweep, *shown], **QUIET)
 
         after = [self.message, self.sweep, *shown]
 
-        def stop(name: str | None, request: gr.Request) -> list[Any]:
-            lang = request_language(request)
-            return relisted(workspace, name, actions.stop(workspace, name, ctx.policy, lang), lang)
+        def stop(caller: Caller, name: str | None) -> list[Any]:
+            return relisted(caller, name, actions.stop(caller, name))
 
-        self.stop.click(stop, [self.sweep], after, **PRIVATE)
+        self.stop.click(ctx.handler(stop), ctx.inputs(self.sweep), after, **PRIVATE)
 
-        def resume(name: str | None, request: gr.Request) -> list[Any]:
-            lang = request_language(request)
-            return relisted(workspace, name, actions.resume(workspace, name, ctx.policy, lang), lang)
+        def resume(caller: Caller, name: str | None) -> list[Any]:
+            return relisted(caller, name, actions.resume(caller, name))
 
-        self.resume.click(resume, [self.sweep], after, **PRIVATE, **SWEEP_START)
+        self.resume.click(ctx.handler(resume), ctx.inputs(self.sweep), after, **PRIVATE, **SWEEP_START)
         self._wire_links()
 
     def _wire_links(self) -> None:
         """A trial's row opens its run in the Monitor; the best trial fills the Train form."""
-        workspace, ctx = self.ctx.workspace, self.ctx
+        ctx = self.ctx
         if ctx.tabs is None:
             return
 
-        def on_select(who: str | None, event: gr.SelectData) -> list[Any]:
-            return open_trial(workspace, str((event.row_value or [""])[-1]), ctx.policy, who)
+        def on_select(who: str | None, event: gr.SelectData, request: gr.Request) -> list[Any]:
+            return open_trial(ctx.caller(request, who), str((event.row_value or [""])[-1]))
 
         self.table.select(on_select, [ctx.visitor], [ctx.current_run, ctx.tabs], **PRIVATE)
         form = ctx.train_form
         if form is None:
             return
 
-        def best_run(name: str | None, request: gr.Request) -> list[Any]:
-            values, outcome = actions.best_values(workspace, name, ctx.policy, request_language(request))
+        def best_run(caller: Caller, name: str | None) -> list[Any]:
+            values, outcome = actions.best_values(caller, name)
             if values is None:
                 return [actions.outcome_html(outcome), *([gr.skip()] * len(form.paths)), gr.skip()]
             gr.Info(outcome.message)  # a toast: the page switches to the Train tab
             return ["", *form.value_updates(values), gr.Tabs(selected="train")]
 
-        self.best_run.click(best_run, [self.sweep], [self.message, *form.inputs, ctx.tabs], **PRIVATE)
+        outputs = [self.message, *form.inputs, ctx.tabs]
+        self.best_run.click(ctx.handler(best_run), ctx.inputs(self.sweep), outputs, **PRIVATE)
 
     def _wire_start(self) -> None:
         """The editor's Start: validate its YAML, start the driver and watch the sweep it started."""
-        workspace, ctx, editor = self.ctx.workspace, self.ctx, self.editor
+        ctx, editor = self.ctx, self.editor
         shown = [self.key, self.status, self.table, self.parallel, self.progress, self.best, self.timer]
 
-        def start(sweep: str, current: str | None, request: gr.Request) -> list[Any]:
-            lang = request_language(request)
-            return relisted(workspace, current, actions.start(workspace, sweep, ctx.policy, lang), lang)
+        def start(caller: Caller, sweep: str, current: str | None) -> list[Any]:
+            return relisted(caller, current, actions.start(caller, sweep))
 
         editor.start.click(
-            start,
-            [editor.yaml, self.sweep],
+            ctx.handler(start),
+            ctx.inputs(editor.yaml, self.sweep),
             [editor.start_message, self.sweep, *shown],
             **PRIVATE,
             **SWEEP_START,

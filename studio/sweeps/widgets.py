@@ -13,8 +13,8 @@ from typing import Any
 
 import gradio as gr
 
-from studio.context import StudioContext
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.context import Caller, StudioContext
+from studio.i18n.catalog import key
 from studio.i18n.widgets import field_key, marked, t
 from studio.markup import message_html
 from studio.sweeps import actions, space_editor
@@ -25,13 +25,13 @@ METRICS = ["eval_loss", "train_loss", "exact_match"]
 PICK_FIELD, NO_FORM = key("sweeps.pick_field"), key("sweeps.no_form")
 
 
-def edit_yaml(change: Any, *args: Any, lang: str = SOURCE) -> list[Any]:
-    """Apply an editor change to the YAML; [yaml, message]: the YAML unchanged and why (in ``lang``), when it
-    cannot apply."""
+def edit_yaml(caller: Caller, change: Any, *args: Any) -> list[Any]:
+    """Apply an editor change to the YAML; [yaml, message]: the YAML unchanged and why (in the caller's language),
+    when it cannot apply."""
     try:
         return [change(*args), ""]
     except space_editor.EditorProblem as exc:
-        return [gr.skip(), message_html(exc.said(lang), "warn")]
+        return [gr.skip(), message_html(exc.said(caller.language), "warn")]
     except ValueError as exc:
         return [gr.skip(), message_html(str(exc), "warn")]
 
@@ -87,7 +87,7 @@ class SweepEditor:
                     elem_id="ts-sweep-yaml",
                 )
                 self.problems = gr.HTML(
-                    actions.check_html(text, workspace), elem_classes="ts-html", elem_id="ts-sweep-check"
+                    actions.check_html(Caller(workspace), text), elem_classes="ts-html", elem_id="ts-sweep-check"
                 )
                 self.start = gr.Button(t("sweeps.start"), variant="primary", size="lg", elem_id="ts-sweep-start")
                 self.start_message = gr.HTML(elem_classes="ts-html", elem_id="ts-sweep-start-message")
@@ -118,41 +118,32 @@ class SweepEditor:
         )
 
     def _wire(self) -> None:
-        workspace = self.ctx.workspace
+        ctx = self.ctx
         yaml_out = [self.yaml, self.start_message]
         row = [self.low, self.high, self.log, self.step, self.choices]
         pick = lambda text, path: space_editor.field_row(text, path) if path else [gr.skip()] * len(row)  # noqa: E731
         self.field.input(pick, [self.yaml, self.field], row, **PRIVATE)
 
         def add(
-            sweep: str,
-            path: str | None,
-            low: Any,
-            high: Any,
-            log: bool,
-            step: Any,
-            choices: str,
-            request: gr.Request,
+            caller: Caller, sweep: str, path: str | None, low: Any, high: Any, log: bool, step: Any, choices: str
         ) -> list[Any]:
-            lang = request_language(request)
             if not path:
-                return [gr.skip(), message_html(text(PICK_FIELD, lang), "warn")]
+                return [gr.skip(), message_html(caller.say(PICK_FIELD), "warn")]
             entry = space_editor.EntryRow(path, low, high, bool(log), int(step or 1), choices or "")
-            return edit_yaml(space_editor.with_entry, sweep, entry, lang=lang)
+            return edit_yaml(caller, space_editor.with_entry, sweep, entry)
 
-        self.add.click(add, [self.yaml, self.field, *row], yaml_out, **PRIVATE)
+        self.add.click(ctx.handler(add), ctx.inputs(self.yaml, self.field, *row), yaml_out, **PRIVATE)
 
-        def remove(sweep: str, path: str | None, request: gr.Request) -> list[Any]:
-            return edit_yaml(space_editor.without_entry, sweep, path or "", lang=request_language(request))
+        def remove(caller: Caller, sweep: str, path: str | None) -> list[Any]:
+            return edit_yaml(caller, space_editor.without_entry, sweep, path or "")
 
-        self.remove.click(remove, [self.yaml, self.field], yaml_out, **PRIVATE)
+        self.remove.click(ctx.handler(remove), ctx.inputs(self.yaml, self.field), yaml_out, **PRIVATE)
         for setting, widget in self.settings.items():
 
-            def change(sweep: str, value: Any, request: gr.Request, setting: str = setting) -> list[Any]:
-                lang = request_language(request)
-                return edit_yaml(space_editor.with_setting, sweep, setting, value, lang=lang)
+            def change(caller: Caller, sweep: str, value: Any, setting: str = setting) -> list[Any]:
+                return edit_yaml(caller, space_editor.with_setting, sweep, setting, value)
 
-            edit = {"fn": change, "inputs": [self.yaml, widget], "outputs": yaml_out, **PRIVATE}
+            edit = {"fn": ctx.handler(change), "inputs": ctx.inputs(self.yaml, widget), "outputs": yaml_out, **PRIVATE}
             if isinstance(widget, gr.Textbox):  # the name: once typed, not at every key
                 widget.blur(**edit)
                 widget.submit(**edit)
@@ -160,12 +151,10 @@ class SweepEditor:
                 widget.input(**edit)
         self.yaml.blur(**self._sync())  # a hand edit of the YAML shows in the widgets
 
-        def check(sweep: str, request: gr.Request) -> str:
-            return actions.check_html(sweep, workspace, request_language(request))
-
-        self.yaml.change(check, [self.yaml], [self.problems], **QUIET)
+        check = ctx.handler(actions.check_html)
+        self.yaml.change(check, ctx.inputs(self.yaml), [self.problems], **QUIET)
         # The first check was written at build time in English: again in the page's language when it loads.
-        gr.on(None, check, [self.yaml], [self.problems], concurrency_limit=None, **QUIET)
+        gr.on(None, check, ctx.inputs(self.yaml), [self.problems], concurrency_limit=None, **QUIET)
         self._wire_base()
 
     def _sync(self) -> dict[str, Any]:
@@ -180,18 +169,18 @@ class SweepEditor:
 
     def _wire_base(self) -> None:
         """Use: the base from the Train tab's form (its values as Start reads them) or from a file."""
-        workspace, form = self.ctx.workspace, self.ctx.train_form
+        ctx, form = self.ctx, self.ctx.train_form
 
-        def use(request: gr.Request, choice: str | None, sweep: str, *values: Any) -> list[Any]:
-            lang = request_language(request)
+        def use(caller: Caller, choice: str | None, sweep: str, *values: Any) -> list[Any]:
             if choice == actions.FROM_FORM:
                 if form is None:
-                    return [gr.skip(), message_html(text(NO_FORM, lang), "warn")]
-                new, outcome = actions.yaml_from_form(sweep, form.values(values), workspace, lang)
+                    return [gr.skip(), message_html(caller.say(NO_FORM), "warn")]
+                new, outcome = actions.yaml_from_form(caller, sweep, form.values(values))
             else:
-                new, outcome = actions.yaml_from_file(sweep, choice, workspace, lang)
+                new, outcome = actions.yaml_from_file(caller, sweep, choice)
             return [new if new is not None else gr.skip(), actions.outcome_html(outcome)]
 
-        inputs = [self.base, self.yaml, *(form.inputs if form is not None else [])]
-        used = self.use_base.click(use, inputs, [self.yaml, self.start_message], preprocess=False, **PRIVATE)
+        inputs = ctx.inputs(self.base, self.yaml, *(form.inputs if form is not None else []))
+        outputs = [self.yaml, self.start_message]
+        used = self.use_base.click(ctx.handler(use), inputs, outputs, preprocess=False, **PRIVATE)
         used.then(**self._sync())

@@ -35,17 +35,8 @@ from engine.api import (
     save_config,
     write_text_atomic,
 )
-from studio.demo.policy import (
-    DATA_REFUSED,
-    NORMAL,
-    VISITOR_DATA_FIELDS,
-    DemoPolicy,
-    owns,
-    owns_run_id,
-    visitor_uploads,
-    widget_data_allowed,
-)
-from studio.demo.quota import upload_refusal
+from studio.context import Caller
+from studio.demo.policy import DATA_REFUSED, NORMAL, VISITOR_DATA_FIELDS, DemoPolicy, widget_data_allowed
 from studio.form.run_config import form_config
 from studio.form.values import config_to_values, default_values, values_to_config
 from studio.form.yaml_lists import map_dataset_paths
@@ -105,33 +96,31 @@ def model_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[str]:
     return [DEMO_MODEL] if policy.enabled else list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
 
 
-def init_from_choices(
-    workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None
-) -> list[tuple[str, str]]:
+def init_from_choices(caller: Caller) -> list[tuple[str, str]]:
     """The start-from picker's list as (label, run id): starting from the base model first, then the workspace's
-    finished runs that have weights, newest first (in demo mode only the visitor's own)."""
+    finished runs that have weights, newest first (in demo mode only the caller's own)."""
     finished = [
         (f"{run.name} · {run.run_dir.name}", run.run_dir.name)
-        for run in runs_with_weights(workspace)
-        if owns(policy, run.status.owner, visitor)
+        for run in runs_with_weights(caller.workspace)
+        if caller.owns(run.status.owner)
     ]
     return [(NO_INIT_SOURCE, ""), *finished]
 
 
-def own_start_run(config: RunConfig, workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[str]:
-    """In demo mode, ``config``'s model.init_from when it is the id (not a path) of one of the visitor's runs: the
+def own_start_run(caller: Caller, config: RunConfig) -> list[str]:
+    """In demo mode, ``config``'s model.init_from when it is the id (not a path) of one of the caller's runs: the
     run it may start from; [] otherwise, and outside demo mode, where the policy asks nothing of it. Reads one
     status file, since the preview asks on every change; whether that run has weights is lineage's check
     (continued_config)."""
     run_id = config.model.init_from
-    if not (policy.enabled and run_id and Path(run_id).name == run_id):
+    if not (caller.policy.enabled and run_id and Path(run_id).name == run_id):
         return []
-    return [run_id] if owns_run_id(workspace, run_id, policy, visitor) else []
+    return [run_id] if caller.owns_run_id(run_id) else []
 
 
 def starting_values() -> dict[str, Any]:
     """What the form shows on a fresh page: the demo preset, so that Start trains something at once."""
-    values, _ = load_config_values(PRESETS_DIR / DEMO_PRESET)
+    values, _ = load_config_values(None, PRESETS_DIR / DEMO_PRESET)
     return values if values is not None else default_values()
 
 
@@ -154,22 +143,16 @@ def run_dir_hint(config: RunConfig, workspace: Path) -> str:
     return str(runs_dir(workspace) / slug)
 
 
-def checked_config(
-    values: Mapping[str, Any],
-    workspace: Path,
-    policy: DemoPolicy = NORMAL,
-    uploads: Path | None = None,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> RunConfig:
-    """The form's config with its paths confined and the demo's limits applied (``uploads``: the visitor's
-    upload folder, whose files the demo's form names by their names; ``visitor``: whose runs it may start from);
-    raises ConfigError naming each field at fault (the demo's refusals said in ``lang``)."""
-    config = form_config(upload_paths(values, policy, uploads), workspace)
-    problems = policy.problems(config, uploads, own_start_run(config, workspace, policy, visitor), lang)
+def checked_config(caller: Caller, values: Mapping[str, Any]) -> RunConfig:
+    """The form's config with its paths confined to the caller's workspace and the demo's limits applied (the
+    caller's upload folder, whose files the demo's form names by their names; the caller's runs, which it may start
+    from); raises ConfigError naming each field at fault (the demo's refusals said in the caller's language)."""
+    uploads = caller.uploads
+    config = form_config(upload_paths(caller, values), caller.workspace)
+    problems = caller.policy.problems(config, uploads, own_start_run(caller, config), caller.language)
     if problems:
         raise ConfigError(problems)
-    return continued_config(config, workspace)
+    return continued_config(config, caller.workspace)
 
 
 def continued_config(config: RunConfig, workspace: Path) -> RunConfig:
@@ -183,11 +166,11 @@ def continued_config(config: RunConfig, workspace: Path) -> RunConfig:
     return pinned(config, workspace)
 
 
-def upload_paths(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
-    """The form's values with a data path that is the name of a file the visitor uploaded (how the demo's form
+def upload_paths(caller: Caller, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The form's values with a data path that is the name of a file the caller uploaded (how the demo's form
     shows an upload: no server folder) as that file's path; unchanged outside demo mode."""
-    values = dict(values)
-    if policy.enabled and uploads is not None:
+    values, uploads = dict(values), caller.uploads
+    if caller.policy.enabled and uploads is not None:
 
         def to_path(name: str) -> str:
             return str(uploads / name) if name and Path(name).name == name and (uploads / name).is_file() else name
@@ -205,10 +188,10 @@ def _each_path(field: str, value: Any, change: Callable[[str], str]) -> Any:
     return map_dataset_paths(value, change) if field == "data.path" else change(str(value))
 
 
-def upload_names(values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None) -> dict[str, Any]:
-    """The reverse of ``upload_paths``: in demo mode, a data path in the visitor's upload folder as its file name."""
-    values = dict(values)
-    if policy.enabled and uploads is not None:
+def upload_names(caller: Caller, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The reverse of ``upload_paths``: in demo mode, a data path in the caller's upload folder as its file name."""
+    values, uploads = dict(values), caller.uploads
+    if caller.policy.enabled and uploads is not None:
 
         def to_name(value: str) -> str:
             return Path(value).name if value and _in_folder(value, uploads) else value
@@ -226,47 +209,39 @@ def _in_folder(value: str, folder: Path) -> bool:
         return False
 
 
-def demo_data_problems(
-    values: Mapping[str, Any], policy: DemoPolicy, uploads: Path | None, lang: str = SOURCE
-) -> dict[str, str]:
-    """In demo mode: path -> why (in ``lang``) a dataset path of the form may not be read (a bundled set or an
-    upload only)."""
-    if not policy.enabled:
+def demo_data_problems(caller: Caller, values: Mapping[str, Any]) -> dict[str, str]:
+    """In demo mode: path -> why (in the caller's language) a dataset path of the form may not be read (a bundled
+    set or one of the caller's uploads only)."""
+    if not caller.policy.enabled:
         return {}
-    values = upload_paths(values, policy, uploads)
-    refusal = text(DATA_REFUSED, lang)
+    values, uploads = upload_paths(caller, values), caller.uploads
+    refusal = caller.say(DATA_REFUSED)
     return {path: refusal for path in VISITOR_DATA_FIELDS if not widget_data_allowed(path, values.get(path), uploads)}
 
 
-def preview(
-    values: Mapping[str, Any],
-    workspace: Path,
-    policy: DemoPolicy = NORMAL,
-    uploads: Path | None = None,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> Preview:
+def preview(caller: Caller, values: Mapping[str, Any]) -> Preview:
     """The config as YAML and the equivalent command line; on invalid input the per-field problems (the YAML's
-    list of them in ``lang``; the errors by field as the engine and the demo wrote them, said again where they are
-    shown). In demo mode they name the visitor's upload as ``mine.jsonl`` and the run folder as
+    list of them in the caller's language; the errors by field as the engine and the demo wrote them, said again
+    where they are shown). In demo mode they name the caller's upload as ``mine.jsonl`` and the run folder as
     ``workspace/runs/...`` (``config`` keeps the real paths)."""
+    workspace, lang = caller.workspace, caller.language
     try:
-        config = checked_config(values, workspace, policy, uploads, visitor, lang)
+        config = checked_config(caller, values)
     except ConfigError as exc:
         listing = "\n".join(f"# {problem_text(problem, lang)}" for problem in exc.problems)
         result = Preview(f"# {text(FORM_PROBLEMS, lang)}\n{listing}", "", exc.by_field())
     else:
         command = f"python -m engine train config.yaml --run-dir {shlex.quote(run_dir_hint(config, workspace))}"
         result = Preview(config.to_yaml(), command, {}, config)
-    return shown_fields(result, policy, workspace, "yaml", "command", "errors")
+    return shown_fields(caller, result, "yaml", "command", "errors")
 
 
-def shown_fields(result: R, policy: DemoPolicy, workspace: Path, *names: str) -> R:
-    """A handler's result (a dataclass) with the text of the fields ``names`` as the page may show it: in demo mode
-    without server paths (DemoPolicy.shown), unchanged otherwise."""
-    if not policy.enabled:
+def shown_fields(caller: Caller, result: R, *names: str) -> R:
+    """A handler's result (a dataclass) with the text of the fields ``names`` as the caller's page may show it: in
+    demo mode without server paths (Caller.shown), unchanged otherwise."""
+    if not caller.policy.enabled:
         return result
-    return dataclasses.replace(result, **{name: policy.shown(getattr(result, name), workspace) for name in names})
+    return dataclasses.replace(result, **{name: caller.shown(getattr(result, name)) for name in names})
 
 
 # --- save / load ----------------------------------------------------------------------------------------------
@@ -277,14 +252,14 @@ def config_name(name: str) -> str:
     return re.sub(r"[^a-zA-Z0-9._-]+", "-", name.strip()).strip("-.")
 
 
-def save_config_as(
-    values: Mapping[str, Any], name: str, workspace: Path, policy: DemoPolicy = NORMAL, lang: str = SOURCE
-) -> tuple[Path | None, Path | None, str]:
-    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message in ``lang``).
+def save_config_as(caller: Caller, values: Mapping[str, Any], name: str) -> tuple[Path | None, Path | None, str]:
+    """Save the form as ``WORKSPACE/configs/NAME.yaml``; returns (saved, download copy, message in the caller's
+    language).
 
     Not in demo mode: visitors share the workspace, and the YAML tab shows the config to copy.
     """
-    if policy.enabled:
+    lang = caller.language
+    if caller.policy.enabled:
         return None, None, text(DEMO_NO_SAVE, lang)
     try:
         config = values_to_config(values)
@@ -297,7 +272,7 @@ def save_config_as(
     stem = config_name(typed)
     if not stem:
         return None, None, text(NO_NAME, lang)
-    target = configs_dir(workspace) / f"{stem}.yaml"
+    target = configs_dir(caller.workspace) / f"{stem}.yaml"
     try:
         save_config(config, target)
         # Gradio serves downloads from the temp dir; the workspace may lie outside the paths it allows.
@@ -326,31 +301,32 @@ def read_config(path: str | Path, lang: str = SOURCE) -> RunConfig:
     return parse_config(data)
 
 
-def load_config_values(
-    path: str | Path | None,
-    workspace: Path | None = None,
-    policy: DemoPolicy = NORMAL,
-    uploads: Path | None = None,
-    lang: str = SOURCE,
-) -> tuple[dict[str, Any] | None, str]:
-    """Widget values for a config file, or None and a message (in ``lang``) saying what is wrong with it.
+def load_config_values(caller: Caller | None, path: str | Path | None) -> tuple[dict[str, Any] | None, str]:
+    """Widget values for a config file, or None and a message (in the caller's language) saying what is wrong
+    with it.
 
-    The file must lie in the folders the studio may read (studio.path_guard; the workspace when given). In demo
-    mode only a preset or an upload loads, and the fields the demo fixes are set back (the message says which).
+    The file must lie in the folders the studio may read (studio.path_guard; the caller's workspace among them). In
+    demo mode only a preset or an upload loads, and the fields the demo fixes are set back (the message says which).
+    Without a caller (the fresh page's preset, read for no one): no workspace, no demo limits, in English.
     """
     if not path:
         return None, ""
+    workspace, lang = (caller.workspace, caller.language) if caller is not None else (None, SOURCE)
     try:
-        if policy.enabled:
+        if caller is not None and caller.policy.enabled:
             confine(path, [PRESETS_DIR, gradio_upload_dir()])
         config = read_config(confine_file(path, workspace, "config file"), lang)
     except ValueError as exc:  # ConfigError or PathNotAllowed
-        why = text_block(policy.shown(problems_text(exc, lang), workspace))
+        problems = problems_text(exc, lang)
+        why = text_block(caller.shown(problems) if caller is not None else problems)
         return None, f"{text(CANNOT_LOAD, lang, name=Path(path).name)}\n\n{why}"
-    # An upload reads as its name in the demo's YAML (DemoPolicy.shown): a config copied from there loads back.
-    values, changed = policy.restrict_values(upload_paths(config_to_values(config), policy, uploads), uploads)
+    values, changed = config_to_values(config), []
+    if caller is not None:
+        # An upload reads as its name in the demo's YAML (Caller.shown): a config copied from there loads back.
+        values, changed = caller.policy.restrict_values(upload_paths(caller, values), caller.uploads)
+        values = upload_names(caller, values)
     note = text(SET_BACK, lang, fields=", ".join(changed)) if changed else ""
-    return upload_names(values, policy, uploads), text(LOADED, lang, name=Path(path).name, note=note)
+    return values, text(LOADED, lang, name=Path(path).name, note=note)
 
 
 def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
@@ -366,48 +342,40 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
 # --- dataset ----------------------------------------------------------------------------------------------------
 
 
-def upload_dataset(
-    path: str | Path, workspace: Path, policy: DemoPolicy = NORMAL, visitor: str | None = None, lang: str = SOURCE
-) -> tuple[str | None, str]:
+def upload_dataset(caller: Caller, path: str | Path) -> tuple[str | None, str]:
     """Copy a dataset the page uploaded where the form can name it (studio.train.dataset.copy_upload): its path for
     data.path (None when refused) and a Markdown error for the dataset panel ("" when none).
 
     In demo mode each visitor's uploads have a folder of their own (no one else's run can name them), within their
     disk quota; the form names the copy by its file name (``upload_paths`` finds it again) and an error names files
-    as the visitor knows them. The error is in ``lang``, as far as the studio writes it.
+    as the visitor knows them. The error is in the caller's language, as far as the studio writes it.
     """
-    folder = visitor_uploads(workspace, policy, visitor) if policy.enabled else None
-    if policy.enabled and folder is None:
+    lang, demo = caller.language, caller.policy.enabled
+    folder = caller.uploads if demo else None
+    if demo and folder is None:
         return None, error_markdown(text(NO_VISITOR_YET, lang), lang)
-    refusal = upload_refusal(workspace, policy, visitor, Path(path).stat().st_size, lang)
+    refusal = caller.upload_refusal(Path(path).stat().st_size)
     if refusal:
         return None, error_markdown(text(NOT_UPLOADED, lang, reason=refusal), lang)
     try:
         # A visitor may upload again a file of their own folder, never one elsewhere in the shared workspace.
-        copied = copy_upload(path, folder or workspace, folder, lang)
+        copied = copy_upload(path, folder or caller.workspace, folder, lang)
         return copied.name if folder is not None else str(copied), ""
     except (ValueError, OSError) as exc:
-        return None, error_markdown(policy.shown(str(exc), workspace), lang)
+        return None, error_markdown(caller.shown(str(exc)), lang)
 
 
-def check_data(
-    values: Mapping[str, Any],
-    workspace: Path,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    with_tokens: bool = True,
-    lang: str = SOURCE,
-) -> DatasetCheck:
-    """The dataset panel's check (studio.train.dataset.check_dataset), its words in ``lang``. In demo mode a data
-    path that is neither a bundled set nor the visitor's upload is refused unread, the suggested max_length stays
-    within the demo's, and the summary and error name files as the visitor knows them (``mine.jsonl``), not by
-    their server paths."""
-    uploads = visitor_uploads(workspace, policy, visitor)
-    values = upload_paths(values, policy, uploads)
-    problems = demo_data_problems(values, policy, uploads, lang)
+def check_data(caller: Caller, values: Mapping[str, Any], with_tokens: bool = True) -> DatasetCheck:
+    """The dataset panel's check (studio.train.dataset.check_dataset), its words in the caller's language. In demo
+    mode a data path that is neither a bundled set nor the caller's upload is refused unread, the suggested
+    max_length stays within the demo's, and the summary and error name files as the visitor knows them
+    (``mine.jsonl``), not by their server paths."""
+    policy, lang = caller.policy, caller.language
+    values = upload_paths(caller, values)
+    problems = demo_data_problems(caller, values)
     if problems:
         listing = "\n".join(f"{path}: {why}" for path, why in problems.items())
         return DatasetCheck("", "", error_markdown(listing, lang))
     cap = policy.max_length if policy.enabled else None
-    result = check_dataset(values, with_tokens, workspace=workspace, max_length_cap=cap, lang=lang)
-    return shown_fields(result, policy, workspace, "summary", "error")
+    result = check_dataset(values, with_tokens, workspace=caller.workspace, max_length_cap=cap, lang=lang)
+    return shown_fields(caller, result, "summary", "error")

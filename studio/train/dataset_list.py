@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import DatasetEntry, datasets_dir
-from studio.demo.policy import DemoPolicy, visitor_uploads
+from studio.context import Caller
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import from_widget
 from studio.form.yaml_lists import datasets_text, read_datasets
@@ -146,15 +146,15 @@ def entry_choices(value: Any) -> list[tuple[str, int]]:
     return [(f"{row[0]}: {row[1]}", row[0]) for row in table_rows(value)]
 
 
-def dataset_choices(workspace: Path, policy: DemoPolicy, visitor: str | None = None) -> list[tuple[str, str]]:
+def dataset_choices(caller: Caller) -> list[tuple[str, str]]:
     """(label, value) of the datasets to pick: the bundled sets, then earlier uploads, newest first. In demo mode
-    only the visitor's own uploads, named by their file name (as the demo's form names an upload); elsewhere the
+    only the caller's own uploads, named by their file name (as the demo's form names an upload); elsewhere the
     workspace's uploads folder, by path. The labels' words are translated by the page."""
     choices = [(path, path) for path in bundled_datasets()]
-    if policy.enabled:
-        folder = visitor_uploads(workspace, policy, visitor)
-        return choices + [(f"{YOUR_UPLOAD} {path.name}", path.name) for path in _uploads(folder)]
-    return choices + [(f"{UPLOAD} {path.name}", str(path.resolve())) for path in _uploads(datasets_dir(workspace))]
+    if caller.policy.enabled:
+        return choices + [(f"{YOUR_UPLOAD} {path.name}", path.name) for path in _uploads(caller.uploads)]
+    uploaded = _uploads(datasets_dir(caller.workspace))
+    return choices + [(f"{UPLOAD} {path.name}", str(path.resolve())) for path in uploaded]
 
 
 def _uploads(folder: Path | None) -> list[Path]:

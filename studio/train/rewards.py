@@ -10,13 +10,13 @@ The picker's labels are keys the page translates; the check's words are said in 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from engine.api import ConfigError, Method, RewardSpec, method_of
-from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
+from studio.context import Caller
+from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.yaml_lists import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text
 from studio.i18n.widgets import marked
@@ -73,27 +73,19 @@ def add_reward(box: str | None, kind: str) -> str:
     return yaml_list_text([*current, TEMPLATES[kind]])
 
 
-def check_rewards_message(
-    values: Mapping[str, Any],
-    workspace: Path,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> str:
+def check_rewards_message(caller: Caller, values: Mapping[str, Any]) -> str:
     """Markdown for the "Check rewards" button: the form's config checked as Start checks it, then each reward
     loaded and called once on the first prompt rows (the method's check, engine.training.rewards.check_rewards),
-    or what is wrong with which one; in ``lang``, and in demo mode without server paths."""
-    return policy.shown(_check_text(values, workspace, policy, visitor, lang), workspace)
+    or what is wrong with which one; in the caller's language, and in demo mode without server paths."""
+    return caller.shown(_check_text(caller, values))
 
 
-def _check_text(
-    values: Mapping[str, Any], workspace: Path, policy: DemoPolicy, visitor: str | None, lang: str = SOURCE
-) -> str:
+def _check_text(caller: Caller, values: Mapping[str, Any]) -> str:
     from engine.api import DataError
 
+    lang = caller.language
     try:
-        uploads = visitor_uploads(workspace, policy, visitor)
-        config = checked_config(values, workspace, policy, uploads, visitor, lang)
+        config = checked_config(caller, values)
         if rewards_field(method_of(config)) is None:
             return ""
         check_method_data(config)

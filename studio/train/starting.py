@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import ConfigError, RunConfig, run_queue, runs
-from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
+from studio.context import Caller
 from studio.demo.queue import enqueue_run
-from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.catalog import key, text
 from studio.queue_words import queue_message
 from studio.train.actions import checked_config, remember_model, shown_fields
 from studio.train.dataset import cached_tokenizer, get_tokenizer
@@ -39,38 +39,25 @@ class StartResult:
     data_error: str = ""
 
 
-def start_run(
-    values: Mapping[str, Any],
-    workspace: Path,
-    launcher: Callable[[Path], Any] | None = None,
-    policy: DemoPolicy = NORMAL,
-    visitor: str | None = None,
-    lang: str = SOURCE,
-) -> StartResult:
-    """Validate the form and its dataset, then create one run and start it, or queue it while its devices are busy
-    (it starts by itself when they free up); nothing is created on any problem. The message is in ``lang``.
+def start_run(caller: Caller, values: Mapping[str, Any], launcher: Callable[[Path], Any] | None = None) -> StartResult:
+    """Validate the form and its dataset, then create one run in the caller's workspace and start it, or queue it
+    while its devices are busy (it starts by itself when they free up); nothing is created on any problem. The
+    message is in the caller's language.
 
     ``launcher`` starts the run directory's process (default ``engine.runs.start``; tests pass a stand-in).
     In demo mode the visitor rules apply too (studio.demo.queue), and the messages name files as the visitor knows
     them (errors of the dataset or the disk quote server paths).
     """
-    result = _start_run(values, workspace, launcher, policy, visitor, lang)
-    return shown_fields(result, policy, workspace, "message", "errors", "data_error")
+    result = _start_run(caller, values, launcher)
+    return shown_fields(caller, result, "message", "errors", "data_error")
 
 
-def _start_run(
-    values: Mapping[str, Any],
-    workspace: Path,
-    launcher: Callable[[Path], Any] | None,
-    policy: DemoPolicy,
-    visitor: str | None,
-    lang: str = SOURCE,
-) -> StartResult:
+def _start_run(caller: Caller, values: Mapping[str, Any], launcher: Callable[[Path], Any] | None) -> StartResult:
     from engine.api import DataError, inspect_run_data, tracker_problems
 
+    workspace, policy, lang = Path(caller.workspace), caller.policy, caller.language
     try:
-        uploads = visitor_uploads(workspace, policy, visitor)
-        config = checked_config(values, workspace, policy, uploads, visitor, lang)
+        config = checked_config(caller, values)
     except ConfigError as exc:
         return StartResult(text(FIX_FIELDS, lang), errors=exc.by_field())
     # A misspelt module, or a tracker this machine lacks, would end the run seconds after Start.
@@ -87,12 +74,12 @@ def _start_run(
         return StartResult(text(DATASET_UNUSABLE, lang), data_error=str(exc))
     queue_launcher = (lambda run_dir, _checkpoint: launcher(run_dir)) if launcher else None
     if policy.enabled:
-        run_dir, message = enqueue_run(config, Path(workspace), policy, visitor, queue_launcher, lang)
+        run_dir, message = enqueue_run(config, workspace, policy, caller.token, queue_launcher, lang)
         return StartResult(message, run_dir=run_dir)
     with _start_lock:
         try:
-            with runs.start_lock(Path(workspace)):  # created whole before a scheduler can see it queued
-                run_dir = runs.create_run(config, workspace=Path(workspace))
+            with runs.start_lock(workspace):  # created whole before a scheduler can see it queued
+                run_dir = runs.create_run(config, workspace=workspace)
         except (runs.RunError, OSError) as exc:
             return StartResult(text(CREATE_FAILED, lang, error=exc))
         run_queue.start_next_queued(workspace, queue_launcher)

@@ -17,11 +17,10 @@ import gradio as gr
 import pandas as pd
 
 from studio import lanes
-from studio.context import StudioContext
-from studio.demo.policy import visitor_uploads
+from studio.context import Caller, StudioContext
 from studio.form.schema import leaf_specs
 from studio.form.widgets import ConfigForm
-from studio.i18n.catalog import SOURCE, key, request_language, text
+from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked
 from studio.train import actions, eval_pairing, starting
 from studio.train import dataset as dp
@@ -76,9 +75,13 @@ def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
     """List the runs to start from again when the picker gets the focus: runs finish while the page is open (in
     the demo, the visitor's own runs)."""
     picker = form.components["model.init_from"]
+
+    def init_from_list(caller: Caller) -> Any:
+        return gr.update(choices=actions.init_from_choices(caller))
+
     picker.focus(
-        lambda visitor: gr.update(choices=actions.init_from_choices(ctx.workspace, ctx.policy, visitor)),
-        ctx.visitor,
+        ctx.handler(init_from_list),
+        ctx.inputs(),
         picker,
         show_progress="hidden",
         concurrency_limit=None,  # a directory listing: milliseconds
@@ -96,13 +99,12 @@ def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:
     specs = [spec for spec in leaf_specs() if spec.path in form.components and policy.has_own_help(spec)]
     widgets = [form.components[spec.path] for spec in specs]
 
-    def said(request: gr.Request) -> list[Any]:
-        lang = request_language(request)
-        if lang == SOURCE:
+    def said(caller: Caller) -> list[Any]:
+        if caller.language == SOURCE:
             return [gr.skip()] * len(widgets)
-        return [gr.update(info=policy.help_for(spec, lang)) for spec in specs]
+        return [gr.update(info=policy.help_for(spec, caller.language)) for spec in specs]
 
-    gr.on(None, said, None, widgets, show_progress="hidden", concurrency_limit=None, **PRIVATE)
+    gr.on(None, ctx.handler(said), ctx.inputs(), widgets, show_progress="hidden", concurrency_limit=None, **PRIVATE)
 
 
 def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, source: str = "") -> None:
@@ -112,26 +114,22 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     says what made the event), so both checks see the eval path that stays.
     """
 
-    def check(visitor: str | None, values: dict[str, Any], with_tokens: bool, lang: str) -> list[Any]:
-        return check_outputs(actions.check_data(values, ctx.workspace, ctx.policy, visitor, with_tokens, lang))
-
-    def check_rows(request: gr.Request, seen: Any, visitor: str | None, *args: Any) -> list[Any]:
-        lang = request_language(request)
+    def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
         values = form.values(args)
         paths = values["data.path"], values["data.eval_path"]
-        follow = eval_pairing.follow_training_path(seen, *paths, source, lang)
+        follow = eval_pairing.follow_training_path(seen, *paths, source, caller.language)
         values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
         shown = [gr.skip() if follow.eval_path is None else follow.eval_path, follow.seen, _or_skip(follow.note)]
-        return check(visitor, values, False, lang) + shown
+        return check_outputs(actions.check_data(caller, values, with_tokens=False)) + shown
 
-    def check_tokens(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
-        return check(visitor, form.values(args), True, request_language(request))
+    def check_tokens(caller: Caller, *args: Any) -> list[Any]:
+        return check_outputs(actions.check_data(caller, form.values(args), with_tokens=True))
 
-    inputs = [ctx.visitor, *form.inputs]
     lane = {**RAW, **lanes.DATASET_CHECK}
     follow_outputs = [form.components["data.eval_path"], panel.seen, panel.notice]
-    quick = event.then(check_rows, [panel.seen, *inputs], panel.outputs + follow_outputs, **lane)
-    quick.then(check_tokens, inputs, panel.outputs, **lane)
+    rows = ctx.inputs(panel.seen, *form.inputs)
+    quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
+    quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
 
 
 def _or_skip(value: Any) -> Any:
@@ -144,38 +142,33 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
     (custom files load and run once) without starting anything."""
     box = form.components[picker.field]
 
-    def on_add(box: str, picked: str, request: gr.Request) -> Any:
+    def on_add(caller: Caller, box: str, picked: str) -> Any:
         try:
             return rw.add_reward(box, picked)
         except rw.RewardBoxError as exc:
-            gr.Warning(exc.said(request_language(request)))
+            gr.Warning(exc.said(caller.language))
             return gr.skip()
 
-    def on_check(request: gr.Request, visitor: str | None, *args: Any) -> str:
-        lang = request_language(request)
-        return rw.check_rewards_message(form.values(args), ctx.workspace, ctx.policy, visitor, lang)
+    def on_check(caller: Caller, *args: Any) -> str:
+        return rw.check_rewards_message(caller, form.values(args))
 
-    picker.add.click(on_add, [box, picker.kind], box, **RAW)
-    picker.check.click(on_check, [ctx.visitor, *form.inputs], picker.result, **RAW, **lanes.REWARD_CHECK)
+    picker.add.click(ctx.handler(on_add), ctx.inputs(box, picker.kind), box, **RAW)
+    check_inputs = ctx.inputs(*form.inputs)
+    picker.check.click(ctx.handler(on_check), check_inputs, picker.result, **RAW, **lanes.REWARD_CHECK)
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
     """Live preview and per-field errors on every change; the dataset check; the estimate."""
-    inputs = [ctx.visitor, *form.inputs]
+    inputs = ctx.inputs(*form.inputs)
 
-    def checked(visitor: str | None, args: tuple[Any, ...], lang: str) -> actions.Preview:
-        uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
-        return actions.preview(form.values(args), ctx.workspace, ctx.policy, uploads, visitor, lang)
-
-    def on_change(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
-        lang = request_language(request)
-        result = checked(visitor, args, lang)
-        slots, unplaced = form.error_updates(result.errors, lang)
+    def on_change(caller: Caller, *args: Any) -> list[Any]:
+        result = actions.preview(caller, form.values(args))
+        slots, unplaced = form.error_updates(result.errors, caller.language)
         return [result.yaml, result.command, _problems(unplaced), *slots]
 
     gr.on(
         [component.change for component in form.inputs],
-        on_change,
+        ctx.handler(on_change),
         inputs=inputs,
         outputs=[side.yaml, side.command, side.problems, *form.slots],
         show_progress="hidden",
@@ -195,35 +188,35 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     use = panel.use_max_length.click(on_use_max_length, panel.suggestion, form.components["train.max_length"], **RAW)
     _then_check(use, ctx, form, panel)
 
-    def on_estimate(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
+    def on_estimate(caller: Caller, *args: Any) -> list[Any]:
         from studio.train.estimate import estimate_run
 
-        lang = request_language(request)
-        result = checked(visitor, args, lang)
+        lang = caller.language
+        result = actions.preview(caller, form.values(args))
         outcome = estimate_run(result.config, lang) if result.config is not None else None
         errors = outcome.errors if outcome else result.errors
-        slots, unplaced = form.error_updates(ctx.policy.shown(errors, ctx.workspace), lang)  # errors may name files
-        message = outcome.markdown if outcome else text(FIX_FIRST, lang)
-        return [ctx.policy.shown(message, ctx.workspace), _problems(unplaced), *slots]
+        slots, unplaced = form.error_updates(caller.shown(errors), lang)  # errors may name files
+        message = outcome.markdown if outcome else caller.say(FIX_FIRST)
+        return [caller.shown(message), _problems(unplaced), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
-    side.estimate_button.click(on_estimate, inputs, outputs, **RAW, **lanes.ESTIMATE)
+    side.estimate_button.click(ctx.handler(on_estimate), inputs, outputs, **RAW, **lanes.ESTIMATE)
 
 
 def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
     """Dataset upload / bundled pick, and config load / save."""
-    visitor_input = ctx.visitor
 
-    def on_upload(path: str | None, visitor: str | None, current: Any, request: gr.Request) -> list[Any]:
+    def on_upload(caller: Caller, path: str | None, current: Any) -> list[Any]:
         if not path:
             return [gr.skip(), "", gr.skip()]
-        copied, error = actions.upload_dataset(path, ctx.workspace, ctx.policy, visitor, request_language(request))
+        copied, error = actions.upload_dataset(caller, path)
         # The upload is listed for reuse; while data.path holds a list of datasets it joins the list.
-        choices = gr.update(choices=dl.dataset_choices(ctx.workspace, ctx.policy, visitor))
+        choices = gr.update(choices=dl.dataset_choices(caller))
         return [gr.skip() if copied is None else dl.add_dataset(current, copied), error, choices]
 
     upload_outputs = [panel.path, panel.error, panel.bundled]
-    upload = panel.upload.upload(on_upload, [panel.upload, visitor_input, panel.path], upload_outputs, **PRIVATE)
+    upload_inputs = ctx.inputs(panel.upload, panel.path)
+    upload = panel.upload.upload(ctx.handler(on_upload), upload_inputs, upload_outputs, **PRIVATE)
     _then_check(upload, ctx, form, panel)
 
     def on_pick(choice: str | None, current: Any) -> Any:
@@ -231,20 +224,22 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
 
     pick = panel.bundled.input(on_pick, [panel.bundled, panel.path], panel.path, **PRIVATE)
     _then_check(pick, ctx, form, panel)
+
+    def dataset_list(caller: Caller) -> Any:
+        return gr.update(choices=dl.dataset_choices(caller))
+
     # Uploads of an earlier page life (or another tab) are listed each time the picker gets the focus.
     panel.bundled.focus(
-        lambda visitor: gr.update(choices=dl.dataset_choices(ctx.workspace, ctx.policy, visitor)),
-        visitor_input,
+        ctx.handler(dataset_list),
+        ctx.inputs(),
         panel.bundled,
         show_progress="hidden",
         concurrency_limit=None,  # a directory listing: milliseconds
         **PRIVATE,
     )
 
-    def on_load(path: str | None, visitor: str | None, request: gr.Request) -> list[Any]:
-        uploads = visitor_uploads(ctx.workspace, ctx.policy, visitor)
-        lang = request_language(request)
-        values, message = actions.load_config_values(path, ctx.workspace, ctx.policy, uploads, lang)
+    def on_load(caller: Caller, path: str | None) -> list[Any]:
+        values, message = actions.load_config_values(caller, path)
         return [message, *(form.value_updates(values) if values else [gr.skip()] * len(form.paths))]
 
     load_outputs = [side.config_message, *form.inputs]
@@ -252,17 +247,16 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         (side.config_choice, side.config_choice.input),
         (side.config_upload, side.config_upload.upload),
     ):
-        loaded = trigger(on_load, [source, visitor_input], load_outputs, **PRIVATE)
+        loaded = trigger(ctx.handler(on_load), ctx.inputs(source), load_outputs, **PRIVATE)
         _then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
-    def on_save(request: gr.Request, name: str, *args: Any) -> list[Any]:
-        values, lang = form.values(args), request_language(request)
-        _, download, message = actions.save_config_as(values, name or "", ctx.workspace, ctx.policy, lang)
+    def on_save(caller: Caller, name: str, *args: Any) -> list[Any]:
+        _, download, message = actions.save_config_as(caller, form.values(args), name or "")
         shown = gr.update(value=str(download), visible=True) if download else gr.update(visible=False)
-        return [message, shown, gr.update(choices=actions.config_files(ctx.workspace, ctx.policy))]
+        return [message, shown, gr.update(choices=actions.config_files(caller.workspace, caller.policy))]
 
     outputs = [side.config_message, side.download, side.config_choice]
-    side.save_name.submit(on_save, [side.save_name, *form.inputs], outputs, **RAW)
+    side.save_name.submit(ctx.handler(on_save), ctx.inputs(side.save_name, *form.inputs), outputs, **RAW)
     # The list is read again on every page load (no triggers: gr.on runs at load), so a config saved in an
     # earlier page life, or from another browser tab, is listed after a reload, not only those of server start.
     gr.on(
@@ -280,33 +274,36 @@ def _wire_dataset_list(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel
     """The list of datasets: its table follows the data.path box; add, set and remove rewrite the box, then check."""
     controls = panel.datasets
 
-    def show(path: Any, request: gr.Request) -> list[Any]:
-        lang = request_language(request)
+    def show(caller: Caller, path: Any) -> list[Any]:
+        lang = caller.language
         rows = dl.table_rows(path, lang)
         table = pd.DataFrame(rows, columns=dl.table_headers(lang))  # its header in the page's language too
         return [table, gr.update(choices=dl.entry_choices(path), value=None), gr.update(visible=bool(rows))]
 
-    def start_list(path: Any, request: gr.Request) -> tuple[Any, str]:
-        return dl.start_list(path, request_language(request))
+    def start_list(caller: Caller, path: Any) -> tuple[Any, str]:
+        return dl.start_list(path, caller.language)
 
-    def set_dataset(path: Any, index: Any, weight: Any, cap: Any, request: gr.Request) -> tuple[Any, str]:
-        return dl.set_dataset(path, index, weight, cap, request_language(request))
+    def set_dataset(caller: Caller, path: Any, index: Any, weight: Any, cap: Any) -> tuple[Any, str]:
+        return dl.set_dataset(path, index, weight, cap, caller.language)
 
-    def remove_dataset(path: Any, index: Any, request: gr.Request) -> tuple[Any, str]:
-        return dl.remove_dataset(path, index, request_language(request))
+    def remove_dataset(caller: Caller, path: Any, index: Any) -> tuple[Any, str]:
+        return dl.remove_dataset(path, index, caller.language)
 
     quiet = {"show_progress": "hidden", **PRIVATE}
-    panel.path.change(show, panel.path, [controls.table, controls.entry, controls.box], **quiet)
+    panel.path.change(
+        ctx.handler(show), ctx.inputs(panel.path), [controls.table, controls.entry, controls.box], **quiet
+    )
     controls.entry.input(dl.entry_settings, [panel.path, controls.entry], [controls.weight, controls.cap], **quiet)
+    noted = [panel.path, controls.note]
     edits = [
-        controls.add.click(start_list, panel.path, [panel.path, controls.note], **RAW),
+        controls.add.click(ctx.handler(start_list), ctx.inputs(panel.path), noted, **RAW),
         controls.apply.click(
-            set_dataset,
-            [panel.path, controls.entry, controls.weight, controls.cap],
-            [panel.path, controls.note],
+            ctx.handler(set_dataset),
+            ctx.inputs(panel.path, controls.entry, controls.weight, controls.cap),
+            noted,
             **RAW,
         ),
-        controls.remove.click(remove_dataset, [panel.path, controls.entry], [panel.path, controls.note], **RAW),
+        controls.remove.click(ctx.handler(remove_dataset), ctx.inputs(panel.path, controls.entry), noted, **RAW),
     ]
     for edit in edits:
         _then_check(edit, ctx, form, panel)
@@ -317,16 +314,15 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     show the Monitor."""
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
 
-    def on_start(request: gr.Request, visitor: str | None, *args: Any) -> list[Any]:
-        lang = request_language(request)
-        result = starting.start_run(form.values(args), ctx.workspace, policy=ctx.policy, visitor=visitor, lang=lang)
-        slots, unplaced = form.error_updates(result.errors, lang)
+    def on_start(caller: Caller, *args: Any) -> list[Any]:
+        result = starting.start_run(caller, form.values(args))
+        slots, unplaced = form.error_updates(result.errors, caller.language)
         data_error = dp.error_markdown(result.data_error) if result.data_error else gr.skip()
         linked: list[Any] = [gr.skip()] * len(links)
         picker: Any = gr.skip()
         if result.run_dir is not None:
             linked = [str(result.run_dir) if c is ctx.current_run else gr.Tabs(selected="monitor") for c in links]
-            picker = gr.update(choices=actions.model_choices(ctx.workspace, ctx.policy))
+            picker = gr.update(choices=actions.model_choices(caller.workspace, caller.policy))
             data_error = ""
         return [result.message, _problems(unplaced), data_error, picker, *slots, *linked, enabled()]
 
@@ -339,7 +335,7 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         return gr.update(interactive=True, value=idle)
 
     disable = side.start.click(lambda: gr.update(interactive=False, value=busy), None, side.start, queue=False, **quiet)
-    started = disable.then(on_start, [ctx.visitor, *form.inputs], outputs, **RAW, **lanes.START)
+    started = disable.then(ctx.handler(on_start), ctx.inputs(*form.inputs), outputs, **RAW, **lanes.START)
     # Start comes back enabled with on_start's answer, not in an event of its own (each costs the browser's main
     # thread 65 ms or more, while the new run's first points are on their way); after a crash, by this one.
     started.failure(enabled, None, side.start, **quiet)

@@ -10,7 +10,7 @@ from typing import Any
 
 import gradio as gr
 
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import LOCKED, VISITOR_DATA_FIELDS
 from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget
@@ -56,7 +56,7 @@ def _init_from_picker(ctx: StudioContext) -> Any:
     def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
         return gr.Dropdown(
             # In the demo nobody is known at build time: the visitor's own runs are listed on focus.
-            choices=actions.init_from_choices(ctx.workspace, ctx.policy),
+            choices=actions.init_from_choices(Caller(ctx.workspace, ctx.policy)),
             value=value,
             allow_custom_value=not demo,  # a visitor names no path on the server
             label=t("train.init_from"),
@@ -247,7 +247,7 @@ def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -
 def build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
     """The right-hand column: the run's name and Start, the size estimate, the YAML and command-line preview of
     ``values``, and the config files (load one, save the form as one)."""
-    first = actions.preview(values, ctx.workspace)
+    first = actions.preview(Caller(ctx.workspace), values)
     with gr.Group():
         form.render_fields(["name"])
         start = gr.Button(t(START_LABEL), variant="primary", size="lg", elem_id="train-start")

@@ -15,6 +15,7 @@ import pytest
 from engine import runs
 from engine.config import ConfigError, RunConfig, parse_config, save_config
 from engine.store.paths import PROJECT_ROOT
+from studio.context import Caller
 from studio.form.values import default_values
 from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config, resolve_run
 from studio.train import actions, starting
@@ -97,10 +98,10 @@ def test_handlers_refuse_without_reading_or_starting(places: dict[str, Path]) ->
     shown = html.unescape(check.error)
     assert "data.path: " in shown and "outside the folders" in shown
     assert "TOP-SECRET" not in shown + check.summary + check.examples
-    preview = actions.preview(form(data__eval_path=secret), workspace)
+    preview = actions.preview(Caller(workspace), form(data__eval_path=secret))
     assert "outside the folders" in preview.errors["data.eval_path"] and preview.command == ""
     calls: list[Path] = []
-    started = starting.start_run(form(data__path=secret), workspace, launcher=calls.append)
+    started = starting.start_run(Caller(workspace), form(data__path=secret), calls.append)
     assert started.run_dir is None and calls == [] and "data.path" in started.errors
     assert tree(workspace) == before
 
@@ -109,16 +110,16 @@ def test_config_files_load_only_from_allowed_places(places: dict[str, Path]) -> 
     workspace = places["workspace"]
     outside = places["outside"] / "evil.yaml"
     outside.write_text(RunConfig(name="evil").to_yaml())
-    values, message = actions.load_config_values(outside, workspace)
+    values, message = actions.load_config_values(Caller(workspace), outside)
     assert values is None and "config file: " in message and "outside the folders" in message
-    values, message = actions.load_config_values("/etc/passwd", workspace)
+    values, message = actions.load_config_values(Caller(workspace), "/etc/passwd")
     assert values is None and "root:" not in message
     inside = workspace / "configs" / "mine.yaml"
     inside.parent.mkdir()
     inside.write_text(RunConfig(name="mine").to_yaml())
-    assert actions.load_config_values(inside, workspace)[0]["name"] == "mine"
+    assert actions.load_config_values(Caller(workspace), inside)[0]["name"] == "mine"
     preset = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
-    assert actions.load_config_values(preset, workspace)[0] is not None
+    assert actions.load_config_values(Caller(workspace), preset)[0] is not None
 
 
 def test_uploads_come_from_gradios_folder_or_the_workspace(places: dict[str, Path]) -> None:
@@ -132,7 +133,7 @@ def test_uploads_come_from_gradios_folder_or_the_workspace(places: dict[str, Pat
 
 def test_saved_config_names_and_run_ids_cannot_leave_the_workspace(places: dict[str, Path]) -> None:
     workspace = places["workspace"]
-    saved, _, message = actions.save_config_as(default_values(), "../../../evil", workspace)
+    saved, _, message = actions.save_config_as(Caller(workspace), default_values(), "../../../evil")
     # A name with a path separator is refused (names become file names), so nothing lands outside the workspace.
     assert saved is None and "not usable" in message and "/" in message
     assert not list(places["workspace"].parent.rglob("evil.yaml"))

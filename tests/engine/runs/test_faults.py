@@ -306,12 +306,13 @@ STARTER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     import engine.data  # the slow import, done before the start line
+    from studio.context import Caller
     from studio.train.starting import start_run
     values, workspace, ready, go = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
     ready.touch()
     while not go.exists():
         time.sleep(0.001)
-    result = start_run(values, workspace)
+    result = start_run(Caller(workspace), values)
     print(json.dumps({"message": result.message, "run_dir": str(result.run_dir) if result.run_dir else None}))
     """
 )

@@ -18,6 +18,7 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import update_status
 from engine.store.workspace import visitor_key_file
 from studio.app import build_app, initial_view, launch_options
+from studio.context import Caller
 from studio.demo.identity import MintLimiter, client_address, mint_token
 from studio.demo.policy import MB, DemoPolicy, owner_tag, visitor_uploads
 from studio.demo.queue import NO_VISITOR, enqueue_run
@@ -31,7 +32,7 @@ from tests.helpers.visitors import ALICE, BOB, DEMO, new_visitor
 def demo_config(name: str) -> Any:
     values = actions.starting_values()
     values.update({"name": name, "train.max_steps": 5})
-    return actions.checked_config(values, Path("."), DEMO, None)
+    return actions.checked_config(Caller(Path("."), DEMO), values)
 
 
 def never_start(run_dir: Path, checkpoint: int | None) -> int:

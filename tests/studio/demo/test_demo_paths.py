@@ -136,7 +136,7 @@ def gradio_upload(workspace: Path, name: str, text: str) -> Path:
 
 def uploaded_values(workspace: Path, text: str = BAD_JSONL) -> tuple[dict[str, Any], Path]:
     """The demo form after Alice uploaded ``mine.jsonl`` on the Train tab, and the path of her copy."""
-    shown, error = actions.upload_dataset(gradio_upload(workspace, "mine.jsonl", text), workspace, DEMO, ALICE)
+    shown, error = actions.upload_dataset(Caller(workspace, DEMO, ALICE), gradio_upload(workspace, "mine.jsonl", text))
     assert (shown, error) == ("mine.jsonl", "")  # what the dataset field shows: the name, not the server's folder
     values = actions.starting_values()
     values.update({"data.path": shown, "data.eval_path": None, "train.eval_strategy": "no"})
@@ -153,32 +153,32 @@ def assert_no_server_path(text: str, workspace: Path) -> None:
 def test_a_malformed_upload_is_named_by_its_file_name(workspace: Path) -> None:
     values, copied = uploaded_values(workspace)
     assert copied.read_text() == BAD_JSONL
-    check = actions.check_data(values, workspace, DEMO, ALICE, with_tokens=False)
+    check = actions.check_data(Caller(workspace, DEMO, ALICE), values, with_tokens=False)
     assert "mine.jsonl line 2 is not valid JSON" in check.error
     assert_no_server_path(check.error, workspace)
-    started = starting.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
+    started = starting.start_run(Caller(workspace, DEMO, ALICE), values, lambda _: 0)
     assert started.run_dir is None and "mine.jsonl line 2 is not valid JSON" in started.data_error
     assert_no_server_path(started.data_error, workspace)
     # One's own studio names the file by its full path, as before.
-    own = actions.check_data({**values, "data.path": str(copied)}, workspace, NORMAL, None, with_tokens=False)
+    own = actions.check_data(Caller(workspace, NORMAL), {**values, "data.path": str(copied)}, with_tokens=False)
     assert f"{copied} line 2 is not valid JSON" in own.error
 
 
 def test_a_good_upload_summary_and_an_upload_refusal_name_no_server_folder(workspace: Path) -> None:
     values, _ = uploaded_values(workspace, '{"text": "one"}\n{"text": "two"}\n')
     values["data.eval_path"] = "assets/datasets/demo_sft_eval.jsonl"
-    check = actions.check_data(values, workspace, DEMO, ALICE, with_tokens=False)
+    check = actions.check_data(Caller(workspace, DEMO, ALICE), values, with_tokens=False)
     assert check.error == "" and "**Eval file** `assets/datasets/demo_sft_eval.jsonl`" in check.summary
     assert_no_server_path(check.summary, workspace)
     # Start trains on the file the name stands for.
-    started = starting.start_run(values, workspace, lambda _: 0, policy=DEMO, visitor=ALICE)
+    started = starting.start_run(Caller(workspace, DEMO, ALICE), values, lambda _: 0)
     assert started.run_dir is not None and "`mine`" in started.message
     saved = (started.run_dir / "config.yaml").read_text()
     assert f"path: {visitor_uploads(workspace, DEMO, ALICE) / 'mine.jsonl'}" in saved
     elsewhere = workspace.parent / "elsewhere" / "x.jsonl"  # not an upload of Gradio's: refused, named shortly
     elsewhere.parent.mkdir()
     elsewhere.write_text('{"text": "x"}\n')
-    copied, error = actions.upload_dataset(elsewhere, workspace, DEMO, ALICE)
+    copied, error = actions.upload_dataset(Caller(workspace, DEMO, ALICE), elsewhere)
     assert copied is None and "is outside the folders the studio may read" in error
     assert "your uploads, assets, the upload cache" in error
     assert_no_server_path(error, workspace)
@@ -186,31 +186,29 @@ def test_a_good_upload_summary_and_an_upload_refusal_name_no_server_folder(works
 
 def test_yaml_and_command_preview_name_the_upload_and_load_back(workspace: Path) -> None:
     values, copied = uploaded_values(workspace)
-    uploads = visitor_uploads(workspace, DEMO, ALICE)
-    preview = actions.preview(values, workspace, DEMO, uploads)
+    preview = actions.preview(Caller(workspace, DEMO, ALICE), values)
     assert preview.errors == {} and "  path: mine.jsonl\n" in preview.yaml
     assert preview.command == "python -m engine train config.yaml --run-dir workspace/runs/mine"
     assert_no_server_path(preview.yaml + preview.command, workspace)
     assert preview.config is not None and preview.config.data.path == str(copied)  # Start trains on the real file
-    assert str(copied) in actions.preview({**values, "data.path": str(copied)}, workspace, NORMAL).yaml
+    assert str(copied) in actions.preview(Caller(workspace, NORMAL), {**values, "data.path": str(copied)}).yaml
     # The YAML copied from the page and uploaded as a config names the same upload again.
     config_file = gradio_upload(workspace, "mine.yaml", preview.yaml)
-    loaded, message = actions.load_config_values(config_file, workspace, DEMO, uploads)
+    loaded, message = actions.load_config_values(Caller(workspace, DEMO, ALICE), config_file)
     assert message == "✅ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
     # ... and so does one that names it by its server path (it is the visitor's own file): the field shows its name.
     config_file.write_text(preview.yaml.replace("path: mine.jsonl", f"path: {copied}"))
-    loaded, message = actions.load_config_values(config_file, workspace, DEMO, uploads)
+    loaded, message = actions.load_config_values(Caller(workspace, DEMO, ALICE), config_file)
     assert message == "✅ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
     # Another visitor's page has no such upload: the name is refused, as any path outside their own folder.
-    bob = visitor_uploads(workspace, DEMO, BOB)
-    assert actions.preview(values, workspace, DEMO, bob).errors == {"data.path": DATA_REFUSAL}
+    assert actions.preview(Caller(workspace, DEMO, BOB), values).errors == {"data.path": DATA_REFUSAL}
 
 
 def test_a_config_that_cannot_load_names_no_server_folder(workspace: Path) -> None:
     saved = workspace / "configs" / "mine.yaml"
     saved.parent.mkdir()
     saved.write_text("name: x\n")
-    values, message = actions.load_config_values(saved, workspace, DEMO)
+    values, message = actions.load_config_values(Caller(workspace, DEMO), saved)
     assert values is None and "workspace/configs/mine.yaml is outside the folders" in message
     assert "(allowed: assets/presets, the upload cache)" in message
     assert_no_server_path(message, workspace)
@@ -219,7 +217,7 @@ def test_a_config_that_cannot_load_names_no_server_folder(workspace: Path) -> No
 def failed_run(workspace: Path) -> Path:
     """Alice's run that failed on her upload, with a log that names the workspace and the project."""
     values, copied = uploaded_values(workspace)
-    config = actions.checked_config(values, workspace, DEMO, visitor_uploads(workspace, DEMO, ALICE))
+    config = actions.checked_config(Caller(workspace, DEMO, ALICE), values)
     run_dir = runs.create_run(config, workspace=workspace)
     error = f"{copied} line 2 is not valid JSON: Unterminated string"
     log = [
@@ -252,7 +250,9 @@ def test_the_monitor_shows_a_failed_run_without_server_paths(workspace: Path) ->
 
 def test_runs_tab_compares_and_refuses_without_server_paths(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = failed_run(workspace)
-    other = runs.create_run(actions.checked_config(actions.starting_values(), workspace, DEMO), workspace=workspace)
+    other = runs.create_run(
+        actions.checked_config(Caller(workspace, DEMO), actions.starting_values()), workspace=workspace
+    )
     update_status(other, state="completed", owner=owner_tag(ALICE))
     table = compare_outputs(Caller(workspace, DEMO, ALICE), [run_dir.name, other.name], 0.6)[1]
     row = table[table["field"] == "data.path"].values.tolist()[0]

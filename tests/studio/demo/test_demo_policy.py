@@ -15,7 +15,7 @@ from starlette.requests import Request
 
 import launch
 from engine.config import parse_config
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo import policy as demo_policy
 from studio.demo import queue as demo_queue
 from studio.demo.policy import NORMAL, owner_tag, owns, visitor_uploads
@@ -49,7 +49,7 @@ def test_outside_demo_mode_nothing_is_limited() -> None:
 
 
 def test_the_demo_preset_is_allowed_as_it_is() -> None:
-    assert actions.preview(demo_values(), Path("/tmp"), DEMO).errors == {}
+    assert actions.preview(Caller(Path("/tmp"), DEMO), demo_values()).errors == {}
 
 
 def test_locked_fields_are_refused_by_name() -> None:
@@ -123,10 +123,10 @@ def test_data_comes_from_the_bundled_sets_or_the_visitors_uploads(tmp_path: Path
 
 
 def test_preview_and_start_show_the_demo_refusal_next_to_the_field(tmp_path: Path) -> None:
-    result = actions.preview(demo_values(train__max_steps=5000), tmp_path, DEMO)
+    result = actions.preview(Caller(tmp_path, DEMO), demo_values(train__max_steps=5000))
     assert result.config is None
     assert result.errors == {"train.max_steps": f"demo runs train at most {CAP} steps: set 1 to {CAP} (5000 asked)"}
-    started = starting.start_run(demo_values(train__max_steps=-1), tmp_path, policy=DEMO, visitor=VISITOR)
+    started = starting.start_run(Caller(tmp_path, DEMO, VISITOR), demo_values(train__max_steps=-1))
     assert started.run_dir is None and "epoch-based runs (-1) are off" in started.errors["train.max_steps"]
     assert not (tmp_path / "runs").exists()
 
@@ -146,10 +146,10 @@ def test_configs_load_only_from_presets_or_uploads_and_come_back_restricted(tmp_
     saved.write_text("model:\n  name_or_path: org/big\n")
     presets = sorted(f"{actions.PRESET_LABEL} {path.stem}" for path in actions.PRESETS_DIR.glob("*.yaml"))
     assert presets and sorted(label for label, _ in actions.config_files(tmp_path, DEMO)) == presets  # none saved
-    values, message = actions.load_config_values(saved, tmp_path, DEMO)
+    values, message = actions.load_config_values(Caller(tmp_path, DEMO), saved)
     assert values is None and "outside the folders the studio may read" in message
     preset = actions.PRESETS_DIR / "demo.yaml"
-    values, message = actions.load_config_values(preset, tmp_path, DEMO)
+    values, message = actions.load_config_values(Caller(tmp_path, DEMO), preset)
     assert values is not None and message == "✅ Loaded `demo.yaml`"
 
 
@@ -158,14 +158,14 @@ def test_uploaded_config_is_restricted(tmp_path: Path, monkeypatch: pytest.Monke
     upload = tmp_path / "gradio" / "abc" / "big.yaml"
     upload.parent.mkdir(parents=True)
     upload.write_text("model:\n  name_or_path: org/big\nlaunch:\n  num_processes: 4\n")
-    values, message = actions.load_config_values(upload, tmp_path, DEMO)
+    values, message = actions.load_config_values(Caller(tmp_path, DEMO), upload)
     assert values is not None and values["model.name_or_path"] == "assets/demo-model"
     assert values["launch.num_processes"] == 1
     assert message == ("✅ Loaded `big.yaml` (set back to the demo's values: model.name_or_path, launch.num_processes)")
 
 
 def test_nothing_is_saved_on_the_server_in_demo_mode(tmp_path: Path) -> None:
-    saved, download, message = actions.save_config_as(demo_values(), "mine", tmp_path, DEMO)
+    saved, download, message = actions.save_config_as(Caller(tmp_path, DEMO), demo_values(), "mine")
     assert saved is None and download is None and "saves no configs on the server" in message
     assert not (tmp_path / "configs").exists()
     assert actions.model_choices(tmp_path, DEMO) == ["assets/demo-model"]
@@ -193,14 +193,14 @@ def test_the_demos_words_are_said_in_the_visitors_language(tmp_path: Path) -> No
         return asyncio.run(blocks.process_api(fn, args, state=SessionState(blocks), request=request))["data"]
 
     notes_fn = next(fn for fn in blocks.fns.values() if fn.name == "said")
-    notes = dict(zip([block._id for block in notes_fn.outputs], run("said", [], "ko"), strict=True))
+    notes = dict(zip([block._id for block in notes_fn.outputs], run("said", [None], "ko"), strict=True))
     steps = notes[form.components["train.max_steps"]._id]["info"]
     assert steps == text(demo_policy.HELP_STEPS, "ko", cap=CAP) != text(demo_policy.HELP_STEPS, "en", cap=CAP)
     fixed = notes[form.components["quantization.mode"]._id]["info"]
     assert fixed.startswith(text("field.quantization.mode.help", "ko")) and fixed.endswith(
         text(demo_policy.HELP_FIXED, "ko")
     )
-    assert not any("info" in note for note in run("said", [], "en"))  # an English page keeps the notes as built
+    assert not any("info" in note for note in run("said", [None], "en"))  # an English page keeps the notes as built
     start = run("on_start", [None, *(demo_values()[path] for path in form.paths)], "ko")[0]
     assert start == text(demo_queue.NO_VISITOR_KEY, "ko") != demo_queue.NO_VISITOR
     assert run("on_start", [None, *(demo_values()[path] for path in form.paths)], None)[0] == demo_queue.NO_VISITOR
@@ -251,7 +251,7 @@ def test_demo_flag(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_demo_preset_runs_in_demo_mode_as_it_is(tmp_path: Path) -> None:
     """A visitor presses Start on the preset the page opens with: it must pass the demo's caps unchanged."""
-    assert actions.preview(actions.starting_values(), tmp_path, DEMO).errors == {}
+    assert actions.preview(Caller(tmp_path, DEMO), actions.starting_values()).errors == {}
 
 
 @pytest.mark.parametrize("preset", sorted(actions.PRESETS_DIR.glob("*.yaml")), ids=lambda path: path.stem)

@@ -39,7 +39,7 @@ def start(workspace: Path, visitor: str, launcher: Any, **changes: Any) -> start
     values = actions.starting_values()
     values.update({"name": NAMES.get(visitor, "nobody"), "train.max_steps": 5})
     values.update({key.replace("__", "."): value for key, value in changes.items()})
-    return starting.start_run(values, workspace, launcher, policy=DEMO, visitor=visitor)
+    return starting.start_run(Caller(workspace, DEMO, visitor), values, launcher)
 
 
 def finish(run_dir: Path) -> None:

@@ -16,6 +16,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, RunConfig
+from studio.context import Caller
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import default_values, values_to_config
 from studio.train import actions, starting
@@ -94,7 +95,7 @@ def test_values_to_config_gives_a_config_or_field_problems(values: dict[str, Any
 def test_preview_and_dataset_check_never_raise(values: dict[str, Any]) -> None:
     workspace = Path(tempfile.gettempdir())  # never written by these handlers
     with no_process():
-        result = actions.preview(values, workspace)
+        result = actions.preview(Caller(workspace), values)
         check = dp.check_dataset(values, with_tokens=False, workspace=workspace)
     assert all(placed(field) for field in result.errors), result.errors
     assert (result.config is None) == bool(result.errors)
@@ -110,7 +111,7 @@ def test_start_starts_one_run_or_nothing(values: dict[str, Any]) -> None:
     calls: list[Path] = []
     try:
         with no_process():
-            result = starting.start_run(values, workspace, launcher=calls.append)
+            result = starting.start_run(Caller(workspace), values, calls.append)
         runs_dir = workspace / "runs"
         event("started" if result.run_dir else "refused")
         if result.run_dir is None:

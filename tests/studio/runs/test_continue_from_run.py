@@ -81,43 +81,43 @@ def queued(workspace: Path, source: Path) -> Path:
 
 
 def test_picker_lists_finished_runs_with_weights_only(workspace: Path, source: Path, queued: Path):
-    choices = actions.init_from_choices(workspace)
+    choices = actions.init_from_choices(Caller(workspace))
     assert choices == [(actions.NO_INIT_SOURCE, ""), (f"sft · {source.name}", source.name)]
 
 
 def test_preview_checks_the_source_and_shows_where_the_run_starts(workspace: Path, source: Path, queued: Path):
     continued = form_values(model__init_from=source.name, adapter__r=4, adapter__alpha=8, adapter__dropout=0.0)
     continued["adapter.target_modules"] = "q_proj, v_proj"
-    good = actions.preview(continued, workspace)
+    good = actions.preview(Caller(workspace), continued)
     assert not good.errors, good.errors
     assert yaml.safe_load(good.yaml)["model"]["init_from"] == str(source)  # as the run will save it
-    missing = actions.preview(form_values(model__init_from="nope"), workspace)
+    missing = actions.preview(Caller(workspace), form_values(model__init_from="nope"))
     assert missing.errors["model.init_from"].startswith("no run 'nope' in ")
-    unfinished = actions.preview(form_values(model__init_from=queued.name), workspace)
+    unfinished = actions.preview(Caller(workspace), form_values(model__init_from=queued.name))
     assert "queued has no final adapter (it is queued)" in unfinished.errors["model.init_from"]
-    reshaped = actions.preview({**continued, "adapter.r": 16}, workspace)
+    reshaped = actions.preview(Caller(workspace), {**continued, "adapter.r": 16})
     assert set(reshaped.errors) == {"adapter.r"} and "sft's adapter has r 4" in reshaped.errors["adapter.r"]
-    cleared = actions.preview(form_values(model__init_from=""), workspace)
+    cleared = actions.preview(Caller(workspace), form_values(model__init_from=""))
     assert not cleared.errors and yaml.safe_load(cleared.yaml)["model"]["init_from"] is None
 
 
 def test_a_demo_visitor_starts_only_from_their_own_runs(workspace: Path, source: Path):
     update_status(source, owner=owner_tag(ALICE))
-    assert actions.init_from_choices(workspace, DEMO, ALICE)[1:] == [(f"sft · {source.name}", source.name)]
-    assert actions.init_from_choices(workspace, DEMO, BOB)[1:] == []
+    assert actions.init_from_choices(Caller(workspace, DEMO, ALICE))[1:] == [(f"sft · {source.name}", source.name)]
+    assert actions.init_from_choices(Caller(workspace, DEMO, BOB))[1:] == []
     carried, message = continue_values(Caller(workspace, DEMO, ALICE), [source.name])
     assert carried is not None and carried["model.init_from"] == source.name and "sft's adapter" in message
     refused_values, why = continue_values(Caller(workspace, DEMO, BOB), [source.name])
     assert refused_values is None and f"no run '{source.name}' here" in why
     # The demo names its model as bundled; the source here was trained from the same folder by its full path.
     continued = {**form_values(train__max_steps=10), **carried, "model.name_or_path": "assets/demo-model"}
-    assert actions.preview(continued, workspace, DEMO, None, ALICE).errors == {}
+    assert actions.preview(Caller(workspace, DEMO, ALICE), continued).errors == {}
     refused = {"model.init_from": INIT_FROM_REFUSAL}
-    assert actions.preview(continued, workspace, DEMO, None, BOB).errors == refused
-    assert actions.preview(continued, workspace, DEMO).errors == refused  # no visitor: nobody's runs
+    assert actions.preview(Caller(workspace, DEMO, BOB), continued).errors == refused
+    assert actions.preview(Caller(workspace, DEMO), continued).errors == refused  # no visitor: nobody's runs
     # A path is no run id of the visitor's, even when it names their own run.
     as_path = {**continued, "model.init_from": str(source)}
-    assert actions.preview(as_path, workspace, DEMO, None, ALICE).errors == refused
+    assert actions.preview(Caller(workspace, DEMO, ALICE), as_path).errors == refused
 
 
 def test_continue_values_carry_the_source_model_and_adapter(workspace: Path, source: Path, queued: Path):
@@ -128,7 +128,7 @@ def test_continue_values_carry_the_source_model_and_adapter(workspace: Path, sou
     assert not any(path.startswith(("data.", "train.", "method")) for path in values)
     # The filled form passes the checks: a DPO run on the preference pairs can start from it as it is.
     dpo = {**form_values(method="dpo", data__path="assets/datasets/demo_preference.jsonl"), **values}
-    assert not actions.preview(dpo, workspace).errors
+    assert not actions.preview(Caller(workspace), dpo).errors
     assert continue_values(Caller(workspace), [])[0] is None
     assert (
         continue_values(Caller(workspace), [source.name, queued.name])[1]

@@ -18,7 +18,7 @@ from engine.config import load_config
 from engine.sweeps import sweep_dir
 from engine.sweeps.study import TARGET_ATTR, open_study, storage_for
 from studio.app import build_app
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import SWEEPS_REFUSAL, DemoPolicy
 from studio.form.values import config_to_values
 from studio.i18n.catalog import text
@@ -34,63 +34,63 @@ SKIP = gr.skip()
 
 
 def test_the_poll_shows_the_sweep_then_skips_what_did_not_change(workspace: Path) -> None:
-    key, status, table, parallel, progress, best, timer = tab.watch_outputs(workspace, "small")
+    key, status, table, parallel, progress, best, timer = tab.watch_outputs(Caller(workspace), "small")
     assert isinstance(table, pd.DataFrame) and list(table.columns)[3] == "eval_loss"
     assert table["Trial"].tolist() == [0, 1, 2, 3, 4] and table["Rank"].tolist()[:2] == [1, 2]
     assert '"type": "parcoords"' in parallel.plot and '"best so far"' in progress.plot
     assert "Best: trial 0" in best and "4/6 trials" in status
     assert timer.active is False  # no driver: nothing to poll for
-    again = tab.watch_outputs(workspace, "small", key)
+    again = tab.watch_outputs(Caller(workspace), "small", key)
     assert again[0] == key and again[1:6] == [SKIP] * 5 and again[6].active is False
-    empty = tab.watch_outputs(workspace, None)
+    empty = tab.watch_outputs(Caller(workspace), None)
     assert empty[0] is None and empty[2].empty and empty[5].startswith('<div class="ts-empty">')
 
 
 def test_after_an_action_the_picker_shows_the_sweep_it_concerns(workspace: Path) -> None:
     make_study(workspace, "zeta", with_runs=())
-    message, picker, *shown = tab.relisted(workspace, "small", actions.Outcome("done", "ok", "zeta"))
+    message, picker, *shown = tab.relisted(Caller(workspace), "small", actions.Outcome("done", "ok", "zeta"))
     assert message == '<div class="ts-message ts-message-ok">done</div>'
     assert picker.value == "zeta" and [name for _, name in picker.choices] == ["small", "zeta"]  # gradio's pairs
     assert len(shown) == 7 and "zeta" in shown[1]
     assert shown[-1].active is True  # an action that started a driver: the page follows it
-    assert tab.relisted(workspace, "small", actions.Outcome("no", "warn", "zeta"))[-1].active is False
-    picker, *_ = tab.relisted(workspace, None)
+    assert tab.relisted(Caller(workspace), "small", actions.Outcome("no", "warn", "zeta"))[-1].active is False
+    picker, *_ = tab.relisted(Caller(workspace), None)
     assert picker.value == "small"  # none picked: the first
 
 
 def test_a_clicked_trial_opens_its_run_in_the_monitor(workspace: Path) -> None:
-    run_id = tab.watch_outputs(workspace, "small")[2]["Run id"].tolist()[0]
-    current, tabs = tab.open_trial(workspace, run_id)
+    run_id = tab.watch_outputs(Caller(workspace), "small")[2]["Run id"].tolist()[0]
+    current, tabs = tab.open_trial(Caller(workspace), run_id)
     assert current == str((workspace / "runs" / run_id).resolve()) and tabs.selected == "monitor"
-    assert tab.open_trial(workspace, "no-run-1") == [SKIP, SKIP]  # a trial whose run is gone
+    assert tab.open_trial(Caller(workspace), "no-run-1") == [SKIP, SKIP]  # a trial whose run is gone
 
 
 def test_the_best_trial_fills_the_train_form(workspace: Path) -> None:
-    values, outcome = actions.best_values(workspace, "small")
+    values, outcome = actions.best_values(Caller(workspace), "small")
     assert outcome.kind == "ok" and "trial 0 of small" in outcome.message
     assert values is not None and values["name"] == "small-best"
     assert values["train.max_steps"] == 10 and values["train.per_device_batch_size"] == 8  # the trial's own run
     make_study(workspace, "gone", with_runs=())  # its best trial's run was deleted
-    values, outcome = actions.best_values(workspace, "gone")
+    values, outcome = actions.best_values(Caller(workspace), "gone")
     assert values is None and outcome.kind == "error" and "no run 'no-run-0'" in outcome.message
     open_study(small_sweep("fresh"), workspace)
-    assert actions.best_values(workspace, "fresh")[1].message == "No trial of fresh has completed yet."
+    assert actions.best_values(Caller(workspace), "fresh")[1].message == "No trial of fresh has completed yet."
 
 
 def test_the_base_comes_from_the_train_form_or_a_file(tmp_path: Path) -> None:
     text = first_sweep(DEMO, "mine")
     changed = DEMO.model_copy(update={"train": DEMO.train.model_copy(update={"max_steps": 7})})
-    new, outcome = actions.yaml_from_form(text, config_to_values(changed), tmp_path)
+    new, outcome = actions.yaml_from_form(Caller(tmp_path), text, config_to_values(changed))
     assert outcome.kind == "ok" and yaml.safe_load(new)["base"]["train"]["max_steps"] == 7
     assert yaml.safe_load(new)["name"] == "mine"  # the rest as it was
     broken = {**config_to_values(DEMO), "train.learning_rate": -1}
-    new, outcome = actions.yaml_from_form(text, broken, tmp_path)
+    new, outcome = actions.yaml_from_form(Caller(tmp_path), text, broken)
     assert new is None and outcome.kind == "error" and "train.learning_rate: must be > 0" in outcome.message
-    new, outcome = actions.yaml_from_file(text, str(DEMO_PRESET.parent / "demo-dpo.yaml"), tmp_path)
+    new, outcome = actions.yaml_from_file(Caller(tmp_path), text, str(DEMO_PRESET.parent / "demo-dpo.yaml"))
     assert yaml.safe_load(new)["base"]["method"] == "dpo" and outcome.message == "The base is now demo-dpo.yaml."
-    new, _ = actions.yaml_from_file(text, str(SWEEP_PRESETS_DIR / "demo-sweep.yaml"), tmp_path)
+    new, _ = actions.yaml_from_file(Caller(tmp_path), text, str(SWEEP_PRESETS_DIR / "demo-sweep.yaml"))
     assert yaml.safe_load(new)["name"] == "demo-sweep" and yaml.safe_load(new)["base"]["train"]["max_steps"] == 600
-    new, outcome = actions.yaml_from_file(text, "/etc/passwd", tmp_path)
+    new, outcome = actions.yaml_from_file(Caller(tmp_path), text, "/etc/passwd")
     assert new is None and outcome.kind == "error" and "passwd" in outcome.message
     labels = [label for label, _ in actions.base_choices(tmp_path)]
     assert labels[:2] == [actions.FORM_LABEL, f"{actions.SWEEP_LABEL} demo-sweep"]  # words the page translates
@@ -99,14 +99,14 @@ def test_the_base_comes_from_the_train_form_or_a_file(tmp_path: Path) -> None:
 
 def test_start_refuses_a_bad_sweep_naming_the_entry_and_starts_nothing(tmp_path: Path) -> None:
     text = first_sweep(DEMO, "bad").replace("{choices: [4, 8, 16, 32]}", "{choices: [4, 0]}")
-    outcome = actions.start(tmp_path, text)
+    outcome = actions.start(Caller(tmp_path), text)
     assert outcome.kind == "error" and outcome.name is None
     assert outcome.message == 'Not started: space."adapter.r": 0 is refused: adapter.r: must be >= 1'
     assert not (tmp_path / "sweeps").exists()
-    assert actions.stop(tmp_path, "bad").message == "The sweep bad is not running."
-    assert actions.resume(tmp_path, "bad").message.startswith("Not continued: no sweep named bad")
+    assert actions.stop(Caller(tmp_path), "bad").message == "The sweep bad is not running."
+    assert actions.resume(Caller(tmp_path), "bad").message.startswith("Not continued: no sweep named bad")
     two = text.replace("space:\n", "space:\n  adapter.dropout: {low: 0, high: 2}\n")
-    assert actions.check_html(two, tmp_path) == (
+    assert actions.check_html(Caller(tmp_path), two) == (
         '<div class="ts-message ts-message-error">space.&quot;adapter.dropout&quot;: high 2 is outside the '
         "field&#x27;s bounds: adapter.dropout must be &lt; 1<br>space.&quot;adapter.r&quot;: 0 is refused: "
         "adapter.r: must be &gt;= 1</div>"
@@ -118,7 +118,7 @@ def test_continue_is_refused_for_a_sweep_that_ran_all_its_trials(workspace: Path
     study = optuna.load_study(study_name="done", storage=storage_for(sweep_dir(workspace, "done")))
     study.tell(study.trials[4].number, 3.0)  # the running trial ends: 5 trials counted ...
     study.set_user_attr(TARGET_ATTR, 5)  # ... of 5
-    outcome = actions.resume(workspace, "done")
+    outcome = actions.resume(Caller(workspace), "done")
     assert (outcome.message, outcome.kind) == ("The sweep done has run all its 5 trials.", "warn")
     assert not (sweep_dir(workspace, "done") / "driver.log").exists()  # no driver started
 
@@ -126,10 +126,10 @@ def test_continue_is_refused_for_a_sweep_that_ran_all_its_trials(workspace: Path
 def test_demo_mode_refuses_every_sweep_action(workspace: Path) -> None:
     demo = DemoPolicy(enabled=True)
     for outcome in (
-        actions.start(workspace, first_sweep(DEMO, "x"), demo),
-        actions.stop(workspace, "small", demo),
-        actions.resume(workspace, "small", demo),
-        actions.best_values(workspace, "small", demo)[1],
+        actions.start(Caller(workspace, demo), first_sweep(DEMO, "x")),
+        actions.stop(Caller(workspace, demo), "small"),
+        actions.resume(Caller(workspace, demo), "small"),
+        actions.best_values(Caller(workspace, demo), "small")[1],
     ):
         assert (outcome.message, outcome.kind) == (SWEEPS_REFUSAL, "warn")
     assert not (workspace / "sweeps" / "x").exists()
@@ -156,7 +156,9 @@ def test_the_tab_speaks_the_language_of_the_page(workspace: Path) -> None:
     stop = next(fn for fn in blocks.fns.values() if fn.name == "stop")
 
     def press(request: Request | None) -> list[Any]:
-        return asyncio.run(blocks.process_api(stop, ["small"], state=SessionState(blocks), request=request))["data"]
+        return asyncio.run(blocks.process_api(stop, [None, "small"], state=SessionState(blocks), request=request))[
+            "data"
+        ]
 
     cookie = [(b"cookie", b"ts_lang=zh-CN")]
     chinese = press(Request({"type": "http", "method": "POST", "path": "/", "headers": cookie, "query_string": b""}))

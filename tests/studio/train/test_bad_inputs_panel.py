@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from engine.config import RunConfig
+from studio.context import Caller
 from studio.form.values import default_values
 from studio.train import dataset as dp
 from studio.train import starting
@@ -65,7 +66,7 @@ def tokenizer_loaded() -> None:
 def test_start_refuses_a_bad_dataset_and_starts_nothing(case: Case, workspace: Path, tokenizer_loaded: None) -> None:
     before, repo_before = tree(workspace), repo_new_files()
     calls: list[Path] = []
-    result = starting.start_run(form_values(case, workspace), workspace, launcher=calls.append)
+    result = starting.start_run(Caller(workspace), form_values(case, workspace), calls.append)
     assert result.run_dir is None and calls == []
     assert result.message == "❌ Not started: the dataset cannot be used (see the dataset panel)."
     assert all(fragment in result.data_error for fragment in case.expect), result.data_error

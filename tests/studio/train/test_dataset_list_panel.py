@@ -16,7 +16,7 @@ from gradio.state_holder import SessionState
 from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.workspace import datasets_dir
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import DATA_REFUSAL, DemoPolicy, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, default_values, values_to_config
@@ -111,7 +111,7 @@ def test_earlier_uploads_are_listed_in_demo_mode_only_the_visitors_own(tmp_path:
     datasets_dir(tmp_path).mkdir(parents=True)
     mine = shutil.copyfile(PROJECT_ROOT / DEMO_EVAL, datasets_dir(tmp_path) / "mine.jsonl")
     (datasets_dir(tmp_path) / "notes.md").write_text("not a dataset")
-    choices = dl.dataset_choices(tmp_path, DemoPolicy())
+    choices = dl.dataset_choices(Caller(tmp_path, DemoPolicy()))
     assert choices[: len(dp.bundled_datasets())] == [(path, path) for path in dp.bundled_datasets()]
     assert choices[len(dp.bundled_datasets()) :] == [(f"{dl.UPLOAD} mine.jsonl", str(mine.resolve()))]
     demo = DemoPolicy(enabled=True).bound_to(tmp_path)
@@ -119,9 +119,9 @@ def test_earlier_uploads_are_listed_in_demo_mode_only_the_visitors_own(tmp_path:
     folder = visitor_uploads(tmp_path, demo, visitor)
     folder.mkdir(parents=True)
     shutil.copyfile(PROJECT_ROOT / DEMO_EVAL, folder / "own.jsonl")
-    assert dl.dataset_choices(tmp_path, demo, visitor)[-1] == (f"{dl.YOUR_UPLOAD} own.jsonl", "own.jsonl")
-    assert [label for label, _ in dl.dataset_choices(tmp_path, demo, other)] == dp.bundled_datasets()
-    assert [label for label, _ in dl.dataset_choices(tmp_path, demo, None)] == dp.bundled_datasets()
+    assert dl.dataset_choices(Caller(tmp_path, demo, visitor))[-1] == (f"{dl.YOUR_UPLOAD} own.jsonl", "own.jsonl")
+    assert [label for label, _ in dl.dataset_choices(Caller(tmp_path, demo, other))] == dp.bundled_datasets()
+    assert [label for label, _ in dl.dataset_choices(Caller(tmp_path, demo))] == dp.bundled_datasets()
 
 
 # --- paths of a list are confined ------------------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_every_path_of_a_list_is_confined(tmp_path: Path) -> None:
         guard_config(config, tmp_path)
     assert list(caught.value.by_field()) == ["data.path.1"]
     assert guard_config(parse_config({"data": {"path": [{"path": DEMO_TRAIN}]}}), tmp_path)
-    preview = actions.preview(form(f"[{{path: {DEMO_TRAIN}}}, {{path: /etc/passwd}}]"), tmp_path)
+    preview = actions.preview(Caller(tmp_path), form(f"[{{path: {DEMO_TRAIN}}}, {{path: /etc/passwd}}]"))
     assert list(preview.errors) == ["data.path.1"] and preview.config is None
 
 
@@ -153,12 +153,13 @@ def test_demo_mode_takes_lists_of_bundled_sets_and_own_uploads_only(tmp_path: Pa
         ("data.path.1", DATA_REFUSAL)
     ]
     # The form names an upload by its file name, in a list too; a path elsewhere is refused before it is read.
-    named = form(f"[{{path: {DEMO_TRAIN}}}, {{path: own.jsonl, weight: 2.0}}]")
-    mapped = actions.upload_paths(named, demo, uploads)
+    named, caller = form(f"[{{path: {DEMO_TRAIN}}}, {{path: own.jsonl, weight: 2.0}}]"), Caller(tmp_path, demo, visitor)
+    assert caller.uploads == uploads
+    mapped = actions.upload_paths(caller, named)
     assert dataset_paths(mapped["data.path"]) == [DEMO_TRAIN, str(own)]
-    assert actions.upload_names(mapped, demo, uploads)["data.path"] == named["data.path"]
-    assert actions.demo_data_problems(named, demo, uploads) == {}
-    assert actions.demo_data_problems(form("[{path: /etc/passwd}]"), demo, uploads) == {"data.path": DATA_REFUSAL}
+    assert actions.upload_names(caller, mapped)["data.path"] == named["data.path"]
+    assert actions.demo_data_problems(caller, named) == {}
+    assert actions.demo_data_problems(caller, form("[{path: /etc/passwd}]")) == {"data.path": DATA_REFUSAL}
     # A loaded config keeps an allowed list, and a list naming anything else is set back to the default set.
     kept, changed = demo.restrict_values(mapped, uploads)  # as load_config_values calls it: uploads by path
     assert kept["data.path"] == mapped["data.path"] and "data.path" not in changed
@@ -178,7 +179,7 @@ def test_the_check_reports_each_dataset(tmp_path: Path) -> None:
     assert "demo_sft_train.jsonl row 1 · " in tokens.examples  # an example names its file in a list
     refused = dp.check_dataset(form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), False, workspace=tmp_path)
     assert f"data.path.1: {PROJECT_ROOT / DPO_TRAIN} is preference data" in refused.error
-    start = starting.start_run(form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), tmp_path, launcher=list)
+    start = starting.start_run(Caller(tmp_path), form(f"[{{path: {DEMO_TRAIN}}}, {{path: {DPO_TRAIN}}}]"), list)
     assert start.run_dir is None and list(start.errors) == ["data.path.1"]
 
 
@@ -238,21 +239,21 @@ def test_the_page_adds_picks_into_the_list_and_shows_its_table(tab: Any) -> None
     state = SessionState(demo)
     path_box = form_.components["data.path"]
     add = by_elem(demo, gr.Button, elem_id="train-add-dataset")
-    value, note = call(demo, event_of(demo, add, "click"), [DEMO_TRAIN], state)
+    value, note = call(demo, event_of(demo, add, "click"), [None, DEMO_TRAIN], state)
     assert value == f"[{{path: {DEMO_TRAIN}}}]" and "joins the list" in note
     bundled = by_elem(demo, gr.Dropdown, elem_id="train-bundled")
     (picked,) = call(demo, event_of(demo, bundled, "input"), [PREFERENCE, value], state)
     assert dataset_paths(picked) == [DEMO_TRAIN, PREFERENCE]
     show = next(fn for fn in demo.fns.values() if (path_box._id, "change") in fn.targets and len(fn.outputs) == 3)
-    table, entries, box = call(demo, show, [picked], state)
+    table, entries, box = call(demo, show, [None, picked], state)
     assert table["data"] == [[0, "demo_sft_train.jsonl", 1, "all"], [1, "demo_preference.jsonl", 1, "all"]]
     assert entries["choices"] == [["0: demo_sft_train.jsonl", 0], ["1: demo_preference.jsonl", 1]]
     assert box["visible"] is True
     apply = by_elem(demo, gr.Button, elem_id="train-dataset-apply")
-    value, note = call(demo, event_of(demo, apply, "click"), [picked, 0, 2, "5"], state)
+    value, note = call(demo, event_of(demo, apply, "click"), [None, picked, 0, 2, "5"], state)
     assert note == "" and dl.table_rows(value)[0] == [0, "demo_sft_train.jsonl", 2, 5]
     remove = by_elem(demo, gr.Button, elem_id="train-dataset-remove")
-    value, _ = call(demo, event_of(demo, remove, "click"), [value, 1], state)
+    value, _ = call(demo, event_of(demo, remove, "click"), [None, value, 1], state)
     assert dl.table_rows(value) == [[0, "demo_sft_train.jsonl", 2, 5]]
-    table, _, box = call(demo, show, [DEMO_TRAIN], state)  # one path again: no table
+    table, _, box = call(demo, show, [None, DEMO_TRAIN], state)  # one path again: no table
     assert table["data"] == [] and box["visible"] is False

@@ -16,7 +16,7 @@ from gradio.state_holder import SessionState
 from engine import runs
 from engine.methods import METHODS
 from engine.methods.reward_spec import RewardSpec
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
 from studio.form.schema import leaf_specs
 from studio.form.values import to_widget
@@ -33,7 +33,7 @@ COUNTS = "def my_fn(prompts, completions, answer, **kwargs):\n    return [float(
 
 
 def grpo_values(workspace: Path, rewards: str | None = None) -> dict[str, Any]:
-    values, message = actions.load_config_values(GRPO_PRESET, workspace)
+    values, message = actions.load_config_values(Caller(workspace), GRPO_PRESET)
     assert values is not None, message
     if rewards is not None:
         values[FIELD] = rewards
@@ -73,17 +73,17 @@ def test_the_box_shows_one_reward_per_line_and_the_demo_offers_no_custom_file() 
 
 def test_check_rewards_passes_the_preset_and_names_a_custom_function_that_returns_text(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
-    good = rw.check_rewards_message(grpo_values(workspace), workspace)
+    good = rw.check_rewards_message(Caller(workspace), grpo_values(workspace))
     assert good.startswith("✅ 2 rewards load and score the first rows: exact_match × 1, regex × 0.25")
-    bad = rw.check_rewards_message(grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT)), workspace)
+    bad = rw.check_rewards_message(Caller(workspace), grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT)))
     assert bad.startswith("❌ **The rewards cannot run**") and "my_fn" in bad and "high" in bad
-    counted = rw.check_rewards_message(grpo_values(workspace, custom_rewards(workspace, COUNTS)), workspace)
+    counted = rw.check_rewards_message(Caller(workspace), grpo_values(workspace, custom_rewards(workspace, COUNTS)))
     assert counted.startswith("✅ 1 reward load")
     # In the demo a custom file is refused before any of it runs.
     in_demo = grpo_values(workspace, custom_rewards(workspace, COUNTS))
-    refused = rw.check_rewards_message(in_demo, workspace, DEMO, ALICE)
+    refused = rw.check_rewards_message(Caller(workspace, DEMO, ALICE), in_demo)
     assert CUSTOM_REWARD_REFUSAL in refused
-    empty = rw.check_rewards_message(grpo_values(workspace, "[]"), workspace)
+    empty = rw.check_rewards_message(Caller(workspace), grpo_values(workspace, "[]"))
     assert "grpo.rewards: grpo needs at least one reward function" in empty
 
 
@@ -91,7 +91,7 @@ def test_start_refuses_a_reward_that_cannot_run_at_its_field(tmp_path: Path) -> 
     workspace = tmp_path / "workspace"
     started: list[Path] = []
     values = grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT))
-    result = starting.start_run(values, workspace, started.append)
+    result = starting.start_run(Caller(workspace), values, started.append)
     assert started == [] and runs.run_dirs(workspace) == []
     assert result.message.startswith("❌ Not started") and "my_fn" in result.errors["grpo.rewards.0"]
 
@@ -107,7 +107,7 @@ def test_the_picker_buttons_through_gradio(tmp_path: Path) -> None:
     with gr.Blocks() as blocks:
         ctx.visitor = gr.State(None)
         form = build_train_tab(ctx)
-    added = call(blocks, "on_add", ["- {kind: exact_match}", "length"])[0]
+    added = call(blocks, "on_add", [None, "- {kind: exact_match}", "length"])[0]
     assert added == "- {kind: exact_match}\n- {kind: length, target_tokens: 16, weight: 0.1}"
     values = grpo_values(workspace)
     args = [None, *(values[path] for path in form.paths)]

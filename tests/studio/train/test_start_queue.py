@@ -15,6 +15,7 @@ from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
 from engine.store.rundir import FINAL_STATES, read_status, update_status
+from studio.context import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, values_to_data
 from studio.monitor.live import FEEDS, live_panels
@@ -28,7 +29,7 @@ def start(workspace: Path, launcher: Any, name: str, **changes: Any) -> starting
     values = actions.starting_values()
     values.update({"name": name, "train.max_steps": 10})
     values.update({key.replace("__", "."): value for key, value in changes.items()})
-    return starting.start_run(values, workspace, launcher)
+    return starting.start_run(Caller(workspace), values, launcher)
 
 
 def test_start_on_two_gpus_starts_two_runs_and_queues_the_third(

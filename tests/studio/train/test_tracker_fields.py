@@ -12,7 +12,7 @@ import pytest
 
 from engine.config import parse_config
 from engine.training import trackers
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, from_widget, values_to_config
 from studio.train import actions, starting
@@ -65,14 +65,14 @@ def test_start_refuses_a_tracker_this_machine_lacks(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(trackers, "installed", lambda module: module != "trackio")
     values = {**actions.starting_values(), "train.max_steps": 5, "train.report_to": ["tensorboard", "trackio"]}
     started: list[Path] = []
-    result = starting.start_run(values, tmp_path, started.append)
+    result = starting.start_run(Caller(tmp_path), values, started.append)
     assert result.run_dir is None and started == []
     assert result.errors == {"train.report_to": "trackio is not installed here (pip install trackio)"}
 
 
 def test_a_demo_refuses_trackio_and_resets_it(tmp_path: Path) -> None:
     values = {**actions.starting_values(), "train.report_to": ["trackio"], "train.trackio_project": "mine"}
-    refused = actions.preview(values, tmp_path, DEMO, visitor=ALICE).errors
+    refused = actions.preview(Caller(tmp_path, DEMO, ALICE), values).errors
     assert refused == {"train.report_to": NOT_IN_DEMO, "train.trackio_project": NOT_IN_DEMO.replace("none", "empty")}
     restricted, changed = DEMO.restrict_values(values, None)
     assert set(changed) == {"train.report_to", "train.trackio_project"}

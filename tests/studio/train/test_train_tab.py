@@ -23,7 +23,7 @@ from engine.config import RunConfig
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
-from studio.context import StudioContext
+from studio.context import Caller, StudioContext
 from studio.form.values import config_to_values, default_values
 from studio.i18n.catalog import text, translations
 from studio.train import actions, starting
@@ -103,18 +103,20 @@ def test_a_message_is_said_in_the_language_of_the_page(tmp_path: Path) -> None:
     broken.write_text("model: [unclosed\n", encoding="utf-8")
     with gr.Blocks() as demo:
         form = build_train_tab(StudioContext(tmp_path, gr.State(None), gr.Tabs(), visitor=gr.State(None)))
-    chinese = call(demo, "on_load", [str(broken), None], lang="zh-CN")[0]
+    chinese = call(demo, "on_load", [None, str(broken)], lang="zh-CN")[0]
     heading = text(actions.CANNOT_LOAD, "zh-CN", name="broken.yaml")
     assert heading != text(actions.CANNOT_LOAD, "en", name="broken.yaml")  # a translation, not the English
     why = translations("zh-CN")[actions.BAD_YAML].split("{at}")[0].format(name="broken.yaml")  # before the place
     assert chinese.startswith(heading) and why in html.unescape(chinese)
-    english = call(demo, "on_load", [str(broken), None])[0]
+    english = call(demo, "on_load", [None, str(broken)])[0]
     assert english.startswith("❌ Cannot load `broken.yaml`:") and "is not valid YAML (line 2" in english
     # The dataset panel's table heads its columns in the page's language too.
     path_box = form.components["data.path"]
     show = next(fn for fn in demo.fns.values() if (path_box._id, "change") in fn.targets and len(fn.outputs) == 3)
     two = "[{path: assets/datasets/demo_sft_train.jsonl}, {path: assets/datasets/demo_preference.jsonl}]"
-    table = asyncio.run(demo.process_api(show, [two], state=SessionState(demo), request=page_request("ja")))["data"][0]
+    table = asyncio.run(demo.process_api(show, [None, two], state=SessionState(demo), request=page_request("ja")))[
+        "data"
+    ][0]
     assert table["headers"] == [
         "#",
         *(text(name, "ja") for name in ("train.list.dataset", "train.list.weight", "train.list.max_samples")),
@@ -178,16 +180,16 @@ def test_unknown_target_module_is_refused_at_start_next_to_the_field(tab: Any, m
 
 
 def test_preview_shows_yaml_and_command_or_the_errors(tmp_path: Path) -> None:
-    good = actions.preview(values(name="my run"), tmp_path)
+    good = actions.preview(Caller(tmp_path), values(name="my run"))
     assert "name: my run" in good.yaml and not good.errors
     assert good.command == f"python -m engine train config.yaml --run-dir {tmp_path}/runs/my-run"
-    bad = actions.preview(values(train__learning_rate=0), tmp_path)
+    bad = actions.preview(Caller(tmp_path), values(train__learning_rate=0))
     assert bad.errors == {"train.learning_rate": "must be > 0.0"} and bad.config is None
 
 
 def test_invalid_form_starts_nothing(tmp_path: Path) -> None:
     calls: list[Path] = []
-    result = starting.start_run(values(train__per_device_batch_size=0), tmp_path, fake_launcher(calls))
+    result = starting.start_run(Caller(tmp_path), values(train__per_device_batch_size=0), fake_launcher(calls))
     assert result.run_dir is None and "train.per_device_batch_size" in result.errors
     assert calls == [] and run_dirs(tmp_path) == []
 
@@ -196,21 +198,21 @@ def test_bad_dataset_starts_nothing_and_names_the_row(tmp_path: Path) -> None:
     data = tmp_path / "bad.jsonl"
     data.write_text('{"instruction": "a", "output": "b"}\n{"instruction": "c", "output": ""}\n')
     calls: list[Path] = []
-    result = starting.start_run(values(data__path=str(data)), tmp_path, fake_launcher(calls))
+    result = starting.start_run(Caller(tmp_path), values(data__path=str(data)), fake_launcher(calls))
     assert result.run_dir is None and "row 2" in result.data_error
     assert calls == [] and run_dirs(tmp_path) == []
 
 
 def test_target_modules_are_matched_as_peft_matches_them_at_start(tmp_path: Path) -> None:
     calls: list[Path] = []
-    bad = starting.start_run(values(adapter__target_modules="foo,mlp"), tmp_path, fake_launcher(calls))
+    bad = starting.start_run(Caller(tmp_path), values(adapter__target_modules="foo,mlp"), fake_launcher(calls))
     message = bad.errors["adapter.target_modules"]
     # mlp is a module but not a layer LoRA can adapt; the choices are the linear layers' names.
     assert "no module foo, mlp that LoRA can adapt" in message
     assert "down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj" in message
     assert bad.run_dir is None and calls == [] and run_dirs(tmp_path) == []
     good = starting.start_run(
-        values(adapter__target_modules="q_proj, self_attn.v_proj"), tmp_path, fake_launcher(calls)
+        Caller(tmp_path), values(adapter__target_modules="q_proj, self_attn.v_proj"), fake_launcher(calls)
     )
     assert good.errors == {} and good.run_dir is not None and calls == [good.run_dir]
 
@@ -222,7 +224,8 @@ def test_double_click_starts_one_run_and_queues_the_other(tmp_path: Path, monkey
     results: list[starting.StartResult] = []
     form = values(name="twice")
     threads = [
-        threading.Thread(target=lambda: results.append(starting.start_run(form, tmp_path, launcher))) for _ in "ab"
+        threading.Thread(target=lambda: results.append(starting.start_run(Caller(tmp_path), form, launcher)))
+        for _ in "ab"
     ]
     for thread in threads:
         thread.start()
@@ -242,7 +245,7 @@ def test_start_on_a_busy_machine_queues_the_run(tmp_path: Path, monkeypatch: pyt
     try:
         update_status(busy, state="running", supervisor_pid=sleeper.pid)
         calls: list[Path] = []
-        result = starting.start_run(values(), tmp_path, fake_launcher(calls))
+        result = starting.start_run(Caller(tmp_path), values(), fake_launcher(calls))
         assert result.run_dir is not None and calls == []
         assert "is queued: 1 run ahead of yours. It starts by itself" in result.message
         assert runs.status(result.run_dir).state == "queued"
@@ -315,17 +318,17 @@ def test_upload_is_copied_into_the_workspace(tmp_path: Path) -> None:
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
     form = values(name="saved-run", train__learning_rate=0.001, adapter__target_modules="q_proj, v_proj")
-    saved, download, message = actions.save_config_as(form, "my config", tmp_path)
+    saved, download, message = actions.save_config_as(Caller(tmp_path), form, "my config")
     assert saved == tmp_path / "configs" / "my-config.yaml" and "Saved" in message
     assert download is not None and download.read_text() == saved.read_text()
-    loaded, message = actions.load_config_values(saved, tmp_path)
+    loaded, message = actions.load_config_values(Caller(tmp_path), saved)
     assert loaded == config_to_values(actions.values_to_config(form)) and "Loaded" in message
     # The labels' words are keys the page translates ("saved:", "preset:").
     assert (f"{actions.SAVED_LABEL} my-config", str(saved)) in actions.config_files(tmp_path)
     assert any(label == f"{actions.PRESET_LABEL} demo" for label, _ in actions.config_files(tmp_path))
-    assert actions.save_config_as(values(train__seed=-1), "x", tmp_path)[0] is None
+    assert actions.save_config_as(Caller(tmp_path), values(train__seed=-1), "x")[0] is None
     for bad in ("n" * 300, "nul\x00byte"):  # once a crash in the file system ("File name too long")
-        saved, download, message = actions.save_config_as(form, bad, tmp_path)
+        saved, download, message = actions.save_config_as(Caller(tmp_path), form, bad)
         assert (saved, download) == (None, None) and message.startswith("❌ Not saved: the name is not usable: ")
     assert sorted(path.name for path in (tmp_path / "configs").iterdir()) == ["my-config.yaml"]
 
@@ -333,17 +336,17 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
 def test_bad_yaml_and_bad_config_files_give_a_message(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("train: {learning_rate: [1, 2\n")
-    loaded, message = actions.load_config_values(broken, tmp_path)
+    loaded, message = actions.load_config_values(Caller(tmp_path), broken)
     assert loaded is None and "not valid YAML (line" in message
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("train:\n  learning_rate: -1\n  lerning: 2\n")
-    loaded, message = actions.load_config_values(wrong, tmp_path)
+    loaded, message = actions.load_config_values(Caller(tmp_path), wrong)
     assert loaded is None and "train.learning_rate: must be &gt; 0.0" in message and "did you mean" in message
 
 
 def test_presets_load_into_the_form() -> None:
     preset = PROJECT_ROOT / "assets" / "presets" / "demo.yaml"
-    loaded, _ = actions.load_config_values(preset)
+    loaded, _ = actions.load_config_values(None, preset)
     steps = yaml.safe_load(preset.read_text())["train"]["max_steps"]
     assert loaded is not None and loaded["train.max_steps"] == steps and loaded["data.eval_path"].endswith(".jsonl")
 
@@ -382,7 +385,7 @@ def test_estimate_counts_the_demo_models_parameters() -> None:
 @pytest.mark.integration
 def test_start_runs_a_real_two_step_run(tmp_path: Path) -> None:
     form = values(name="two-steps", train__max_steps=2, train__max_length=64, train__save_strategy="no")
-    result = starting.start_run(form, tmp_path)
+    result = starting.start_run(Caller(tmp_path), form)
     assert result.run_dir is not None, result.message
     final = runs.wait(result.run_dir, timeout=180)
     assert final.state == "completed", final
@@ -397,7 +400,7 @@ def test_saved_configs_are_listed_again_on_every_page_load(tab: Any) -> None:
     choice = next(c for c in demo.blocks.values() if isinstance(c, gr.Dropdown) and c.elem_id == "train-config-choice")
     loads = [f for f in demo.fns.values() if ("load" in [e for _, e in f.targets]) and choice in f.outputs]
     assert len(loads) == 1, "one page-load event refreshes the saved configs"
-    saved, _, message = actions.save_config_as(values(), "saved-after-build", ctx.workspace)
+    saved, _, message = actions.save_config_as(Caller(ctx.workspace), values(), "saved-after-build")
     assert saved is not None, message
     assert not any("saved-after-build" in str(entry) for entry in choice.choices)  # built before it existed
     refreshed = loads[0].fn()
