@@ -35,7 +35,14 @@ from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked
 from studio.markup import Html, message_html
 from studio.path_guard import confine_file, resolve_run
-from studio.sweeps.space_editor import SWEEP_PRESETS_DIR, check_text, first_sweep, unique_name, with_base
+from studio.sweeps.space_editor import (
+    SWEEP_PRESETS_DIR,
+    check_text,
+    first_sweep,
+    standalone,
+    unique_name,
+    with_base,
+)
 from studio.train.actions import PRESETS_DIR, config_files, problem_text, read_config
 
 FROM_FORM = "form"  # the "Start from" choice that takes the Train tab's form as the base
@@ -123,8 +130,9 @@ def yaml_from_file(caller: Caller, sweep: str, path: str | None) -> tuple[str | 
     try:
         chosen = confine_file(path, workspace, "config file")
         if chosen.parent == SWEEP_PRESETS_DIR.resolve():
-            _, sweep_text = read_sweep_text(chosen.read_text(encoding="utf-8"), chosen.parent)
-            return sweep_text, Outcome(text(LOADED, lang, name=chosen.stem))
+            written = chosen.read_text(encoding="utf-8")
+            config, _ = read_sweep_text(written, chosen.parent)
+            return standalone(written, config.base), Outcome(text(LOADED, lang, name=chosen.stem))
         base = read_config(chosen, lang)
     except ConfigError as exc:
         problems = "\n".join(problems_text(exc.problems, lang))
@@ -166,7 +174,8 @@ def start(caller: Caller, sweep: str) -> Outcome:
     if config is None:
         return Outcome(text(NOT_STARTED, lang, error="; ".join(problems_text(problems, lang))), "error")
     try:
-        launch = start_sweep(workspace, sweep, SWEEP_PRESETS_DIR)  # the text as written becomes its sweep.yaml
+        # The text as written becomes its sweep.yaml (a base named by its path written in: the folder stands alone).
+        launch = start_sweep(workspace, standalone(sweep, config.base), SWEEP_PRESETS_DIR)
     except (ConfigError, SweepError, OSError) as exc:
         return Outcome(text(NOT_STARTED, lang, error=exc), "error")
     return Outcome(text(STARTED, lang, name=launch.name, pid=launch.pid), "ok", launch.name)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from engine.config import load_config, parse_config
+from engine.sweeps import load_sweep
 from engine.sweeps.control import read_sweep_text
 from studio.sweeps import space_editor as se
 from tests.engine.sweeps.sweep_files import DEMO_PRESET
@@ -109,6 +110,31 @@ def test_refusals_name_the_entry_or_key_at_fault(tmp_path: Path) -> None:
         se.with_entry(se.first_sweep(DEMO, "t"), se.EntryRow("adapter.r", choices="[4, 8"))
     with pytest.raises(ValueError, match="the YAML cannot be read"):
         se.with_setting("name: [", "trials", 3)
+
+
+def test_a_section_of_one_key_is_written_so_that_the_sweep_driver_reads_it(tmp_path: Path) -> None:
+    """A sweep without an objective or sampler gets one from the editor's metric and sampler pickers: each a mapping
+    of one key, written on one line in its braces (without them the line is not YAML, and the driver, which reads
+    the sweep's file with engine.sweeps.load_sweep, fails at once)."""
+    data = yaml.safe_load(se.first_sweep(DEMO, "one-key"))
+    del data["objective"], data["sampler"]
+    text = se.with_setting(yaml.safe_dump(data, sort_keys=False), "metric", "train_loss")
+    text = se.with_setting(text, "sampler", "random")
+    assert "\nobjective: {metric: train_loss}\n" in text and "\nsampler: {kind: random}\n" in text
+    assert se.check_text(text, tmp_path)[1] == []
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(text, encoding="utf-8")
+    config = load_sweep(sweep_file)
+    assert (config.objective.metric, config.objective.direction, config.sampler.kind) == (
+        "train_loss",
+        "minimize",
+        "random",
+    )
+    assert (se.settings_of(text) or {}).get("metric") == "train_loss"  # the widgets show it too
+    # Sections of more keys, and the space's entries, stay as they were written.
+    assert (
+        "\npruner: {kind: median, startup_trials: 2}\n" in text and "  adapter.r: {choices: [4, 8, 16, 32]}\n" in text
+    )
 
 
 def test_the_bundled_sweep_reads_with_its_base_from_its_own_folder(tmp_path: Path) -> None:

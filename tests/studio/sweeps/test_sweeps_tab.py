@@ -4,19 +4,22 @@ Monitor, the best trial into the Train form, the base from the form or a file, S
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import optuna
 import pandas as pd
+import pytest
 import yaml
 from gradio.state_holder import SessionState
 from starlette.requests import Request
 
 from engine.config import load_config
-from engine.sweeps import sweep_dir
-from engine.sweeps.study import TARGET_ATTR, open_study, storage_for
+from engine.sweeps import load_sweep, sweep_dir
+from engine.sweeps.control import SweepLaunch
+from engine.sweeps.study import SWEEP_FILE, TARGET_ATTR, open_study, storage_for
 from studio.app import build_app
 from studio.context import Caller, StudioContext
 from studio.demo.policy import SWEEPS_REFUSAL, DemoPolicy
@@ -111,6 +114,27 @@ def test_start_refuses_a_bad_sweep_naming_the_entry_and_starts_nothing(tmp_path:
         "field&#x27;s bounds: adapter.dropout must be &lt; 1<br>space.&quot;adapter.r&quot;: 0 is refused: "
         "adapter.r: must be &gt;= 1</div>"
     )
+
+
+def test_start_keeps_a_sweep_file_its_driver_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep whose base is named by its path and whose objective has one key: Start writes the base into the
+    sweep's folder (which stands alone then) and keeps a file the driver reads (engine.sweeps.load_sweep, the
+    driver's reader), not one whose objective lost its braces."""
+    spawned: list[str] = []
+
+    def no_driver(workspace: Path, name: str, target: Path) -> SweepLaunch:  # the driver's process is not the point
+        spawned.append(name)
+        return SweepLaunch(name, target, 4242, target / "driver.log")
+
+    monkeypatch.setattr("engine.sweeps.control._spawn", no_driver)
+    text = (SWEEP_PRESETS_DIR / "demo-sweep.yaml").read_text(encoding="utf-8").replace("name: demo-sweep", "name: one")
+    text = re.sub(r"objective:\n(  .*\n)+", "objective: {metric: train_loss}\n", text)
+    assert "base: ../demo.yaml\n" in text and "objective: {metric: train_loss}\n" in text
+    outcome = actions.start(Caller(tmp_path), text)
+    assert (outcome.kind, outcome.name, spawned) == ("ok", "one", ["one"]) and "Started" in outcome.message
+    config = load_sweep(sweep_dir(tmp_path, "one") / SWEEP_FILE)
+    assert (config.objective.metric, config.base, config.trials) == ("train_loss", DEMO, 6)
+    assert "objective: {metric: train_loss}\n" in (sweep_dir(tmp_path, "one") / SWEEP_FILE).read_text()
 
 
 def test_continue_is_refused_for_a_sweep_that_ran_all_its_trials(workspace: Path) -> None:
