@@ -90,7 +90,7 @@ def sweep_yaml(data: dict[str, Any]) -> str:
     for key in keys:
         value = data[key]
         if key == "space" and isinstance(value, dict) and value:
-            entries = "".join(f"  {_flow({path: entry})}\n" for path, entry in value.items())
+            entries = "".join(f"  {_flow({path: entry}, unwrapped=True)}\n" for path, entry in value.items())
             parts.append(f"space:\n{entries}")
         elif key in ("objective", "sampler", "pruner") and isinstance(value, dict):
             parts.append(f"{key}: {_flow(value)}\n")
@@ -99,11 +99,14 @@ def sweep_yaml(data: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def _flow(value: Any) -> str:
-    """One value as one line of flow-style YAML."""
+def _flow(value: Any, unwrapped: bool = False) -> str:
+    """One value as one line of flow-style YAML; ``unwrapped``: a one-key mapping without its braces, as a line of
+    a block mapping (a space entry: ``train.learning_rate: {low: 0.0003, high: 0.01}``). A section's value keeps
+    them: ``objective: metric: train_loss`` is not YAML."""
     text = yaml.safe_dump(value, default_flow_style=True, sort_keys=False, width=2**31 - 1, allow_unicode=True)
     text = text.strip().removesuffix("...").strip()
-    return text[1:-1] if isinstance(value, dict) and len(value) == 1 and text.startswith("{") else text
+    single = unwrapped and isinstance(value, dict) and len(value) == 1 and text.startswith("{")
+    return text[1:-1] if single else text
 
 
 def config_yaml(config: SweepConfig) -> str:

@@ -39,7 +39,6 @@ from studio.sweeps.space_editor import (
     SWEEP_PRESETS_DIR,
     check_text,
     first_sweep,
-    standalone,
     unique_name,
     with_base,
 )
@@ -130,9 +129,8 @@ def yaml_from_file(caller: Caller, sweep: str, path: str | None) -> tuple[str | 
     try:
         chosen = confine_file(path, workspace, "config file")
         if chosen.parent == SWEEP_PRESETS_DIR.resolve():
-            written = chosen.read_text(encoding="utf-8")
-            config, _ = read_sweep_text(written, chosen.parent)
-            return standalone(written, config.base), Outcome(text(LOADED, lang, name=chosen.stem))
+            _, kept = read_sweep_text(chosen.read_text(encoding="utf-8"), chosen.parent)
+            return kept, Outcome(text(LOADED, lang, name=chosen.stem))
         base = read_config(chosen, lang)
     except ConfigError as exc:
         problems = "\n".join(problems_text(exc.problems, lang))
@@ -175,7 +173,7 @@ def start(caller: Caller, sweep: str) -> Outcome:
         return Outcome(text(NOT_STARTED, lang, error="; ".join(problems_text(problems, lang))), "error")
     try:
         # The text as written becomes its sweep.yaml (a base named by its path written in: the folder stands alone).
-        launch = start_sweep(workspace, standalone(sweep, config.base), SWEEP_PRESETS_DIR)
+        launch = start_sweep(workspace, sweep, SWEEP_PRESETS_DIR)
     except (ConfigError, SweepError, OSError) as exc:
         return Outcome(text(NOT_STARTED, lang, error=exc), "error")
     return Outcome(text(STARTED, lang, name=launch.name, pid=launch.pid), "ok", launch.name)

@@ -73,7 +73,6 @@ FIRST_RANGES: dict[str, dict[str, Any]] = {
 }
 FIRST_CHOICES: dict[str, list[Any]] = {"adapter.r": [4, 8, 16, 32]}
 SETTINGS = ("name", "metric", "direction", "trials", "sampler", "pruner", "budget_minutes")
-ONE_LINE = ("objective", "sampler", "pruner")  # the sections the sweep file writes on one line, in braces
 LOW_HIGH, BAD_CHOICES, UNREADABLE, NOT_A_MAPPING = (
     key(f"sweeps.editor.{name}") for name in ("low_high", "bad_choices", "unreadable", "not_a_mapping")
 )
@@ -237,28 +236,6 @@ def field_row(text: str, path: str) -> list[Any]:
 # --- editing the YAML ---------------------------------------------------------------------------------------------
 
 
-def sweep_text(data: dict[str, Any]) -> str:
-    """A sweep mapping as the sweep file's YAML (engine's ``sweep_yaml``: the keys in the usual order, each space
-    entry and the objective, sampler and pruner on one line), each of those sections in its braces.
-
-    ``sweep_yaml`` takes the braces off any one-key mapping, which is right for a space entry (``  adapter.r:
-    {choices: [8, 16]}``) but not for a section: ``objective: {metric: train_loss}`` would be written
-    ``objective: metric: train_loss``, a file no YAML reader takes (the sweep's own driver neither).
-    """
-    lines = sweep_yaml(data).splitlines(keepends=True)
-    for section in ONE_LINE:
-        value = data.get(section)
-        if not (isinstance(value, dict) and len(value) == 1):
-            continue
-        head = f"{section}: "
-        for number, line in enumerate(lines):
-            written = line[len(head) :].rstrip("\n")
-            if line.startswith(head) and not written.startswith("{"):
-                lines[number] = f"{head}{{{written}}}\n"
-                break
-    return "".join(lines)
-
-
 def read_mapping(text: str) -> dict[str, Any]:
     """The sweep YAML as a mapping, for a widget to change one key of it; ValueError when it is not one."""
     try:
@@ -275,7 +252,7 @@ def with_entry(text: str, row: EntryRow) -> str:
     data = read_mapping(text)
     space = data.get("space") if isinstance(data.get("space"), dict) else {}
     data["space"] = {**space, row.path: row_entry(row)}
-    return sweep_text(data)
+    return sweep_yaml(data)
 
 
 def without_entry(text: str, path: str) -> str:
@@ -283,7 +260,7 @@ def without_entry(text: str, path: str) -> str:
     data = read_mapping(text)
     space = data.get("space") if isinstance(data.get("space"), dict) else {}
     data["space"] = {key: value for key, value in space.items() if key != path}
-    return sweep_text(data)
+    return sweep_yaml(data)
 
 
 def with_setting(text: str, setting: str, value: Any) -> str:
@@ -307,7 +284,7 @@ def with_setting(text: str, setting: str, value: Any) -> str:
         data["name"] = value
     else:
         raise ValueError(f"not a setting of the editor: {setting}")
-    return sweep_text(data)
+    return sweep_yaml(data)
 
 
 def settings_of(text: str) -> dict[str, Any] | None:
@@ -342,18 +319,7 @@ def with_base(text: str, base: RunConfig) -> str:
     except ValueError:
         data = {}
     data["base"] = compact_base(base)
-    return sweep_text(data)
-
-
-def standalone(text: str, base: RunConfig) -> str:
-    """The sweep YAML ``text`` as the sweep's folder keeps it: as written when its base is inline (its comments
-    kept), else with ``base`` (the run config its ``base`` names) written in, as engine's ``read_sweep_text`` would
-    keep it but with its sections in their braces (``sweep_text``)."""
-    try:
-        named = isinstance(read_mapping(text).get("base"), str)
-    except ValueError:
-        return text
-    return with_base(text, base) if named else text
+    return sweep_yaml(data)
 
 
 def first_sweep(base: RunConfig, name: str) -> str:
@@ -370,7 +336,7 @@ def first_sweep(base: RunConfig, name: str) -> str:
         "sampler": {"kind": "tpe", "startup_trials": 3},
         "pruner": {"kind": "median", "startup_trials": 2},
     }
-    return sweep_text(data)
+    return sweep_yaml(data)
 
 
 def unique_name(workspace: Path, stem: str = "sweep") -> str:

@@ -33,6 +33,7 @@ from engine.sweeps.control import (
     driver_log_tail,
     lock_holder,
     read_sweep_text,
+    sweep_yaml,
 )
 from engine.sweeps.study import DRIVER_LOCK_FILE, SWEEP_FILE, sweep_record
 from tests.engine.sweeps.sweep_files import DEMO_PRESET, demo_base, metrics, wait_for
@@ -155,3 +156,20 @@ def test_start_stop_mid_trial_and_continue_to_the_end(tmp_path: Path) -> None:
     assert [e["step"] for e in metrics(run_dir) if e["event"] == "resume"] == [stopped.checkpoints[-1]]
     assert f"trial 0: picking up its run {run_dir.name} (stopped)" in (folder / DRIVER_LOG).read_text()
     assert not driver_running(workspace, "bg")
+
+
+def test_one_key_sections_keep_their_braces_and_read_back() -> None:
+    """``objective: {metric: train_loss}`` was written ``objective: metric: train_loss``, which no YAML reader
+    takes; a space entry of one key is still one line of the space mapping."""
+    data = {
+        "name": "one-key",
+        "base": {"train": {"max_steps": 5}},
+        "space": {"train.learning_rate": {"low": 0.0001, "high": 0.01, "log": True}},
+        "objective": {"metric": "train_loss"},
+        "sampler": {"kind": "random"},
+        "pruner": {"kind": "none"},
+    }
+    text = sweep_yaml(data)
+    assert "objective: {metric: train_loss}\n" in text and "  train.learning_rate: {low: 0.0001" in text
+    assert yaml.safe_load(text) == data
+    assert parse_sweep(yaml.safe_load(text)).objective.metric == "train_loss"
