@@ -21,7 +21,8 @@ import gradio as gr
 
 from engine.api import runs
 from studio.chat.tab import build_chat_tab
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.identity import client_address
 from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
 from studio.evaluate.tab import build_evaluate_tab

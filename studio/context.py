@@ -1,93 +1,22 @@
-"""What every tab of the studio shares (the workspace, the components that link the tabs) and what every event
-knows of who sent it (``Caller``: the workspace, the demo policy, the visitor, the page's language, the quota)."""
+"""What every tab of the studio shares: the workspace, the components that link the tabs, and how an event
+handler is wired to them (``handler``: the event's ``Caller`` built once, studio.demo.caller)."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from studio.demo.policy import (
-    NORMAL,
-    DemoPolicy,
-    check_owner,
-    owned_run,
-    owned_run_dirs,
-    owns,
-    owns_run_id,
-    visitor_uploads,
-)
-from studio.demo.quota import start_refusal, upload_refusal
-from studio.i18n.catalog import SOURCE, request_language, text
+import gradio as gr
+
+from studio.demo.caller import Caller
+from studio.demo.policy import NORMAL, DemoPolicy
+from studio.i18n.catalog import request_language
 
 P = ParamSpec("P")
 R = TypeVar("R")
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who sent one event, built once per event by ``StudioContext.handler``: a handler takes it instead of the
-    workspace, the policy, the visitor's token and the language as four loose arguments.
-
-    ``token`` is what the browser holds (a signed visitor token in demo mode, else None); ``visitor`` is the
-    visitor it names once the signature is checked (None outside demo mode, or for a token the server did not
-    sign). What a visitor may see and touch is asked of the caller (``owns``, ``run_dirs``, ``run``), so a
-    handler cannot forget the policy.
-    """
-
-    workspace: Path
-    policy: DemoPolicy = NORMAL
-    token: str | None = None
-    language: str = SOURCE
-    visitor: str | None = field(init=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "visitor", self.policy.visitor(self.token))
-
-    def say(self, name: str, **values: object) -> str:
-        """The words of catalog key ``name`` in the caller's language."""
-        return text(name, self.language, **values)
-
-    @property
-    def uploads(self) -> Path | None:
-        """The folder of the visitor's uploaded datasets (None outside demo mode or without a signed token)."""
-        return visitor_uploads(self.workspace, self.policy, self.token)
-
-    def owns(self, owner: str | None) -> bool:
-        """Whether the caller may see and act on a run whose status names ``owner`` (always outside demo mode)."""
-        return owns(self.policy, owner, self.token)
-
-    def run_dirs(self) -> list[Path]:
-        """The run directories the caller may see (every run outside demo mode)."""
-        return owned_run_dirs(self.workspace, self.policy, self.token)
-
-    def run(self, run_id: str | None) -> Path:
-        """The run directory of a run id picked in the browser; RunError when it is not the caller's."""
-        return owned_run(self.workspace, run_id, self.policy, self.token)
-
-    def check(self, run_dir: Path | str) -> Path:
-        """``run_dir`` when the caller owns it; else RunError, as for a run that does not exist."""
-        return check_owner(Path(run_dir), self.policy, self.token)
-
-    def owns_run_id(self, run_id: str | None) -> bool:
-        """Whether a run id picked in the browser names a run the caller may use."""
-        return owns_run_id(self.workspace, run_id, self.policy, self.token)
-
-    def shown(self, value: T, workspace: Path | None = None) -> T:
-        """``value`` as the caller may see it: in demo mode server paths in it become what the visitor knows
-        (``mine.jsonl``), else unchanged (studio.demo.policy.DemoPolicy.shown)."""
-        return self.policy.shown(value, workspace or self.workspace)
-
-    def upload_refusal(self, size: int) -> str | None:
-        """Why an upload of ``size`` bytes is refused by the demo's quota, in the caller's language; None if not."""
-        return upload_refusal(self.workspace, self.policy, self.token, size, self.language)
-
-    def start_refusal(self) -> str | None:
-        """Why a Start or Resume is refused for the disk the caller's runs fill; None when under quota."""
-        return start_refusal(self.workspace, self.policy, self.token, self.language)
 
 
 @dataclass
@@ -102,7 +31,7 @@ class StudioContext:
     particular): handlers take it as an input and ask the policy whose runs to show. ``train_form`` is set once
     the Train tab is built (the Runs tab's "Continue from this run" fills it). ``opened`` is the ``gr.Tab`` that
     the builder given this context fills (the app hands each tab builder a copy with its own). The app makes these
-    components (studio.app); this module stays free of Gradio so the plain handlers can import it.
+    components (studio.app).
     """
 
     workspace: Path
@@ -135,8 +64,6 @@ class StudioContext:
         caller is built once, from the request and the visitor's token, before ``fn`` runs. A generator stays a
         generator (Gradio streams what it yields).
         """
-        import gradio as gr  # only where the page is built; the plain handlers import this module without it
-
         if inspect.isgeneratorfunction(fn):
 
             def streamed(request: Any, token: str | None, *values: Any) -> Any:

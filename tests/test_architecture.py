@@ -142,9 +142,12 @@ def test_studio_imports_no_training_library_at_module_level() -> None:
 
 
 def _builds_the_page(path: Path) -> bool:
-    """app.py, and in each folder the tab it builds (tab.py) and the widgets more than one place builds with."""
+    """app.py and context.py (what the tabs share, and how their events are wired), and in each folder the tab it
+    builds (tab.py) and the widgets more than one place builds with."""
     relative = path.relative_to(PROJECT_ROOT / "studio")
-    return relative.as_posix() == "app.py" or (len(relative.parts) == 2 and path.name in ("tab.py", "widgets.py"))
+    return relative.as_posix() in ("app.py", "context.py") or (
+        len(relative.parts) == 2 and path.name in ("tab.py", "widgets.py")
+    )
 
 
 def test_only_the_page_builders_import_gradio() -> None:
@@ -171,7 +174,7 @@ ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine.training*", "engine.jobs", "engine.methods.*.trainer"),
     ("engine.evaluate*", "engine.chat*", "engine.methods.*.scoring"),
     ("engine.export*", "engine.sweeps*"),
-    ("engine.cli", "engine.api"),
+    ("engine.cli*", "engine.api"),  # the command line: engine.cli and its modules beside it (engine.cli_train, ...)
     ("engine.__main__",),
 )
 

@@ -13,7 +13,7 @@ from typing import Any
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
 from studio.chat.models import holder_for, model_choices, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import values_to_config
 from studio.i18n.catalog import SOURCE, key, text

@@ -23,7 +23,7 @@ from engine.api import (
     read_status,
     runs_dir,
 )
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text

@@ -8,7 +8,7 @@ import html
 
 from engine.api import ChatClient
 from studio.chat.models import shown_label, worker_tag
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import bold, message_html, progress_bar_html

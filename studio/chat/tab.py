@@ -32,7 +32,8 @@ from studio.chat.actions import (
 )
 from studio.chat.models import model_choices
 from studio.chat.status import LOAD, status_html
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.form.schema import FieldSpec
 from studio.i18n.widgets import schema_text, t
 

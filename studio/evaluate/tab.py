@@ -16,7 +16,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, jobs, load_config, runs
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.evaluate import cards, tables
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked, t

@@ -26,7 +26,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import ArtifactError, JobStatus, export, exports_dir, jobs, runs
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, t
 from studio.jobs.view import (

@@ -12,7 +12,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import jobs
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE, key
 from studio.jobs.view import JOB_KINDS, finished_runs, pick_run, running_job, weight_choices
 from studio.markup import message_html

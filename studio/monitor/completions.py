@@ -33,7 +33,7 @@ from engine.api import (
     load_config,
     read_status,
 )
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE, key, text
 from studio.monitor.live import file_stamp
 

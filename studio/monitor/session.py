@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import CONFIG_FILE, RunStatus, requests, runs
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE
 from studio.monitor.live import live_token
 from studio.monitor.view import REQUEST_STATES, Controls, controls_for, empty_html, error_html, header_html

@@ -20,7 +20,8 @@ from typing import Any
 import gradio as gr
 
 from engine.api import run_queue, runs, workspace_of
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.queue import resume_queued
 from studio.i18n.catalog import key
 from studio.i18n.widgets import marked

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from engine.api import INIT_FROM_FIELD, ArtifactError, ConfigError, resolve_init_from, runs
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.values import config_to_values
 from studio.i18n.catalog import key, text
 

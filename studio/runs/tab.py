@@ -20,7 +20,8 @@ from gradio.components.plot import PlotData
 from engine.api import ACTIVE_STATES, runs
 from studio import charts
 from studio.charts import Figure
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.i18n.catalog import key, text
 from studio.i18n.widgets import marked, t
 from studio.markup import badge_html, message_html

@@ -27,7 +27,7 @@ from engine.api import (
     stop_sweep,
     sweep_status,
 )
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.run_config import form_config
 from studio.form.values import config_to_values

@@ -17,7 +17,8 @@ import pandas as pd
 
 from engine.api import driver_log_tail, runs
 from studio import lanes
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import SWEEPS_OFF
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, t

@@ -13,7 +13,8 @@ from typing import Any
 
 import gradio as gr
 
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.i18n.catalog import key
 from studio.i18n.widgets import field_key, marked, t
 from studio.markup import message_html

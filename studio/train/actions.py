@@ -35,7 +35,7 @@ from engine.api import (
     save_config,
     write_text_atomic,
 )
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import DATA_REFUSED, NORMAL, VISITOR_DATA_FIELDS, DemoPolicy, widget_data_allowed
 from studio.form.run_config import form_config
 from studio.form.values import config_to_values, default_values, values_to_config

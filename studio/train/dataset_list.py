@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import DatasetEntry, datasets_dir
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import from_widget
 from studio.form.yaml_lists import datasets_text, read_datasets

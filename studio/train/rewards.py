@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from engine.api import ConfigError, Method, RewardSpec, method_of
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import NORMAL, DemoPolicy
 from studio.form.yaml_lists import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import ConfigError, RunConfig, run_queue, runs
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.queue import enqueue_run
 from studio.i18n.catalog import key, text
 from studio.queue_words import queue_message

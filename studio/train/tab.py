@@ -17,7 +17,8 @@ import gradio as gr
 import pandas as pd
 
 from studio import lanes
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.widgets import ConfigForm
 from studio.i18n.catalog import SOURCE, key

@@ -10,7 +10,8 @@ from typing import Any
 
 import gradio as gr
 
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import LOCKED, VISITOR_DATA_FIELDS
 from studio.form.schema import FieldSpec
 from studio.form.widgets import ConfigForm, make_widget

@@ -15,7 +15,7 @@ import pytest
 from engine import runs
 from engine.config import ConfigError, RunConfig, parse_config, save_config
 from engine.store.paths import PROJECT_ROOT
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.values import default_values
 from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config, resolve_run
 from studio.train import actions, starting

@@ -306,7 +306,7 @@ STARTER = textwrap.dedent(
     import json, sys, time
     from pathlib import Path
     import engine.data  # the slow import, done before the start line
-    from studio.context import Caller
+    from studio.demo.caller import Caller
     from studio.train.starting import start_run
     values, workspace, ready, go = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])
     ready.touch()

@@ -196,7 +196,7 @@ def test_save_now_during_an_evaluation_is_offered_at_once_and_training_goes_on(r
     from engine.evaluate.evaluations import check_request
     from engine.export.exports import plan_export
     from studio.chat.models import model_choices
-    from studio.context import Caller
+    from studio.demo.caller import Caller
     from studio.jobs.view import finished_runs, weight_choices
 
     workspace = tmp_path / "workspace"

@@ -18,7 +18,8 @@ from engine.chat.client import ChatClient, ModelInfo
 from engine.config import ConfigError
 from studio.chat import actions, status, tab
 from studio.chat.models import BASE, CHECKPOINT, FINAL, model_choices, shown_label
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.i18n.catalog import text
 from studio.i18n.problems import translate_problem
 from studio.markup import message_html

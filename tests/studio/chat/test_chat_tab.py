@@ -27,7 +27,7 @@ from studio.chat.actions import (
 from studio.chat.models import model_choices, spec_for, worker_tag
 from studio.chat.status import status_html
 from studio.chat.tab import _relisted, respond
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import DemoPolicy, owner_tag
 from tests.helpers.visitors import ALICE, BOB
 from tests.helpers.visitors import DEMO as DEMO_MODE

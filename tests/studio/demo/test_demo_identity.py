@@ -18,7 +18,7 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import update_status
 from engine.store.workspace import visitor_key_file
 from studio.app import build_app, initial_view, launch_options
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.identity import MintLimiter, client_address, mint_token
 from studio.demo.policy import MB, DemoPolicy, owner_tag, visitor_uploads
 from studio.demo.queue import NO_VISITOR, enqueue_run

@@ -15,9 +15,10 @@ from starlette.requests import Request
 
 import launch
 from engine.config import parse_config
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
 from studio.demo import policy as demo_policy
 from studio.demo import queue as demo_queue
+from studio.demo.caller import Caller
 from studio.demo.policy import NORMAL, owner_tag, owns, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import default_values

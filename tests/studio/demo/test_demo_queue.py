@@ -16,7 +16,7 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_status, update_status
 from studio.app import initial_view
 from studio.chat import models as chat_models
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import owned_run, owner_tag
 from studio.demo.queue import resume_queued
 from studio.evaluate import tab as evaluate_tab

@@ -16,7 +16,7 @@ from hypothesis import event, example, given
 from hypothesis import strategies as st
 
 from engine.config import ConfigError, RunConfig
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import default_values, values_to_config
 from studio.train import actions, starting

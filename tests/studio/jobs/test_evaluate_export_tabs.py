@@ -18,7 +18,8 @@ from engine.config import parse_config, save_config
 from engine.evaluate import evaluations
 from engine.jobs import JobStatus
 from engine.store.rundir import update_status
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
 from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab

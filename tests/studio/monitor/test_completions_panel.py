@@ -13,7 +13,7 @@ from engine.config import parse_config
 from engine.runs import create_run
 from engine.store.completions import append_completions
 from engine.store.rundir import update_status
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.monitor import completions as panel_module
 from studio.monitor import tab as monitor_tab

@@ -15,7 +15,7 @@ import pytest
 from engine import runs
 from engine.config import RunConfig, save_config
 from engine.store.rundir import METRICS_FILE, RunStatus, update_status
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed, eta_seconds
 from studio.monitor.live import FEEDS, live_panels, run_of_token

@@ -12,7 +12,7 @@ from engine.config import parse_config
 from engine.methods import method_charts
 from engine.store.rundir import append_metrics, update_status
 from studio import charts
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.runs import tab as runs_tab
 from studio.runs.data import EVAL_LOSS, TRAIN_LOSS, compare_curves, loss_curve, metric_curve

@@ -23,7 +23,8 @@ from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import INIT_FROM_REFUSAL, owner_tag
 from studio.form.values import default_values
 from studio.runs.continuation import continue_values

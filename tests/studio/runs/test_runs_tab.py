@@ -16,7 +16,7 @@ import pytest
 from engine import runs
 from engine.config import parse_config, save_config
 from engine.store.rundir import METRICS_FILE, update_status
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.runs import tab as runs_tab
 from studio.runs.data import RunIndex, config_diff, delete_run, flatten, pick_initial_run
 

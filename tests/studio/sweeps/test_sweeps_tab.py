@@ -21,7 +21,8 @@ from engine.sweeps import load_sweep, sweep_dir
 from engine.sweeps.control import SweepLaunch
 from engine.sweeps.study import SWEEP_FILE, TARGET_ATTR, open_study, storage_for
 from studio.app import build_app
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import SWEEPS_REFUSAL, DemoPolicy
 from studio.form.values import config_to_values
 from studio.i18n.catalog import text

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from engine.config import RunConfig
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.values import default_values
 from studio.train import dataset as dp
 from studio.train import starting

@@ -16,7 +16,8 @@ from gradio.state_holder import SessionState
 from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.workspace import datasets_dir
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import DATA_REFUSAL, DemoPolicy, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, default_values, values_to_config

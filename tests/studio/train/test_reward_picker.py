@@ -16,7 +16,8 @@ from gradio.state_holder import SessionState
 from engine import runs
 from engine.methods import METHODS
 from engine.methods.reward_spec import RewardSpec
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
 from studio.form.schema import leaf_specs
 from studio.form.values import to_widget

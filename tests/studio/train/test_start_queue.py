@@ -15,7 +15,7 @@ from engine import runs
 from engine.config import RunConfig
 from engine.runs import queue as run_queue
 from engine.store.rundir import FINAL_STATES, read_status, update_status
-from studio.context import Caller
+from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, values_to_data
 from studio.monitor.live import FEEDS, live_panels

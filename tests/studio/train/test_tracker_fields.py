@@ -12,7 +12,8 @@ import pytest
 
 from engine.config import parse_config
 from engine.training import trackers
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, from_widget, values_to_config
 from studio.train import actions, starting

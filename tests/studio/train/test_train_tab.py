@@ -23,7 +23,8 @@ from engine.config import RunConfig
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
-from studio.context import Caller, StudioContext
+from studio.context import StudioContext
+from studio.demo.caller import Caller
 from studio.form.values import config_to_values, default_values
 from studio.i18n.catalog import text, translations
 from studio.train import actions, starting
