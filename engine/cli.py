@@ -1,14 +1,18 @@
 """The headless command line.
 
-    python -m engine train CONFIG.yaml [--run-dir DIR]   train in the foreground, writing DIR
-    python -m engine resume DIR [--checkpoint N]         continue a stopped, aborted or crashed run
-    python -m engine check CONFIG.yaml [--workspace DIR] validate config and dataset without training
+    python -m engine train CONFIG.yaml [--run-dir DIR] [--set KEY=VALUE ...] [--init-from RUN]
+                                                         train in the foreground, writing DIR
+    python -m engine resume DIR [--checkpoint N] [--set train.KEY=VALUE ...]
+                                                         continue a stopped, aborted or crashed run
+    python -m engine check CONFIG.yaml [--workspace DIR] [--set KEY=VALUE ...] [--init-from RUN]
+                                                         validate config and dataset without training
     python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
                                                          score base and fine-tuned model
     python -m engine export DIR --kind adapter|merged [--dtype float32|bfloat16|float16] [--out DIR]
                             [--checkpoint N] [--zip] [--push-to REPO_ID [--private]]
                                                          save the adapter or a merged model
-    python -m engine sweep SWEEP.yaml [--workspace DIR]  run (or continue) a hyperparameter sweep
+    python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...]
+                                                         run (or continue) a hyperparameter sweep
     python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
 
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
@@ -17,8 +21,10 @@ command continues the sweep, as it does after the driver was killed.
 Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
-``train`` and ``resume`` start the run as the studio does and follow it (engine.runs.follow): its log on stdout;
-Ctrl-C, SIGTERM or a closed terminal stop it with a checkpoint, and ``resume`` continues it.
+``--set`` changes one field of the file for this command (engine.cli_overrides). ``train`` and ``resume`` start
+the run as the studio does and follow it (engine.cli_train): its log on stdout, with its method's own metrics in
+each step's line; Ctrl-C, SIGTERM or a closed terminal stop it with a checkpoint, and ``resume`` continues it. Their
+exit code says how the run ended (engine.cli_train.EXIT_CODES_HELP).
 ``supervise`` and ``worker`` are the internal halves of a run (engine.runs.start starts ``supervise`` in the
 background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """
@@ -26,81 +32,138 @@ background; it starts ``worker``). ``chat-worker`` serves one model to engine.ch
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine.config import ConfigError, RunConfig, load_config
+from engine import cli_train
+from engine.cli_overrides import SET_HELP, apply_overrides, parse_overrides
+from engine.cli_train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
+from engine.config import ConfigError
 from engine.export.exports import DTYPES, KINDS
 
 if TYPE_CHECKING:
-    from engine.training.check import CheckReport
+    from engine.sweeps.config import SweepConfig
 
-EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
+# The commands engine.runs, the studio and the fork server start; not for a person, so not in --help.
+INTERNAL_COMMANDS = ("supervise", "worker", "standby", "standby-worker", "fork-server", "chat-worker")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine", description="Fine-tune language models headless.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    train = commands.add_parser("train", help="train in the foreground from a YAML config")
-    train.add_argument("config", type=Path, help="the run's YAML config")
+    parser = argparse.ArgumentParser(
+        prog="python -m engine", description="Fine-tune language models headless.", epilog=EXIT_CODES_HELP
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    train = commands.add_parser("train", help="train in the foreground from a YAML config", epilog=EXIT_CODES_HELP)
+    train.add_argument("config", type=Path, help="the run's YAML config (a preset such as assets/presets/demo.yaml)")
     train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
     train.add_argument("--workspace", type=Path, default=Path("workspace"), help="where new runs go by default")
-    resume = commands.add_parser("resume", help="continue a stopped, aborted or crashed run from a checkpoint")
-    resume.add_argument("run_dir", type=Path)
-    resume.add_argument("--checkpoint", type=int, help="checkpoint step (default: the newest)")
+    _add_config_options(train)
+    resume = commands.add_parser(
+        "resume", help="continue a stopped, aborted or crashed run from a checkpoint", epilog=EXIT_CODES_HELP
+    )
+    resume.add_argument("run_dir", type=Path, help="the run's directory")
+    resume.add_argument("--checkpoint", type=_count, help="checkpoint step (default: the newest)")
+    resume.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"{SET_HELP}; only {' and '.join(f'{name}.*' for name in RESUME_SECTIONS)} (train.max_steps=200 trains "
+        "on to step 200), saved in the run's config.yaml",
+    )
     check = commands.add_parser("check", help="validate a config and its dataset without training")
-    check.add_argument("config", type=Path)
+    check.add_argument("config", type=Path, help="the run's YAML config")
     check.add_argument(
         "--workspace", type=Path, default=Path("workspace"), help="where a run id in model.init_from is looked up"
     )
+    _add_config_options(check)
     _add_job_commands(commands)
     _add_sweep_commands(commands)
+    _add_internal_commands(commands)
+    return parser
+
+
+def _add_config_options(command: argparse.ArgumentParser) -> None:
+    """--set and --init-from, which change the config file's fields for this command."""
+    command.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+    command.add_argument(
+        "--init-from",
+        metavar="RUN",
+        help="start from this run's weights (a run id of the workspace or a run directory): sets model.init_from",
+    )
+
+
+def _add_internal_commands(commands: Any) -> None:
+    """The halves of a run, the standby and fork servers, and the chat worker: added without help, so --help leaves
+    them out (INTERNAL_COMMANDS)."""
     for internal in ("supervise", "worker"):
-        command = commands.add_parser(internal, help=argparse.SUPPRESS)
-        command.add_argument("run_dir", type=Path)
+        command = commands.add_parser(internal)
+        command.add_argument("run_dir", type=Path, help="the run's directory")
         command.add_argument("--checkpoint", type=int)
-    standby = commands.add_parser("standby", help=argparse.SUPPRESS)
-    standby.add_argument("workspace", type=Path)
+    standby = commands.add_parser("standby")
+    standby.add_argument("workspace", type=Path, help="the studio's workspace")
     standby.add_argument("--owner", type=int, required=True, help="pid of the studio; unclaimed, exit when it is gone")
-    commands.add_parser("standby-worker", help=argparse.SUPPRESS)
-    fork_server = commands.add_parser("fork-server", help=argparse.SUPPRESS)
+    commands.add_parser("standby-worker")
+    fork_server = commands.add_parser("fork-server")
     fork_server.add_argument("socket", type=Path, help="where to listen (engine.store.fork_server)")
     fork_server.add_argument("--idle", type=float, default=None, help="exit after this many seconds without a request")
-    chat = commands.add_parser("chat-worker", help=argparse.SUPPRESS)
+    chat = commands.add_parser("chat-worker")
     chat.add_argument("--base", help="base model (hub id or local directory) when no run is given")
     chat.add_argument("--run-dir", type=Path, help="run whose final adapter / model (or checkpoint) to load")
     chat.add_argument("--checkpoint", type=int, help="checkpoint step of the run")
     chat.add_argument("--workspace", type=Path, help="workspace whose active runs the worker makes room for")
-    return parser
+    # The list of commands in --help names only those with help; its usage line names the rest unless told not to.
+    commands.metavar = "{" + ",".join(name for name in commands.choices if name not in INTERNAL_COMMANDS) + "}"
+
+
+def _count(text: str) -> int:
+    """A whole number >= 0 (a checkpoint step)."""
+    return _whole(text, 0)
+
+
+def _positive(text: str) -> int:
+    """A whole number >= 1 (rows, tokens)."""
+    return _whole(text, 1)
+
+
+def _whole(text: str, least: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
+    return value
 
 
 def _add_job_commands(commands: Any) -> None:
     """The evaluate and export sub-commands (background jobs when the studio starts them with --job-dir)."""
     evaluate = commands.add_parser("evaluate", help="score the base and the fine-tuned model of a run on a dataset")
-    evaluate.add_argument("run_dir", type=Path)
+    evaluate.add_argument("run_dir", type=Path, help="the run's directory")
     evaluate.add_argument(
         "--data", default="eval", help="eval (the run's eval set), train (its training rows) or a data file"
     )
-    evaluate.add_argument("--checkpoint", type=int, help="evaluate this checkpoint (default: the final adapter/model)")
-    evaluate.add_argument("--max-rows", type=int, help="score only the first N rows")
+    evaluate.add_argument(
+        "--checkpoint", type=_count, help="evaluate this checkpoint (default: the final adapter/model)"
+    )
+    evaluate.add_argument("--max-rows", type=_positive, metavar="N", help="score only the first N rows")
     evaluate.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=_positive,
+        metavar="N",
         help="longest generated answer (default: from the references; grpo runs: grpo.max_completion_length)",
     )
     evaluate.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
     export = commands.add_parser("export", help="save a run's adapter, or merge it into its base, as a model folder")
-    export.add_argument("run_dir", type=Path)
+    export.add_argument("run_dir", type=Path, help="the run's directory")
     export.add_argument("--kind", choices=KINDS, default="adapter", help="adapter files, or a merged full model")
     export.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of merged weights")
     export.add_argument("--out", help="export name or directory inside WORKSPACE/exports (default: from the run id)")
     export.add_argument("--workspace", type=Path, help="workspace whose exports/ receives it (default: the run's)")
-    export.add_argument("--checkpoint", type=int, help="export this checkpoint instead of the final result")
+    export.add_argument("--checkpoint", type=_count, help="export this checkpoint instead of the final result")
     export.add_argument("--zip", action="store_true", help="also write DIR.zip beside the export")
     export.add_argument("--push-to", metavar="REPO_ID", help="upload to this hub model repo (token from HF_TOKEN)")
     export.add_argument("--private", action="store_true", help="create the hub repo as private")
@@ -112,8 +175,15 @@ def _add_sweep_commands(commands: Any) -> None:
     sweep = commands.add_parser("sweep", help="run (or continue) a hyperparameter sweep in the foreground")
     sweep.add_argument("sweep", type=Path, help="the sweep's YAML file")
     sweep.add_argument("--workspace", type=Path, default=Path("workspace"), help="where its runs and study go")
+    sweep.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"{SET_HELP}. KEY is a field of the sweep file: trials=2, base.train.max_steps=20 (its base run), "
+        'space."train.learning_rate".high=0.01',
+    )
     status = commands.add_parser("sweep-status", help="the sweeps of a workspace, or one sweep's trials ranked")
-    status.add_argument("workspace", type=Path)
+    status.add_argument("workspace", type=Path, help="the workspace whose sweeps to list")
     status.add_argument("name", nargs="?", help="the sweep whose trials to list (default: list the sweeps)")
 
 
@@ -144,12 +214,15 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
-    from engine.export.exports import plan_export
+    from engine.export.exports import ExportError, plan_export
     from engine.jobs import Progress, run_job
     from engine.runs.artifacts import ArtifactError
 
     def work(progress: Progress) -> dict[str, Any]:
         plan = plan_export(args.run_dir, args.kind, args.dtype, args.out, args.checkpoint, args.workspace)
+        problem = folder_problem(plan.target.parent)
+        if problem:  # before the weights are loaded, and not as a traceback from the writer
+            raise ExportError(f"cannot write the export into {plan.target.parent}: {problem}")
         progress.update(f"exporting {plan.run.name} to {plan.target}")
         _quiet()
         from engine.export.worker import export
@@ -178,79 +251,6 @@ def exit_at_once(code: int) -> int:
     os._exit(code)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
-
-
-def _preflight(config: RunConfig, workspace: Path) -> CheckReport:
-    """The checks a config passes before any run starts (``check`` and ``train`` share them): fields, the run it
-    starts from (a run id is looked up in ``workspace``), dataset, hardware, the model's files and LoRA target
-    modules. Raises ConfigError or DataError."""
-    import warnings
-
-    warnings.filterwarnings("ignore", category=FutureWarning)  # library deprecation notices, not the user's concern
-    from engine.data.template_guard import TRAIN_BUDGET_S
-    from engine.training.check import check_run
-
-    return check_run(config, TRAIN_BUDGET_S, workspace)  # the training run's budget: check refuses what train would
-
-
-def _train(args: argparse.Namespace) -> int:
-    from engine.data import DataError
-    from engine.runs.control import RunError, create_run, start, start_lock
-    from engine.runs.follow import follow
-    from engine.store.workspace import workspace_of
-
-    config = load_config(args.config)
-    try:
-        # Refused here, with one line, before a run directory exists: not by a traceback from the worker.
-        print("\n".join(_preflight(config, args.workspace).lines()), flush=True)
-    except (ConfigError, DataError) as exc:
-        return _error(str(exc))
-    workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
-    try:
-        # Under the start lock, and never queued: a studio's queue would otherwise start this run a second time.
-        with start_lock(workspace) if workspace is not None else contextlib.nullcontext():
-            run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
-            start(run_dir)
-    except RunError as exc:
-        return _error(str(exc))
-    print(f"run directory: {run_dir}", flush=True)
-    return follow(run_dir, 0)
-
-
-def _resume(args: argparse.Namespace) -> int:
-    from engine.runs.control import RunError, resume_point, start
-    from engine.runs.follow import follow, log_offset
-
-    run_dir = args.run_dir.resolve()
-    try:
-        checkpoint = resume_point(run_dir, args.checkpoint)
-    except RunError as exc:
-        return _error(str(exc))
-    print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
-    offset = log_offset(run_dir)
-    try:
-        start(run_dir, checkpoint)
-    except RunError as exc:
-        return _error(str(exc))
-    return follow(run_dir, offset)
-
-
-def _check(args: argparse.Namespace) -> int:
-    from engine.data import DataError
-
-    config = load_config(args.config)
-    try:
-        report = _preflight(config, args.workspace)
-    except (ConfigError, DataError) as exc:
-        return _error(str(exc))
-    print("\n".join(report.lines()))
-    print("ok: the config and dataset are ready to train")
-    return 0
-
-
 def _sweep(args: argparse.Namespace) -> int:
     import shlex
     import signal
@@ -258,10 +258,10 @@ def _sweep(args: argparse.Namespace) -> int:
 
     import optuna
 
-    from engine.sweeps import SweepError, execute_sweep, load_sweep
+    from engine.sweeps import SweepError, execute_sweep
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints its own line per trial
-    config = load_sweep(args.sweep)
+    config, text = _load_sweep(args.sweep, args.set)
     stop = threading.Event()
 
     def request_stop(_signum: int, _frame: object) -> None:
@@ -275,17 +275,44 @@ def _sweep(args: argparse.Namespace) -> int:
         result = execute_sweep(
             config,
             args.workspace,
-            sweep_text=args.sweep.read_text(encoding="utf-8"),
+            sweep_text=text,
             stop=stop,
             echo=lambda line: print(line, flush=True),
         )
     except SweepError as exc:
-        return _error(str(exc))
+        return error(str(exc))
     if result.interrupted:
-        again = shlex.join(["python", "-m", "engine", "sweep", str(args.sweep), "--workspace", str(args.workspace)])
+        sets = [part for item in args.set or () for part in ("--set", item)]
+        again = ["python", "-m", "engine", "sweep", str(args.sweep), "--workspace", str(args.workspace), *sets]
+        again = shlex.join(again)
         print(f"to continue: {again}", flush=True)
         return EXIT_INTERRUPTED
     return 0
+
+
+def _load_sweep(path: Path, sets: list[str] | None) -> tuple[SweepConfig, str]:
+    """The sweep file with the command line's ``--set`` applied, and the text to keep as its sweep.yaml (the file
+    as it is, or, changed, the sweep written out with its base inline)."""
+    import yaml
+
+    from engine.sweeps.config import SweepConfig, load_base, load_sweep, parse_sweep
+    from engine.sweeps.control import config_yaml
+
+    overrides = parse_overrides(sets)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        return load_sweep(path), ""  # it raises ConfigError with its message for a file it cannot read
+    if not overrides:
+        return parse_sweep(data, path.parent), text
+    if not isinstance(data, dict):
+        return parse_sweep(data, path.parent), text  # the message for a file that is not a mapping
+    if isinstance(data.get("base"), str) and any(override.path[0] == "base" for override in overrides):
+        # A base named by its file is changed field by field: read it first, as the sweep would.
+        data = {**data, "base": yaml.safe_load(load_base(data["base"], path.parent).to_yaml())}
+    config = parse_sweep(apply_overrides(data, overrides, SweepConfig), path.parent)
+    return config, config_yaml(config)
 
 
 def _sweep_status(args: argparse.Namespace) -> int:
@@ -299,7 +326,7 @@ def _sweep_status(args: argparse.Namespace) -> int:
     try:
         summary = sweep_status(args.workspace, args.name)
     except SweepError as exc:
-        return _error(str(exc))
+        return error(str(exc))
     print(progress_line(summary))
     print("\n".join(trials_table(summary)))
     return 0
@@ -325,13 +352,13 @@ def main(argv: list[str] | None = None) -> int:
         return warm
     try:
         if args.command == "train":
-            return exit_at_once(_train(args))
+            return exit_at_once(cli_train.train(args))
         if args.command == "resume":
-            return _resume(args)
+            return cli_train.resume(args)
         if args.command == "check":
             # Its pre-flight loads tokenizers and data readers whose native thread pools can abort the
             # interpreter's teardown ("terminate called without an active exception", exit -6): it skips it.
-            return exit_at_once(_check(args))
+            return exit_at_once(cli_train.check(args))
         if args.command == "evaluate":
             return _evaluate(args)
         if args.command == "export":
@@ -370,4 +397,4 @@ def main(argv: list[str] | None = None) -> int:
 
         return exit_at_once(run(args.run_dir.resolve(), args.checkpoint, stop))
     except ConfigError as exc:
-        return _error(str(exc))
+        return error(str(exc))

@@ -79,16 +79,34 @@ def create_run(
         if workspace is None:
             raise ValueError("give a workspace or a run directory")
         run_dir = runs_dir(workspace) / new_run_id(config.name)
+    problem = new_run_dir_problem(run_dir)
+    if problem:
+        raise RunError(problem)
     run_dir = Path(run_dir).resolve()
-    if (run_dir / CONFIG_FILE).exists():
-        raise RunError(f"{run_dir} already holds a run; resume it or choose another directory")
     config = pinned(config, workspace if workspace is not None else workspace_of(run_dir))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # under a file, in a read-only folder, ...
+        raise RunError(f"cannot create the run directory {run_dir}: {exc.strerror or exc}") from None
     save_config(config, run_dir / CONFIG_FILE)
     limits = {"owner": owner, "time_limit_s": time_limit_s}
     first = {key: value for key, value in limits.items() if value is not None}
     update_status(run_dir, state="queued", name=config.name or run_dir.name, created_at=time.time(), **first)
     return run_dir
+
+
+def new_run_dir_problem(run_dir: Path) -> str | None:
+    """Why a new run cannot be made in ``run_dir`` (it holds a run, or other files: a run writes checkpoints, logs
+    and its result there, and Delete removes the whole folder); None for a new or empty folder."""
+    try:
+        run_dir = Path(run_dir).resolve()
+        if (run_dir / CONFIG_FILE).exists():
+            return f"{run_dir} already holds a run; resume it or choose another directory"
+        if run_dir.exists() and not (run_dir.is_dir() and not any(run_dir.iterdir())):
+            return f"{run_dir} already exists and is not a run directory; choose a new or empty folder"
+    except (OSError, ValueError) as exc:  # a NUL byte, a name too long, a folder that cannot be read
+        return f"{run_dir} cannot be a run directory: {getattr(exc, 'strerror', None) or exc}"
+    return None
 
 
 def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | None = None) -> int:
@@ -214,8 +232,9 @@ def _run_roots(run_dir: Path) -> list[int]:
     return [pid for pid in (current.supervisor_pid, current.pid) if is_alive(pid)]
 
 
-def stop(run_dir: Path) -> bool:
-    """Ask the run to stop after its current step, saving a checkpoint. False if it was not running."""
+def stop(run_dir: Path, signum: int = signal.SIGTERM) -> bool:
+    """Ask the run to stop after its current step, saving a checkpoint. False if it was not running. ``signum``:
+    SIGTERM, or SIGINT for a Ctrl-C passed on (the worker's log names the signal it got)."""
     if is_remote(read_status(run_dir).host):
         # A run on another node: the process that runs it there watches for this request (engine.runs.remote).
         if not status(run_dir).is_active:
@@ -226,7 +245,7 @@ def stop(run_dir: Path) -> bool:
     roots = _run_roots(Path(run_dir))
     if not roots:
         return False
-    os.kill(roots[0], signal.SIGTERM)  # the supervisor passes it on; a worker without one catches it itself
+    os.kill(roots[0], signum)  # the supervisor passes it on; a worker without one catches it itself
     return True
 
 

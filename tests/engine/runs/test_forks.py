@@ -251,7 +251,7 @@ def test_a_cli_command_is_handed_to_the_server_with_its_signals_and_exit_code(se
     train.send_signal(signal.SIGINT)  # Ctrl-C: passed on, a stop with a checkpoint
     output = train.communicate(timeout=120)[0]
     stopped = runs.status(run_dir)
-    assert train.returncode == 0 and stopped.state == "stopped" and stopped.checkpoints == [stopped.step], output
+    assert train.returncode == 3 and stopped.state == "stopped" and stopped.checkpoints == [stopped.step], output
     assert f"stopped at step {stopped.step}; resume with" in output and "train step 2/400" in output
 
     resume = cli("resume", str(run_dir))
