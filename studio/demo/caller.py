@@ -78,9 +78,10 @@ class Caller:
         (``mine.jsonl``), else unchanged (studio.demo.policy.DemoPolicy.shown)."""
         return self.policy.shown(value, workspace or self.workspace)
 
-    def upload_refusal(self, size: int) -> str | None:
-        """Why an upload of ``size`` bytes is refused by the demo's quota, in the caller's language; None if not."""
-        return upload_refusal(self.workspace, self.policy, self.token, size, self.language)
+    def upload_refusal(self, size: int, stored: int | None = None) -> str | None:
+        """Why an upload that holds ``size`` bytes once read (``stored`` on disk) is refused by the demo's limits,
+        in the caller's language; None if not."""
+        return upload_refusal(self.workspace, self.policy, self.token, size, self.language, stored)
 
     def start_refusal(self) -> str | None:
         """Why a Start or Resume is refused for the disk the caller's runs fill; None when under quota."""

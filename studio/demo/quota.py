@@ -13,8 +13,8 @@ from pathlib import Path
 from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_uploads
 from studio.i18n.catalog import SOURCE, key, text
 
-FILE_TOO_BIG, UPLOAD_PAST_QUOTA, QUOTA_FULL = (
-    key(f"demo.quota.{name}") for name in ("file_too_big", "upload_full", "full")
+FILE_TOO_BIG, HOLDS_TOO_MUCH, UPLOAD_PAST_QUOTA, QUOTA_FULL = (
+    key(f"demo.quota.{name}") for name in ("file_too_big", "holds_too_much", "upload_full", "full")
 )
 
 
@@ -45,14 +45,18 @@ def _mb(size: float) -> str:
 
 
 def upload_refusal(
-    workspace: Path, policy: DemoPolicy, visitor: str | None, size: int, lang: str = SOURCE
+    workspace: Path, policy: DemoPolicy, visitor: str | None, size: int, lang: str = SOURCE, stored: int | None = None
 ) -> str | None:
     """Why an upload of ``size`` bytes is refused (bigger than one file may be, or past the visitor's quota), in
-    ``lang``; None when it fits or outside demo mode."""
+    ``lang``; None when it fits or outside demo mode. ``size`` is what the file holds once read (a compressed
+    Parquet file holds more than its ``stored`` bytes on disk: engine.api.decoded_bytes)."""
     if not policy.enabled:
         return None
+    limit = _mb(policy.upload_limit_mb * MB)
     if size > policy.upload_limit_mb * MB:
-        return text(FILE_TOO_BIG, lang, size=_mb(size), limit=_mb(policy.upload_limit_mb * MB))
+        if stored is not None and stored < size:
+            return text(HOLDS_TOO_MUCH, lang, size=_mb(size), stored=_mb(stored), limit=limit)
+        return text(FILE_TOO_BIG, lang, size=_mb(size), limit=limit)
     used = visitor_usage(workspace, policy, visitor)
     if used + size > policy.visitor_quota_mb * MB:
         quota = _mb(policy.visitor_quota_mb * MB)

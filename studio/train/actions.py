@@ -21,10 +21,12 @@ import yaml
 from engine.api import (
     DEMO_MODEL,
     ConfigError,
+    DataError,
     Problem,
     RunConfig,
     configs_dir,
     confine,
+    decoded_bytes,
     init_from_problems,
     name_problem,
     parse_config,
@@ -36,7 +38,7 @@ from engine.api import (
     write_text_atomic,
 )
 from studio.demo.caller import Caller
-from studio.demo.policy import DATA_REFUSED, NORMAL, VISITOR_DATA_FIELDS, DemoPolicy, widget_data_allowed
+from studio.demo.policy import DATA_REFUSED, MB, NORMAL, VISITOR_DATA_FIELDS, DemoPolicy, widget_data_allowed
 from studio.form.run_config import form_config
 from studio.form.values import config_to_values, default_values, values_to_config
 from studio.form.yaml_lists import map_dataset_paths
@@ -354,7 +356,12 @@ def upload_dataset(caller: Caller, path: str | Path) -> tuple[str | None, str]:
     folder = caller.uploads if demo else None
     if demo and folder is None:
         return None, error_markdown(text(NO_VISITOR_YET, lang), lang)
-    refusal = caller.upload_refusal(Path(path).stat().st_size)
+    stored = Path(path).stat().st_size
+    try:  # in the demo, what the file holds once read counts (a 523-byte Parquet file held 1.5 GB)
+        held = decoded_bytes(Path(path), max_bytes=int(caller.policy.upload_limit_mb * MB)) if demo else stored
+    except DataError as exc:
+        return None, error_markdown(text(NOT_UPLOADED, lang, reason=caller.shown(str(exc))), lang)
+    refusal = caller.upload_refusal(held, stored)
     if refusal:
         return None, error_markdown(text(NOT_UPLOADED, lang, reason=refusal), lang)
     try:

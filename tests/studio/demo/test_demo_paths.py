@@ -307,3 +307,22 @@ def test_evaluate_and_export_results_name_no_server_path(workspace: Path) -> Non
     for message in (export_failed, evaluate_failed):
         assert "failed: cannot read workspace/runs/x/adapter: truncated" in message
         assert_no_server_path(message + outputs[5], workspace)
+
+
+def test_a_parquet_upload_counts_what_it_holds_once_read(workspace: Path) -> None:
+    """523 bytes of Parquet held 1.5 GB of rows (one dictionary-encoded 1 MiB string in 1,500 rows): the demo's
+    upload limit and quota count what a file holds once read, so it is refused before anything reads its rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    bomb = gradio_upload(workspace, "bomb.parquet", "")
+    column = pa.DictionaryArray.from_arrays(pa.array([0] * 1500, pa.int32()), pa.array(["x" * 2**20]))
+    pq.write_table(pa.table({"text": column}), bomb, compression="zstd")
+    shown, error = actions.upload_dataset(Caller(workspace, DEMO, ALICE), bomb)
+    limit = f"{DEMO.upload_limit_mb:.1f} MB"
+    assert shown is None and "the file holds at least" in error and f"this demo takes files of at most {limit}" in error
+    assert "0.0 MB on disk" in error and visitor_uploads(workspace, DEMO, ALICE) is not None
+    assert not (visitor_uploads(workspace, DEMO, ALICE) / "bomb.parquet").exists()
+    small = gradio_upload(workspace, "rows.parquet", "")
+    pq.write_table(pa.Table.from_pylist([{"text": "a short row"}] * 8), small)
+    assert actions.upload_dataset(Caller(workspace, DEMO, ALICE), small) == ("rows.parquet", "")
