@@ -234,6 +234,9 @@ DISK_FULL_WORDS = {
     errno.EFBIG: "a file grew past the file size limit (EFBIG, file too large)",
 }
 NEARLY_FULL_BYTES = 1 << 20
+# What torch.save's zip writer says when a write came up short (it never keeps the OSError): during a save, a full
+# disk (or the file size limit), though the disk may show free space again once the partial file is gone.
+SHORT_WRITE_WORDS = ("unexpected pos", "file write failed")
 
 
 def disk_full_errno(exc: BaseException, run_dir: Path, saving: bool) -> int | None:
@@ -261,6 +264,8 @@ def disk_full_errno(exc: BaseException, run_dir: Path, saving: bool) -> int | No
 
         if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
             return errno.EFBIG
+        if "inline_container" in str(exc) and any(words in str(exc) for words in SHORT_WRITE_WORDS):
+            return errno.ENOSPC
     return None
 
 
