@@ -7,6 +7,7 @@ config.yaml, which never holds a secret. Standard library only.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,11 @@ from engine.evaluate.evaluations import (
 )
 from engine.export.exports import ExportPlan
 from engine.methods import method_of
+from engine.store.paths import find_local_path, is_hub_id
 from engine.store.rundir import iter_metrics
+
+# A model in the hub's cache: .../models--<org>--<name>/snapshots/<revision>
+_CACHED_REPO = re.compile(r"^models--(.+)$")
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,29 @@ def _percent(value: Any) -> str | None:
     return f"{value:.1%}" if _finite(value) else None
 
 
+def hub_base_model(name_or_path: str) -> str | None:
+    """The hub id of the base model, for the card's ``base_model``: the name when it is a hub id and no local
+    folder, or the repo a folder of the hub's cache holds; None for another local folder (the hub takes only ids,
+    and a path says nothing where the export is read)."""
+    local = find_local_path(name_or_path)
+    if local is None:
+        return name_or_path if is_hub_id(name_or_path) else None
+    parts = local.parts
+    for index, part in enumerate(parts[:-2]):
+        found = _CACHED_REPO.match(part)
+        if found and parts[index + 1] == "snapshots":
+            return found.group(1).replace("--", "/", 1)
+    return None
+
+
+def _base_words(name_or_path: str, hub_id: str | None) -> str:
+    """The base model as the card's text names it: its hub id, else the local folder's name (no path)."""
+    if hub_id is not None:
+        return f"`{hub_id}`"
+    name = (find_local_path(name_or_path) or name_or_path).name if name_or_path else name_or_path
+    return f"the local model `{name}` (not on the hub)"
+
+
 def _usage(plan: ExportPlan, base_model: str) -> str:
     kind = method_of(plan.run.config).model
     if plan.kind == "adapter":
@@ -139,7 +167,7 @@ def _usage(plan: ExportPlan, base_model: str) -> str:
             f"```python\nfrom peft import {loader}\nfrom transformers import AutoTokenizer\n\n"
             f'model = {loader}.from_pretrained("PATH_OR_REPO"{head})\n'
             'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_REPO")\n```\n\n'
-            f"The adapter loads on top of `{base_model}`, which must be available where it is loaded."
+            f"The adapter loads on top of {base_model}, which must be available where it is loaded."
         )
     return (
         f"```python\nfrom transformers import {kind.auto_class}, AutoTokenizer\n\n"
@@ -151,7 +179,8 @@ def _usage(plan: ExportPlan, base_model: str) -> str:
 def model_card(plan: ExportPlan) -> str:
     """The README.md of an export: front matter for the hub, results, usage and the full training config."""
     config = plan.run.config
-    base_model = config.model.name_or_path
+    hub_id = hub_base_model(config.model.name_or_path)
+    base_model = _base_words(config.model.name_or_path, hub_id)
     metrics = final_metrics(list(iter_metrics(plan.run.run_dir)))
     adapter = config.adapter
     if adapter.is_lora:
@@ -172,7 +201,7 @@ def model_card(plan: ExportPlan) -> str:
     return "\n".join(
         [
             "---",
-            f"base_model: {base_model}",
+            *([f"base_model: {hub_id}"] if hub_id else []),
             f"library_name: {library}",
             "pipeline_tag: text-generation",
             "tags:",
@@ -183,7 +212,7 @@ def model_card(plan: ExportPlan) -> str:
             "",
             f"# {plan.run.name}",
             "",
-            f"Fine-tuned from `{base_model}`{start} with {method} on {data}; "
+            f"Fine-tuned from {base_model}{start} with {method} on {data}; "
             f"training method: {method_of(config).title}. "
             f"This export holds {what} ({plan.weights.label} of run `{plan.run.run_dir.name}`), "
             "with the tokenizer and its chat template.",
