@@ -14,6 +14,11 @@
     python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...]
                                                          run (or continue) a hyperparameter sweep
     python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
+    python -m engine status [RUN] [--workspace DIR] [--json]
+                                                         a run's state and progress, or the workspace's runs
+    python -m engine stop RUN [--workspace DIR]          stop a run after its step, with a checkpoint
+    python -m engine metrics RUN [--workspace DIR] [--follow]
+                                                         a run's metric events, one JSON object a line
 
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
 command continues the sweep, as it does after the driver was killed.
@@ -38,7 +43,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import cli_train
+from engine import cli_runs, cli_train
 from engine.cli_overrides import SET_HELP, apply_overrides, parse_overrides
 from engine.cli_train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
@@ -82,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_options(check)
     _add_job_commands(commands)
     _add_sweep_commands(commands)
+    cli_runs.add_run_commands(commands)
     _add_internal_commands(commands)
     return parser
 
@@ -332,6 +338,17 @@ def _sweep_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _on_run(args: argparse.Namespace) -> int:
+    """status, stop and metrics; a RUN that names no run is refused with a message."""
+    from engine.runs.control import RunError
+
+    command = {"status": cli_runs.status, "stop": cli_runs.stop, "metrics": cli_runs.metrics}[args.command]
+    try:
+        return command(args)
+    except RunError as exc:
+        return error(str(exc))
+
+
 def _run_forked(command: str, argv: list[str]) -> int | None:
     """On a machine without GPUs, hand a command that would import the training libraries to the warm fork server
     (engine.store.forks), which has them imported, and wait for it: its exit code, or None to run it here."""
@@ -365,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             return _export(args)
         if args.command == "sweep":
             return _sweep(args)
+        if args.command in ("status", "stop", "metrics"):
+            return _on_run(args)
         if args.command == "sweep-status":
             return _sweep_status(args)
         if args.command == "chat-worker":

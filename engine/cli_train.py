@@ -30,8 +30,8 @@ RUN_EXIT_CODES = {COMPLETED: 0, STOPPED: EXIT_STOPPED, PRUNED: EXIT_STOPPED, ABO
 EXIT_CODES_HELP = (
     "exit codes of train and resume: 0 the run completed; 1 it failed; 2 refused (a bad config, data or argument: "
     "nothing started); 3 stopped with a checkpoint (Ctrl-C, SIGTERM, a closed terminal or Stop elsewhere; resume "
-    "continues it); 4 aborted (killed without a checkpoint). check: 0 ready, 2 refused. evaluate, export and "
-    "sweep: 0 done, 1 crashed, 2 refused, 130 cancelled (Ctrl-C or SIGTERM)."
+    "continues it); 4 aborted (killed without a checkpoint). check, status, stop and metrics: 0 done, 2 refused. "
+    "evaluate, export and sweep: 0 done, 1 crashed, 2 refused, 130 cancelled (Ctrl-C or SIGTERM)."
 )
 # The fields a resume may change: its checkpoint holds the weights of the run's model and adapter, trained on its
 # data by its method; how long and how it trains on may change.

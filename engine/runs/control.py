@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import time
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +108,29 @@ def new_run_dir_problem(run_dir: Path) -> str | None:
     except (OSError, ValueError) as exc:  # a NUL byte, a name too long, a folder that cannot be read
         return f"{run_dir} cannot be a run directory: {getattr(exc, 'strerror', None) or exc}"
     return None
+
+
+def find_run(workspace: Path, run_id: str) -> Path:
+    """The directory of run ``run_id`` of the workspace (directly in its runs folder, symlinks followed, holding a
+    config). RunError, never an OSError or ValueError, for an id that names no run: a path, a NUL byte or another
+    control character, a folder without a run."""
+    root = runs_dir(workspace)
+    if (
+        not run_id
+        or run_id in (".", "..")
+        or any(separator in run_id for separator in ("/", "\\"))
+        or any(unicodedata.category(char) == "Cc" for char in run_id)
+    ):
+        raise RunError(f"{run_id!r} is not a run id (a folder name in {root})")
+    try:
+        real_root = root.resolve()
+        run_dir = (real_root / run_id).resolve()
+        found = run_dir.parent == real_root and (run_dir / CONFIG_FILE).is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a folder that cannot be read
+        found = False
+    if not found:
+        raise RunError(f"no run {run_id!r} in {root}")
+    return run_dir
 
 
 def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | None = None) -> int:

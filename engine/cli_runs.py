@@ -1,0 +1,116 @@
+"""The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), ``stop`` and
+``metrics``, for a script that started a run in the background or in a studio. A run is named by its id in the
+workspace (``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is refused with a message
+(run_dir_of), a NUL byte or a control character included."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from engine.runs.control import RunError, find_run
+from engine.store.rundir import is_run_dir
+from engine.store.workspace import runs_dir
+
+FOLLOW_POLL_S = 0.5
+
+
+def add_run_commands(commands: Any) -> None:
+    """The status, stop and metrics sub-commands."""
+    where = {"type": Path, "default": Path("workspace"), "help": "the workspace whose run ids RUN names"}
+    run_help = "a run id of the workspace, or a run directory"
+    status = commands.add_parser("status", help="a run's state and progress, or the workspace's runs")
+    status.add_argument("run", nargs="?", metavar="RUN", help=f"{run_help} (default: list the workspace's runs)")
+    status.add_argument("--workspace", **where)
+    status.add_argument("--json", action="store_true", help="print the status as JSON (status.json, reconciled)")
+    stop = commands.add_parser("stop", help="stop a run after its current step; it saves a checkpoint")
+    stop.add_argument("run", metavar="RUN", help=run_help)
+    stop.add_argument("--workspace", **where)
+    metrics = commands.add_parser("metrics", help="a run's metric events (metrics.jsonl), one JSON object a line")
+    metrics.add_argument("run", metavar="RUN", help=run_help)
+    metrics.add_argument("--workspace", **where)
+    metrics.add_argument("--follow", action="store_true", help="keep printing new events until the run has ended")
+
+
+def run_dir_of(name: str, workspace: Path) -> Path:
+    """The run ``name`` names: a run id of ``workspace`` first, else a run directory. RunError otherwise."""
+    try:
+        return find_run(workspace, name)
+    except RunError:
+        pass
+    try:
+        path = Path(name).expanduser()
+        if is_run_dir(path):
+            return path.resolve()
+    except (OSError, ValueError, RuntimeError):  # a NUL byte, a name too long, ~user of an unknown user
+        pass
+    shown = json.dumps(name, ensure_ascii=False)  # a control character shows as its escape
+    raise RunError(f"no run {shown}: neither a run id of {runs_dir(workspace)} nor a run directory") from None
+
+
+def status(args: argparse.Namespace) -> int:
+    """``status [RUN]``: one run's state, step and error, or a line per run of the workspace."""
+    from engine.runs.status import list_runs
+    from engine.runs.status import status as run_status
+
+    if args.run is None:
+        found = list_runs(args.workspace)
+        if args.json:
+            print(json.dumps([asdict(run) for run in found], default=str, indent=1))
+        for run in [] if args.json else found:
+            loss = f", loss {run.last_loss:.4g}" if run.last_loss is not None else ""
+            print(f"{run.run_id}  {run.state}, step {run.step}/{run.max_steps}{loss}")
+        if not found and not args.json:
+            print(f"no runs in {runs_dir(args.workspace)}")
+        return 0
+    current = run_status(run_dir_of(args.run, args.workspace))
+    if args.json:
+        print(json.dumps(asdict(current), default=str, indent=1))
+        return 0
+    progress = f"step {current.step or 0}/{current.max_steps or '?'}"
+    print(f"{current.name}: {current.state}, {progress}" + (f", epoch {current.epoch:.2f}" if current.epoch else ""))
+    if current.error:
+        print(f"error: {current.error}")
+    if current.checkpoints:
+        print(f"checkpoints: {', '.join(map(str, current.checkpoints))}")
+    return 0
+
+
+def stop(args: argparse.Namespace) -> int:
+    """``stop RUN``: ask the run to stop after its current step (it saves a checkpoint); 2 when it is not going."""
+    from engine.cli_train import error
+    from engine.runs.control import stop as stop_run
+    from engine.runs.status import status as run_status
+
+    run_dir = run_dir_of(args.run, args.workspace)
+    if not stop_run(run_dir):
+        return error(f"{run_dir.name} is not running (it is {run_status(run_dir).state}); nothing to stop")
+    print(f"stopping {run_dir.name}: it saves a checkpoint after its current step (resume continues it)")
+    return 0
+
+
+def metrics(args: argparse.Namespace) -> int:
+    """``metrics RUN``: the run's metric events so far, one JSON object a line; ``--follow`` until it ends."""
+    from engine.runs.status import ended, read_metrics
+
+    run_dir = run_dir_of(args.run, args.workspace)
+    offset = 0
+    try:
+        while True:
+            done = not args.follow or ended(run_dir)  # read after this, so the last events are printed too
+            events, offset = read_metrics(run_dir, offset)
+            for event in events:
+                sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+            if done:
+                return 0
+            time.sleep(FOLLOW_POLL_S)
+    except BrokenPipeError:  # ``metrics RUN | head``: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return 0
