@@ -147,12 +147,16 @@ def train(args: argparse.Namespace) -> int:
     from engine.store.workspace import workspace_of
 
     config = load_run_config(args.config, args.set, args.init_from)
-    if args.run_dir is not None:  # refused before the checks, which take seconds
+    # Refused before the checks, which take seconds.
+    if args.run_dir is not None:
         made = folder_problem(args.run_dir)
         problem = f"cannot create the run directory {args.run_dir}: {made}" if made else None
         problem = problem or new_run_dir_problem(args.run_dir)
-        if problem:
-            return error(problem)
+    else:
+        made = folder_problem(args.workspace)
+        problem = f"cannot make runs in the workspace {args.workspace}: {made}" if made else None
+    if problem:
+        return error(problem)
     try:
         # Refused here, with one line, before a run directory exists: not by a traceback from the worker.
         report = preflight(config, args.workspace)

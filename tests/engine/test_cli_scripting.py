@@ -258,6 +258,11 @@ def test_train_refuses_a_run_dir_it_cannot_make_or_that_is_not_a_run(tmp_path: P
         engine("train", config, "--run-dir", str(closed_folder / "engine-run")),
         f"no folder can be made in {closed_folder}",
     )
+    refused(
+        engine("train", config, "--workspace", str(blocker / "ws")),
+        f"cannot make runs in the workspace {blocker / 'ws'}: {blocker} is a file, not a folder",
+    )
+    refused(engine("train", config, "--workspace", str(closed_folder / "ws")), "no folder can be made in")
     folder = tmp_path / "my-project"
     folder.mkdir()
     (folder / "notes.txt").write_text("keep me")
