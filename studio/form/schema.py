@@ -37,7 +37,7 @@ class FieldSpec:
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
-    max_length: int | None = None
+    max_length: int | None = None  # characters, for a text field (a list's max_length counts items, not characters)
     exclusive: tuple[bool, bool] = (False, False)  # (minimum, maximum) excluded, for float gt / lt bounds
 
     @property
@@ -180,6 +180,8 @@ def schema_tree(
             continue
         kind, choices = _kind(annotation)
         low, high, length, exclusive = _bounds(info, kind)
+        # pydantic's max_length of a list counts its items: the box that holds the list as text takes any length.
+        length = length if kind == "text" else None
         spec = FieldSpec(
             path=child_path,
             kind=kind,
