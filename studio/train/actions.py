@@ -47,6 +47,7 @@ from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked
 from studio.markup import text_block
 from studio.path_guard import ASSETS_DIR, confine_file, gradio_upload_dir
+from studio.train import reward_files
 from studio.train.dataset import (
     DatasetCheck,
     check_dataset,
@@ -148,13 +149,15 @@ def run_dir_hint(config: RunConfig, workspace: Path) -> str:
 def checked_config(caller: Caller, values: Mapping[str, Any]) -> RunConfig:
     """The form's config with its paths confined to the caller's workspace and the demo's limits applied (the
     caller's upload folder, whose files the demo's form names by their names; the caller's runs, which it may start
-    from); raises ConfigError naming each field at fault (the demo's refusals said in the caller's language)."""
+    from), and a custom reward's relative file read from the workspace (studio.train.reward_files); raises
+    ConfigError naming each field at fault (the demo's refusals and a missing reward file said in the caller's
+    language)."""
     uploads = caller.uploads
     config = form_config(upload_paths(caller, values), caller.workspace)
     problems = caller.policy.problems(config, uploads, own_start_run(caller, config), caller.language)
     if problems:
         raise ConfigError(problems)
-    return continued_config(config, caller.workspace)
+    return reward_files.resolved(continued_config(config, caller.workspace), caller.workspace, caller.language)
 
 
 def continued_config(config: RunConfig, workspace: Path) -> RunConfig:

@@ -14,15 +14,16 @@ from typing import Any
 
 import yaml
 
-from engine.api import ConfigError, Method, RewardSpec, method_of
+from engine.api import ConfigError, RewardSpec, method_of
 from studio.demo.caller import Caller
-from studio.demo.policy import NORMAL, DemoPolicy
+from studio.demo.policy import CUSTOM_REWARD_REFUSED, NORMAL, DemoPolicy
 from studio.form.yaml_lists import yaml_list_text
 from studio.i18n.catalog import SOURCE, SaidError, key, text
 from studio.i18n.widgets import marked
 from studio.markup import text_block
 from studio.train.actions import checked_config
 from studio.train.dataset import problem_text
+from studio.train.reward_files import REWARDS_DIR, RewardFileError, rewards_field, store_reward_file, stored_note
 from studio.train.starting import check_method_data
 
 # What "Add" writes for each kind: what the kind needs, with a value that works on the demo task.
@@ -32,7 +33,8 @@ TEMPLATES: dict[str, dict[str, Any]] = {
     "regex": {"kind": "regex", "pattern": "[A-Z][a-z]+ [0-9]{1,2}", "weight": 0.25},
     "length": {"kind": "length", "target_tokens": 16, "weight": 0.1},
     "contains": {"kind": "contains", "text": "because", "absent": False, "weight": 0.5},
-    "custom": {"kind": "custom", "file": "rewards.py", "function": "my_reward", "weight": 1.0},
+    # A relative file is read from the workspace, where "Upload reward file" stores files (reward_files).
+    "custom": {"kind": "custom", "file": f"{REWARDS_DIR}/rewards.py", "function": "my_reward", "weight": 1.0},
 }
 LABELS = {kind: marked(f"train.reward.{kind}") for kind in TEMPLATES}  # the page shows them in its language
 NO_KIND, NOT_YAML, NOT_A_LIST, CANNOT_RUN, DATA_UNUSABLE, LOADED_ONE, LOADED_MANY = (
@@ -46,12 +48,6 @@ class RewardBoxError(SaidError):
     page's language (``said``)."""
 
 
-def rewards_field(method: Method) -> str | None:
-    """The form field of a method's reward functions (``<method>.rewards``), or None for a method without them."""
-    learns_from_rewards = method.section is not None and "rewards" in method.section.model_fields
-    return f"{method.name}.rewards" if learns_from_rewards else None
-
-
 def reward_choices(policy: DemoPolicy = NORMAL) -> list[tuple[str, str]]:
     """The picker's list as (label, kind); no custom file in demo mode, where strangers never run code."""
     return [(label, kind) for kind, label in LABELS.items() if not (policy.enabled and kind == "custom")]
@@ -62,6 +58,12 @@ def add_reward(box: str | None, kind: str) -> str:
     box holds something other than a YAML list of rewards (the user's text is never overwritten)."""
     if kind not in TEMPLATES:
         raise RewardBoxError(NO_KIND, kind=repr(kind))
+    return append_reward(box, TEMPLATES[kind])
+
+
+def append_reward(box: str | None, entry: dict[str, Any]) -> str:
+    """The rewards box's text with ``entry`` appended, one reward per line; RewardBoxError when the box holds
+    something other than a YAML list of rewards."""
     try:
         current = yaml.safe_load(box or "") or []
     except yaml.YAMLError:
@@ -70,7 +72,34 @@ def add_reward(box: str | None, kind: str) -> str:
         current = [current]
     if not isinstance(current, list):
         raise RewardBoxError(NOT_A_LIST)
-    return yaml_list_text([*current, TEMPLATES[kind]])
+    return yaml_list_text([*current, entry])
+
+
+def upload_reward_file(
+    caller: Caller, path: str | None, values: Mapping[str, Any], field: str
+) -> tuple[str | None, str]:
+    """An uploaded reward file stored in the workspace (``WORKSPACE/rewards/``) and its first function added to the
+    rewards box ``field`` as a custom reward, then every reward checked as "Check rewards" checks them: the box's
+    new text (None: left as it was) and Markdown that says what happened, in the caller's language. Refused in demo
+    mode, where strangers never run code (the page offers no upload there)."""
+    lang = caller.language
+    if not path:
+        return None, ""
+    if caller.policy.enabled:
+        return None, _refusal(text(CUSTOM_REWARD_REFUSED, lang), lang)
+    try:
+        file, functions = store_reward_file(path, caller.workspace)
+    except RewardFileError as exc:
+        return None, _refusal(exc.said(lang), lang)
+    except ValueError as exc:  # a source outside the folders the studio may read
+        return None, _refusal(str(exc), lang)
+    note = stored_note(file, functions, lang)
+    entry = {"kind": "custom", "file": file, "function": functions[0], "weight": 1.0}
+    try:
+        box = append_reward(values.get(field), entry)
+    except RewardBoxError as exc:  # the box holds text of the user's that is no list: it stays for them to fix
+        return None, f"{note}\n\n{exc.said(lang)}"
+    return box, f"{note}\n\n{check_rewards_message(caller, {**values, field: box})}"
 
 
 def check_rewards_message(caller: Caller, values: Mapping[str, Any]) -> str:

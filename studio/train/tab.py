@@ -140,7 +140,8 @@ def _or_skip(value: Any) -> Any:
 
 def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPicker) -> None:
     """Add a filled-in reward of the picked kind to the rewards box; check every reward on the data's first rows
-    (custom files load and run once) without starting anything."""
+    (custom files load and run once) without starting anything; store an uploaded reward file in the workspace,
+    add its function and check the rewards (not in demo mode)."""
     box = form.components[picker.field]
 
     def on_add(caller: Caller, box: str, picked: str) -> Any:
@@ -156,6 +157,18 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
     picker.add.click(ctx.handler(on_add), ctx.inputs(box, picker.kind), box, **RAW)
     check_inputs = ctx.inputs(*form.inputs)
     picker.check.click(ctx.handler(on_check), check_inputs, picker.result, **RAW, **lanes.REWARD_CHECK)
+    if picker.upload is None:  # demo mode: no custom reward files
+        return
+
+    def on_reward_upload(caller: Caller, upload: Any, *args: Any) -> list[Any]:
+        # Raw values (the form's numbers must reach pydantic as typed): the upload comes as Gradio's FileData.
+        path = upload.get("path") if isinstance(upload, dict) else upload
+        box_text, said = rw.upload_reward_file(caller, path, form.values(args), picker.field)
+        return [_or_skip(box_text), said]
+
+    upload_inputs = ctx.inputs(picker.upload, *form.inputs)
+    outputs = [box, picker.result]
+    picker.upload.upload(ctx.handler(on_reward_upload), upload_inputs, outputs, **RAW, **lanes.REWARD_CHECK)
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:

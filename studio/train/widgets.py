@@ -91,10 +91,23 @@ def _relabel(label: str) -> Any:
     return lambda spec, value: make_widget(spec, value, label=t(label))
 
 
+def _rewards_boxes(ctx: StudioContext) -> dict[str, Any]:
+    """Outside demo mode, each method's rewards box with help that says where a custom reward's relative file is
+    read from (the workspace, where "Upload reward file" stores files); the demo takes no custom file."""
+    from engine.api import METHODS
+
+    if ctx.policy.enabled:
+        return {}
+    fields = [field for field in map(rw.rewards_field, METHODS.values()) if field is not None]
+    return dict.fromkeys(fields, lambda spec, value: make_widget(spec, value, info=t("train.rewards.help")))
+
+
 def field_overrides(ctx: StudioContext) -> dict[str, Any]:
-    """The form's widgets other than the schema's own: the pickers, and in demo mode the fixed and capped fields."""
+    """The form's widgets other than the schema's own: the pickers, the rewards boxes, and in demo mode the fixed and
+    capped fields."""
     return {
         **_demo_overrides(ctx),
+        **_rewards_boxes(ctx),
         "model.name_or_path": _model_picker(ctx),
         **({} if ctx.policy.enabled else {"data.path": _relabel("train.dataset_path")}),
         "model.init_from": _init_from_picker(ctx),
@@ -303,13 +316,15 @@ def build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) 
 
 @dataclasses.dataclass
 class RewardPicker:
-    """Below a method's rewards box (``field``): a kind to add, Add, Check, and the check's result."""
+    """Below a method's rewards box (``field``): a kind to add, Add, Check, the upload of a reward file (None in demo
+    mode, where custom rewards are refused), and the result of a check or upload."""
 
     field: str
     kind: Any
     add: Any
     check: Any
     result: Any
+    upload: Any = None
 
 
 def _render_reward_picker(ctx: StudioContext, field: str) -> RewardPicker:
@@ -324,4 +339,14 @@ def _render_reward_picker(ctx: StudioContext, field: str) -> RewardPicker:
         )
         add = gr.Button(t("train.reward_add"), size="sm", scale=1, elem_id=f"reward-add-{owner}")
         check = gr.Button(t("train.reward_check"), size="sm", scale=1, elem_id=f"reward-check-{owner}")
-    return RewardPicker(field, kind, add, check, gr.Markdown(elem_id=f"reward-check-result-{owner}"))
+        upload = None
+        if not ctx.policy.enabled:  # strangers never run code in the demo
+            upload = gr.UploadButton(
+                t("train.reward_upload"),
+                file_types=[".py"],
+                size="sm",
+                scale=1,
+                elem_id=f"reward-upload-{owner}",
+            )
+    result = gr.Markdown(elem_id=f"reward-check-result-{owner}")
+    return RewardPicker(field, kind, add, check, result, upload)
