@@ -174,7 +174,7 @@ ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine.training*", "engine.jobs", "engine.methods.*.trainer"),
     ("engine.evaluate*", "engine.chat*", "engine.methods.*.scoring"),
     ("engine.export*", "engine.sweeps*"),
-    ("engine.cli*", "engine.api"),  # the command line: engine.cli and its modules beside it (engine.cli_train, ...)
+    ("engine.cli*", "engine.api"),  # the command line: the engine.cli package (engine.cli.train, ...)
     ("engine.__main__",),
 )
 

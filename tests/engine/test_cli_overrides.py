@@ -1,4 +1,4 @@
-"""``--set KEY=VALUE`` (engine.cli_overrides) in process: how a value is typed by its field, and what is refused
+"""``--set KEY=VALUE`` (engine.cli.overrides) in process: how a value is typed by its field, and what is refused
 with the key named."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine.cli_overrides import apply_overrides, parse_overrides
+from engine.cli.overrides import apply_overrides, parse_overrides
 from engine.config import ConfigError, RunConfig, parse_config
 from engine.sweeps.config import SweepConfig
 

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.cli_overrides import apply_overrides, parse_overrides
+from engine.cli.overrides import apply_overrides, parse_overrides
 from engine.config import ConfigError, Problem, RunConfig, parse_config, read_config_data, save_config
 from engine.store.paths import find_local_path
 from engine.store.rundir import ABORTED, COMPLETED, CONFIG_FILE, PRUNED, STOPPED
@@ -220,7 +220,7 @@ def _resumed_config(run_dir: Path, sets: list[str] | None) -> RunConfig:
 def follow_run(run_dir: Path, config: RunConfig, offset: int) -> int:
     """Follow the started run to its end, its method's metrics in its progress lines; the exit code for how it
     ended (RUN_EXIT_CODES)."""
-    from engine.cli_progress import MethodProgress, method_metrics
+    from engine.cli.progress import MethodProgress, method_metrics
     from engine.runs.follow import follow
     from engine.runs.status import status
 

@@ -84,7 +84,7 @@ def status(args: argparse.Namespace) -> int:
 
 def stop(args: argparse.Namespace) -> int:
     """``stop RUN``: ask the run to stop after its current step (it saves a checkpoint); 2 when it is not going."""
-    from engine.cli_train import error
+    from engine.cli.train import error
     from engine.runs.control import stop as stop_run
     from engine.runs.status import status as run_status
 

@@ -26,10 +26,10 @@ command continues the sweep, as it does after the driver was killed.
 Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
-``--set`` changes one field of the file for this command (engine.cli_overrides). ``train`` and ``resume`` start
-the run as the studio does and follow it (engine.cli_train): its log on stdout, with its method's own metrics in
+``--set`` changes one field of the file for this command (engine.cli.overrides). ``train`` and ``resume`` start
+the run as the studio does and follow it (engine.cli.train): its log on stdout, with its method's own metrics in
 each step's line; Ctrl-C, SIGTERM or a closed terminal stop it with a checkpoint, and ``resume`` continues it. Their
-exit code says how the run ended (engine.cli_train.EXIT_CODES_HELP).
+exit code says how the run ended (engine.cli.train.EXIT_CODES_HELP).
 ``supervise`` and ``worker`` are the internal halves of a run (engine.runs.start starts ``supervise`` in the
 background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """
@@ -43,9 +43,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engine import cli_runs, cli_train
-from engine.cli_overrides import SET_HELP, apply_overrides, parse_overrides
-from engine.cli_train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
+from engine.cli import runs as cli_runs
+from engine.cli import train as cli_train
+from engine.cli.overrides import SET_HELP, apply_overrides, parse_overrides
+from engine.cli.train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
 from engine.export.exports import DTYPES, KINDS
 
