@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 
 from engine.api import (
-    CONFIG_FILE,
     PROJECT_ROOT,
     ConfigError,
     PathNotAllowed,
@@ -25,7 +24,6 @@ from engine.api import (
     find_local_path,
     is_hub_id,
     runs,
-    runs_dir,
 )
 
 ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
@@ -96,10 +94,7 @@ def confine_file(path: str | Path, workspace: Path | None, what: str) -> Path:
 
 
 def resolve_run(workspace: Path, run_id: str) -> Path:
-    """The directory of run ``run_id``; refuses (RunError) ids that are not a run of this workspace (no path
-    tricks)."""
-    root = runs_dir(workspace).resolve()
-    run_dir = (root / run_id).resolve()
-    if run_dir.parent != root or not (run_dir / CONFIG_FILE).is_file():
-        raise runs.RunError(f"no run {run_id!r} in {root}")
-    return run_dir
+    """The directory of run ``run_id`` picked in the browser or named by an API call: the engine's own lookup
+    (engine.runs.find_run), which refuses with a RunError any id that is not a run of this workspace: a path, a NUL
+    byte or another control character, a link out of its runs folder."""
+    return runs.find_run(workspace, run_id)

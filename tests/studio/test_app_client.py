@@ -69,7 +69,7 @@ def test_api_actions_refuse_what_does_not_fit(studio):
         assert client.predict(run_dir.name, api_name=action) is False
     with pytest.raises(Exception, match="no checkpoint to resume from"):
         client.predict(run_dir.name, api_name="/resume_run")
-    with pytest.raises(Exception, match="no run '../../etc'"):  # nothing outside the workspace
+    with pytest.raises(Exception, match="'../../etc' is not a run id"):  # nothing outside the workspace
         client.predict("../../etc", api_name="/run_status")
 
 

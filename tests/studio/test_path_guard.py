@@ -138,7 +138,7 @@ def test_saved_config_names_and_run_ids_cannot_leave_the_workspace(places: dict[
     assert saved is None and "not usable" in message and "/" in message
     assert not list(places["workspace"].parent.rglob("evil.yaml"))
     for run_id in ("../outside", "..", "/etc", "../ws/datasets"):
-        with pytest.raises(runs.RunError, match="no run"):
+        with pytest.raises(runs.RunError, match="is not a run id"):
             resolve_run(workspace, run_id)
 
 

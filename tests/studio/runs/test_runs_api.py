@@ -21,7 +21,10 @@ def test_the_endpoints_keep_their_names_and_refuse_ids_that_are_not_runs(tmp_pat
     assert [row["Run id"] for row in functions["list_runs"]()] == ["one"]
     assert functions["run_metrics"]("one") == {"events": [], "offset": 0} and run_dir.is_dir()
     for name in ("run_status", "run_metrics", *actions):
-        with pytest.raises(runs.RunError, match="no run"):
-            functions[name]("../../etc")
+        for bad in ("../../etc", "one\x00", "one\n"):  # a path, a NUL byte, a control character: a message
+            with pytest.raises(runs.RunError, match="is not a run id"):
+                functions[name](bad)
+        with pytest.raises(runs.RunError, match="no run 'two'"):
+            functions[name]("two")
     for name in ("save_run", "pause_run", "continue_run"):  # a queued run has no worker to ask
         assert functions[name]("one") is False
