@@ -47,9 +47,27 @@ class ExportPlan:
         return self.target.with_name(f"{self.target.name}.zip")
 
 
-def default_name(run_dir: Path, kind: str, dtype: str = "float32") -> str:
-    """``<run id>-adapter`` or ``<run id>-merged-<dtype>``."""
-    return f"{Path(run_dir).name}-{kind}" + (f"-{dtype}" if kind == "merged" else "")
+def default_name(run_dir: Path, kind: str, dtype: str = "float32", workspace: Path | None = None) -> str:
+    """``<run id>-adapter`` or ``<run id>-merged-<dtype>``; with ``workspace``, the first of that name, then
+    ``...-2``, ``...-3``, ... that no earlier export took (``name_taken``), so a second export with the default name
+    does not collide with the first."""
+    name = f"{Path(run_dir).name}-{kind}" + (f"-{dtype}" if kind == "merged" else "")
+    if workspace is None:
+        return name
+    root, number, candidate = exports_dir(Path(workspace)).resolve(), 1, name
+    while name_taken(root, candidate, workspace):
+        number += 1
+        candidate = f"{name}-{number}"
+    return candidate
+
+
+def name_taken(root: Path, name: str, workspace: Path) -> bool:
+    """Whether export ``name`` under ``root`` is taken: its directory holds files, it is a file, its zip is there,
+    or an export to it is running (its files are still hidden partial ones)."""
+    target = root / name
+    if target.is_file() or target.with_name(f"{name}.zip").exists() or (target.is_dir() and any(target.iterdir())):
+        return True
+    return jobs.active_job(workspace, JOB_KIND, target=str(target)) is not None
 
 
 def resolve_target(root: Path, out: str | Path) -> Path:
@@ -98,7 +116,7 @@ def plan_export(
             "export the merged kind instead"
         )
     workspace = Path(workspace or workspace_of(run.run_dir) or Path.cwd() / "workspace").resolve()
-    target = resolve_target(exports_dir(workspace), out or default_name(run.run_dir, kind, dtype))
+    target = resolve_target(exports_dir(workspace), out or default_name(run.run_dir, kind, dtype, workspace))
     return ExportPlan(run, weights, kind, dtype, target, workspace)
 
 

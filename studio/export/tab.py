@@ -51,14 +51,18 @@ JOB = "export"  # the job's kind, as studio.jobs.view words its progress
 TOKEN_SET, TOKEN_UNSET = key("export.token.set"), key("export.token.unset")  # the token box's placeholder
 
 
-def default_name(run_id: str | None, kind: str, dtype: str) -> str:
-    """The export name used when the name field is left empty."""
-    return export.default_name(Path(run_id), kind, dtype) if run_id else ""
+def default_name(caller: Caller, run_id: str | None, kind: str, dtype: str) -> str:
+    """The export name used when the name field is left empty: one no earlier export of the caller's workspace
+    took (``<run id>-adapter``, then ``<run id>-adapter-2``, ...)."""
+    return export.default_name(Path(run_id), kind, dtype, caller.workspace) if run_id else ""
 
 
-def options_changed(run_id: str | None, kind: str, dtype: str) -> list[Any]:
+def options_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
     """dtype matters only for a merge; the name field's placeholder shows the default name."""
-    return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=default_name(run_id, kind, dtype))]
+    if not caller.owns_run_id(run_id):
+        run_id = None
+    name = default_name(caller, run_id, kind, dtype)
+    return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=name)]
 
 
 def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
@@ -69,7 +73,7 @@ def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> li
     choices = weight_choices(caller.workspace, run_id, caller.language)
     return [
         gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
-        gr.Textbox(placeholder=default_name(run_id, kind, dtype)),
+        gr.Textbox(placeholder=default_name(caller, run_id, kind, dtype)),
     ]
 
 
@@ -271,14 +275,15 @@ class ExportTab:
         picked = ctx.inputs(self.run, self.kind, self.dtype)
         self.run.change(ctx.handler(run_changed), picked, [self.weights, self.name], **private)
         for control in (self.kind, self.dtype):
-            control.change(options_changed, [self.run, self.kind, self.dtype], [self.dtype, self.name], **private)
+            control.change(ctx.handler(options_changed), picked, [self.dtype, self.name], **private)
         outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]
         self.start.click(
             ctx.handler(start_clicked),
             ctx.inputs(self.run, self.weights, self.kind, self.dtype, self.name, self.repo, self.token, self.private),
             outputs,
             **private,
-        )
+        ).then(ctx.handler(options_changed), picked, [self.dtype, self.name], show_progress="hidden", **private)
+        # ^ the default name the next export takes: the one just started holds its own
         self.timer.tick(ctx.handler(poll), ctx.inputs(self.job), outputs, show_progress="hidden", **private)
         self.cancel.click(ctx.handler(cancel), ctx.inputs(self.job), [self.progress], **private)
         refresh_on_open(ctx, export.JOB_KIND, self.run, self.job, self.timer, self.weights)

@@ -164,7 +164,7 @@ def test_evaluate_view_marks_right_and_wrong():
 
 def test_export_tab_refuses_then_exports_a_zip_to_download(workspace, run_dir):
     caller = Caller(workspace)
-    dtype, name = export_tab.options_changed(RUN_ID, "merged", "bfloat16")
+    dtype, name = export_tab.options_changed(caller, RUN_ID, "merged", "bfloat16")
     assert dtype.interactive and name.placeholder == f"{RUN_ID}-merged-bfloat16"
     args = (caller, RUN_ID, "", "adapter", "float32")
     outside = export_tab.start_clicked(*args, "../x", "", "", True)
