@@ -109,6 +109,11 @@ class Method:
     - ``section``: its config section (a ``engine.schema.Section``), read only when the run uses this method;
       ``section_help`` is that section's description.
     - ``rules``: checks across fields, each ``rule(config) -> [Problem]``, run when the config uses this method.
+    - ``fits``: what the method asks of other sections' fields whose defaults its rules refuse (GRPO evaluates whole
+      groups of answers: the eval batch size must be a multiple of the group's size), each
+      ``fit(config) -> {dotted path: value}``, the smallest change that satisfies its rule ({} when nothing needs to
+      change); a form sets them when the method is picked (``Method.fitted``), so that the pick does not leave an
+      error in a field the user never opened. ``config`` there has valid sections but its rules unchecked.
     - ``rows_batched``: it trains on single rows that the engine batches, so padding-free batches, packing and
       length grouping apply; the others batch what ``trains_on`` says (whole pairs, sampled answers) themselves.
     - ``charts``: metrics of its own that the Monitor draws.
@@ -139,6 +144,7 @@ class Method:
     section: type[Section] | None = None
     section_help: str = ""
     rules: tuple[Callable[[RunConfig], list[Problem]], ...] = ()
+    fits: tuple[Callable[[RunConfig], dict[str, Any]], ...] = ()
     rows_batched: bool = False
     trains_on: str = ""
     charts: tuple[MetricChart, ...] = ()
@@ -171,6 +177,14 @@ class Method:
         """The reward functions of a method that learns from rewards (its section's ``rewards``); else []."""
         settings = self.settings(config)
         return list(getattr(settings, "rewards", None) or [])
+
+    def fitted(self, config: RunConfig) -> dict[str, Any]:
+        """The values (dotted path -> value) of fields outside the method's section that its ``fits`` change so that
+        its rules take ``config``; {} when none need to change."""
+        changes: dict[str, Any] = {}
+        for fit in self.fits:
+            changes.update(fit(config))
+        return changes
 
     def problems(self, config: RunConfig) -> list[Problem]:
         """What its rules find wrong with ``config``."""

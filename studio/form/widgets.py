@@ -2,13 +2,17 @@
 
 ``ConfigForm`` renders sections where the tab's layout asks for them and keeps ``path -> component`` and
 ``path -> error slot`` maps. Each field sits in a small column with a hidden Markdown below it: the slot turns
-visible with the field's error, so a message from ``ConfigError.by_field()`` appears next to its widget.
+visible with the field's error, so a message from ``ConfigError.by_field()`` appears next to its widget. A field
+inside a group that starts collapsed (Advanced, a nested group, a closed section) has its error said again among the
+lines no field shows (``error_updates``), where the layout puts them beside Start: inside a closed group it is not
+seen.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gradio as gr
@@ -17,7 +21,7 @@ from pydantic import BaseModel
 from engine.api import RunConfig
 from studio.form.schema import FieldSpec, SectionSpec, schema_tree
 from studio.form.values import default_values
-from studio.i18n.catalog import SOURCE
+from studio.i18n.catalog import SOURCE, english, text
 from studio.i18n.problems import translate_problems
 from studio.i18n.widgets import field_key, marked, schema_text, t
 
@@ -108,6 +112,10 @@ class ConfigForm:
         self.components: dict[str, gr.components.Component] = {}
         self.error_slots: dict[str, gr.Markdown] = {}
         self.advanced_paths: set[str] = set()  # the fields rendered inside an "Advanced" accordion
+        # The fields rendered inside a group that starts collapsed: path -> the headings around it (keys, or the
+        # words of a schema the catalog does not know), outermost first.
+        self.collapsed: dict[str, tuple[str, ...]] = {}
+        self._headings: list[tuple[str, bool]] = []  # the groups being rendered: (heading, starts open)
         self._defaults = dict(initial) if initial is not None else default_values(model)
 
     # --- rendering ----------------------------------------------------------------------------------------
@@ -126,8 +134,9 @@ class ConfigForm:
         """Render one section: its basic fields in rows of ``columns``, an Advanced accordion, nested groups.
         ``title`` is the key of a heading other than the section's name."""
         spec = self.section(path)
-        heading = t(title) if title else schema_text(field_key(path, "label"), spec.title)
-        with gr.Accordion(heading, open=open, elem_classes=["ts-section"]):
+        name = title or field_key(path, "label")
+        heading = t(title) if title else schema_text(name, spec.title)
+        with gr.Accordion(heading, open=open, elem_classes=["ts-section"]), self.within(name, open, spec.title):
             if spec.help:
                 gr.Markdown(schema_text(field_key(path, "help"), spec.help), elem_classes=["ts-section-help"])
             self.render_children(spec, columns)
@@ -138,7 +147,8 @@ class ConfigForm:
         self._grid([f for f in fields if not f.advanced], columns)
         for child in spec.children:
             if isinstance(child, SectionSpec) and not self._all_rendered(child):
-                with gr.Accordion(schema_text(field_key(child.path, "label"), child.title), open=False):
+                name = field_key(child.path, "label")
+                with gr.Accordion(schema_text(name, child.title), open=False), self.within(name, False, child.title):
                     if child.help:
                         gr.Markdown(
                             schema_text(field_key(child.path, "help"), child.help), elem_classes=["ts-section-help"]
@@ -146,9 +156,20 @@ class ConfigForm:
                     self.render_children(child, columns=max(columns, 2))
         advanced = [f for f in fields if f.advanced]
         if advanced:
-            with gr.Accordion(t("form.advanced"), open=False, elem_classes=["ts-advanced"]):
+            accordion = gr.Accordion(t("form.advanced"), open=False, elem_classes=["ts-advanced"])
+            with accordion, self.within("form.advanced", open=False):
                 self._grid(advanced, columns)
                 self.advanced_paths.update(f.path for f in advanced)
+
+    @contextlib.contextmanager
+    def within(self, heading: str, open: bool = True, words: str = "") -> Iterator[None]:
+        """Fields rendered inside are in a group under ``heading`` (a key; ``words`` where the catalog lacks it)
+        that starts ``open`` or collapsed: the layout says so for the groups it builds itself."""
+        self._headings.append((heading if heading in english() or not words else words, open))
+        try:
+            yield
+        finally:
+            self._headings.pop()
 
     def render_fields(self, paths: Sequence[str], columns: int = 1) -> None:
         """Render chosen leaf fields here (e.g. the run name beside the Start button)."""
@@ -178,6 +199,8 @@ class ConfigForm:
         with gr.Column(min_width=180, elem_classes=["ts-field"]):
             factory = self.overrides.get(spec.path, make_widget)
             self.components[spec.path] = factory(spec, self._defaults[spec.path])
+            if not all(open for _, open in self._headings):
+                self.collapsed[spec.path] = tuple(heading for heading, _ in self._headings)
             self.error_slots[spec.path] = gr.Markdown(
                 visible=False, elem_classes=[ERROR_CLASS], elem_id="cfg-" + spec.path.replace(".", "-") + "-error"
             )
@@ -204,9 +227,23 @@ class ConfigForm:
 
     def error_updates(self, errors: Mapping[str, str], lang: str = SOURCE) -> tuple[list[dict[str, Any]], list[str]]:
         """Outputs for ``slots`` showing ``errors`` (path -> message, said in ``lang`` where the studio can) and
-        hiding the rest; plus unplaced lines."""
+        hiding the rest; plus the lines no visible field shows: problems of no field, then those of a field in a
+        collapsed group, each after where the field is (``Training › Advanced › Eval batch size: ...``)."""
         placed, unplaced = place_errors(translate_problems(dict(errors), lang), self.paths)
-        return [error_slot_update(placed.get(path)) for path in self.paths], unplaced
+        hidden = [
+            f"{self.where(path, lang)}: {placed[path]}"
+            for path in self.paths
+            if path in placed.keys() & self.collapsed.keys()
+        ]
+        return [error_slot_update(placed.get(path)) for path in self.paths], unplaced + hidden
+
+    def where(self, path: str, lang: str = SOURCE) -> str:
+        """Where a field sits, in ``lang``: the headings of the groups around it, then its label."""
+        label = field_key(path, "label")
+        if label not in english():  # a form of another schema (a test's)
+            label = next(spec.label for spec in self.specs if spec.path == path)
+        names = [*self.collapsed.get(path, ()), label]
+        return " › ".join(text(name, lang) if name in english() else name for name in names)
 
 
 def error_slot_update(message: str | None) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from studio.form.schema import leaf_specs
 from studio.form.widgets import ConfigForm
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked
-from studio.train import actions, eval_pairing, starting
+from studio.train import actions, eval_pairing, method_fit, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
@@ -52,7 +52,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     with gr.Row(equal_height=False):
         with gr.Column(scale=3, min_width=520):
             form.render_section("model", columns=2)
-            pickers = render_method(ctx, form, first)
+            pickers, method_note = render_method(ctx, form, first)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
             panel = build_dataset_panel(form)
@@ -66,6 +66,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_dataset_list(ctx, form, panel)
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
+    _wire_method_fit(ctx, form, method_note)
     for picker in pickers:
         _wire_reward_picker(ctx, form, picker)
     _wire_demo_help(ctx, form)
@@ -88,6 +89,26 @@ def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
         concurrency_limit=None,  # a directory listing: milliseconds
         **PRIVATE,
     )
+
+
+def _wire_method_fit(ctx: StudioContext, form: ConfigForm, note: Any) -> None:
+    """When the user picks a method, or changes a number of a method's section, set the fields of other sections
+    that the method's rules refuse to what they take (studio.train.method_fit), and say so below the picker."""
+    from engine.api import METHODS
+
+    numbers = [
+        form.components[spec.path].input
+        for spec in leaf_specs()
+        if spec.path.partition(".")[0] in METHODS and spec.kind in ("int", "float") and not spec.text_number
+    ]
+
+    def on_method_fit(caller: Caller, *args: Any) -> list[Any]:
+        changes, said = method_fit.fitted_values(form.values(args), caller.language)
+        return [said, *form.value_updates(changes)]
+
+    triggers = [form.components["method"].input, *numbers]
+    outputs = [note, *form.inputs]
+    gr.on(triggers, ctx.handler(on_method_fit), ctx.inputs(*form.inputs), outputs, show_progress="hidden", **RAW)
 
 
 def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:

@@ -174,7 +174,8 @@ class DatasetList:
 def build_dataset_panel(form: ConfigForm, title: str = "train.dataset") -> DatasetPanel:
     """Render the data section (from the schema) beside the check results; returns the panel's components.
     ``title`` is the key of its heading."""
-    with gr.Accordion(t(title), open=True, elem_classes=["ts-section"]), gr.Row(equal_height=False):
+    accordion = gr.Accordion(t(title), open=True, elem_classes=["ts-section"])
+    with accordion, form.within(title), gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             with gr.Row(equal_height=False):
                 bundled = gr.Dropdown(
@@ -233,14 +234,16 @@ def check_outputs(result: dp.DatasetCheck) -> list[Any]:
     return [result.summary, result.examples, result.error, button, tokens]
 
 
-def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> list[RewardPicker]:
+def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> tuple[list[RewardPicker], Any]:
     """The method picker with the chosen method's own knobs below it; the other methods' sections stay hidden
-    (a section per method that has knobs: ``dpo:`` for dpo, ...). A method's rewards get their picker and check."""
+    (a section per method that has knobs: ``dpo:`` for dpo, ...). A method's rewards get their picker and check.
+    Returns the pickers and the note that says what the pick changed elsewhere (studio.train.method_fit)."""
     from engine.api import METHODS
 
     pickers = []
-    with gr.Accordion(t("train.method"), open=True, elem_classes=["ts-section"]):
+    with gr.Accordion(t("train.method"), open=True, elem_classes=["ts-section"]), form.within("train.method"):
         form.render_fields(["method"])
+        note = gr.Markdown(elem_id="train-method-note")
         boxes: dict[str, Any] = {}
         for name, method in METHODS.items():
             if any(path.startswith(f"{name}.") for path in form.paths):
@@ -255,7 +258,7 @@ def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -
         return [gr.Column(visible=method == name) for name in boxes]
 
     form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
-    return pickers
+    return pickers, note
 
 
 def build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:

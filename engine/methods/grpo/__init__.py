@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.methods.base import Method
 from engine.methods.grpo.section import GrpoSection
-from engine.methods.online import group_rules, sampling_charts
+from engine.methods.online import group_fits, group_rules, sampling_charts
 
 METHOD = Method(
     name="grpo",
@@ -16,6 +16,7 @@ METHOD = Method(
     section=GrpoSection,
     section_help="GRPO's knobs and rewards (method grpo).",
     rules=(group_rules("grpo"),),
+    fits=(group_fits("grpo"),),
     trains_on="sampled answers",
     charts=sampling_charts("grpo"),
     scoring="rewards",

@@ -6,7 +6,9 @@ A sampling method's config section is named after the method and holds ``rewards
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 from engine.methods.base import MetricChart, RunConfig
 from engine.schema import Problem
@@ -32,6 +34,28 @@ def group_rules(name: str) -> Callable[[RunConfig], list[Problem]]:
         return sampling_problems(config, name)
 
     return group_problems
+
+
+def group_fits(name: str) -> Callable[[RunConfig], dict[str, Any]]:
+    """The fit of the method ``name``: the eval batch size its group rule takes (eval_batch_fit)."""
+
+    def fit(config: RunConfig) -> dict[str, Any]:
+        return eval_batch_fit(config, name)
+
+    return fit
+
+
+def eval_batch_fit(config: RunConfig, name: str) -> dict[str, Any]:
+    """``train.eval_batch_size`` as a sampling method evaluates: whole groups of ``num_generations`` answers across
+    the processes. The nearest size below that does (less memory than the size given), at least one group;
+    {} when the size given does. Fitted whether or not the run evaluates, so that turning evaluation on later
+    finds it right."""
+    groups, processes = getattr(config, name).num_generations, config.launch.num_processes
+    size = config.train.eval_batch_size
+    if (size * processes) % groups == 0:
+        return {}
+    step = groups // math.gcd(groups, processes)  # the sizes that split into whole groups are its multiples
+    return {"train.eval_batch_size": max(step, size // step * step)}
 
 
 def sampling_problems(config: RunConfig, name: str) -> list[Problem]:

@@ -6,7 +6,7 @@ same prompt (Ahmadian et al., 2024). The charts, rules, prompts and samples are 
 from __future__ import annotations
 
 from engine.methods.base import Method
-from engine.methods.online import group_rules, sampling_charts
+from engine.methods.online import group_fits, group_rules, sampling_charts
 from engine.methods.rloo.section import RlooSection
 
 METHOD = Method(
@@ -19,6 +19,7 @@ METHOD = Method(
     section=RlooSection,
     section_help="RLOO's knobs and rewards (method rloo).",
     rules=(group_rules("rloo"),),
+    fits=(group_fits("rloo"),),
     trains_on="sampled answers",
     charts=sampling_charts("rloo"),
     scoring="rewards",
