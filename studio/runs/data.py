@@ -11,7 +11,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,16 @@ from engine.api import (
     CONFIG_FILE,
     OPEN_STATES,
     PRUNED,
+    ConfigError,
+    RunConfig,
     RunStatus,
     evaluations,
     iter_metrics,
+    load_config,
     method_charts,
+    method_of,
     runs,
+    runs_dir,
     source_label,
 )
 from studio.charts import Point
@@ -36,11 +41,23 @@ from studio.markup import run_time_text
 from studio.path_guard import resolve_run
 
 # The table's columns: as the API names them (studio.runs.api), and their keys for the page (studio.i18n).
-COLUMNS = ["Name", "State", "Step", "Last loss", "Best loss", "Started", "Duration", "Eval: base → tuned", "Run id"]
+COLUMNS = [
+    "Name",
+    "Method",
+    "State",
+    "Step",
+    "Last loss",
+    "Best loss",
+    "Started",
+    "Duration",
+    "Eval: base → tuned",
+    "Run id",
+]
 COLUMN_WORDS = [
     catalog.key(f"runs.column.{name}")
-    for name in ("name", "state", "step", "last_loss", "best_loss", "started", "duration", "eval", "run_id")
+    for name in ("name", "method", "state", "step", "last_loss", "best_loss", "started", "duration", "eval", "run_id")
 ]
+STATE_COLUMN = COLUMNS.index("State")  # where the page puts the state's coloured badge
 STARTED_FROM, STARTED_FORMAT = catalog.key("runs.from"), catalog.key("runs.started_format")
 
 
@@ -69,6 +86,7 @@ class RunRow:
     started_from: str = ""  # the run it started from (model.init_from), as engine.runs.lineage.source_label says
     # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner), an early stop
     note: str = ""
+    method: str = ""  # the method it trains with (its config's ``method``); empty for a config that cannot be read
 
     def cells(self, now: float | None = None, lang: str = SOURCE) -> list[Any]:
         """The table cells, in COLUMNS order, their words in ``lang`` (the state stays the value the badge is made
@@ -76,6 +94,7 @@ class RunRow:
         started = self.started_at or self.created_at
         return [
             text(STARTED_FROM, lang, name=self.name, source=self.started_from) if self.started_from else self.name,
+            self.method,
             self.state,
             f"{self.step} / {self.max_steps}" if self.max_steps > 0 else str(self.step),
             _round(self.last_loss),
@@ -105,6 +124,8 @@ class _Tail:
     evaluations_mtime: int | None = None  # of the run's evaluations/ directory when its summary was read
     evaluation: str = ""
     started_from: str | None = None  # read once: a run's config does not change after it is created
+    method: str | None = None  # read once, likewise
+    logged: set[tuple[str, str]] = field(default_factory=set)  # (event, key) of every number the run logged
 
 
 class RunIndex:
@@ -124,11 +145,29 @@ class RunIndex:
             rows = [self._row(run_dir) for run_dir in dirs]
         return sorted(rows, key=lambda row: (row.created_at or 0, row.run_id), reverse=True)
 
+    def metric_choices(self, run_dirs: Iterable[Path]) -> list[tuple[str, str]]:
+        """The Compare chart's Metric choices for these runs, as ``compare_curves`` gives them (the two losses and
+        each method metric one of them logged), from what the list has read of their metrics: no file is read
+        again, so the picker can follow the runs as they are picked."""
+        metrics = compare_metrics()
+        listed = [runs_dir(self.workspace) / Path(run_dir).name for run_dir in run_dirs]  # as the list names them
+        with self._lock:
+            tails = [self._tails.get(run_dir) or self._read(run_dir) for run_dir in listed]
+        logged = set().union(*(tail.logged for tail in tails))
+        return metric_choices(metrics, [value for value, m in metrics.items() if (m.event, m.key) in logged])
+
+    def _read(self, run_dir: Path) -> _Tail:
+        """The tail of a run the list has not read yet (call with the lock held)."""
+        self._row(run_dir)
+        return self._tails[run_dir]
+
     def _row(self, run_dir: Path) -> RunRow:
         status = runs.status(run_dir)
         tail = self._tails.setdefault(run_dir, _Tail())
         events, tail.offset = runs.read_metrics(run_dir, tail.offset)
         for event in events:
+            kind = event.get("event", "train")
+            tail.logged.update((kind, key) for key, value in event.items() if _finite(value))
             loss = event.get("loss")
             if event.get("event") == "train" and isinstance(loss, (int, float)):
                 tail.last_loss = loss
@@ -137,6 +176,9 @@ class RunIndex:
         if tail.started_from is None:
             init_from = (read_config(run_dir).get("model") or {}).get("init_from")
             tail.started_from = source_label(init_from, self.workspace) if isinstance(init_from, str) else ""
+        if tail.method is None:
+            config = run_config(run_dir)
+            tail.method = method_of(config).name if config is not None else ""
         return RunRow(
             run_id=run_dir.name,
             name=status.name or run_dir.name,
@@ -153,6 +195,7 @@ class RunIndex:
             owner=status.owner,
             started_from=tail.started_from,
             note=run_note(status),
+            method=tail.method,
         )
 
 
@@ -326,6 +369,14 @@ def _cell(value: Any) -> str:
     if isinstance(value, (list, dict)):
         return yaml.safe_dump(value, default_flow_style=True).strip()
     return str(value)
+
+
+def run_config(run_dir: Path) -> RunConfig | None:
+    """A run's config, checked (None when it cannot be read)."""
+    try:
+        return load_config(run_dir / CONFIG_FILE)
+    except (ConfigError, OSError):
+        return None
 
 
 def read_config(run_dir: Path) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from studio.runs.data import (
     CHOICE_WORDS,
     COLUMNS,
     EVAL_LOSS,
+    STATE_COLUMN,
     TRAIN_LOSS,
     RunIndex,
     choice_labels,
@@ -92,7 +93,8 @@ def list_view(
     if not rows:
         summary = text(NO_RUNS, lang)
     for row, cell in zip(rows, cells, strict=True):
-        cell[1] = badge_html(cell[1], row.note, lang)  # the Monitor's coloured badge; a pruned run's reason on hover
+        # the Monitor's coloured badge; a pruned run's reason on hover
+        cell[STATE_COLUMN] = badge_html(cell[STATE_COLUMN], row.note, lang)
     return [
         shown,
         pd.DataFrame(cells, columns=columns(lang)),
@@ -143,6 +145,21 @@ def compare_outputs(caller: Caller, run_ids: list[str] | None, smoothing: float,
     ]
 
 
+def metric_picker(caller: Caller, index: RunIndex, run_ids: list[str] | None, metric: str = TRAIN_LOSS) -> Any:
+    """The Metric picker as runs are picked, before Compare is pressed: train and eval loss and the method metrics
+    the picked runs logged (what Compare would offer, from what ``index`` has read), its choice kept while it is
+    offered, else train loss; in the caller's language."""
+    run_dirs = []
+    for run_id in run_ids or []:
+        try:
+            run_dirs.append(caller.run(run_id))
+        except runs.RunError:
+            continue
+    choices = index.metric_choices(run_dirs)
+    value = metric if metric in {value for _, value in choices} else TRAIN_LOSS
+    return gr.Dropdown(choices=choice_labels(choices, caller.language), value=value)
+
+
 def _unique(label: str, taken: dict[str, Any]) -> str:
     """Two runs may share a name; the legend and the table need distinct labels."""
     candidate, n = label, 2
@@ -152,16 +169,16 @@ def _unique(label: str, taken: dict[str, Any]) -> str:
 
 
 def ask_delete(caller: Caller, run_ids: list[str] | None) -> list[Any]:
-    """Show the confirmation, or refuse at once when nothing is picked or a picked run is going (in the caller's
-    language)."""
+    """The confirmation row with its one question (how many runs go, with what), or a refusal at once when nothing
+    is picked or a picked run is going (in the caller's language): [the row, its question, the message line]."""
     workspace, lang = caller.workspace, caller.language
     if not run_ids:
-        return [gr.Row(visible=False), message_html(text(PICK_FIRST, lang), "warn")]
+        return [gr.Row(visible=False), gr.skip(), message_html(text(PICK_FIRST, lang), "warn")]
     busy = _active(workspace, run_ids)
     if busy:
-        return [gr.Row(visible=False), message_html(text(BUSY, lang, runs=", ".join(busy)), "error")]
+        return [gr.Row(visible=False), gr.skip(), message_html(text(BUSY, lang, runs=", ".join(busy)), "error")]
     question = text(CONFIRM_ONE, lang) if len(run_ids) == 1 else text(CONFIRM_MANY, lang, count=len(run_ids))
-    return [gr.Row(visible=True), message_html(question, "warn")]
+    return [gr.Row(visible=True), f"<b>{html.escape(question)}</b>", ""]
 
 
 def delete_runs(caller: Caller, run_ids: list[str] | None) -> list[Any]:
@@ -207,11 +224,13 @@ class RunsTab:
             self.refresh = gr.Button(t("runs.refresh"), size="sm", scale=0, min_width=110, elem_id="ts-runs-refresh")
         self.table = gr.Dataframe(
             value=pd.DataFrame(columns=COLUMNS),
-            datatype=["str", "html", "str", "number", "number", "str", "str", "str", "str"],
+            datatype=["str", "str", "html", "str", "number", "number", "str", "str", "str", "str"],
             interactive=False,
             max_height=300,
             show_label=False,
-            column_widths=["14%", "10%", "7%", "7%", "7%", "10%", "7%", "20%", "18%"],
+            # A cell wraps rather than cut its end: a resumed run's duration and a run id are long.
+            wrap=True,
+            column_widths=["13%", "6%", "9%", "6%", "6%", "6%", "9%", "9%", "17%", "19%"],
             elem_id="ts-runs-table",
         )
         with gr.Row(equal_height=False, elem_classes="ts-pick-row"):
@@ -226,14 +245,16 @@ class RunsTab:
                 min_width=180,
                 elem_id="ts-compare-metric",
             )
-            with gr.Column(scale=0, min_width=260), gr.Row(elem_classes="ts-actions"):
+            # Fills the Train form (ctx.train_form); not in the demo, where every run starts from the demo model.
+            can_continue = ctx.train_form is not None and ctx.tabs is not None and not ctx.policy.enabled
+            # Room for the three buttons on one line each (studio.css keeps their words on one line).
+            with gr.Column(scale=0, min_width=490 if can_continue else 230), gr.Row(elem_classes="ts-actions"):
                 self.compare = gr.Button(t("runs.compare"), variant="primary", elem_id="ts-compare")
                 self.delete = gr.Button(t("runs.delete"), variant="stop", elem_id="ts-delete")
-                # Fills the Train form (ctx.train_form); not in the demo, where every run starts from the demo model.
-                can_continue = ctx.train_form is not None and ctx.tabs is not None and not ctx.policy.enabled
-                self.continue_from = gr.Button(t("runs.continue"), visible=can_continue, elem_id="ts-continue")
+                self.continue_from = gr.Button(t("runs.continue"), visible=can_continue, elem_id="ts-runs-continue")
         with gr.Row(visible=False, elem_classes="ts-confirm") as self.confirm_row:
-            gr.HTML(t("runs.delete.question"), scale=4)
+            # The one question Delete asks (how many runs go), set when it is asked.
+            self.question = gr.HTML(scale=4, elem_id="ts-delete-question")
             self.confirm = gr.Button(
                 t("runs.delete.yes"), variant="stop", elem_id="ts-delete-confirm", scale=0, min_width=140
             )
@@ -311,8 +332,23 @@ class RunsTab:
             concurrency_limit=None,
             **private,
         )
+
+        # The picked runs' method metrics are offered at once, not only once Compare has been pressed.
+        def picked(caller: Caller, run_ids: list[str] | None, metric: str) -> Any:
+            return metric_picker(caller, self.index, run_ids, metric)
+
+        self.selected.change(
+            ctx.handler(picked),
+            ctx.inputs(self.selected, self.metric),
+            [self.metric],
+            show_progress="hidden",
+            **private,
+        )
         self.delete.click(
-            ctx.handler(ask_delete), ctx.inputs(self.selected), [self.confirm_row, self.message], **private
+            ctx.handler(ask_delete),
+            ctx.inputs(self.selected),
+            [self.confirm_row, self.question, self.message],
+            **private,
         )
         self.cancel.click(lambda: [gr.Row(visible=False), ""], None, [self.confirm_row, self.message], **private)
         self.confirm.click(

@@ -52,18 +52,18 @@ def test_the_run_list_and_the_delete_confirmation_follow_the_page(tmp_path: Path
     demo, tab = runs_page(tmp_path)
     _, table, _, summary = call(demo, "list_fn", [None, None, []], "ja")
     assert table["headers"] == columns("ja") and columns("ja") != COLUMNS
-    assert f">{text('state.completed', 'ja')}<" in table["data"][0][1]
+    assert f">{text('state.completed', 'ja')}<" in table["data"][0][2]
     assert html.escape(text("runs.count_many", "ja", count=2)) in summary
     _, table, _, summary = call(demo, "list_fn", [None, None, []])
-    assert table["headers"] == COLUMNS and "2 runs" in summary and ">completed<" in table["data"][0][1]
+    assert table["headers"] == COLUMNS and "2 runs" in summary and ">completed<" in table["data"][0][2]
 
     tab.selected.choices = [("a", "a"), ("b", "b")]  # as the list's refresh has filled them
-    row, message = call(demo, "ask_delete", [None, ["a", "b"]], "zh-CN")
+    row, asked, message = call(demo, "ask_delete", [None, ["a", "b"]], "zh-CN")
     question = text("runs.delete.confirm_many", "zh-CN", count=2)
-    assert row["visible"] is True and html.escape(question) in message
+    assert row["visible"] is True and html.escape(question) in asked and message == ""
     assert question != text("runs.delete.confirm_many", "en", count=2)
-    _, message = call(demo, "ask_delete", [None, ["a", "b"]])
-    assert "Delete 2 runs with their checkpoints and results? This cannot be undone." in message
+    _, asked, _ = call(demo, "ask_delete", [None, ["a", "b"]])
+    assert "Delete 2 runs with their checkpoints and results? This cannot be undone." in asked
 
 
 def test_the_compare_chart_follows_the_page(tmp_path: Path) -> None:

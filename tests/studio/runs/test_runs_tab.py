@@ -18,7 +18,7 @@ from engine.config import parse_config, save_config
 from engine.store.rundir import METRICS_FILE, update_status
 from studio.demo.caller import Caller
 from studio.runs import tab as runs_tab
-from studio.runs.data import RunIndex, config_diff, delete_run, flatten, pick_initial_run
+from studio.runs.data import COLUMNS, RunIndex, config_diff, delete_run, flatten, pick_initial_run
 
 
 def write_run(workspace: Path, run_id: str, created: float, losses=(), config=None, **status) -> Path:
@@ -48,7 +48,7 @@ def test_index_lists_newest_first_and_tails_losses_incrementally(tmp_path, monke
     assert [row.run_id for row in rows] == ["new", "old"]
     assert (rows[1].last_loss, rows[1].best_loss) == (2.5, 2.0)
     cells = rows[0].cells()
-    assert cells[:5] == ["new", "stopped", "1 / 10", 4.0, 4.0] and cells[-1] == "new"
+    assert cells[:6] == ["new", "sft", "stopped", "1 / 10", 4.0, 4.0] and cells[-1] == "new"
     offsets = []
     real = runs.read_metrics
     monkeypatch.setattr(runs, "read_metrics", lambda d, o: offsets.append((d.name, o)) or real(d, o))
@@ -62,7 +62,7 @@ def test_index_lists_newest_first_and_tails_losses_incrementally(tmp_path, monke
 def test_duration_is_the_total_over_resumes_and_the_current_segment(tmp_path):
     write_run(tmp_path, "once", 100.0, state="completed", started_at=1000.0, ended_at=1130.0)
     write_run(tmp_path, "twice", 200.0, state="completed", started_at=2000.0, ended_at=2130.0, earlier_seconds=593.0)
-    duration = {row.run_id: row.cells()[6] for row in RunIndex(tmp_path).rows()}
+    duration = {row.run_id: row.cells()[COLUMNS.index("Duration")] for row in RunIndex(tmp_path).rows()}
     assert duration == {"once": "2:10", "twice": "12:03 total · 2:10 this segment"}
 
 
@@ -89,13 +89,13 @@ def test_delete_refuses_an_active_run_and_removes_a_finished_one(tmp_path, live_
 def test_delete_handlers_confirm_first_and_refuse_running_runs(tmp_path, live_pid):
     write_run(tmp_path, "active", 1.0, state="running", supervisor_pid=live_pid)
     done = write_run(tmp_path, "done", 2.0, state="failed")
-    row, message = runs_tab.ask_delete(Caller(tmp_path), ["active", "done"])
+    row, _, message = runs_tab.ask_delete(Caller(tmp_path), ["active", "done"])
     assert row.visible is False and "Cannot delete active: still running" in message
-    row, message = runs_tab.ask_delete(Caller(tmp_path), ["done"])
-    assert row.visible is True and "cannot be undone" in message
+    row, question, message = runs_tab.ask_delete(Caller(tmp_path), ["done"])
+    assert row.visible is True and "cannot be undone" in question and message == ""
     row, message, selected = runs_tab.delete_runs(Caller(tmp_path), ["done"])
     assert "Deleted 1 run." in message and selected == [] and not done.exists()
-    _, message = runs_tab.ask_delete(Caller(tmp_path), [])
+    _, _, message = runs_tab.ask_delete(Caller(tmp_path), [])
     assert "Pick the runs" in message
 
 
