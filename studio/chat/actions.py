@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
-from studio.chat.models import holder_for, model_choices, spec_for, worker_tag
+from studio.chat.models import holder_for, model_choices, remember_loaded, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
 from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
@@ -46,6 +46,7 @@ def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterato
         spec = spec_for(caller.workspace, key)
         for _ in client.load(spec, owner=holder_for(spec, worker_tag(caller))):
             yield status_html(client, caller)
+        remember_loaded(client, key)  # a page opened later shows this pick (studio.chat.models.loaded_pick)
     except ChatError as exc:
         yield message_html(caller.say(LOAD_FAILED, error=caller.shown(str(exc))), "error")
         return

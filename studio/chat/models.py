@@ -8,11 +8,13 @@ the loaded model in English (engine.chat.client.resolve_model) and ``shown_label
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 from engine.api import (
     CONFIG_FILE,
     DEMO_MODEL,
+    ChatClient,
     ChatError,
     ConfigError,
     ModelSpec,
@@ -94,3 +96,31 @@ def holder_for(spec: ModelSpec, tag: str | None) -> str | None:
     """Whom a loaded model serves: a run's model only the caller of ``tag`` (``worker_tag``; None outside demo
     mode: everyone); a base model everyone, since the demo offers only the bundled one, which is public."""
     return tag if spec.run_dir is not None else None
+
+
+# The pick each client's loaded model was loaded from, beside the ModelInfo it reported then: a page opened later
+# (a reload) shows that pick in its dropdown. The info tells whether it is still that model.
+_LOADED_FROM: weakref.WeakKeyDictionary[ChatClient, tuple[object, str]] = weakref.WeakKeyDictionary()
+
+
+def remember_loaded(client: ChatClient, key: str) -> None:
+    """Record that the model ``client`` now has loaded is the dropdown's ``key``."""
+    if client.info is not None:
+        _LOADED_FROM[client] = (client.info, key)
+
+
+def loaded_pick(client: ChatClient, caller: Caller, choices: list[tuple[str, str]]) -> str | None:
+    """The dropdown value (among ``choices``, the caller's ``model_choices``) of the model ``client`` has loaded; None
+    when nothing is loaded, the caller may not use it (another visitor's, in demo mode) or it is not among them.
+
+    The pick it was loaded from when it was loaded from the dropdown (``remember_loaded``); else the one choice
+    whose label is the worker's name of it, said in the caller's language."""
+    info = client.info
+    if info is None or not client.may_use(worker_tag(caller)):
+        return None
+    values = {value for _, value in choices}
+    info_then, key = _LOADED_FROM.get(client, (None, None))
+    if info_then is info and key in values:
+        return key
+    named = [value for label, value in choices if label == shown_label(info.label, caller.language)]
+    return named[0] if len(named) == 1 else None

@@ -30,7 +30,7 @@ from studio.chat.actions import (
     stop_clicked,
     unload_clicked,
 )
-from studio.chat.models import model_choices
+from studio.chat.models import loaded_pick, model_choices
 from studio.chat.status import LOAD, status_html
 from studio.context import StudioContext
 from studio.demo.caller import Caller
@@ -57,6 +57,28 @@ def respond(
     for outputs in exchange(client, caller, message, system, mode, histories, *sampling_values):
         *shown, note = [gr.skip() if value is None else value for value in outputs]
         yield [*shown, caller.shown(note)]
+
+
+def page_view(client: ChatClient, caller: Caller) -> list[Any]:
+    """A page just loaded (or reloaded): the status line, the picker with the caller's models set to the model that
+    is loaded (else the first), and that model's pick, which the page remembers as the one it has shown."""
+    choices = model_choices(caller)
+    loaded = loaded_pick(client, caller, choices)
+    picker = gr.update(choices=choices, value=loaded or choices[0][1])
+    return [status_html(client, caller), picker, loaded]
+
+
+def opened_view(client: ChatClient, caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
+    """The tab opened (or ↻ pressed): the status line, the picker with new choices, and the loaded model's pick.
+    ``shown`` is the loaded model's pick the page showed last: when another model is loaded since (by another page:
+    one worker serves the studio), the picker shows it; else the caller's own ``pick`` stays (``_relisted``)."""
+    choices = model_choices(caller)
+    loaded = loaded_pick(client, caller, choices)
+    if loaded is not None and loaded != shown:
+        picker = gr.update(choices=choices, value=loaded)
+    else:
+        picker = _relisted(pick, choices, loaded)
+    return [status_html(client, caller), picker, loaded]
 
 
 # --- layout -------------------------------------------------------------------------------------------------
@@ -105,17 +127,19 @@ class ChatTab:
                 elem_id="ts-chat-mode",
             )
         self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-status")
+        self.shown_loaded = gr.State(None)  # the loaded model's pick this page last showed (opened_view)
 
         # Per visitor: shown on page load and whenever the visitor id arrives (gr.on with no triggers runs at load
-        # and on a change of its inputs). Not a callable value: Gradio would publish that load event in the API.
-        def status(caller: Caller) -> str:
-            return status_html(self.client, caller)
+        # and on a change of its inputs): the status line and, in the picker, the model that is loaded. Not a
+        # callable value: Gradio would publish that load event in the API.
+        def page_loaded(caller: Caller) -> list[Any]:
+            return page_view(self.client, caller)
 
         gr.on(
             None,
-            ctx.handler(status),
+            ctx.handler(page_loaded),
             ctx.inputs(),
-            self.status,
+            [self.status, self.model, self.shown_loaded],
             show_progress="hidden",
             api_visibility="private",
         )
@@ -158,30 +182,24 @@ class ChatTab:
         client, ctx = self.client, self.ctx
 
         # Each handler answers the caller: their models, in the language of the page that asked.
-        def relisted(caller: Caller, pick: str | None) -> dict[str, Any]:
-            return _relisted(pick, model_choices(caller))
+        def relisted(caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
+            return opened_view(client, caller, pick, shown)
 
-        def status(caller: Caller) -> str:
-            return status_html(client, caller)
-
+        # Runs finish and checkpoints appear while the tab is hidden, and another page may have loaded a model
+        # meanwhile (one worker serves the studio): one event brings the list, the status and the picker up to date.
         relist = {
             "fn": ctx.handler(relisted),
-            "inputs": ctx.inputs(self.model),
-            "outputs": [self.model],
+            "inputs": ctx.inputs(self.model, self.shown_loaded),
+            "outputs": [self.status, self.model, self.shown_loaded],
             "show_progress": "hidden",
             **private,
         }
         self.refresh.click(**relist)
-        if (on_open := ctx.on_open()) is not None:  # runs finish and checkpoints appear while it is hidden
+        if (on_open := ctx.on_open()) is not None:
             on_open(**relist)
-            # ... and another visitor may have loaded a model meanwhile (one worker serves the studio)
-            on_open(
-                ctx.handler(status),
-                ctx.inputs(),
-                [self.status],
-                show_progress="hidden",
-                **private,
-            )
+
+        def loaded(caller: Caller) -> str | None:
+            return loaded_pick(client, caller, model_choices(caller))
 
         def load(caller: Caller, pick: str | None) -> Iterator[str]:
             yield from load_clicked(client, caller, pick)
@@ -195,7 +213,9 @@ class ChatTab:
         def stop(caller: Caller) -> None:
             stop_clicked(client, caller)
 
-        self.load.click(ctx.handler(load), ctx.inputs(self.model), [self.status], **private, **lanes.NO_LANE)
+        self.load.click(ctx.handler(load), ctx.inputs(self.model), [self.status], **private, **lanes.NO_LANE).then(
+            ctx.handler(loaded), ctx.inputs(), [self.shown_loaded], show_progress="hidden", **private
+        )  # this page has shown the model it loaded: opening the tab again keeps a pick made since
         self.unload.click(
             ctx.handler(unload),
             ctx.inputs(),
@@ -224,13 +244,14 @@ class ChatTab:
         self.clear.click(clear_clicked, None, outputs[:5], **private)
 
 
-def _relisted(pick: str | None, choices: list[tuple[str, str]]) -> dict[str, Any]:
+def _relisted(pick: str | None, choices: list[tuple[str, str]], loaded: str | None = None) -> dict[str, Any]:
     """The picker with new choices. Its value is left alone while the pick is still offered: ``pick`` is the pick
     when the refresh was asked (on opening the tab), and one made since, before this answer arrives on a busy
-    machine, must not be undone. A pick no longer offered (a run deleted) falls back to the first choice."""
+    machine, must not be undone. A pick no longer offered (a run deleted) falls back to the ``loaded`` model's pick,
+    else to the first choice."""
     if pick in {value for _, value in choices}:
         return gr.update(choices=choices)
-    return gr.update(choices=choices, value=choices[0][1])
+    return gr.update(choices=choices, value=loaded or choices[0][1])
 
 
 def build_chat_tab(ctx: StudioContext) -> ChatTab:
