@@ -202,6 +202,7 @@ __all__ = [
     "recent_models_file",
     "requests",
     "resolve_init_from",
+    "reward_names",
     "run_queue",
     "runs",
     "runs_dir",
@@ -256,6 +257,14 @@ def load_tokenizer(config: RunConfig) -> Any:
     from engine.training.modeling import load_tokenizer as load
 
     return load(config)
+
+
+def reward_names(specs: list[RewardSpec]) -> list[str]:
+    """The names a run's reward functions have in its metrics (``rewards/<name>/mean``) and samples, in order
+    (engine.training.rewards.functions.reward_names)."""
+    from engine.training.rewards.functions import reward_names as names
+
+    return names(specs)
 
 
 def tracker_problems(config: RunConfig) -> list[Problem]:

@@ -32,6 +32,7 @@ LOSS, TRAIN_LOSS, TRAIN_RAW, EVAL_LOSS, RESUMED, WAITING, NO_DATA, STEP = (
     for name in ("loss", "train_loss", "train_raw", "eval_loss", "resumed", "waiting", "no_data", "step")
 )
 LOSS_UNIT = key("unit.loss")
+WEIGHTED_SUM = key("chart.weighted_sum")  # the total beside its parts (a reward's functions)
 NOT_LOGGED, PICK_RUNS = key("runs.compare.not_logged"), key("runs.compare.pick")  # the Compare chart's empty notes
 
 
@@ -342,6 +343,29 @@ def line_figure(
     layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
     fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
     return _figure([_trace(points, title, color, **fill)], layout, text(NO_DATA, lang))
+
+
+def parts_figure(
+    total: Series,
+    parts: dict[str, Series],
+    title: str,
+    y_title: str,
+    color: str,
+    height: int = SMALL_HEIGHT,
+    lang: str = SOURCE,
+) -> Figure:
+    """A total over the steps (filled, as ``line_figure`` draws one metric) with each of its parts as a line of its
+    own, named in a legend: a weighted reward and each reward function's mean. ``title``, ``y_title`` and the
+    parts' names as given, the other words in ``lang``."""
+    layout = _layout(title, y_title, height, x_title=text(STEP, lang))
+    layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
+    layout["legend"] = {**layout["legend"], "font": {"size": 10}}
+    fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
+    traces = [_trace(total, text(WEIGHTED_SUM, lang), color, **fill)]
+    others = [one for one in COLORS if one != color]
+    for number, (name, series) in enumerate(parts.items()):
+        traces.append(_trace(series, name, others[number % len(others)], width=1.5))
+    return _figure(traces, layout, text(NO_DATA, lang))
 
 
 def _tint(color: str, alpha: float = 0.08) -> str:

@@ -141,7 +141,8 @@ def chart_keys(feed: MetricsFeed | None, smoothing: float, log_y: bool) -> dict[
     series = feed.series
     keys = {"loss": f"{series['loss'].version}.{series['eval_loss'].version}.{len(feed.resumes)}.{smoothing}.{log_y}"}
     for name, (*_, metric) in SMALL_CHARTS.items():
-        keys[name] = str(series[metric].version)
+        parts = feed.parts(metric).values()  # drawn on the same chart: each changes it
+        keys[name] = ".".join(str(one.version) for one in (series[metric], *parts))
     return keys
 
 
@@ -154,6 +155,9 @@ def chart_figure(name: str, feed: MetricsFeed | None, smoothing: float, log_y: b
         return charts.loss_figure(loss, evals, smoothing, log_y, feed.resumes, lang=lang)
     title, unit, color, metric = SMALL_CHARTS[name]
     title, unit = _said(f"chart.{name}", title, lang), _said(f"unit.{unit}", unit, lang)
+    parts = feed.parts(metric) if feed else {}
+    if parts:  # a weighted reward, with each reward function's mean beside it (as the samples table lists them)
+        return charts.parts_figure(feed.series[metric], parts, title, unit, color, lang=lang)
     return charts.line_figure(feed.series[metric] if feed else [], title, unit, color, lang=lang)
 
 

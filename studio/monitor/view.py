@@ -25,7 +25,7 @@ from engine.api import (
 )
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS, badge_html, format_duration, progress_bar_html, run_time_text
-from studio.monitor.feed import MetricsFeed, eta_seconds
+from studio.monitor.feed import REWARD_TOTAL, MetricsFeed, eta_seconds
 from studio.queue_words import place_text
 
 # The states in which the worker takes Save now and Pause / Continue (engine.runs.requests).
@@ -35,7 +35,13 @@ STEP, EPOCH, ELAPSED, ETA, PAUSED_SINCE, CANCELLED, TIME_LIMIT, PRUNED_NOTE, QUE
     key(f"progress.{name}")
     for name in ("step", "epoch", "elapsed", "eta", "paused_since", "cancelled", "time_limit", "pruned", "queued")
 )
-STATS = {name: key(f"stats.{name}") for name in ("loss", "best_loss", "eval_loss", "learning_rate", "tokens", "memory")}
+STATS = {
+    name: key(f"stats.{name}")
+    for name in ("loss", "best_loss", "eval_loss", "reward", "learning_rate", "tokens", "memory")
+}
+# What the eval loss card says where no eval loss will come: the run learns from rewards (its reward is shown in its
+# place), or it has no eval set.
+IN_PLACE_OF_EVAL, NO_EVAL_SET = key("stats.note.rewards"), key("stats.note.no_eval_set")
 FAILED_TITLE, EXIT_CODE, NO_MESSAGE = key("monitor.failed"), key("monitor.exit_code"), key("monitor.no_message")
 HINT_RESUME, HINT_NEW, EMPTY = key("monitor.hint_resume"), key("monitor.hint_new"), key("monitor.empty")
 
@@ -147,21 +153,35 @@ def progress_html(status: RunStatus, feed: MetricsFeed | None, now: float | None
 
 def stats_html(feed: MetricsFeed | None, lang: str = SOURCE) -> str:
     """The latest numbers in small cards (labelled in ``lang``): loss, best loss, eval loss, learning rate,
-    tokens/s, memory."""
+    tokens/s, memory. Where no eval loss will come, its card says why: a run that learns from rewards (its
+    method's record) shows its latest reward in its place; a run without an eval set says it has none."""
     latest = feed.latest if feed else {}
     cards = [
-        ("loss", _fmt(latest.get("loss"))),
-        ("best_loss", _fmt(feed.best_loss if feed else None)),
-        ("eval_loss", _fmt(latest.get("eval_loss"))),
-        ("learning_rate", _fmt(latest.get("learning_rate"), ".2e")),
-        ("tokens", _fmt(latest.get("tokens_per_second"), ",.0f")),
-        ("memory", f"{_fmt(latest.get('memory_mb'), ',.0f')} MB" if "memory_mb" in latest else "—"),
+        ("loss", _fmt(latest.get("loss")), ""),
+        ("best_loss", _fmt(feed.best_loss if feed else None), ""),
+        _eval_card(feed, latest, lang),
+        ("learning_rate", _fmt(latest.get("learning_rate"), ".2e"), ""),
+        ("tokens", _fmt(latest.get("tokens_per_second"), ",.0f"), ""),
+        ("memory", f"{_fmt(latest.get('memory_mb'), ',.0f')} MB" if "memory_mb" in latest else "—", ""),
     ]
     body = "".join(
-        f'<div class="ts-stat"><span>{html.escape(text(STATS[name], lang))}</span><b>{value}</b></div>'
-        for name, value in cards
+        f'<div class="ts-stat"><span>{html.escape(text(STATS[name], lang))}</span><b>{value}</b>'
+        + (f"<small>{html.escape(note)}</small>" if note else "")
+        + "</div>"
+        for name, value, note in cards
     )
     return f'<div class="ts-stats">{body}</div>'
+
+
+def _eval_card(feed: MetricsFeed | None, latest: dict[str, float], lang: str) -> tuple[str, str, str]:
+    """The third card (name, value, note): the eval loss, or what applies where none will come."""
+    if feed is None or "eval_loss" in latest:
+        return "eval_loss", _fmt(latest.get("eval_loss")), ""
+    if feed.facts.learns_from_rewards:
+        return "reward", _fmt(latest.get(REWARD_TOTAL)), text(IN_PLACE_OF_EVAL, lang)
+    if not feed.facts.has_eval:
+        return "eval_loss", "—", text(NO_EVAL_SET, lang)
+    return "eval_loss", "—", ""
 
 
 def _fmt(value: Any, spec: str = ".4f") -> str:
