@@ -353,6 +353,15 @@ class TrainSection(Section):
         json_schema_extra=advanced(),
     )
 
+    @field_validator("max_steps")
+    @classmethod
+    def _steps_to_run(cls, value: int) -> int:
+        """0 steps is no run at all (transformers trained one step and called it complete): refused, with the two
+        values that run something."""
+        if value == 0:
+            raise ValueError("0 runs no step: give the number of optimizer steps (1 or more), or -1 to run num_epochs")
+        return value
+
     @field_validator("report_to", mode="before")
     @classmethod
     def _trackers_as_list(cls, value: Any) -> Any:

@@ -56,6 +56,7 @@ from studio.train.dataset import (
     problem_text,
     problems_text,
 )
+from studio.train.run_length import warmup_warning
 
 PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
@@ -138,6 +139,7 @@ class Preview:
     command: str
     errors: dict[str, str] = field(default_factory=dict)  # path -> message, empty when the form is valid
     config: RunConfig | None = None
+    warnings: list[str] = field(default_factory=list)  # what a valid form may not mean (studio.train.run_length)
 
 
 def run_dir_hint(config: RunConfig, workspace: Path) -> str:
@@ -225,7 +227,8 @@ def demo_data_problems(caller: Caller, values: Mapping[str, Any]) -> dict[str, s
 
 
 def preview(caller: Caller, values: Mapping[str, Any]) -> Preview:
-    """The config as YAML and the equivalent command line; on invalid input the per-field problems (the YAML's
+    """The config as YAML and the equivalent command line, with warnings of a valid config (a warm-up longer than the
+    run); on invalid input the per-field problems (the YAML's
     list of them in the caller's language; the errors by field as the engine and the demo wrote them, said again
     where they are shown). In demo mode they name the caller's upload as ``mine.jsonl`` and the run folder as
     ``workspace/runs/...`` (``config`` keeps the real paths)."""
@@ -237,7 +240,8 @@ def preview(caller: Caller, values: Mapping[str, Any]) -> Preview:
         result = Preview(f"# {text(FORM_PROBLEMS, lang)}\n{listing}", "", exc.by_field())
     else:
         command = f"python -m engine train config.yaml --run-dir {shlex.quote(run_dir_hint(config, workspace))}"
-        result = Preview(config.to_yaml(), command, {}, config)
+        warnings = [warning for warning in [warmup_warning(config, lang=lang)] if warning]
+        result = Preview(config.to_yaml(), command, {}, config, warnings)
     return shown_fields(caller, result, "yaml", "command", "errors")
 
 

@@ -25,6 +25,7 @@ from studio.i18n.problems import translate_problem
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
 from studio.train.lengths import model_context, suggest_max_length
+from studio.train.run_length import epochs_warmup_warning
 
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
 # The fields a dataset check depends on: changing anything else does not change what the check shows.
@@ -142,14 +143,16 @@ def check_dataset(
         report = inspect_run_data(config)
     except (DataError, ConfigError) as exc:  # ConfigError: data that the chosen method does not train on
         return DatasetCheck("", "", error_markdown(str(exc), lang))
+    warmup = epochs_warmup_warning(values, report.num_rows, lang)
+    warned = f"\n\n⚠️ {warmup}" if warmup else ""  # the run's length in steps is known once the rows are counted
     if not with_tokens:
         counting = f"\n\n*{text(COUNTING, lang)}*"
-        return DatasetCheck(summary_markdown(report, lang) + counting, "", "", report.format)
+        return DatasetCheck(summary_markdown(report, lang) + warned + counting, "", "", report.format)
     try:
         tokenizer = get_tokenizer(config)
     except Exception as exc:  # an unknown model, no network for a hub id, a broken tokenizer file, ...
         note = "\n\n" + text(NO_TOKENIZER, lang, model=config.model.name_or_path, error=_first_line(exc))
-        return DatasetCheck(summary_markdown(report, lang) + note, "", "", report.format)
+        return DatasetCheck(summary_markdown(report, lang) + warned + note, "", "", report.format)
     try:
         checked = check_tokens(config, tokenizer, num_examples)
     except DataError as exc:
@@ -160,7 +163,7 @@ def check_dataset(
         DEMO_LIMIT: max_length_cap,
     }
     advice = suggest_max_length(checked.lengths, report.num_dropped, config.train.max_length, limits)
-    summary = summary_markdown(report, lang) + (f"\n\n{advice.markdown(lang)}" if advice else "")
+    summary = summary_markdown(report, lang) + warned + (f"\n\n{advice.markdown(lang)}" if advice else "")
     suggestion = advice.suggestion if advice else None
     return DatasetCheck(summary, examples_html(checked.examples, lang), "", report.format, suggestion)
 

@@ -199,7 +199,7 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     def on_change(caller: Caller, *args: Any) -> list[Any]:
         result = actions.preview(caller, form.values(args))
         slots, unplaced = form.error_updates(result.errors, caller.language)
-        return [result.yaml, result.command, _problems(unplaced), *slots]
+        return [result.yaml, result.command, _problems(unplaced + result.warnings), *slots]
 
     gr.on(
         [component.change for component in form.inputs],
@@ -232,7 +232,7 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
         errors = outcome.errors if outcome else result.errors
         slots, unplaced = form.error_updates(caller.shown(errors), lang)  # errors may name files
         message = outcome.markdown if outcome else caller.say(FIX_FIRST)
-        return [caller.shown(message), _problems(unplaced), *slots]
+        return [caller.shown(message), _problems(unplaced + result.warnings), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
     side.estimate_button.click(ctx.handler(on_estimate), inputs, outputs, **RAW, **lanes.ESTIMATE)
