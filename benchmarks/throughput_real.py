@@ -54,7 +54,6 @@ import dataclasses
 import json
 import math
 import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -69,11 +68,19 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from throughput import (  # noqa: E402
-    _TokenClock,
     alternated_rounds,
     engine_train_events,
     median_interval,
     steady_tokens_per_second,
+)
+from throughput_baselines import (  # noqa: E402
+    ALPHA,
+    LEARNING_RATE,
+    MAX_LENGTH,
+    RANK,
+    SEED,
+    run_bare,
+    run_trl_defaults,
 )
 
 from engine.config import RunConfig  # noqa: E402
@@ -81,7 +88,7 @@ from engine.config import RunConfig  # noqa: E402
 CACHE = Path(os.environ.get("TUNING_STUDIO_BENCH_CACHE", Path.home() / ".cache" / "tuning-studio-bench"))
 DATASETS = Path(os.environ.get("TUNING_STUDIO_BENCH_DATASETS", ROOT.parent / "shared" / "datasets"))
 DATASET = DATASETS / "alpaca_en_demo.json"
-BATCH, MAX_LENGTH, RANK, ALPHA, LEARNING_RATE, SEED = 4, 1024, 8, 16, 2e-4, 42
+BATCH = 4
 # Train-section settings of each engine arm on top of the engine's defaults.
 ENGINE_VARIANTS: dict[str, dict[str, Any]] = {
     "engine": {},
@@ -199,12 +206,6 @@ def run_engine(arm: str, data: Path, steps: int, batch: int = BATCH, size: str =
     return rate, max(event.get("memory_mb", 0.0) for event in events)
 
 
-def alpaca_messages(row: dict[str, str]) -> list[dict[str, str]]:
-    """An alpaca row as a conversation, as a user writes it by hand (and as engine.data reads alpaca)."""
-    user = row["instruction"] + (f"\n\n{row['input']}" if row.get("input", "").strip() else "")
-    return [{"role": "user", "content": user}, {"role": "assistant", "content": row["output"]}]
-
-
 def engine_path(config: RunConfig) -> str:
     """The path an engine run takes on this machine: the line its worker prints to train.log
     (engine.training.run_path, the engine's own resolvers)."""
@@ -212,129 +213,6 @@ def engine_path(config: RunConfig) -> str:
     from engine.training.run_path import resolve_run_path
 
     return resolve_run_path(config, detect_hardware()).line()
-
-
-def trainer_path(trainer: Any) -> str:
-    """The path a baseline's trainer took, read off the trainer, its model and PyTorch's sdpa flags, in the
-    engine's words."""
-    import torch
-
-    from engine.training.run_path import RunPath
-
-    args, model = trainer.args, trainer.model
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    device = "cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu"
-    return RunPath(
-        device=device,
-        weights=str(next(base.parameters()).dtype).removeprefix("torch."),
-        precision="bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-        attention=base.config._attn_implementation,
-        cudnn_attention=torch.backends.cuda.cudnn_sdp_enabled() if device == "cuda" else None,
-        padding_free=bool(getattr(args, "padding_free", False)),
-        liger=bool(args.use_liger_kernel),
-        tf32=args.tf32,
-        checkpointing=bool(args.gradient_checkpointing),
-    ).line()
-
-
-def lora_config() -> Any:
-    from peft import LoraConfig
-
-    return LoraConfig(task_type="CAUSAL_LM", r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules="all-linear")
-
-
-def peak_memory_mb() -> float:
-    """Peak memory of this process: CUDA memory on a GPU, resident memory otherwise (as the engine logs it)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return torch.cuda.max_memory_allocated() / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def run_bare(data: Path, steps: int, batch: int = BATCH, size: str = DEFAULT_MODEL) -> tuple[str, float, float]:
-    """transformers Trainer + peft, fp32, answers-only labels, the default padding collator."""
-    import torch
-    from peft import get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer, TrainingArguments
-
-    torch.manual_seed(SEED)
-    tokenizer = AutoTokenizer.from_pretrained(build_model(size))
-    examples = []
-    for row in json.loads(data.read_text(encoding="utf-8")):
-        encoded = tokenizer.apply_chat_template(
-            alpaca_messages(row),
-            return_assistant_tokens_mask=True,
-            return_dict=True,
-            truncation=True,
-            max_length=MAX_LENGTH,
-        )
-        mask = encoded["assistant_masks"]
-        labels = [tok if keep else -100 for tok, keep in zip(encoded["input_ids"], mask, strict=True)]
-        examples.append({"input_ids": encoded["input_ids"], "labels": labels})
-    base = AutoModelForCausalLM.from_pretrained(build_model(size), dtype=torch.float32)
-    model = get_peft_model(base, lora_config())
-    points: list[tuple[float, int]] = []
-    with tempfile.TemporaryDirectory() as output:
-        args = TrainingArguments(
-            output_dir=output,
-            max_steps=steps,
-            per_device_train_batch_size=batch,
-            learning_rate=LEARNING_RATE,
-            lr_scheduler_type="cosine",
-            optim="adamw_torch",  # the engine's default optimizer
-            use_cpu=not torch.cuda.is_available(),
-            bf16=torch.cuda.is_available() and torch.cuda.is_bf16_supported(),  # what a GPU user sets
-            save_strategy="no",
-            report_to=[],
-            logging_steps=1,
-            include_num_input_tokens_seen="non_padding",
-            disable_tqdm=True,
-            seed=SEED,
-        )
-        collator = DataCollatorForSeq2Seq(tokenizer, padding=True)
-        trainer = Trainer(
-            model=model, args=args, train_dataset=examples, data_collator=collator, callbacks=[_TokenClock.make(points)]
-        )
-        trainer.train()
-    return trainer_path(trainer), steady_tokens_per_second(points), peak_memory_mb()
-
-
-def run_trl_defaults(data: Path, steps: int, batch: int = BATCH, size: str = DEFAULT_MODEL) -> tuple[str, float, float]:
-    """TRL's SFTTrainer with SFTConfig's defaults: only steps, batch, learning rate, seed and LoRA are set."""
-    import torch
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
-    rows = [
-        {"prompt": messages[:1], "completion": messages[1:]}
-        for messages in map(alpaca_messages, json.loads(data.read_text(encoding="utf-8")))
-    ]
-    points: list[tuple[float, int]] = []
-    with tempfile.TemporaryDirectory() as output:
-        args = SFTConfig(
-            output_dir=output,
-            max_steps=steps,
-            per_device_train_batch_size=batch,
-            learning_rate=LEARNING_RATE,
-            save_strategy="no",
-            report_to=[],
-            logging_steps=1,  # where the clock reads; not a speed setting
-            include_num_input_tokens_seen="non_padding",
-            disable_tqdm=True,
-            seed=SEED,
-            max_length=MAX_LENGTH,  # SFTConfig's default too
-            use_cpu=not torch.cuda.is_available(),  # SFTConfig refuses a machine without a GPU otherwise
-        )
-        trainer = SFTTrainer(
-            model=str(build_model(size)),
-            args=args,
-            train_dataset=Dataset.from_list(rows),
-            peft_config=lora_config(),
-            callbacks=[_TokenClock.make(points)],
-        )
-        trainer.train()
-    return trainer_path(trainer), steady_tokens_per_second(points), peak_memory_mb()
 
 
 def child_arm(
@@ -361,7 +239,7 @@ def main() -> None:
 
         warnings.filterwarnings("ignore")
         run = run_bare if args.child == "bare" else run_trl_defaults
-        path, rate, memory = run(args.data, args.steps, args.batch, args.model)
+        path, rate, memory = run(args.data, args.steps, args.batch, build_model(args.model))
         print(f"path: {path}")
         print(rate, memory)
         return
