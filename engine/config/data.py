@@ -9,6 +9,7 @@ from pydantic import Discriminator, Field, SerializationInfo, Tag, field_seriali
 
 from engine.schema import MAX_COUNT, Section, advanced
 from engine.schema.secrets import refuse_secrets
+
 # The longest chat template a config may give (the longest in common use, with tool instructions, is ~20 kB).
 MAX_TEMPLATE_CHARS = 65536
 
