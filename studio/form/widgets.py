@@ -118,6 +118,10 @@ class ConfigForm:
         self._headings: list[tuple[str, bool]] = []  # the groups being rendered: (heading, starts open)
         self._defaults = dict(initial) if initial is not None else default_values(model)
 
+    def initial(self, path: str) -> Any:
+        """The widget value a field shows first (rendered or not yet)."""
+        return self._defaults[path]
+
     # --- rendering ----------------------------------------------------------------------------------------
 
     def section(self, path: str) -> SectionSpec:

@@ -21,6 +21,7 @@ from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked
 from studio.train.dataset import UPLOAD_SUFFIXES, bundled_datasets
+from studio.train.eval_pairing import same_file
 
 # The table's header after its number column, by key (studio.i18n); its English for the table a page first gets.
 HEADER_KEYS = tuple(key(f"train.list.{name}") for name in ("dataset", "weight", "max_samples"))
@@ -155,6 +156,21 @@ def dataset_choices(caller: Caller) -> list[tuple[str, str]]:
         return choices + [(f"{YOUR_UPLOAD} {path.name}", path.name) for path in _uploads(caller.uploads)]
     uploaded = _uploads(datasets_dir(caller.workspace))
     return choices + [(f"{UPLOAD} {path.name}", str(path.resolve())) for path in uploaded]
+
+
+def choice_in_use(choices: list[tuple[str, str]], value: Any) -> str | None:
+    """The value of the dataset of ``choices`` (label, value) that the data.path box names, for the list to show
+    the set in use; None while the box holds a list of datasets, or a path that ``choices`` lacks."""
+    path = "" if value is None else str(value).strip()
+    if not path or listed(path) is not None:
+        return None
+    return next((choice for _, choice in choices if same_file(choice, path)), None)
+
+
+def in_use(caller: Caller, value: Any) -> tuple[list[tuple[str, str]], str | None]:
+    """The list of datasets to pick (``dataset_choices``) and the one of them that the data.path box names."""
+    choices = dataset_choices(caller)
+    return choices, choice_in_use(choices, value)
 
 
 def _uploads(folder: Path | None) -> list[Path]:

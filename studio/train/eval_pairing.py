@@ -13,6 +13,11 @@ removed from a list in data.path) while the eval path stays as it was:
 - otherwise it is kept and flagged, since nothing tells whose it is (one eval set shared by several training
   files is fine, a stale one is not).
 
+When the new training data is one file that has an eval partner (``x_train.jsonl`` beside ``x_eval.jsonl``, as each
+bundled set has), that partner takes the place of an eval file that belonged to another training file, and fills
+an empty eval path when the file was picked from the list of sets (``PICKED``): picking ``demo_dpo_train`` pairs
+``demo_dpo_eval``.
+
 A config load sets both paths on purpose: it is only remembered (``LOADED``).
 """
 
@@ -30,10 +35,12 @@ from studio.i18n.catalog import SOURCE, key, text
 EVAL_WORDS = ("eval", "evaluation", "test", "val", "valid", "validation", "dev")
 # A whole word of a file name: "demo_sft_eval", "eval-set" and "Test" match, "medieval" and "devices" do not.
 _EVAL_WORD = re.compile(r"(?<![a-z0-9])(" + "|".join(EVAL_WORDS) + r")(?![a-z0-9])", re.IGNORECASE)
+_TRAIN_WORD = re.compile(r"(?<![a-z0-9])train(?![a-z0-9])", re.IGNORECASE)
 LOADED = "loaded"  # the ``source`` of a change that a config load made
+PICKED = "picked"  # the ``source`` of a change that a pick of the list of datasets made
 # The notes' words (studio.i18n).
-CLEARED, CLEARED_LIST, KEPT, KEPT_LIST = (
-    key(f"train.pairing.{name}") for name in ("cleared", "cleared_list", "kept", "kept_list")
+CLEARED, CLEARED_LIST, KEPT, KEPT_LIST, PAIRED = (
+    key(f"train.pairing.{name}") for name in ("cleared", "cleared_list", "kept", "kept_list", "paired")
 )
 
 
@@ -57,6 +64,26 @@ def training_partner(eval_path: str) -> Path | None:
         candidate = local.with_name(local.stem[: match.start()] + train + local.stem[match.end() :] + local.suffix)
         if candidate.is_file():
             return candidate.resolve()
+    return None
+
+
+def eval_partner(path: str) -> str | None:
+    """The eval file that pairs with a training file by name, when one exists, written as ``path`` is written
+    (``assets/datasets/x_train.jsonl`` -> ``assets/datasets/x_eval.jsonl``): ``train`` replaced by an eval word,
+    in its case."""
+    written = Path(path.strip())
+    local = find_local_path(str(written)) if path.strip() else None
+    if local is None or not local.is_file():
+        return None
+    stem = written.stem
+    for match in reversed(list(_TRAIN_WORD.finditer(stem))):  # the last word first, as training_partner reads
+        word = match.group()
+        for eval_word in EVAL_WORDS:
+            cased = eval_word.upper() if word.isupper() else eval_word.title() if word[0].isupper() else eval_word
+            candidate = written.with_name(stem[: match.start()] + cased + stem[match.end() :] + written.suffix)
+            found = find_local_path(str(candidate))
+            if found is not None and found.is_file():
+                return str(candidate)
     return None
 
 
@@ -90,7 +117,7 @@ def follow_training_path(
     module's rule); the note in ``lang``.
 
     ``seen`` is the (training path, eval path) pair of the previous call, None at first; ``source`` is ``LOADED``
-    for a config load, whose eval path is kept as it is.
+    for a config load, whose eval path is kept as it is, and ``PICKED`` for a pick of the list of datasets.
     """
     path, eval_path = (path or "").strip(), (eval_path or "").strip()
     now = (path, eval_path)
@@ -101,11 +128,16 @@ def follow_training_path(
     if same_files(old_files, files):
         # Same training files; a new eval path makes a note about the old one obsolete.
         return EvalFollow(None, None if eval_path == old_eval else "", now)
+    own_eval = eval_partner(files[0]) if len(files) == 1 else None
+    if not eval_path and source == PICKED and own_eval is not None:  # a picked set comes with its eval set
+        return _paired(path, own_eval, lang)
     if not eval_path or eval_path != old_eval:  # no eval file, or one chosen with the new training data
         return EvalFollow(None, "", now)
     partner = training_partner(eval_path)
     if partner is not None and any(same_file(str(partner), file) for file in files):
         return EvalFollow(None, "", now)
+    if partner is not None and own_eval is not None:  # another set's eval file: this set's own takes its place
+        return _paired(path, own_eval, lang)
     if partner is not None:
         cleared = CLEARED_LIST if len(files) > 1 else CLEARED
         note = text(cleared, lang, eval_file=_shown(eval_path), partner=partner.name)
@@ -115,6 +147,12 @@ def follow_training_path(
     names = ", ".join(f"`{_shown(Path(old).name)}`" for old in old_files)
     note = text(KEPT if len(old_files) == 1 else KEPT_LIST, lang, eval_file=_shown(eval_path), names=names)
     return EvalFollow(None, note, now)
+
+
+def _paired(path: str, eval_path: str, lang: str) -> EvalFollow:
+    """The eval path set to the training file's own eval file, with a note that says so."""
+    note = text(PAIRED, lang, eval_file=_shown(Path(eval_path).name), train_file=_shown(Path(path).name))
+    return EvalFollow(eval_path, note, (path, eval_path))
 
 
 def _shown(text: str) -> str:

@@ -258,7 +258,21 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         return dl.add_dataset(current, choice) if choice else gr.skip()
 
     pick = panel.bundled.input(on_pick, [panel.bundled, panel.path], panel.path, **PRIVATE)
-    _then_check(pick, ctx, form, panel)
+    _then_check(pick, ctx, form, panel, eval_pairing.PICKED)  # a picked set comes with its own eval set
+
+    def bundled_in_use(caller: Caller, path: Any) -> Any:
+        choices, value = dl.in_use(caller, path)
+        return gr.update(choices=choices, value=value)
+
+    # The list shows the dataset in use, whatever put it in the path box (a pick, an upload, a typed path, a load).
+    panel.path.change(
+        ctx.handler(bundled_in_use),
+        ctx.inputs(panel.path),
+        panel.bundled,
+        show_progress="hidden",
+        concurrency_limit=None,  # a directory listing: milliseconds
+        **PRIVATE,
+    )
 
     def dataset_list(caller: Caller) -> Any:
         return gr.update(choices=dl.dataset_choices(caller))

@@ -178,9 +178,11 @@ def build_dataset_panel(form: ConfigForm, title: str = "train.dataset") -> Datas
     with accordion, form.within(title), gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=320):
             with gr.Row(equal_height=False):
+                first = dp.bundled_datasets()
                 bundled = gr.Dropdown(
-                    choices=dp.bundled_datasets(),
-                    value=None,
+                    choices=first,
+                    # The set in use; an upload is listed, and shown, once the page has loaded (studio.train.tab).
+                    value=dl.choice_in_use([(path, path) for path in first], form.initial("data.path")),
                     label=t("train.bundled"),
                     info=t("train.bundled.help"),
                     elem_id="train-bundled",
