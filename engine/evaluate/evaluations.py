@@ -29,9 +29,7 @@ those of a summary are means per token; ``reward_accuracy`` (margin > 0) is None
 "base_correct", "tuned_correct"}, ...]``.
 
 A GRPO run (engine.evaluate.rewards) is scored by its own reward functions on one greedy completion per prompt of
-each model; its "base" is the run it started from (``model.init_from``) when it has one, and ``baseline`` says
-which (``"base"``, or the starting run's name, with ", checkpoint N" for a checkpoint; a start that is gone leaves
-``"base"`` and a ``baseline_note`` saying so)::
+each model::
 
     {..., "scoring": "rewards", "method": "grpo", "baseline", "max_new_tokens",
      "reward_weights": {name: weight},  # the reward functions in the run's order
@@ -40,6 +38,14 @@ which (``"base"``, or the starting run's name, with ", checkpoint N" for a check
      "tuned": {...same...},
      "completions": [{"row", "prompt", "reference", "base", "tuned", "base_rewards": {name: score},
                       "tuned_rewards", "base_reward", "tuned_reward", "base_correct", "tuned_correct"}, ...]}
+
+**Baseline** (every scoring but a method's own; engine.evaluate.models): a run that started from another run
+(``model.init_from``) is compared with the weights it started from, not the raw base, so its numbers say what this
+run's training changed: its "base" is that start, and ``baseline`` says which (``"base"``, or the starting run's
+name, with ", checkpoint N" for a checkpoint; a start that is gone leaves ``"base"`` and a ``baseline_note`` saying
+so). The raw base is then scored too: ``"raw_base"`` beside "base" and "tuned" (the same summary as "base"), and in
+each listed row its own fields (``raw_base``, ``raw_base_correct``, ``raw_base_chosen_logp``, ``raw_base_logp``,
+``raw_base_rewards``, ... as the row's ``base_*``). A result without ``baseline`` compares with the raw base.
 
 A reward's mean leaves out the completions it scored None (TRL's convention; None when it scored none);
 ``reward`` is the mean of each completion's weighted sum of its scores (None counted as 0, as TRL sums them).

@@ -1,16 +1,53 @@
 """What an evaluation scores and with which models: the rows picked (the run's eval set, its training rows or a
-file) and the base and tuned models loaded one after the other (engine.evaluate.worker and .rewards share them)."""
+file), what the tuned model is compared with (``starting_weights``: the run it started from, ``model.init_from``,
+else its base model), and the models loaded one after the other (engine.evaluate.worker and .rewards share them).
+
+**Baseline.** A run that started from another run is compared with the weights it started from, not the raw base:
+that is what this run's training changed (an SFT start → DPO, which also takes that start as its reference). The
+raw base is then scored too, as a third arm (``"raw_base"``), so what the start had already learnt shows beside
+it. A start that is gone since leaves the raw base as the baseline, and a note says why."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from engine.data import LoadedRows, load_rows, resolve_chat_template
 from engine.data.pipeline import select_rows
 from engine.evaluate.evaluations import DATA_EVAL, DATA_TRAIN
 from engine.jobs import Progress
-from engine.runs.artifacts import FinishedRun, TrainedWeights
+from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights
+
+BASELINE_BASE = "base"  # a result's ``baseline`` when the tuned model is compared with the raw base model
+RAW_BASE = "raw_base"  # the arm of the raw base model beside a starting run's (its key in a result and its rows)
+
+
+def starting_weights(run: FinishedRun) -> tuple[str, TrainedWeights | None, str | None]:
+    """What the run is compared with: ("base", None, None) for a run from its base model; for a run that started
+    from another run, that run's name (and checkpoint) and weights; ("base", None, why) when that run is gone."""
+    from engine.runs.lineage import resolve_init_from, source_label
+    from engine.store.workspace import workspace_of
+
+    value = run.config.model.init_from
+    if not value:
+        return BASELINE_BASE, None, None
+    workspace = workspace_of(run.run_dir)
+    try:
+        source = resolve_init_from(value, workspace)
+    except ArtifactError as exc:
+        return BASELINE_BASE, None, f"the run it started from cannot be loaded ({exc}): compared with the base model"
+    return source_label(value, workspace) or source.run.name, source.weights, None
+
+
+def baseline_fields(baseline: str, note: str | None) -> dict[str, str]:
+    """A result's ``baseline`` (and ``baseline_note`` when there is one)."""
+    return {"baseline": baseline, **({"baseline_note": note} if note else {})}
+
+
+def arm_count(start: TrainedWeights | None) -> int:
+    """How many models ``load_models`` yields: the baseline and the tuned one, and the raw base beside a start."""
+    return 3 if start is not None else 2
 
 
 def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[LoadedRows, list[int], str]:
@@ -51,7 +88,8 @@ def load_models(
 ) -> Iterator[tuple[str, Any]]:
     """Yield ("base", model) then ("tuned", model); one base load serves both for a LoRA run. With ``start`` (the
     weights the run started from, model.init_from) the "base" arm is those: a start adapter beside the tuned one on
-    the same PeftModel (``set_adapter``), or merged into the base of a whole-model run; or a start model."""
+    the same PeftModel (``set_adapter``), or merged into the base of a whole-model run; or a start model. The raw
+    base model then comes first, as ("raw_base", model)."""
     from engine.methods import method_of
     from engine.training.builders import torch_dtype
     from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
@@ -59,11 +97,20 @@ def load_models(
 
     hardware = detect_hardware()
     device = resolve_device(run.config, hardware)
+
+    def base_model(start_weights: Path | None = None) -> Any:
+        model = load_model(run.config, hardware, weights=start_weights)
+        if device == "cuda" and run.config.quantization.mode == "none":
+            model = model.to("cuda")  # quantized weights are placed at load time
+        return model.eval()
+
     progress.update("loading the base model")
-    base = load_model(run.config, hardware, weights=start.path if start and not start.is_adapter else None)
-    if device == "cuda" and run.config.quantization.mode == "none":
-        base = base.to("cuda")  # quantized weights are placed at load time
-    base.eval()
+    if start is not None and not start.is_adapter:  # a whole start model: the raw base loads on its own first
+        raw = base_model()
+        yield RAW_BASE, raw
+        del raw
+        progress.update("loading the starting run's model")
+    base = base_model(start.path if start and not start.is_adapter else None)
     if weights.is_adapter:
         from peft import PeftModel
 
@@ -71,6 +118,8 @@ def load_models(
         tuned = PeftModel.from_pretrained(base, str(weights.path))
         tuned.eval()
         if start is not None:  # a LoRA run starts only from an adapter (engine.runs.lineage)
+            with tuned.disable_adapter():
+                yield RAW_BASE, tuned
             tuned.load_adapter(str(start.path), adapter_name="start")
             tuned.set_adapter("start")
             yield "base", tuned
@@ -83,6 +132,7 @@ def load_models(
     if start is not None and start.is_adapter:
         from peft import PeftModel
 
+        yield RAW_BASE, base
         base = PeftModel.from_pretrained(base, str(start.path)).merge_and_unload().eval()
     yield "base", base
     del base

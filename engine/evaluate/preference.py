@@ -309,6 +309,16 @@ def compare_unpaired(
     }
 
 
+def add_arm(scores: dict[str, Any], other: dict[str, Any], name: str) -> None:
+    """Put the base side of ``other`` (the same rows compared with another base model) into ``scores`` as arm
+    ``name``: its summary (what the base's is, without what compares with the tuned model) and, in each listed row,
+    its ``base_*`` log-likelihoods and ranking as ``<name>_*``."""
+    listed = "pairs" if "pairs" in scores else "answers"
+    scores[name] = other["base"]
+    for mine, theirs in zip(scores[listed], other[listed], strict=True):
+        mine.update({f"{name}_{key[5:]}": value for key, value in theirs.items() if key.startswith("base_")})
+
+
 def _right_side(reward: float, desirable: bool, median: float | None) -> bool | None:
     """Whether a reward is above (desirable) or below (undesirable) the other label's median; None without one."""
     if median is None:

@@ -23,8 +23,9 @@ whatever the rewards compare; it is None where the rows have no reference.
 
 **Baseline.** A run that started from another run (``model.init_from``, engine.runs.lineage) is compared with the
 weights it started from, not the raw base: that is what the training changed (an SFT start → GRPO). The result's
-``baseline`` says which: ``"base"``, or the starting run's name (", checkpoint N" for a checkpoint). A start that
-is gone since leaves the raw base as baseline, and ``baseline_note`` says why.
+``baseline`` says which: ``"base"``, or the starting run's name (", checkpoint N" for a checkpoint); the raw base's
+completions and scores are then listed too (``"raw_base"``). A start that is gone since leaves the raw base as
+baseline, and ``baseline_note`` says why (engine.evaluate.models.starting_weights).
 
 The result's shape is in engine.evaluate.evaluations. Imports torch (through the worker) and transformers.
 """
@@ -40,36 +41,18 @@ from typing import Any
 from engine.data import DataError, LoadedRows
 from engine.data.prompts import REFERENCE_COLUMN, ROW_COLUMN, prompt_rows
 from engine.evaluate.evaluations import SCORING_REWARDS
-from engine.evaluate.models import load_models, pick_rows
+from engine.evaluate.models import arm_count, baseline_fields, load_models, pick_rows, starting_weights
 from engine.evaluate.scoring import Completion, generate_completions
 from engine.jobs import Progress
 from engine.methods import method_of
-from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights
+from engine.runs.artifacts import FinishedRun, TrainedWeights
 from engine.training.rewards import reward_functions
 from engine.training.rewards.functions import RewardFunction
 
 Row = dict[str, Any]
 Scores = dict[str, float | None]
-BASELINE_BASE = "base"
 # Row keys that TRL hands to a reward function as arguments of their own, not as columns.
 _NOT_COLUMNS = ("prompt", "completion", "completion_ids")
-
-
-def starting_weights(run: FinishedRun) -> tuple[str, TrainedWeights | None, str | None]:
-    """What the run is compared with: ("base", None, None) for a run from its base model; for a run that started
-    from another run, that run's name (and checkpoint) and weights; ("base", None, why) when that run is gone."""
-    from engine.runs.lineage import resolve_init_from, source_label
-    from engine.store.workspace import workspace_of
-
-    value = run.config.model.init_from
-    if not value:
-        return BASELINE_BASE, None, None
-    workspace = workspace_of(run.run_dir)
-    try:
-        source = resolve_init_from(value, workspace)
-    except ArtifactError as exc:
-        return BASELINE_BASE, None, f"the run it started from cannot be loaded ({exc}): compared with the base model"
-    return source_label(value, workspace) or source.run.name, source.weights, None
 
 
 def score_completions(
@@ -210,28 +193,27 @@ def score_rewards(
     budget = max_new_tokens or method.settings(config).max_completion_length
     batch_size = config.train.eval_batch_size
     baseline, start, note = starting_weights(run)
-    ticks = {"done": 0, "total": 2 * math.ceil(len(rows) / batch_size)}
+    ticks = {"done": 0, "total": arm_count(start) * math.ceil(len(rows) / batch_size)}
 
     def tick() -> None:
         ticks["done"] += 1
         progress.update(**ticks)
 
-    arms: dict[str, Arm] = {}
+    scored: dict[str, Arm] = {}
     for label, model in load_models(run, weights, progress, start):
         progress.update(f"{label}: generating and scoring completions", **ticks)
-        arms[label] = score_model(model, tokenizer, rows, rewards, state, budget, batch_size, tick)
+        scored[label] = score_model(model, tokenizer, rows, rewards, state, budget, batch_size, tick)
         del model  # a full fine-tune's base can go before the tuned model loads
     data_info = {"choice": choice, "source": loaded.source, "rows": len(rows), "format": loaded.format}
     return {
         "scoring": SCORING_REWARDS,
         "method": method.name,
-        "baseline": baseline,
-        **({"baseline_note": note} if note else {}),
+        **baseline_fields(baseline, note),
         "max_new_tokens": budget,
         "reward_weights": reward_weights,
         "data": {**data_info, "skipped": skipped},
-        **{label: arm.summary(reward_weights) for label, arm in arms.items()},
-        "completions": listed_completions(rows, arms, reward_weights),
+        **{label: arm.summary(reward_weights) for label, arm in scored.items()},
+        "completions": listed_completions(rows, scored, reward_weights),
     }
 
 

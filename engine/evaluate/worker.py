@@ -34,7 +34,15 @@ from engine.evaluate.evaluations import (
     new_evaluation_id,
     save_evaluation,
 )
-from engine.evaluate.models import load_eval_tokenizer, load_models, pick_rows
+from engine.evaluate.models import (
+    RAW_BASE,
+    arm_count,
+    baseline_fields,
+    load_eval_tokenizer,
+    load_models,
+    pick_rows,
+    starting_weights,
+)
 from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
 from engine.jobs import Progress
@@ -101,11 +109,19 @@ def _perplexity(loss: float) -> float:
 class Scorer:
     """Scores one model after another on the same rows, counting progress across all of them."""
 
-    def __init__(self, tokenizer: Any, eval_set: EvalSet, batch_size: int, max_new_tokens: int, progress: Progress):
+    def __init__(
+        self,
+        tokenizer: Any,
+        eval_set: EvalSet,
+        batch_size: int,
+        max_new_tokens: int,
+        progress: Progress,
+        models: int = 2,
+    ):
         self.tokenizer, self.eval_set, self.batch_size = tokenizer, eval_set, batch_size
         self.max_new_tokens, self.progress = max_new_tokens, progress
         per_model = math.ceil(len(eval_set.tokenized) / batch_size) + math.ceil(len(eval_set.chats) / batch_size)
-        self.total, self.done = 2 * per_model, 0
+        self.total, self.done = models * per_model, 0
 
     def _tick(self) -> None:
         self.done += 1
@@ -142,21 +158,25 @@ def _answer_budget(tokenizer: Any, chats: list[dict[str, Any]]) -> int:
     return max(lengths, default=0) + ANSWER_SLACK_TOKENS
 
 
-def _prediction_rows(chats: list[dict[str, Any]], base: list[Any], tuned: list[Any]) -> list[dict[str, Any]]:
-    """Predictions beside the references, one dict per row (the prompt shown is the last user turn)."""
+def _prediction_rows(
+    chats: list[dict[str, Any]], base: list[Any], tuned: list[Any], raw: list[Any] | None = None
+) -> list[dict[str, Any]]:
+    """Predictions beside the references, one dict per row (the prompt shown is the last user turn); with ``raw``
+    (the raw base's, beside a starting run's ``base``) those too."""
     rows = []
-    for row, b, t in zip(chats, base, tuned, strict=True):
+    for index, (row, b, t) in enumerate(zip(chats, base, tuned, strict=True)):
         users = [m["content"] for m in row["messages"][:-1] if m["role"] == "user"]
-        rows.append(
-            {
-                "prompt": users[-1] if users else "",
-                "reference": t.reference,
-                "base": b.prediction,
-                "tuned": t.prediction,
-                "base_correct": b.correct,
-                "tuned_correct": t.correct,
-            }
-        )
+        listed = {
+            "prompt": users[-1] if users else "",
+            "reference": t.reference,
+            "base": b.prediction,
+            "tuned": t.prediction,
+            "base_correct": b.correct,
+            "tuned_correct": t.correct,
+        }
+        if raw is not None:
+            listed |= {RAW_BASE: raw[index].prediction, f"{RAW_BASE}_correct": raw[index].correct}
+        rows.append(listed)
     return rows
 
 
@@ -212,16 +232,20 @@ def _score_answers(
     max_new_tokens: int | None,
     progress: Progress,
 ) -> dict[str, Any]:
-    """The "answers" scoring: loss, perplexity and exact match of both models, and their predictions."""
+    """The "answers" scoring: loss, perplexity and exact match of both models (against the run it started from when
+    it has one, with the raw base beside: engine.evaluate.models), and their predictions."""
     eval_set = load_eval_set(run, tokenizer, data, max_rows)
     budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
-    scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress)
+    baseline, start, note = starting_weights(run)
+    scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress, arm_count(start))
     scores: dict[str, tuple[dict[str, Any], list[Any]]] = {}
-    for label, model in load_models(run, weights, progress):
+    for label, model in load_models(run, weights, progress, start):
         scores[label] = scorer.score(model, label)
         del model  # a full fine-tune's base can go before the tuned model loads
+    raw = scores.get(RAW_BASE)
     return {
         "scoring": SCORING_ANSWERS,
+        **baseline_fields(baseline, note),
         "data": {
             "choice": eval_set.choice,
             "source": eval_set.source,
@@ -231,7 +255,8 @@ def _score_answers(
         "max_new_tokens": budget,
         "base": scores["base"][0],
         "tuned": scores["tuned"][0],
-        "predictions": _prediction_rows(eval_set.chats, scores["base"][1], scores["tuned"][1]),
+        **({RAW_BASE: raw[0]} if raw else {}),
+        "predictions": _prediction_rows(eval_set.chats, scores["base"][1], scores["tuned"][1], raw[1] if raw else None),
     }
 
 
@@ -248,7 +273,8 @@ def score_preference(
     run: FinishedRun, weights: TrainedWeights, tokenizer: Any, data: str, max_rows: int | None, progress: Progress
 ) -> dict[str, Any]:
     """The "preference" scoring: every answer's log-likelihood under the base and the tuned model, compared
-    (engine.evaluate.preference); the rows listed carry their row numbers in the file."""
+    (engine.evaluate.preference); the rows listed carry their row numbers in the file. A run that started from
+    another run is compared with that run (as its trainer took it for reference), the raw base beside."""
     config, method = run.config, method_of(run.config)
     loaded, indices, choice = pick_rows(run, data, max_rows)
     if loaded.format not in method.formats:
@@ -261,26 +287,34 @@ def score_preference(
     # load_eval_tokenizer set the run's chat template on the tokenizer: render with it (template None).
     tokenized = preference.tokenize_rows(tokenizer, rows, None, config.train.max_length, truncation)
     batch_size = config.train.eval_batch_size
-    ticks = {"done": 0, "total": 2 * math.ceil(len(tokenized.sequences) / batch_size)}
+    baseline, start, note = starting_weights(run)
+    ticks = {"done": 0, "total": arm_count(start) * math.ceil(len(tokenized.sequences) / batch_size)}
 
     def tick() -> None:
         ticks["done"] += 1
         progress.update(done=ticks["done"], total=ticks["total"])
 
     logps: dict[str, list[preference.AnswerLogp]] = {}
-    for label, model in load_models(run, weights, progress):
+    for label, model in load_models(run, weights, progress, start):
         progress.update(f"{label}: scoring the answers", **ticks)
         logps[label] = preference.answer_logps(model, tokenized.sequences, tokenizer.pad_token_id, batch_size, tick)
         del model  # a full fine-tune's base can go before the tuned model loads
-    if loaded.format == UNPAIRED_FORMAT:
-        scores = preference.compare_unpaired(rows, tokenized.numbers, logps["base"], logps["tuned"], beta)
-    else:
-        scores = preference.compare_pairs(rows, tokenized.numbers, logps["base"], logps["tuned"], beta, by_reward)
+
+    def compared(base: list[preference.AnswerLogp]) -> dict[str, Any]:
+        numbers, tuned = tokenized.numbers, logps["tuned"]
+        if loaded.format == UNPAIRED_FORMAT:
+            return preference.compare_unpaired(rows, numbers, base, tuned, beta)
+        return preference.compare_pairs(rows, numbers, base, tuned, beta, by_reward)
+
+    scores = compared(logps["base"])
+    if RAW_BASE in logps:  # the raw base beside the starting run: its own numbers, from the same comparison
+        preference.add_arm(scores, compared(logps[RAW_BASE]), RAW_BASE)
     for listed in scores.get("pairs") or scores.get("answers") or []:
         listed["row"] = indices[listed["row"] - 1] + 1  # a position among the picked rows -> its row in the file
     return {
         "scoring": SCORING_PREFERENCE,
         "method": method.name,
+        **baseline_fields(baseline, note),
         "beta": beta,
         "data": {
             "choice": choice,

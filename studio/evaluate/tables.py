@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from engine.api import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
-from studio.evaluate.cards import finite, from_start
+from studio.evaluate.cards import RAW_BASE, finite, from_start
 from studio.i18n.catalog import SOURCE, key, text
 
 # The tables' columns, by their English names (what the frames are built and filtered with); the page gets them in
@@ -23,8 +23,10 @@ PREDICTION_COLUMNS = ["#", "Prompt", "Reference", "Base model", "Fine-tuned"]
 PAIR_COLUMNS = ["#", "Prompt", "Chosen", "Rejected", "Base model", "Fine-tuned", "Margin"]
 ANSWER_COLUMNS = ["#", "Prompt", "Answer", "Label", "Base model", "Fine-tuned", "Reward"]
 REWARD_COLUMNS = ["#", "Prompt", "Reference", "Base model", "Fine-tuned", "Base reward", "Tuned reward"]
-# A run that started from another run is compared with that run, not with the base model.
+# A run that started from another run is compared with that run, not with the base model; the base model's column
+# then comes before the starting run's, where the result has it (RAW_BASE).
 FROM_START_COLUMNS = {"Base model": "Starting run", "Base reward": "Start reward"}
+BEFORE_START = "Base model"
 COLUMN_WORDS = {
     column: key(f"evaluate.column.{column.lower().replace(' ', '_').replace('-', '_')}")
     for column in {*PREDICTION_COLUMNS, *PAIR_COLUMNS, *ANSWER_COLUMNS, *REWARD_COLUMNS, *FROM_START_COLUMNS.values()}
@@ -44,6 +46,22 @@ TABLE_LAYOUTS = {
     "completions": (
         ["number", "str", "str", "html", "html", "number", "number"],
         ["5%", "21%", "12%", "23%", "23%", "8%", "8%"],
+    ),
+}
+# With the base model's column beside the starting run's: the widths of the model columns shrink to make room.
+THREE_ARM_LAYOUTS = {
+    "predictions": (["number", "str", "str", "html", "html", "html"], ["5%", "25%", "15%", "18%", "18%", "19%"]),
+    "pairs": (
+        ["number", "str", "str", "str", "html", "html", "html", "number"],
+        ["5%", "20%", "12%", "12%", "13%", "13%", "15%", "10%"],
+    ),
+    "answers": (
+        ["number", "str", "str", "str", "html", "html", "html", "number"],
+        ["5%", "24%", "17%", "9%", "11%", "12%", "12%", "10%"],
+    ),
+    "completions": (
+        ["number", "str", "str", "html", "html", "html", "number", "number"],
+        ["5%", "17%", "10%", "19%", "19%", "19%", "6%", "5%"],
     ),
 }
 FILTERS = ("All rows", "Fine-tuned wrong", "Fixed by tuning", "Broken by tuning")  # the filter's values
@@ -101,6 +119,25 @@ def _rounded(value: Any) -> float | None:
     return round(value, 4) if finite(value) else None
 
 
+def has_raw_base(result: dict[str, Any] | None) -> bool:
+    """Whether a result lists the raw base model beside the run it started from (a third model column)."""
+    return from_start(result) and bool((result or {}).get(RAW_BASE))
+
+
+def _three_arms(result: dict[str, Any] | None, rows: list[list[Any]], columns: list[str], raw: list[Any]) -> Any:
+    """The frame of ``rows`` under ``columns``; for a result that compares with its starting run, the baseline's
+    columns renamed for it and, where the result has the raw base, its column (``raw``: one cell per row) before
+    the starting run's."""
+    if not from_start(result):
+        return pd.DataFrame(rows, columns=columns)
+    at = columns.index(BEFORE_START)
+    renamed = [FROM_START_COLUMNS.get(column, column) for column in columns]
+    if not has_raw_base(result):
+        return pd.DataFrame(rows, columns=renamed)
+    widened = [row[:at] + [cell] + row[at:] for row, cell in zip(rows, raw, strict=True)]
+    return pd.DataFrame(widened, columns=renamed[:at] + [BEFORE_START] + renamed[at:])
+
+
 def headed(frame: pd.DataFrame, lang: str = SOURCE) -> pd.DataFrame:
     """``frame`` with its columns named in ``lang``."""
     if lang == SOURCE:
@@ -111,6 +148,7 @@ def headed(frame: pd.DataFrame, lang: str = SOURCE) -> pd.DataFrame:
 def pairs_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.DataFrame:
     """A preference result's pairs: each model's log-prob per token (or score) of chosen vs rejected, marked ✓
     when it ranks chosen first, and the margin; filtered by ``which``."""
+    kept = [pair for pair in (result or {}).get("pairs") or [] if _keep(pair, which)]
     rows = [
         [
             pair.get("row"),
@@ -121,15 +159,15 @@ def pairs_frame(result: dict[str, Any] | None, which: str = FILTERS[0]) -> pd.Da
             _ranking(pair, "tuned"),
             _rounded(pair.get("margin")),
         ]
-        for pair in (result or {}).get("pairs") or []
-        if _keep(pair, which)
+        for pair in kept
     ]
-    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+    return _three_arms(result, rows, PAIR_COLUMNS, [_ranking(pair, RAW_BASE) for pair in kept])
 
 
 def answers_frame(result: dict[str, Any] | None, which: str = FILTERS[0], lang: str = SOURCE) -> pd.DataFrame:
     """A kto result's answers: each model's log-prob per token, the tuned one marked ✓ when its reward sits on
     the right side of the other label's median, and the reward; filtered by ``which``."""
+    kept = [answer for answer in (result or {}).get("answers") or [] if _keep(answer, which)]
     rows = [
         [
             answer.get("row"),
@@ -140,10 +178,10 @@ def answers_frame(result: dict[str, Any] | None, which: str = FILTERS[0], lang: 
             _mark(answer.get("tuned_correct")) + _per_token(answer.get("tuned_logp"), answer.get("tokens")),
             _rounded(answer.get("reward")),
         ]
-        for answer in (result or {}).get("answers") or []
-        if _keep(answer, which)
+        for answer in kept
     ]
-    return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+    raw = [_per_token(answer.get(f"{RAW_BASE}_logp"), answer.get("tokens")) for answer in kept]
+    return _three_arms(result, rows, ANSWER_COLUMNS, raw)
 
 
 def _number(value: Any) -> str:
@@ -178,6 +216,7 @@ def _keep_rewarded(entry: dict[str, Any], which: str) -> bool:
 def completions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], lang: str = SOURCE) -> pd.DataFrame:
     """A rewards result's completions: the prompt, its reference, each model's answer (✓ when it equals the
     reference) with its reward scores, and each model's weighted reward; filtered by ``which``."""
+    kept = [entry for entry in (result or {}).get("completions") or [] if _keep_rewarded(entry, which)]
     rows = [
         [
             entry.get("row"),
@@ -188,11 +227,9 @@ def completions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], la
             _rounded(entry.get("base_reward")),
             _rounded(entry.get("tuned_reward")),
         ]
-        for entry in (result or {}).get("completions") or []
-        if _keep_rewarded(entry, which)
+        for entry in kept
     ]
-    frame = pd.DataFrame(rows, columns=REWARD_COLUMNS)
-    return frame.rename(columns=FROM_START_COLUMNS) if from_start(result) else frame
+    return _three_arms(result, rows, REWARD_COLUMNS, [_rewarded(entry, RAW_BASE, lang) for entry in kept])
 
 
 def listed_kind(result: dict[str, Any] | None) -> str:
@@ -205,8 +242,9 @@ def listed_kind(result: dict[str, Any] | None) -> str:
 
 
 def table_layout(result: dict[str, Any] | None) -> tuple[list[str], list[str]]:
-    """The table's column kinds and widths for what the result lists."""
-    return TABLE_LAYOUTS[listed_kind(result)]
+    """The table's column kinds and widths for what the result lists (and whether it lists the base model beside
+    the run it started from)."""
+    return (THREE_ARM_LAYOUTS if has_raw_base(result) else TABLE_LAYOUTS)[listed_kind(result)]
 
 
 def predictions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], lang: str = SOURCE) -> pd.DataFrame:
@@ -220,6 +258,7 @@ def predictions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], la
         return headed(pairs_frame(result, which), lang)
     if kind == "answers":
         return headed(answers_frame(result, which, lang), lang)
+    kept = [(n, row) for n, row in enumerate((result or {}).get("predictions") or [], start=1) if _keep(row, which)]
     rows = [
         [
             number,
@@ -228,10 +267,10 @@ def predictions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], la
             _answer(row.get("base", ""), bool(row.get("base_correct")), lang),
             _answer(row.get("tuned", ""), bool(row.get("tuned_correct")), lang),
         ]
-        for number, row in enumerate((result or {}).get("predictions") or [], start=1)
-        if _keep(row, which)
+        for number, row in kept
     ]
-    return headed(pd.DataFrame(rows, columns=PREDICTION_COLUMNS), lang)
+    raw = [_answer(row.get(RAW_BASE, ""), bool(row.get(f"{RAW_BASE}_correct")), lang) for _, row in kept]
+    return headed(_three_arms(result, rows, PREDICTION_COLUMNS, raw), lang)
 
 
 # The table's title (a key) and the key of its count ("3 of 10 rows"), by what it lists.
