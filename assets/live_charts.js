@@ -127,23 +127,25 @@
     if (following) box.scrollTop = box.scrollHeight;
   }
 
-  // The header's run changes in a Gradio update; a mutation observer runs before the browser paints that update, so
-  // the old curves are gone in the very frame the new header first shows (the loop would notice only on its next
-  // turn, up to WATCH_MS later).
-  let drawnToken = null; // the run whose curves the charts hold
+  // The header's run changes in a Gradio update (a run picked, or Start); a mutation observer runs before the browser
+  // paints that update, so the old run's curves, progress bar, stats and log are gone in the very frame the new
+  // header first shows, not when the new run's first answer arrives (which can take seconds while it starts).
+  let shownToken = null; // the run whose curves, panels or log the page shows
   new MutationObserver(() => {
-    if (drawnToken === null || question().token === drawnToken) return;
-    clearCharts(chartDivs());
-    drawnToken = null;
+    if (shownToken === null || question().token === shownToken) return;
+    clearRun(chartDivs());
+    shownToken = null;
   }).observe(document.documentElement, { subtree: true, childList: true, attributes: true, attributeFilter: ["data-live"] });
 
-  // Empty every chart at once (before the new run's first answer arrives, which can take a while) and forget
-  // what it showed, so the next answer draws each chart whole.
-  function clearCharts(divs) {
+  // Empty every chart, both panels and the log at once, and forget what they showed, so the next answer draws each
+  // chart whole.
+  function clearRun(divs) {
     for (const div of Object.values(divs)) {
       if (plotly && div.data) plotly.purge(div);
       delete div.dataset.key;
     }
+    showPanels({ progress: "", stats: "" });
+    showLog("");
   }
 
   async function ask(divs) {
@@ -185,6 +187,10 @@
     if (response.status === 404) refused = q.token;
     if (!response.ok) return sleep(RETRY_MS);
     const body = await response.json();
+    // An answer about a run the header no longer shows (it changed while the answer was on its way) is dropped:
+    // it would put the old run back under the new header.
+    if (question().token !== q.token) return;
+    shownToken = q.token;
     // The panels and the log need no plotly.js: they show even while it is still loading.
     showPanels(body.panels);
     followMonitor(q.token, body.monitor);
@@ -199,7 +205,7 @@
       if (box) box.classList.toggle("ts-shown", name in body.keys);
     }
     const Plotly = await loadPlotly();
-    drawnToken = q.token;
+    if (question().token !== q.token) return; // the run changed while plotly.js loaded
     for (const [name, figure] of Object.entries(body.figures)) {
       await Plotly.react(divs[name], figure.data, figure.layout, { ...figure.config, responsive: true });
       divs[name].dataset.key = body.keys[name];
