@@ -24,7 +24,7 @@ from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
-from studio.train.lengths import model_context, suggest_max_length
+from studio.train.lengths import model_context, rows_that_fit, suggest_max_length
 from studio.train.run_length import epochs_warmup_warning
 
 UPLOAD_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".parquet", ".txt")
@@ -117,6 +117,7 @@ class DatasetCheck:
     error: str  # Markdown: why the dataset cannot be used ("" when it can)
     format: str | None = None
     max_length: int | None = None  # a train.max_length to suggest: too many rows are longer than the form's
+    fit: str = ""  # Markdown: how many rows fit whole in max_length, shown where the dataset is picked
 
 
 def check_dataset(
@@ -158,14 +159,14 @@ def check_dataset(
     except DataError as exc:
         return DatasetCheck("", "", error_markdown(str(exc), lang), report.format)
     report = checked.report
-    limits = {
-        MODEL_CONTEXT: model_context(config.model.name_or_path, config.model.revision, tokenizer),
-        DEMO_LIMIT: max_length_cap,
-    }
-    advice = suggest_max_length(checked.lengths, report.num_dropped, config.train.max_length, limits)
+    context = model_context(config.model.name_or_path, config.model.revision, tokenizer)
+    limits = {MODEL_CONTEXT: context, DEMO_LIMIT: max_length_cap}
+    max_length = config.train.max_length
+    advice = suggest_max_length(checked.lengths, report.num_dropped, max_length, limits)
     summary = summary_markdown(report, lang) + warned + (f"\n\n{advice.markdown(lang)}" if advice else "")
     suggestion = advice.suggestion if advice else None
-    return DatasetCheck(summary, examples_html(checked.examples, lang), "", report.format, suggestion)
+    fit = rows_that_fit(checked.lengths, report.num_dropped, max_length, context, lang)
+    return DatasetCheck(summary, examples_html(checked.examples, lang), "", report.format, suggestion, fit)
 
 
 def problem_text(problem: Problem, lang: str = SOURCE) -> str:

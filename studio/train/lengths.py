@@ -24,6 +24,7 @@ MULTIPLE = 8  # suggestions are multiples of 8: what GPU kernels tile by, and ea
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "n_ctx")
 # Tokenizers without a known length say int(1e30); nothing real comes near ten million tokens.
 _NO_LENGTH = 10_000_000
+FIT_ROWS, FIT_CONTEXT = key("train.fit.rows"), key("train.fit.context")
 # The advice's words (studio.i18n).
 CUT, LIMIT, CANNOT_GROW, SUGGESTED, WHY_LIMIT, WHY_FIT, WHY_DROPPED = (
     key(f"train.length.{name}")
@@ -60,6 +61,29 @@ class LengthAdvice:
         else:  # a row whose prompt alone fills max_length is dropped before its full length is counted
             why = text(WHY_DROPPED, lang)
         return f"{cut} {text(SUGGESTED, lang, tokens=f'{self.suggestion:,}', why=why)}"
+
+
+def rows_that_fit(
+    lengths: Sequence[int], num_dropped: int, max_length: int, context: int | None, lang: str = SOURCE
+) -> str:
+    """Markdown for where a dataset is picked: how many training rows fit whole in ``max_length``, how many are cut
+    short and how many dropped (truncation left them no loss token), and how many are longer than the model's
+    ``context`` (no max_length keeps those whole with this model), in ``lang``; "" when every row fits.
+
+    ``lengths`` and ``num_dropped`` are what the dataset check counted (engine.data.preview.check_tokens): each
+    training row's tokens before truncation, and the rows dropped without a length.
+    """
+    rows = len(lengths) + num_dropped
+    whole = sum(length <= max_length for length in lengths)
+    if whole == rows:
+        return ""
+    counts = {"fit": f"{whole:,}", "rows": f"{rows:,}", "max_length": f"{max_length:,}"}
+    line = text(FIT_ROWS, lang, **counts, cut=f"{rows - whole - num_dropped:,}", dropped=f"{num_dropped:,}")
+    # A dropped row is longer than max_length; past the context too when max_length reaches it.
+    over = sum(length > context for length in lengths) + (num_dropped if max_length >= context else 0) if context else 0
+    if over:
+        line += " " + text(FIT_CONTEXT, lang, over=f"{over:,}", context=f"{context:,}")
+    return line
 
 
 def round_up(tokens: int, multiple: int = MULTIPLE) -> int:

@@ -146,13 +146,14 @@ class DatasetPanel:
     use_max_length: Any  # a button that sets train.max_length to the check's suggestion, shown when there is one
     suggestion: Any  # gr.State: that suggestion
     notice: Any  # what the change of training file did to the eval file (studio.train.eval_pairing)
+    fit: Any  # under the pickers: how many rows fit whole in max_length (studio.train.lengths.rows_that_fit)
     seen: Any  # gr.State: the (training path, eval path) of the last check
     datasets: DatasetList  # the controls of several datasets in data.path
 
     @property
     def outputs(self) -> list[Any]:
         """The components a dataset check writes."""
-        return [self.summary, self.examples, self.error, self.use_max_length, self.suggestion]
+        return [self.summary, self.examples, self.error, self.use_max_length, self.suggestion, self.fit]
 
 
 @dataclasses.dataclass
@@ -191,6 +192,7 @@ def build_dataset_panel(form: ConfigForm, title: str = "train.dataset") -> Datas
                 upload = gr.UploadButton(
                     t("train.upload"), file_types=list(dp.UPLOAD_SUFFIXES), size="sm", scale=1, min_width=120
                 )
+            fit = gr.Markdown(elem_id="train-rows-fit")  # said where the dataset is picked
             form.render_fields(["data.path"], columns=1)
             datasets = _build_dataset_list(form.components["data.path"].value)
             form.render_fields(["data.format"], columns=1)
@@ -205,7 +207,7 @@ def build_dataset_panel(form: ConfigForm, title: str = "train.dataset") -> Datas
             )
             examples = gr.HTML(js_on_load=None, elem_classes=["ts-examples"])
     seen = gr.State((form.components["data.path"].value, form.components["data.eval_path"].value))
-    parts = {"use_max_length": use_max_length, "suggestion": gr.State(None), "notice": notice, "seen": seen}
+    parts = {"use_max_length": use_max_length, "suggestion": gr.State(None), "notice": notice, "seen": seen, "fit": fit}
     parts["datasets"] = datasets
     return DatasetPanel(form.components["data.path"], upload, bundled, check_button, summary, examples, error, **parts)
 
@@ -233,7 +235,7 @@ def check_outputs(result: dp.DatasetCheck) -> list[Any]:
     tokens = result.max_length
     label = marked(USE_MAX_LENGTH)
     button = gr.update(visible=bool(tokens), value=f"{label} {tokens:,}" if tokens else label)
-    return [result.summary, result.examples, result.error, button, tokens]
+    return [result.summary, result.examples, result.error, button, tokens, result.fit]
 
 
 def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> tuple[list[RewardPicker], Any]:
