@@ -75,7 +75,7 @@ def test_locked_fields_are_refused_by_name() -> None:
 
 @pytest.mark.parametrize(
     ("steps", "detail"),
-    [(CAP + 1, f"{CAP + 1} asked"), (-1, "epoch-based runs (-1) are off"), (0, "epoch-based runs (-1) are off")],
+    [(CAP + 1, f"{CAP + 1} asked"), (-1, "epoch-based runs (-1) are off")],  # 0: refused by the config itself
 )
 def test_steps_are_capped_and_epoch_runs_refused(steps: int, detail: str) -> None:
     problems = by_field({"train": {"max_steps": steps}})
@@ -205,7 +205,7 @@ def test_the_demos_words_are_said_in_the_visitors_language(tmp_path: Path) -> No
     start = run("on_start", [None, *(demo_values()[path] for path in form.paths)], "ko")[0]
     assert start == text(demo_queue.NO_VISITOR_KEY, "ko") != demo_queue.NO_VISITOR
     assert run("on_start", [None, *(demo_values()[path] for path in form.paths)], None)[0] == demo_queue.NO_VISITOR
-    refused = {p.field: p.message for p in DEMO.problems(parse_config({"train": {"max_steps": 0}}), lang="ja")}
+    refused = {p.field: p.message for p in DEMO.problems(parse_config({"train": {"max_steps": -1}}), lang="ja")}
     epochs = text(demo_policy.STEPS_EPOCHS, "ja")
     assert refused["train.max_steps"] == text(demo_policy.STEPS_CAP, "ja", cap=CAP, detail=epochs)
 
