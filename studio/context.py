@@ -39,7 +39,7 @@ class StudioContext:
     tabs: Any = None  # gr.Tabs
     policy: DemoPolicy = NORMAL
     visitor: Any = None  # gr.BrowserState[str | None] or gr.State(None)
-    train_form: Any = None  # the Train tab's studio.form.widgets.ConfigForm, which other tabs may fill
+    train_form: Any = None  # the Train tab's studio.train.form_widgets.ConfigForm, which other tabs may fill
     opened: Any = None  # gr.Tab: the tab being built
 
     def on_open(self) -> Any:

@@ -20,13 +20,13 @@ from studio import lanes
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
-from studio.form.widgets import ConfigForm
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked
 from studio.train import actions, eval_pairing, method_fit, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
+from studio.train.form_widgets import ConfigForm
 from studio.train.widgets import (
     PRIVATE,
     RAW,

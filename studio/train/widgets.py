@@ -14,13 +14,13 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import LOCKED, VISITOR_DATA_FIELDS
 from studio.form.schema import FieldSpec
-from studio.form.widgets import ConfigForm, make_widget
 from studio.i18n.catalog import key
 from studio.i18n.widgets import marked, t
 from studio.train import actions
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
+from studio.train.form_widgets import ConfigForm, make_widget
 
 START_LABEL, STARTING = "train.start", "train.starting"  # keys of the Start button's two labels
 USE_MAX_LENGTH = key("train.use_max_length")

@@ -17,8 +17,8 @@ from engine.schema import Section, advanced
 from engine.store.paths import PROJECT_ROOT
 from studio.form.schema import humanise, leaf_specs
 from studio.form.values import config_to_values, default_values, from_widget, values_to_config
-from studio.form.widgets import ConfigForm, place_errors
 from studio.i18n import catalog
+from studio.train.form_widgets import ConfigForm, place_errors
 
 
 def schema_leaves(model: type[BaseModel], prefix: str = "") -> dict[str, Any]:
