@@ -33,10 +33,10 @@ from studio.i18n.widgets import head_script, i18n, language_picker, marked, t, w
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
 from studio.path_guard import ASSETS_DIR
+from studio.queue.scheduler import ensure_scheduler
 from studio.runs import api
 from studio.runs.data import pick_initial_run
 from studio.runs.tab import build_runs_tab
-from studio.scheduler import ensure_scheduler
 from studio.sweeps.tab import build_sweeps_tab
 from studio.train.tab import build_train_tab
 

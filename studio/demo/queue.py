@@ -1,5 +1,5 @@
 """Demo mode's queue, as the studio uses it: a visitor's Start joins the line (when the line is not full), the
-studio's scheduler (studio.scheduler) starts it when its devices are free, and a visitor can leave the line.
+studio's scheduler (studio.queue.scheduler) starts it when its devices are free, and a visitor can leave the line.
 
 The queue itself lives in the run directories (engine.runs.queue); this module adds the visitor rules (one
 queued or running run each, only their own runs).
@@ -14,7 +14,7 @@ from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_ta
 from studio.demo.quota import start_refusal
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS
-from studio.queue_words import queue_message
+from studio.queue.words import queue_message
 
 CREATE_FAILED = key("start.create_failed")  # as one's own studio says it (studio.train.starting)
 NO_VISITOR_KEY, QUEUE_FULL, BUSY, NOT_STARTED = (

@@ -28,8 +28,8 @@ from studio.i18n.widgets import marked
 from studio.monitor.completions import CompletionsPanel, reward_labels
 from studio.monitor.session import MonitorSession, MonitorUpdate
 from studio.monitor.widgets import MonitorLayout
-from studio.queue_words import queue_message
-from studio.scheduler import resume_in_line
+from studio.queue.scheduler import resume_in_line
+from studio.queue.words import queue_message
 
 # Stop's label by Controls.stop_label (a queued run's Stop is Cancel: it leaves the line), for the page to translate.
 STOP_LABELS = {"Stop": marked("monitor.stop"), "Cancel": marked("monitor.cancel_queued")}

@@ -26,7 +26,7 @@ from engine.api import (
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS, badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import REWARD_TOTAL, MetricsFeed, eta_seconds
-from studio.queue_words import place_text
+from studio.queue.words import place_text
 
 # The states in which the worker takes Save now and Pause / Continue (engine.runs.requests).
 REQUEST_STATES = ("running", PAUSED)

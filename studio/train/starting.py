@@ -16,7 +16,7 @@ from engine.api import ConfigError, RunConfig, run_queue, runs
 from studio.demo.caller import Caller
 from studio.demo.queue import enqueue_run
 from studio.i18n.catalog import key, text
-from studio.queue_words import queue_message
+from studio.queue.words import queue_message
 from studio.train.actions import checked_config, remember_model, shown_fields
 from studio.train.dataset import cached_tokenizer, get_tokenizer
 from studio.train.estimate import target_module_problems

@@ -23,7 +23,7 @@ from studio.demo.policy import NORMAL, owner_tag, owns, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import default_values
 from studio.i18n.catalog import text
-from studio.queue_words import place_text
+from studio.queue.words import place_text
 from studio.train import actions, starting
 from studio.train.tab import build_train_tab
 from tests.helpers.visitors import ALICE, BOB, DEMO

@@ -25,9 +25,9 @@ from studio.jobs.widgets import tab_opened
 from studio.monitor import tab as monitor_tab
 from studio.monitor.live import FEEDS, live_panels
 from studio.monitor.session import MonitorSession
+from studio.queue.scheduler import Scheduler
 from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
-from studio.scheduler import Scheduler
 from studio.train import actions, starting
 from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - the fixture
 from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO

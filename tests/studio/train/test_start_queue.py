@@ -19,7 +19,7 @@ from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import config_to_values, values_to_data
 from studio.monitor.live import FEEDS, live_panels
-from studio.scheduler import Scheduler, resume_in_line
+from studio.queue.scheduler import Scheduler, resume_in_line
 from studio.train import actions, starting
 from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - the fixture
 from tests.helpers.machine_load import load_factor

@@ -1,5 +1,5 @@
 """The studio's side of the run queue (engine.runs.queue), in every mode: a background thread that starts queued
-runs as their devices free up, and Resume's way back into the line (its words: studio.queue_words).
+runs as their devices free up, and Resume's way back into the line (its words: studio.queue.words).
 
 A run waits in line when its devices are busy (on a CPU machine: while another run trains); this thread makes it
 start about a second after they free up, without anyone watching the page. In demo mode it also ends runs past
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.api import run_queue, runs, workspace_of
-from studio.queue_words import queue_message
+from studio.queue.words import queue_message
 
 log = logging.getLogger(__name__)
 SCHEDULER_SECONDS = 1.0
