@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine import jobs, runs
+from engine import runs
 from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
 from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
 from engine.config.names import name_problem
@@ -32,12 +32,12 @@ from engine.data.template_guard import CHECK_BUDGET_S
 from engine.evaluate import evaluations
 from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 from engine.export import exports as export
-from engine.jobs import JobStatus
 from engine.methods import METHODS, Method, method_charts, method_of
 from engine.methods.reward_spec import RewardSpec
+from engine.runs import jobs, requests
 from engine.runs import queue as run_queue
-from engine.runs import requests
 from engine.runs.artifacts import ArtifactError
+from engine.runs.jobs import JobStatus
 from engine.runs.lineage import FIELD as INIT_FROM_FIELD
 from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, runs_with_weights, source_label
 from engine.runs.queue import limit_reached

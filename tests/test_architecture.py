@@ -190,7 +190,7 @@ ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine.methods*",),
     ("engine.config*",),
     ("engine.data*", "engine.runs*"),
-    ("engine.training*", "engine.jobs", "engine.methods.*.trainer"),
+    ("engine.training*", "engine.methods.*.trainer"),
     ("engine.evaluate*", "engine.chat*", "engine.methods.*.scoring"),
     ("engine.export*", "engine.sweeps*"),
     ("engine.cli*", "engine.api"),  # the command line: the engine.cli package (engine.cli.train, ...)

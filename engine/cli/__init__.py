@@ -23,7 +23,7 @@
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
 command continues the sweep, as it does after the driver was killed.
 
-Evaluate and export print their progress; with ``--job-dir`` (set by engine.jobs when the studio starts them)
+Evaluate and export print their progress; with ``--job-dir`` (set by engine.runs.jobs when the studio starts them)
 they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
 
 ``--set`` changes one field of the file for this command (engine.cli.overrides). ``train`` and ``resume`` start
@@ -204,8 +204,8 @@ def _quiet() -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
     from engine.data import DataError
-    from engine.jobs import Progress, run_job
     from engine.runs.artifacts import ArtifactError
+    from engine.runs.jobs import Progress, run_job
 
     def work(progress: Progress) -> dict[str, Any]:
         _quiet()
@@ -222,8 +222,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from engine.config import ConfigError
     from engine.export.exports import ExportError, plan_export
-    from engine.jobs import Progress, run_job
     from engine.runs.artifacts import ArtifactError
+    from engine.runs.jobs import Progress, run_job
 
     def work(progress: Progress) -> dict[str, Any]:
         plan = plan_export(args.run_dir, args.kind, args.dtype, args.out, args.checkpoint, args.workspace)

@@ -63,9 +63,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine import jobs
 from engine.data.loading import looks_like_hub_id, resolve_path
 from engine.methods import SCORINGS, method_of
+from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of

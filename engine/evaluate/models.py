@@ -16,8 +16,8 @@ from typing import Any
 from engine.data import LoadedRows, load_rows, resolve_chat_template
 from engine.data.pipeline import select_rows
 from engine.evaluate.evaluations import DATA_EVAL, DATA_TRAIN
-from engine.jobs import Progress
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights
+from engine.runs.jobs import Progress
 
 BASELINE_BASE = "base"  # a result's ``baseline`` when the tuned model is compared with the raw base model
 RAW_BASE = "raw_base"  # the arm of the raw base model beside a starting run's (its key in a result and its rows)

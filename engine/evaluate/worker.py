@@ -2,7 +2,7 @@
 preference run, how each ranks chosen over rejected answers (engine.evaluate.preference); for a GRPO run, its
 reward functions on each model's greedy completions (engine.evaluate.rewards).
 
-Runs inside ``python -m engine evaluate`` (a job, see engine.jobs). The loss is the mean cross-entropy over
+Runs inside ``python -m engine evaluate`` (a job, see engine.runs.jobs). The loss is the mean cross-entropy over
 the tokens that carry loss in training (the answers, with data.completion_only_loss), so it is comparable to
 the trainer's eval_loss. Predictions are greedy answers through the chat template (engine.evaluate.scoring) for
 rows that end with a reference answer. A LoRA run loads the base once: the base scores are taken with the
@@ -45,9 +45,9 @@ from engine.evaluate.models import (
 )
 from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
-from engine.jobs import Progress
 from engine.methods import method_of
 from engine.runs.artifacts import FinishedRun, TrainedWeights
+from engine.runs.jobs import Progress
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
 

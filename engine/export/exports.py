@@ -2,7 +2,7 @@
 
 ``plan_export`` refuses, with a message that says what to do, a missing run, a running run, a run without
 the weights asked for, and a bad target: one outside ``WORKSPACE/exports``, an existing file or non-empty
-directory. ``start_export`` runs ``python -m engine export`` as a job (engine.jobs); a hub token goes to the
+directory. ``start_export`` runs ``python -m engine export`` as a job (engine.runs.jobs); a hub token goes to the
 job through its environment only. The work itself is engine.export.worker. No ML library is imported here.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import jobs
 from engine.config.names import name_problem
+from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.paths import is_hub_id
 from engine.store.workspace import exports_dir, workspace_of

@@ -2,7 +2,7 @@
 
 Everything is written into a hidden partial directory beside the target and renamed into place only when it
 is complete, so a failed, cancelled or killed export leaves nothing half-written behind (the job removes the
-partial output; engine.jobs removes it for a job that died). A merge loads the base un-quantized at the chosen
+partial output; engine.runs.jobs removes it for a job that died). A merge loads the base un-quantized at the chosen
 dtype, even for a QLoRA run, and folds the adapter into it with peft's ``merge_and_unload``.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from engine.export.exports import ExportError, ExportPlan, check_repo_id
 from engine.export.model_card import model_card
-from engine.jobs import PARTIAL_MARK, Progress
+from engine.runs.jobs import PARTIAL_MARK, Progress
 
 # Trainer state in a checkpoint directory: needed to resume, not to use the weights.
 TRAINING_ONLY = {"README.md", "training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json"}

@@ -16,7 +16,7 @@ One server serves one environment: modules read some variables once, when import
 mode among them), so the server's key holds the interpreter, the engine's code (a changed file means a new
 server) and every environment variable except those that only the started process reads (``VOLATILE``). It
 exits after ``IDLE_S`` without a request, unless a live process holds it (a studio: ``prepare``). Only CPU work is
-forked: a process whose parent may have touched CUDA cannot use it (engine.runs.control, engine.jobs and the CLI
+forked: a process whose parent may have touched CUDA cannot use it (engine.runs.control, engine.runs.jobs and the CLI
 decide). Linux only (fork, SCM_RIGHTS); elsewhere nothing is forked. The server itself: engine.store.fork_server.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_env, pid_alive, spawn_detached
 
-# What a server forks: a run's supervisor (which forks its worker), and the background jobs (engine.jobs).
+# What a server forks: a run's supervisor (which forks its worker), and the background jobs (engine.runs.jobs).
 FORKED_COMMANDS = ("supervise", "evaluate", "export")
 # What a CLI command hands to the server, waiting for its exit code (``run_forked``): those that import the libraries.
 # Not ``sweep``: its driver imports little, and a killed driver must be gone at once (the same command continues it).

@@ -3,7 +3,7 @@ files live. Standard library only.
 
 ```
 runs/<time>-<hex>-<name>/   one run directory each (engine.store.rundir)
-jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.jobs)
+jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.runs.jobs)
 exports/                    exported adapters and merged models, each with its .zip
 datasets/                   files uploaded on the Train tab (demo mode: visitors/<owner>/datasets/)
 configs/                    configs saved from the Train tab

@@ -1,6 +1,6 @@
 """The exact_match objective: Evaluate's greedy exact match of a completed trial's run on its eval set.
 
-The score comes from the same background job the Evaluate tab starts (``python -m engine evaluate``, engine.jobs),
+The score comes from the same background job the Evaluate tab starts (``python -m engine evaluate``, engine.runs.jobs),
 so it is stored with the run (``RUN/evaluations/``) and the Runs list, Evaluate and the model card show it like any
 other evaluation. The job's folder is recorded on the trial before the driver waits on it: a driver killed
 meanwhile, started again, waits for the same job (it lives in its own session), reads its result when it has
@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from engine import jobs
 from engine.evaluate.evaluations import DATA_EVAL, read_evaluation, start_evaluation
+from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError
 
 CANCEL_WAIT_S = 60.0  # a cancelled evaluation removes its half-written output before it ends

@@ -1,7 +1,7 @@
 """The Evaluate tab: score a run's base and fine-tuned model on a dataset, with progress, cancel and results.
 
-The work runs in a background ``python -m engine evaluate`` job (engine.evaluate.evaluations / engine.jobs); this tab
-starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
+The work runs in a background ``python -m engine evaluate`` job (engine.evaluate.evaluations / engine.runs.jobs);
+this tab starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
 result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references; for
 a preference run (dpo, kto, orpo) the preference accuracy base → fine-tuned, the reward margin and the pairs.
 The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again. What the server writes

@@ -1,6 +1,6 @@
 """The Export tab: save a run's adapter or a merged model with a model card, download it as a zip, push it.
 
-The work runs in a background ``python -m engine export --zip`` job (engine.export.exports / engine.jobs); this tab
+The work runs in a background ``python -m engine export --zip`` job (engine.export.exports / engine.runs.jobs); this tab
 checks the request first (a refused export says why at once), follows the job's progress with a ``gr.Timer``
 active only while it runs, and offers the zip through a ``gr.DownloadButton`` when it is done. A hub token
 typed here goes to the job's environment only: never to disk, the command line or a log.

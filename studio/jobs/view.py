@@ -1,6 +1,6 @@
 """What the Evaluate and Export tabs share: which runs they offer, and how a background job looks.
 
-Pure functions of the workspace and of job statuses (engine.jobs), kept apart from the Gradio wiring so they
+Pure functions of the workspace and of job statuses (engine.runs.jobs), kept apart from the Gradio wiring so they
 are tested directly. No Gradio and no ML library here.
 
 What they write is in ``lang`` (English by default): the weights' labels, a run's state, a job's outcome, and

@@ -21,9 +21,9 @@ from engine.data import DataError
 from engine.evaluate.evaluations import SCORING_PREFERENCE
 from engine.evaluate.models import load_models, pick_rows
 from engine.evaluate.preference import finite_mean, prompt_text, share_of, turns_text
-from engine.jobs import Progress
 from engine.methods.rm.trainer import with_pad_token
 from engine.runs.artifacts import FinishedRun, TrainedWeights
+from engine.runs.jobs import Progress
 
 SIDES = ("chosen", "rejected")
 

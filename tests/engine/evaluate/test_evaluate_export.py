@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import jobs
 from engine.config import parse_config, save_config
 from engine.evaluate import evaluations
 from engine.export.exports import ExportError, plan_export, start_export
 from engine.export.model_card import final_metrics
+from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics, update_status

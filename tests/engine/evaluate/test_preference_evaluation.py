@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine import jobs
 from engine.config import parse_config
 from engine.evaluate import evaluations
 from engine.evaluate.preference import score_pairs
+from engine.runs import jobs
 from engine.store.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration

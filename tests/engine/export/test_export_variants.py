@@ -18,8 +18,8 @@ import torch
 from engine.evaluate.worker import evaluate
 from engine.export.exports import plan_export
 from engine.export.worker import export
-from engine.jobs import Progress
 from engine.runs.artifacts import ArtifactError
+from engine.runs.jobs import Progress
 from engine.store.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import jobs, runs
+from engine import runs
 from engine.config import save_config
+from engine.runs import jobs
 from engine.store import forks
 from engine.store.processes import command_line, engine_command, engine_env, pid_alive, proc_pids
 from engine.store.rundir import read_status

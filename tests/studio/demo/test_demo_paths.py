@@ -13,7 +13,7 @@ import pytest
 
 from engine import runs
 from engine.chat.client import ChatError
-from engine.jobs import JOB_FILE, LOG_FILE, PROGRESS_FILE
+from engine.runs.jobs import JOB_FILE, LOG_FILE, PROGRESS_FILE
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import LOG_FILE as RUN_LOG
 from engine.store.rundir import update_status
@@ -284,7 +284,7 @@ def test_chat_load_error_names_no_server_path(workspace: Path) -> None:
 
 
 def job(workspace: Path, name: str, progress: dict[str, Any], log: str = "") -> str:
-    """A finished background job as engine.jobs records it."""
+    """A finished background job as engine.runs.jobs records it."""
     job_dir = workspace / "jobs" / name
     job_dir.mkdir(parents=True)
     (job_dir / JOB_FILE).write_text("{}")

@@ -16,7 +16,7 @@ import pytest
 
 from engine.config import parse_config, save_config
 from engine.evaluate import evaluations
-from engine.jobs import JobStatus
+from engine.runs.jobs import JobStatus
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.caller import Caller

@@ -15,7 +15,7 @@ import pytest
 from engine import runs
 from engine.config import parse_config
 from engine.export import exports
-from engine.jobs import JOB_FILE, PROGRESS_FILE, jobs_dir
+from engine.runs.jobs import JOB_FILE, PROGRESS_FILE, jobs_dir
 from engine.store.rundir import update_status
 from engine.store.workspace import exports_dir, runs_dir
 from studio.demo.caller import Caller

@@ -16,7 +16,7 @@ from starlette.requests import Request
 
 from engine import runs
 from engine.config import parse_config
-from engine.jobs import JobStatus
+from engine.runs.jobs import JobStatus
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
 from studio.context import StudioContext
