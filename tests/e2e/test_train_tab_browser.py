@@ -100,6 +100,10 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
     page.close()
 
 
+TRACE_POINTS_JS = """(key) => {
+  const plot = document.querySelector(`[data-live-chart="${key}"]`);
+  return plot && plot.data ? plot.data.map((trace) => (trace.x || []).length) : [];
+}"""
 SAMPLE_ROWS_JS = "() => document.querySelectorAll('#ts-completions-table .ts-completions tbody tr').length"
 
 
@@ -134,7 +138,8 @@ def test_a_grpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, 
     assert final.state == "completed" and final.step == 10, final
     logged = len([event for event in iter_metrics(run_dir) if event.get("event") == "train" and "reward" in event])
     assert logged >= 2  # the preset logs every 5 steps
-    wait_until(lambda: page.evaluate(METHOD_POINTS_JS, "reward") == logged, 30, what="the reward chart")
+    # The reward chart draws the weighted sum and each of the three reward functions, a point per logged step each.
+    wait_until(lambda: page.evaluate(TRACE_POINTS_JS, "reward") == [logged] * 4, 30, what="the reward chart")
     page.locator("#ts-completions").get_by_text("Sample completions").click()
     wait_until(lambda: page.evaluate(SAMPLE_ROWS_JS) > 0, 30, what="the sampled answers")
     header = page.locator("#ts-completions-table thead").inner_text()

@@ -61,12 +61,12 @@ def test_the_monitor_shows_pruned_with_its_reason_not_failed() -> None:
 
 def test_the_runs_list_shows_pruned_with_its_reason(tmp_path: Path) -> None:
     from studio.markup import badge_html
-    from studio.runs.data import RunIndex
+    from studio.runs.data import STATE_COLUMN, RunIndex
 
     pruned_run(tmp_path)
     [row] = RunIndex(tmp_path).rows()
     assert (row.state, row.note) == (PRUNED, REASON)
-    assert row.cells()[1] == PRUNED
+    assert row.cells()[STATE_COLUMN] == PRUNED
     badge = badge_html(row.state, row.note)
     assert 'class="ts-badge ts-state-pruned"' in badge and f'title="{REASON}"' in badge and ">pruned<" in badge
 
