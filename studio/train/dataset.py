@@ -68,7 +68,12 @@ def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None,
     if source.suffix.lower() not in UPLOAD_SUFFIXES:
         raise ValueError(text(BAD_TYPE, lang, name=source.name, types=", ".join(UPLOAD_SUFFIXES)))
     source = confine_file(source, workspace, "upload")
-    folder = Path(folder) if folder is not None else datasets_dir(workspace)
+    return store_upload(source, Path(folder) if folder is not None else datasets_dir(workspace)).resolve()
+
+
+def store_upload(source: Path, folder: Path) -> Path:
+    """Copy ``source`` into ``folder`` under its own name: a file of that name and content there is reused, a
+    different one gets a numbered name (``rows-1.jsonl``). Returns the stored file."""
     folder.mkdir(parents=True, exist_ok=True)
     target, number = folder / source.name, 1
     while target.exists() and not filecmp.cmp(source, target, shallow=False):
@@ -76,7 +81,7 @@ def copy_upload(source: str | Path, workspace: Path, folder: Path | None = None,
         number += 1
     if not target.exists():
         shutil.copyfile(source, target)
-    return target.resolve()
+    return target
 
 
 def get_tokenizer(config: RunConfig) -> Any:

@@ -9,13 +9,12 @@ the workspace's file by its full path (``resolved``), so the run's config.yaml n
 from __future__ import annotations
 
 import ast
-import filecmp
-import shutil
 from pathlib import Path
 
 from engine.api import ConfigError, Method, Problem, RunConfig, method_of
 from studio.i18n.catalog import SOURCE, SaidError, key, text
 from studio.path_guard import confine_file
+from studio.train.dataset import store_upload
 
 REWARDS_DIR = "rewards"  # WORKSPACE/rewards/: the uploaded reward files
 SUFFIX = ".py"
@@ -96,14 +95,7 @@ def store_reward_file(source: str | Path, workspace: Path) -> tuple[str, list[st
         functions = functions_of(source.read_text(encoding="utf-8"), source.name)
     except (OSError, UnicodeDecodeError) as exc:
         raise RewardFileError(UNREADABLE, upload=source.name, error=exc) from None
-    folder = rewards_dir(workspace)
-    folder.mkdir(parents=True, exist_ok=True)
-    target, number = folder / source.name, 1
-    while target.exists() and not filecmp.cmp(source, target, shallow=False):
-        target = folder / f"{source.stem}-{number}{source.suffix}"
-        number += 1
-    if not target.exists():
-        shutil.copyfile(source, target)
+    target = store_upload(source, rewards_dir(workspace))
     return f"{REWARDS_DIR}/{target.name}", functions
 
 
