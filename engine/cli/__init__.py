@@ -73,11 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("run_dir", type=Path, help="the run's directory")
     resume.add_argument("--checkpoint", type=_count, help="checkpoint step (default: the newest)")
-    resume.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help=f"{SET_HELP}; only {' and '.join(f'{name}.*' for name in RESUME_SECTIONS)} (train.max_steps=200 trains "
+    add_set_option(
+        resume,
+        f"{SET_HELP}; only {' and '.join(f'{name}.*' for name in RESUME_SECTIONS)} (train.max_steps=200 trains "
         "on to step 200), saved in the run's config.yaml",
     )
     check = commands.add_parser("check", help="validate a config and its dataset without training")
@@ -95,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_config_options(command: argparse.ArgumentParser) -> None:
     """--set and --init-from, which change the config file's fields for this command."""
-    command.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+    add_set_option(command, SET_HELP)
     command.add_argument(
         "--init-from",
         metavar="RUN",
@@ -182,11 +180,9 @@ def _add_sweep_commands(commands: Any) -> None:
     sweep = commands.add_parser("sweep", help="run (or continue) a hyperparameter sweep in the foreground")
     sweep.add_argument("sweep", type=Path, help="the sweep's YAML file")
     sweep.add_argument("--workspace", type=Path, default=Path("workspace"), help="where its runs and study go")
-    sweep.add_argument(
-        "--set",
-        action="append",
-        metavar="KEY=VALUE",
-        help=f"{SET_HELP}. KEY is a field of the sweep file: trials=2, base.train.max_steps=20 (its base run), "
+    add_set_option(
+        sweep,
+        f"{SET_HELP}. KEY is a field of the sweep file: trials=2, base.train.max_steps=20 (its base run), "
         'space."train.learning_rate".high=0.01',
     )
     status = commands.add_parser("sweep-status", help="the sweeps of a workspace, or one sweep's trials ranked")
@@ -418,3 +414,8 @@ def main(argv: list[str] | None = None) -> int:
         return exit_at_once(run(args.run_dir.resolve(), args.checkpoint, stop))
     except ConfigError as exc:
         return error(str(exc))
+
+
+def add_set_option(command: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set KEY=VALUE``, repeatable (engine.cli.overrides reads it), with the command's own help."""
+    command.add_argument("--set", action="append", metavar="KEY=VALUE", help=help_text)
