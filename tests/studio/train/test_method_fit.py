@@ -5,12 +5,10 @@ error of a field in a collapsed group is said again beside Start, with where the
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import gradio as gr
 import pytest
-from gradio.state_holder import SessionState
 
 from engine.config import RunConfig
 from engine.methods import METHODS
@@ -19,7 +17,7 @@ from studio.i18n.catalog import text
 from studio.train import actions
 from studio.train.method_fit import FITTED, fitted_values, loose_config
 from studio.train.tab import build_train_tab
-from tests.helpers.pages import page_request
+from tests.helpers.pages import call_event as call
 
 MULTIPLE = "must be a multiple of grpo.num_generations (4): evaluation samples whole groups"
 
@@ -30,12 +28,6 @@ def tab(tmp_path_factory: pytest.TempPathFactory) -> tuple[gr.Blocks, Any]:
         ctx = StudioContext(tmp_path_factory.mktemp("ws"), gr.State(None), gr.Tabs(), visitor=gr.State(None))
         form = build_train_tab(ctx)
     return blocks, form
-
-
-def call(blocks: gr.Blocks, name: str, args: list[Any], lang: str | None = None) -> list[Any]:
-    fn = next(fn for fn in blocks.fns.values() if fn.name == name)
-    request = page_request(lang) if lang else None
-    return asyncio.run(blocks.process_api(fn, args, state=SessionState(blocks), request=request))["data"]
 
 
 def preset_with(**changes: Any) -> dict[str, Any]:

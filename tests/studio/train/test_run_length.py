@@ -5,13 +5,11 @@ the rows are counted)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import gradio as gr
 import pytest
-from gradio.state_holder import SessionState
 
 from engine.config import ConfigError, parse_config
 from engine.store.workspace import runs_dir
@@ -21,7 +19,7 @@ from studio.i18n.catalog import text
 from studio.train import actions, starting
 from studio.train.run_length import WARMUP_TOO_LONG
 from studio.train.tab import build_train_tab
-from tests.helpers.pages import page_request
+from tests.helpers.pages import call_event as call
 
 NO_STEP = "0 runs no step: give the number of optimizer steps (1 or more), or -1 to run num_epochs"
 
@@ -32,12 +30,6 @@ def tab(tmp_path_factory: pytest.TempPathFactory) -> tuple[gr.Blocks, Any]:
         ctx = StudioContext(tmp_path_factory.mktemp("ws"), gr.State(None), gr.Tabs(), visitor=gr.State(None))
         form = build_train_tab(ctx)
     return blocks, form
-
-
-def call(blocks: gr.Blocks, name: str, args: list[Any], lang: str | None = None) -> list[Any]:
-    fn = next(fn for fn in blocks.fns.values() if fn.name == name)
-    request = page_request(lang) if lang else None
-    return asyncio.run(blocks.process_api(fn, args, state=SessionState(blocks), request=request))["data"]
 
 
 def preset_with(**changes: Any) -> dict[str, Any]:
