@@ -29,6 +29,7 @@ from engine.config.sections import DEMO_MODEL
 from engine.data.errors import DataError
 from engine.data.loading import decoded_bytes
 from engine.data.template_guard import CHECK_BUDGET_S
+from engine.data.warnings import EVAL_FILE_PREFIX, EVAL_LABEL, WARNINGS
 from engine.evaluate import evaluations
 from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 from engine.export import exports as export
@@ -113,6 +114,8 @@ __all__ = [
     "CONFIG_FILE",
     "DATASETS_DIR",
     "DEMO_MODEL",
+    "EVAL_FILE_PREFIX",
+    "EVAL_LABEL",
     "FAILED",
     "INIT_FROM_FIELD",
     "LOG_FILE",
@@ -134,6 +137,7 @@ __all__ = [
     "TRAINING_STATES",
     "UNKNOWN_KEY",
     "VISITORS_DIR",
+    "WARNINGS",
     "ArtifactError",
     "ChatClient",
     "ChatError",

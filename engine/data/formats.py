@@ -42,6 +42,7 @@ from engine.data.tools import (
     has_tools,
     parse_tools,
 )
+from engine.data.warnings import warning
 
 ROLES = ("system", "user", "assistant")
 # ShareGPT (LLaMA-Factory) speaker tags; "user"/"assistant" are accepted there too since mixed files exist.
@@ -319,10 +320,7 @@ def fill_placeholders(rows: list[dict[str, Any]], values: dict[str, str]) -> lis
         return []
     names = ", ".join("{{" + name + "}}" for name in sorted(unfilled))
     example = ", ".join(f"{name}: ..." for name in sorted(unfilled))
-    return [
-        f"{rows_with_unfilled} rows contain placeholders with no value ({names}); "
-        f"they are trained as written. Set data.placeholders ({example}) to fill them in"
-    ]
+    return [warning("placeholders", count=rows_with_unfilled, names=names, example=example)]
 
 
 def canonical_messages(row: dict[str, Any]) -> list[dict[str, Any]]:

@@ -25,6 +25,8 @@ from engine.data.tokenize import (
     resolve_chat_template,
     tokenize_row,
 )
+from engine.data.tools import calls_tools
+from engine.data.warnings import EVAL_FILE_PREFIX, warning
 
 
 @dataclass
@@ -43,6 +45,8 @@ class DataReport:
     num_loss_tokens: int | None = None  # of which carry loss
     num_too_long: int = 0  # training rows longer than max_length (truncated)
     num_dropped: int = 0  # training rows dropped because no loss token was left after truncation
+    num_tool_rows: int = 0  # training rows with an assistant's tool call
+    num_tool_rows_whole: int = 0  # of which neither cut short nor dropped by max_length
     warnings: list[str] = field(default_factory=list)
     datasets: list[DatasetRows] = field(default_factory=list)  # each dataset of data.path: file, format, rows
 
@@ -61,6 +65,24 @@ class TokenizedSet:
     num_too_long: int
     num_dropped: int
     warnings: list[str]
+    tools: ToolRows = field(default_factory=lambda: ToolRows())
+
+
+@dataclass
+class ToolRows:
+    """The rows with an assistant's tool call among those tokenized, and how many of them train whole (neither
+    cut short nor dropped by max_length): a tool-calling dataset whose calls are all cut away teaches none."""
+
+    rows: int = 0
+    whole: int = 0
+    first_whole: int | None = None  # the 1-based number of the first that trains whole
+
+    def count(self, number: int, whole: bool) -> None:
+        """Count row ``number``, one with a tool call."""
+        self.rows += 1
+        self.whole += whole
+        if whole and self.first_whole is None:
+            self.first_whole = number
 
 
 def split_indices(num_rows: int, eval_size: float, seed: int) -> tuple[list[int], list[int]]:
@@ -135,6 +157,7 @@ def tokenize_rows(
     kept: list[TokenizedRow] = []
     numbers: list[int] = []
     too_long = dropped = long_prompts = 0
+    tools = ToolRows()
     paired = loaded.format in PAIRED_FORMATS
     for index in indices:
         sides = _tokenize_sides(loaded, index, tokenizer, template, max_length, data.completion_only_loss or paired)
@@ -144,35 +167,30 @@ def tokenize_rows(
                 kept += sides
                 numbers.append(index + 1)
             continue
-        too_long += any(side.truncated for side in sides)
-        if any(side.num_loss_tokens == 0 for side in sides):
+        truncated = any(side.truncated for side in sides)
+        too_long += truncated
+        untrained = any(side.num_loss_tokens == 0 for side in sides)
+        if calls_tools(loaded.rows[index]):
+            tools.count(index + 1, whole=not truncated and not untrained)
+        if untrained:
             dropped += 1
             continue
         kept += sides
         numbers += [index + 1] * len(sides)
+    counts = {"total": len(indices), "label": label, "max_length": max_length}
     warnings = []
     if long_prompts:  # as engine.data.prompts drops them for training
-        warnings.append(
-            f"{long_prompts} of {len(indices)} {label}prompts are longer than max_length {max_length} tokens "
-            "and are dropped"
-        )
+        warnings.append(warning("prompts_too_long", count=long_prompts, **counts))
     chats = any("messages" in loaded.rows[index] and not is_prompt_row(loaded.rows[index]) for index in indices)
     if chats and data.completion_only_loss and not closes_assistant_turns(tokenizer, template):
-        warnings.append(
-            "the chat template adds nothing after an assistant's answer (no end-of-turn or eos token), "
-            "so the model cannot learn where to stop; set data.chat_template to one that closes each turn"
-        )
+        warnings.append(warning("no_end_of_turn"))
     if too_long:
-        warnings.append(
-            f"{too_long} of {len(indices)} {label}rows are longer than max_length {max_length} tokens "
-            "and will be truncated"
-        )
+        warnings.append(warning("rows_too_long", count=too_long, **counts))
     if dropped:
-        warnings.append(
-            f"{dropped} of {len(indices)} {label}rows have no tokens to learn from after truncation to "
-            f"max_length {max_length} (the prompt fills it) and are dropped"
-        )
-    return TokenizedSet(kept, numbers, too_long, dropped + long_prompts, warnings)
+        warnings.append(warning("rows_dropped", count=dropped, **counts))
+    if tools.whole < tools.rows:
+        warnings.append(warning("tool_rows_cut", count=tools.rows, whole=tools.whole, **counts))
+    return TokenizedSet(kept, numbers, too_long, dropped + long_prompts, warnings, tools)
 
 
 def _tokenize_sides(
@@ -208,9 +226,16 @@ def conversations_of(loaded: LoadedRows, index: int) -> list[dict[str, Any]]:
 
 
 def require_trainable(tokenized: TokenizedSet, data: DataSection, source: str, max_length: int) -> None:
-    """Raise DataError when no training row keeps a token that carries loss (nothing would train)."""
-    if tokenized.rows:
+    """Raise DataError when no training row keeps a token that carries loss (nothing would train), or when the
+    data has rows with tool calls and none of them trains whole (the run would teach plain chat only)."""
+    tools = tokenized.tools
+    if tokenized.rows and (tools.whole or not tools.rows):
         return
+    if tokenized.rows:
+        raise DataError(
+            f"{source}: none of the {tools.rows} rows with tool calls fits whole in max_length {max_length} tokens, "
+            "so the run would learn no tool call; raise train.max_length (or use a model with a longer context)"
+        )
     hint = (
         "check data.chat_template: it must render the assistant's answers"
         if data.chat_template
@@ -291,7 +316,7 @@ def start_report(
         datasets=list(loaded.datasets),
     )
     if eval_loaded is not None and eval_loaded is not loaded:
-        report.warnings += [f"eval file: {warning}" for warning in eval_loaded.warnings]
+        report.warnings += [f"{EVAL_FILE_PREFIX}: {line}" for line in eval_loaded.warnings]
     return report
 
 
@@ -302,4 +327,5 @@ def add_token_counts(report: DataReport, tokenized: TokenizedSet) -> None:
     report.num_loss_tokens = sum(row.num_loss_tokens for row in tokenized.rows)
     report.num_too_long = tokenized.num_too_long
     report.num_dropped = tokenized.num_dropped
+    report.num_tool_rows, report.num_tool_rows_whole = tokenized.tools.rows, tokenized.tools.whole
     report.warnings += tokenized.warnings

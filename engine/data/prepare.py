@@ -29,6 +29,7 @@ from engine.data.pipeline import (
     tokenize_rows,
 )
 from engine.data.template_guard import TRAIN_BUDGET_S
+from engine.data.warnings import EVAL_LABEL
 
 if TYPE_CHECKING:
     import datasets
@@ -97,7 +98,7 @@ def _checked_sets(config: RunConfig, tokenizer: Any) -> _CheckedSets:
     add_token_counts(report, train_set)
     eval_set = None
     if eval_loaded is not None:
-        eval_set = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label="eval ")
+        eval_set = tokenize_rows(eval_loaded, eval_idx, tokenizer, data, max_length, label=EVAL_LABEL)
         report.warnings += [warning for warning in eval_set.warnings if warning not in report.warnings]
         report.num_eval_rows = len(set(eval_set.numbers))  # a preference row is two sequences under one number
     return _CheckedSets(loaded, train_set, eval_loaded, eval_set, report)

@@ -4,7 +4,7 @@ check that shows them beside each training row's token count (check_tokens), fro
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from engine.data.formats import PAIRED_FORMATS
@@ -86,8 +86,18 @@ def check_tokens(
     tokenized = tokenize_rows(loaded, train_idx, tokenizer, data, max_length)
     require_trainable(tokenized, data, loaded.source, max_length)
     add_token_counts(report, tokenized)
-    examples = first_examples(tokenizer, loaded, tokenized, n)
+    examples = first_examples(tokenizer, loaded, _tool_call_first(tokenized), n)
     return TokenCheck(report, [row.length for row in tokenized.rows], examples)
+
+
+def _tool_call_first(tokenized: TokenizedSet) -> TokenizedSet:
+    """``tokenized`` with its first row that trains a tool call whole moved to the front, so that the preview of a
+    tool-calling dataset shows a call, not only the plain chats that happen to come first."""
+    first = tokenized.tools.first_whole
+    if first is None or tokenized.numbers[0] == first:
+        return tokenized
+    order = sorted(range(len(tokenized.rows)), key=lambda i: tokenized.numbers[i] != first)  # stable: rest keep order
+    return replace(tokenized, rows=[tokenized.rows[i] for i in order], numbers=[tokenized.numbers[i] for i in order])
 
 
 def first_examples(tokenizer: Any, loaded: LoadedRows, tokenized: TokenizedSet, n: int) -> list[PreviewExample]:

@@ -27,6 +27,7 @@ from engine.data.errors import DataError
 from engine.data.pipeline import DataReport, guard_chat_template, select_rows, start_report
 from engine.data.rows import LoadedRows
 from engine.data.template_guard import TRAIN_BUDGET_S
+from engine.data.warnings import EVAL_LABEL, warning
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
@@ -159,7 +160,7 @@ def prepare_prompt_datasets(config: RunConfig, tokenizer: Any) -> PreparedData:
         )
     evaluation = None
     if eval_loaded is not None and eval_idx:
-        evaluation = _prompts(eval_loaded, eval_idx, tokenizer, max_length, report, "eval ") or None
+        evaluation = _prompts(eval_loaded, eval_idx, tokenizer, max_length, report, EVAL_LABEL) or None
         report.num_eval_rows = len(evaluation or [])
     report.num_rows = len(train)
     report.columns = list(dict.fromkeys(key for row in train for key in row))
@@ -231,12 +232,10 @@ def _prompts(
         numbers.append(loaded.where(index))
     report.warnings += _column_warnings(kept, numbers, label)
     if without_prompt:
-        report.warnings.append(f"{without_prompt} of {len(indices)} {label}rows have no user turn to answer")
+        report.warnings.append(warning("no_user_turn", count=without_prompt, total=len(indices), label=label))
     if too_long:
-        report.warnings.append(
-            f"{too_long} of {len(indices)} {label}prompts are longer than max_length {max_length} tokens "
-            "and are dropped"
-        )
+        counts = {"total": len(indices), "label": label, "max_length": max_length}
+        report.warnings.append(warning("prompts_too_long", count=too_long, **counts))
         report.num_dropped += too_long if not label else 0
     if not label:
         report.num_tokens = tokens
@@ -246,7 +245,7 @@ def _prompts(
 
 def _column_warnings(rows: list[dict[str, Any]], where: list[tuple[str, int]], label: str) -> list[str]:
     """Give each column of the rows one type (uniform_columns); warn of columns changed and of columns some lack."""
-    changed = [f"{label}prompts: {warning}" if label else warning for warning in uniform_columns(rows, where)]
+    changed = [f"{label}prompts: {line}" if label else line for line in uniform_columns(rows, where)]
     return changed + missing_column_warnings(rows, where, label)
 
 

@@ -67,6 +67,12 @@ def uses_tools(messages: list[dict[str, Any]]) -> bool:
     return any(message.get("tool_calls") or message.get("role") == "tool" for message in messages)
 
 
+def calls_tools(row: dict[str, Any]) -> bool:
+    """Whether a canonical row holds an assistant's tool call (what a tool-calling dataset exists to teach)."""
+    messages = row.get("messages")
+    return isinstance(messages, list) and any(isinstance(m, dict) and m.get("tool_calls") for m in messages)
+
+
 def has_tools(value: Any) -> bool:
     """Whether a tools value lists at least one tool; an unreadable one counts, so validation names it."""
     parsed, error = _parse(value)

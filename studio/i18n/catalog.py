@@ -28,7 +28,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from engine.api import MESSAGES, SUGGESTION, UNKNOWN_KEY, DatasetEntry, RunConfig, SamplingParams
+from engine.api import (
+    EVAL_FILE_PREFIX,
+    EVAL_LABEL,
+    MESSAGES,
+    SUGGESTION,
+    UNKNOWN_KEY,
+    WARNINGS,
+    DatasetEntry,
+    RunConfig,
+    SamplingParams,
+)
 from studio.form.schema import FieldSpec, SectionSpec, schema_tree
 from studio.path_guard import ASSETS_DIR
 
@@ -149,6 +159,16 @@ def problem_words() -> dict[str, str]:
     return words
 
 
+def warning_words() -> dict[str, str]:
+    """The English of the dataset check's warnings (engine.data.warnings.WARNINGS): ``warning.<kind>``, and
+    ``warning.eval_label`` / ``warning.eval_file``, the words that say a warning is about the eval rows or file."""
+    return {
+        **{f"warning.{kind}": words for kind, words in WARNINGS.items()},
+        "warning.eval_label": EVAL_LABEL,
+        "warning.eval_file": EVAL_FILE_PREFIX,
+    }
+
+
 @functools.cache
 def chart_words() -> dict[str, str]:
     """The English of the charts the training methods add to the Monitor: ``chart.<metric>`` (its title) and
@@ -165,7 +185,7 @@ def chart_words() -> dict[str, str]:
 @functools.cache
 def english() -> dict[str, str]:
     """Every English text: the studio's (en.json), the schema's, the engine's messages and its methods' charts."""
-    return {**language_file(SOURCE), **schema_words(), **problem_words(), **chart_words()}
+    return {**language_file(SOURCE), **schema_words(), **problem_words(), **warning_words(), **chart_words()}
 
 
 def translations(lang: str) -> dict[str, str]:
@@ -204,10 +224,17 @@ def placeholders(words: str) -> set[str]:
 
 
 @functools.cache
-def template_pattern(words: str) -> re.Pattern[str]:
-    """A regular expression that reads a text made from ``words`` (a text with ``{names}``) back into its values."""
+def template_pattern(words: str, shapes: tuple[tuple[str, str], ...] = ()) -> re.Pattern[str]:
+    """A regular expression that reads a text made from ``words`` (a text with ``{names}``) back into its values;
+    ``shapes`` gives a name a regular expression of its own, as (name, expression) pairs (a number, a value that
+    may be ""); any other value is any text of one character or more."""
     pieces = _PLACEHOLDER.split(words)  # literal, name, literal, name, ...
-    return re.compile("".join(f"(?P<{piece}>.+?)" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)))
+    own = dict(shapes)
+    return re.compile(
+        "".join(
+            f"(?P<{piece}>{own.get(piece, '.+?')})" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)
+        )
+    )
 
 
 def read_english(shown: str, names: Iterable[str]) -> tuple[str, dict[str, str]] | None:

@@ -42,3 +42,33 @@ def translate_problem(message: str, lang: str) -> str:
 def translate_problems(errors: dict[str, str], lang: str) -> dict[str, str]:
     """Field path -> message, each message in ``lang`` (see ``translate_problem``)."""
     return {where: translate_problem(message, lang) for where, message in errors.items()}
+
+
+# The dataset check's warnings (engine.data.warnings): each template's pattern and key, declared in use at import.
+# Counts are numbers and the label may be "" (training rows): a warning about the eval file (``eval file: ...``)
+# is then not read as one whose count is "eval file: 3".
+_NUMBER = r"[\d,]+"
+_SHAPES = (("count", _NUMBER), ("total", _NUMBER), ("whole", _NUMBER), ("max_length", _NUMBER), ("label", ".*?"))
+_WARNINGS = [(template_pattern(words, _SHAPES), key(name)) for name, words in catalog.warning_words().items()]
+EVAL_LABEL, EVAL_FILE = key("warning.eval_label"), key("warning.eval_file")
+
+
+def translate_warning(message: str, lang: str) -> str:
+    """A dataset warning in ``lang`` when the engine built it from one of its templates; one about the eval file
+    or a dataset of a list (``<what>: <warning>``) keeps what it names and says the rest in ``lang``."""
+    if lang == catalog.SOURCE:
+        return message
+    for pattern, name in _WARNINGS:
+        found = pattern.fullmatch(message)
+        if found and name not in (EVAL_LABEL, EVAL_FILE):
+            values = found.groupdict()
+            if values.get("label") == catalog.english()[EVAL_LABEL]:
+                values["label"] = text(EVAL_LABEL, lang)
+            return text(name, lang, **values)
+    about, colon, rest = message.partition(": ")
+    if colon and rest:
+        translated = translate_warning(rest, lang)
+        if translated != rest:
+            named = text(EVAL_FILE, lang) if about == catalog.english()[EVAL_FILE] else about
+            return f"{named}: {translated}"
+    return message

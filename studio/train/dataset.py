@@ -21,7 +21,7 @@ from engine.api import PROJECT_ROOT, ConfigError, Problem, RunConfig, datasets_d
 from studio.form.schema import leaf_specs
 from studio.form.values import values_to_data
 from studio.i18n.catalog import SOURCE, key, text
-from studio.i18n.problems import translate_problem
+from studio.i18n.problems import translate_problem, translate_warning
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
 from studio.train.lengths import model_context, rows_that_fit, suggest_max_length
@@ -44,6 +44,7 @@ NO_LOSS, LEGEND_LOSS, LEGEND_PROMPT, FILE_ROW, ROW, COUNTS, TRUNCATED = (
     key(f"train.data.{name}")
     for name in ("no_loss", "legend_loss", "legend_prompt", "file_row", "row", "counts", "truncated")
 )
+TOOL_ROWS = key("train.data.tool_rows")
 # The limits a suggested max_length stays within, named in the advice (studio.train.lengths).
 MODEL_CONTEXT, DEMO_LIMIT = key("train.length.context"), key("train.length.demo")
 
@@ -195,7 +196,7 @@ def error_markdown(message: str, lang: str = SOURCE) -> str:
 
 def summary_markdown(report: Any, lang: str = SOURCE) -> str:
     """The DataReport as a few lines of Markdown in ``lang``; a list of datasets gets a line for each. The
-    engine's warnings stay as it wrote them."""
+    engine's warnings are said in ``lang`` where they come from its templates (studio.i18n.problems)."""
     count = f"{report.num_source_rows:,}"
     given = text(GIVEN_LISTED, lang, count=count) if report.listed else text(GIVEN_FILE, lang, count=count)
     rows = text(ROWS, lang, train=f"{report.num_rows:,}", eval=f"{report.num_eval_rows:,}", given=given)
@@ -208,7 +209,10 @@ def summary_markdown(report: Any, lang: str = SOURCE) -> str:
     lines.append(text(COLUMNS, lang, columns=", ".join(f"`{column}`" for column in report.columns)))
     if report.eval_source:
         lines.append(text(EVAL_FILE, lang, path=report.eval_source))
-    lines += [f"⚠️ {warning}" for warning in report.warnings]
+    if report.num_tool_rows:
+        counts = {"rows": f"{report.num_tool_rows:,}", "whole": f"{report.num_tool_rows_whole:,}"}
+        lines.append(text(TOOL_ROWS, lang, **counts))
+    lines += [f"⚠️ {translate_warning(warning, lang)}" for warning in report.warnings]
     return "\n\n".join(lines)
 
 

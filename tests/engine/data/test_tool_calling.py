@@ -19,6 +19,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from engine.config import DataSection
 from engine.data import DataError, inspect_dataset, load_rows, preview_examples, to_text
 from engine.data.pipeline import select_rows, tokenize_rows
+from engine.data.preview import check_tokens
 from engine.data.template_guard import Conversation, probe_template, special_tokens_of
 from engine.data.tokenize import PROBE_MESSAGES, render_plan, tokenize_row, tool_support_problem
 from engine.data.tools import TOOL_PROBE_MESSAGES, TOOL_PROBE_TOOLS
@@ -362,3 +363,43 @@ def test_the_real_glaive_file_loads_and_every_row_validates(shared_datasets: Pat
     call = '<tool_call>{"name": "search_recipes", "arguments": {"ingredients": ["chicken", "bell peppers", "rice"]}}'
     assert texts[1] == call + "</tool_call></s>"
     assert len(texts) == sum(message["role"] == "assistant" for message in loaded.rows[0]["messages"])
+
+
+def test_the_check_counts_the_rows_whose_tool_calls_survive_max_length_and_shows_one_first(
+    shared_datasets: Path, demo_tokenizer: Any
+) -> None:
+    path = shared_datasets / "glaive_toolcall_en_demo.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    calling = [
+        number for number, row in enumerate(raw, 1) if any(t["from"] == "function_call" for t in row["conversations"])
+    ]
+    loaded = load_rows(DataSection(path=str(path)))
+    template = demo_tokenizer.chat_template
+    whole = [
+        n for n in calling if len(tokenize_row(demo_tokenizer, loaded.rows[n - 1], template, 4096).input_ids) <= 512
+    ]
+    assert 0 < len(whole) < len(calling)  # the file as it is: some calls fit in 512 tokens, most do not
+
+    checked = check_tokens(make_config(path, max_length=512, eval_size=0), demo_tokenizer)
+
+    report = checked.report
+    assert (report.num_tool_rows, report.num_tool_rows_whole) == (len(calling), len(whole))
+    cut = f"only {len(whole)} of {len(calling)} rows with tool calls fit whole in max_length 512 tokens"
+    assert any(warning.startswith(cut) for warning in report.warnings), report.warnings
+    # The first rows of the file are plain chats; the preview leads with the first row whose call trains whole.
+    assert checked.examples[0].row == whole[0] != 1
+    assert "<tool_call>" in to_text(checked.examples[0])
+    assert [example.row for example in checked.examples[1:]] == [1, 2]
+
+
+def test_a_tool_calling_set_whose_calls_all_exceed_max_length_is_refused(
+    shared_datasets: Path, demo_tokenizer: Any
+) -> None:
+    path = shared_datasets / "glaive_toolcall_en_demo.json"
+    calls = sum(
+        any(turn["from"] == "function_call" for turn in row["conversations"])
+        for row in json.loads(path.read_text(encoding="utf-8"))
+    )
+    config = make_config(path, max_length=256, eval_size=0)  # the demo model's context: plain chats still fit
+    with pytest.raises(DataError, match=f"none of the {calls} rows with tool calls fits whole in max_length 256"):
+        check_tokens(config, demo_tokenizer)
