@@ -8,9 +8,10 @@
                                                          validate config and dataset without training
     python -m engine evaluate DIR [--data eval|train|PATH] [--checkpoint N] [--max-rows N]
                                                          score base and fine-tuned model
-    python -m engine export DIR --kind adapter|merged [--dtype float32|bfloat16|float16] [--out DIR]
+    python -m engine export DIR --kind adapter|merged|gguf|gguf-lora [--dtype float32|bfloat16|float16] [--out DIR]
+                            [--gguf-type f16|bf16|q8_0|q5_1|q5_0|q4_1|q4_0]
                             [--checkpoint N] [--zip] [--push-to REPO_ID [--private]]
-                                                         save the adapter or a merged model
+                                                         save the adapter, a merged model, or GGUF + Modelfile
     python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...]
                                                          run (or continue) a hyperparameter sweep
     python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
@@ -49,6 +50,7 @@ from engine.cli.overrides import SET_HELP, apply_overrides, parse_overrides
 from engine.cli.train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
 from engine.export.exports import DTYPES, KINDS
+from engine.export.gguf.quant_types import DEFAULT_GGUF_TYPE, GGUF_TYPES
 
 if TYPE_CHECKING:
     from engine.sweeps.config import SweepConfig
@@ -164,8 +166,19 @@ def _add_job_commands(commands: Any) -> None:
     evaluate.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
     export = commands.add_parser("export", help="save a run's adapter, or merge it into its base, as a model folder")
     export.add_argument("run_dir", type=Path, help="the run's directory")
-    export.add_argument("--kind", choices=KINDS, default="adapter", help="adapter files, or a merged full model")
+    export.add_argument(
+        "--kind",
+        choices=KINDS,
+        default="adapter",
+        help="adapter files, a merged full model, gguf (merged, one GGUF file + Ollama Modelfile) or gguf-lora",
+    )
     export.add_argument("--dtype", choices=DTYPES, default="float32", help="dtype of merged weights")
+    export.add_argument(
+        "--gguf-type",
+        choices=tuple(GGUF_TYPES),
+        default=DEFAULT_GGUF_TYPE,
+        help="tensor type of a gguf export (K-quants need llama.cpp's llama-quantize)",
+    )
     export.add_argument("--out", help="export name or directory inside WORKSPACE/exports (default: from the run id)")
     export.add_argument("--workspace", type=Path, help="workspace whose exports/ receives it (default: the run's)")
     export.add_argument("--checkpoint", type=_count, help="export this checkpoint instead of the final result")
@@ -222,7 +235,9 @@ def _export(args: argparse.Namespace) -> int:
     from engine.runs.jobs import Progress, run_job
 
     def work(progress: Progress) -> dict[str, Any]:
-        plan = plan_export(args.run_dir, args.kind, args.dtype, args.out, args.checkpoint, args.workspace)
+        plan = plan_export(
+            args.run_dir, args.kind, args.dtype, args.out, args.checkpoint, args.workspace, args.gguf_type
+        )
         problem = folder_problem(plan.target.parent)
         if problem:  # before the weights are loaded, and not as a traceback from the writer
             raise ExportError(f"cannot write the export into {plan.target.parent}: {problem}")

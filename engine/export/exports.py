@@ -12,12 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.config.names import name_problem
+from engine.export.gguf.architectures import GgufError, check_gguf_source
+from engine.export.gguf.quant_types import DEFAULT_GGUF_TYPE, GGUF_TYPES
 from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.paths import is_hub_id
 from engine.store.workspace import exports_dir, workspace_of
 
-KINDS = ("adapter", "merged")
+# gguf: merged, as one llama.cpp file + Ollama Modelfile; gguf-lora: the adapter alone, in llama.cpp's format
+KINDS = ("adapter", "merged", "gguf", "gguf-lora")
 DTYPES = ("float32", "bfloat16", "float16")
 JOB_KIND = "export"
 
@@ -36,10 +39,11 @@ class ExportPlan:
 
     run: FinishedRun
     weights: TrainedWeights
-    kind: str  # adapter | merged
+    kind: str  # adapter | merged | gguf | gguf-lora
     dtype: str  # of the merged weights
     target: Path  # the directory to create, inside exports_dir(workspace)
     workspace: Path
+    gguf_type: str = DEFAULT_GGUF_TYPE  # the GGUF file's tensor type (gguf kinds only)
 
     @property
     def zip_path(self) -> Path:
@@ -48,10 +52,10 @@ class ExportPlan:
 
 
 def default_name(run_dir: Path, kind: str, dtype: str = "float32", workspace: Path | None = None) -> str:
-    """``<run id>-adapter`` or ``<run id>-merged-<dtype>``; with ``workspace``, the first of that name, then
-    ``...-2``, ``...-3``, ... that no earlier export took (``name_taken``), so a second export with the default name
-    does not collide with the first."""
-    name = f"{Path(run_dir).name}-{kind}" + (f"-{dtype}" if kind == "merged" else "")
+    """``<run id>-adapter``, ``<run id>-merged-<dtype>`` or ``<run id>-gguf[-lora]-<type>`` (``dtype`` holds the
+    GGUF type then); with ``workspace``, the first of that name, then ``...-2``, ``...-3``, ... that no earlier
+    export took (``name_taken``), so a second export with the default name does not collide with the first."""
+    name = f"{Path(run_dir).name}-{kind}" + (f"-{dtype}" if kind != "adapter" else "")
     if workspace is None:
         return name
     root, number, candidate = exports_dir(Path(workspace)).resolve(), 1, name
@@ -102,12 +106,18 @@ def plan_export(
     out: str | Path | None = None,
     checkpoint: int | None = None,
     workspace: Path | None = None,
+    gguf_type: str = DEFAULT_GGUF_TYPE,
 ) -> ExportPlan:
-    """Check an export request and say where it goes; raises ArtifactError / ExportError with the reason."""
+    """Check an export request and say where it goes; raises ArtifactError / ExportError with the reason.
+
+    A GGUF export is also refused here, before any weights load, for an architecture, rope variant or tokenizer
+    that engine.export.gguf does not write (the message names it)."""
     if kind not in KINDS:
         raise ExportError(f"unknown export kind {kind!r}; use {' or '.join(KINDS)}")
     if dtype not in DTYPES:
         raise ExportError(f"unknown dtype {dtype!r}; use {', '.join(DTYPES)}")
+    if gguf_type not in GGUF_TYPES:
+        raise ExportError(f"unknown GGUF type {gguf_type!r}; use {', '.join(GGUF_TYPES)}")
     run = open_run(run_dir, checkpoint)
     weights = trained_weights(run, checkpoint)
     if kind == "adapter" and not weights.is_adapter:
@@ -115,9 +125,16 @@ def plan_export(
             f"{run.name} trained the whole model ({run.config.adapter.method}), so it has no adapter; "
             "export the merged kind instead"
         )
+    if kind in ("gguf", "gguf-lora"):
+        model = run.config.model
+        try:
+            check_gguf_source(weights.path, weights.is_adapter, model.name_or_path, model.revision, kind == "gguf-lora")
+        except GgufError as exc:
+            raise ExportError(str(exc)) from None
     workspace = Path(workspace or workspace_of(run.run_dir) or Path.cwd() / "workspace").resolve()
-    target = resolve_target(exports_dir(workspace), out or default_name(run.run_dir, kind, dtype, workspace))
-    return ExportPlan(run, weights, kind, dtype, target, workspace)
+    suffix = gguf_type if kind.startswith("gguf") else dtype
+    target = resolve_target(exports_dir(workspace), out or default_name(run.run_dir, kind, suffix, workspace))
+    return ExportPlan(run, weights, kind, dtype, target, workspace, gguf_type)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -133,6 +150,8 @@ def export_args(
 ) -> list[str]:
     """The arguments of ``python -m engine`` for an export (never a token: that travels in the environment)."""
     args = ["export", str(plan.run.run_dir), "--kind", plan.kind, "--dtype", plan.dtype, "--out", str(plan.target)]
+    if plan.kind.startswith("gguf"):
+        args += ["--gguf-type", plan.gguf_type]
     args += ["--workspace", str(plan.workspace)]
     if plan.weights.label.startswith("checkpoint-"):
         args += ["--checkpoint", plan.weights.label.removeprefix("checkpoint-")]

@@ -160,6 +160,17 @@ def _base_words(name_or_path: str, hub_id: str | None) -> str:
 
 def _usage(plan: ExportPlan, base_model: str) -> str:
     kind = method_of(plan.run.config).model
+    if plan.kind == "gguf":
+        name = plan.target.name
+        return (
+            f"```sh\nollama create {name} -f Modelfile   # in this folder\nollama run {name}\n\n"
+            f"llama-cli -m {name}.gguf -cnv                 # or llama.cpp itself\n```"
+        )
+    if plan.kind == "gguf-lora":
+        return (
+            f"```sh\nllama-cli -m BASE.gguf --lora {plan.target.name}.gguf -cnv\n```\n\n"
+            f"BASE.gguf is {base_model} as GGUF (in Ollama: `FROM` it and `ADAPTER ./{plan.target.name}.gguf`)."
+        )
     if plan.kind == "adapter":
         loader = kind.peft_auto_class
         head = "".join(f", {name}={value!r}" for name, value in kind.head_kwargs)  # the base loads with its head
@@ -190,12 +201,13 @@ def model_card(plan: ExportPlan) -> str:
         method = f"LoRA (r={adapter.r}, alpha={adapter.alpha:g}, target modules: {adapter.target_modules}){quantized}"
     else:
         method = f"{adapter.method} fine-tuning"
-    what = (
-        "a LoRA adapter"
-        if plan.kind == "adapter"
-        else f"the fine-tuned weights merged into the base, saved in {plan.dtype} safetensors"
-    )
-    library = "peft" if plan.kind == "adapter" else "transformers"
+    what = {
+        "adapter": "a LoRA adapter",
+        "gguf": f"the fine-tuned weights merged into the base as one GGUF file ({plan.gguf_type}) for llama.cpp, "
+        "with an Ollama Modelfile",
+        "gguf-lora": f"the LoRA adapter as a llama.cpp GGUF adapter ({plan.gguf_type})",
+    }.get(plan.kind, f"the fine-tuned weights merged into the base, saved in {plan.dtype} safetensors")
+    library = {"adapter": "peft", "gguf": "gguf", "gguf-lora": "gguf"}.get(plan.kind, "transformers")
     start = f", starting from run `{config.model.init_from}`," if config.model.init_from else ""
     data = ", ".join(f"`{path}`" for path in config.data.paths())  # one file, or each of a list of datasets
     return "\n".join(

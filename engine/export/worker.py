@@ -120,9 +120,14 @@ def export(
     partial = _partial_beside(plan.target)
     partial.mkdir()
     progress.add_partial(partial)
+    gguf: dict[str, Any] = {}
     if plan.kind == "adapter":
         progress.update(f"copying the {plan.weights.label}")
         copy_adapter(plan.weights.path, partial)
+    elif plan.kind.startswith("gguf"):
+        from engine.export.gguf.writer import export_gguf
+
+        gguf = export_gguf(plan, partial, progress, merge=merge_into_base)
     else:
         merge_into_base(plan, partial, progress)
     progress.update("writing the model card")
@@ -144,6 +149,7 @@ def export(
         "weights": plan.weights.label,
         "files": sorted(p.name for p in plan.target.iterdir()),
         "zip": str(plan.zip_path) if make_zip else None,
+        **gguf,
     }
     progress.update(result=result)  # a push that fails or is cancelled still leaves this complete export
     if repo_id:
