@@ -109,6 +109,7 @@ class ChatTab:
             self.model = gr.Dropdown(
                 choices=choices,
                 value=choices[0][1],
+                label=t("chat.model.label"),  # not shown: read out by screen readers (else Gradio's "Dropdown")
                 show_label=False,
                 container=False,
                 scale=5,
@@ -168,6 +169,7 @@ class ChatTab:
         with gr.Row(equal_height=True, elem_id="ts-chat-compose"):
             self.text = gr.Textbox(
                 placeholder=t("chat.input.placeholder"),
+                label=t("chat.input.label"),  # not shown: read out by screen readers (else Gradio's "Textbox")
                 show_label=False,
                 container=False,
                 scale=5,

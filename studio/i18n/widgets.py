@@ -55,6 +55,7 @@ def language_picker() -> gr.Dropdown:
     return gr.Dropdown(
         choices=[(name, lang) for lang, name in catalog.LANGUAGES.items()],
         value=catalog.SOURCE,
+        label=t("header.language"),  # not shown: read out by screen readers (else Gradio's English "Dropdown")
         show_label=False,
         container=False,
         min_width=120,

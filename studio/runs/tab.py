@@ -309,8 +309,9 @@ class RunsTab:
             row = event.row_value or []
             return open_run(ctx.caller(request, who), str(row[-1])) if row else [gr.skip(), gr.skip()]
 
-        def empty_chart(caller: Caller) -> PlotData:
-            return as_plot(charts.compare_figure({}, lang=caller.language))
+        def empty_chart(caller: Caller) -> list[Any]:
+            # What Compare shows for no runs: the chart's title and note, the table's header, the picker's names.
+            return compare_outputs(caller, [], 0.0)
 
         self.table.select(on_select, [ctx.visitor], [ctx.current_run, ctx.tabs], **private)
         compare = {
@@ -322,12 +323,12 @@ class RunsTab:
         self.compare.click(**compare)
         self.smoothing.release(**compare)
         self.metric.input(**compare)  # input, not change: the handler's own update of the picker must not loop
-        # The empty chart's note in the page's language, once the page has loaded (a few hundred bytes).
+        # The empty chart and table in the page's language, once the page has loaded (a few hundred bytes).
         gr.on(
             None,
             ctx.handler(empty_chart),
             ctx.inputs(),
-            self.compare_plot,
+            [self.compare_plot, self.diff, self.metric],
             show_progress="hidden",
             concurrency_limit=None,
             **private,

@@ -151,7 +151,7 @@ def check_dataset(
     except (DataError, ConfigError) as exc:  # ConfigError: data that the chosen method does not train on
         return DatasetCheck("", "", error_markdown(str(exc), lang))
     warmup = epochs_warmup_warning(values, report.num_rows, lang)
-    warned = f"\n\n⚠️ {warmup}" if warmup else ""  # the run's length in steps is known once the rows are counted
+    warned = f"\n\n⚠ {warmup}" if warmup else ""  # the run's length in steps is known once the rows are counted
     if not with_tokens:
         counting = f"\n\n*{text(COUNTING, lang)}*"
         return DatasetCheck(summary_markdown(report, lang) + warned + counting, "", "", report.format)
@@ -212,7 +212,7 @@ def summary_markdown(report: Any, lang: str = SOURCE) -> str:
     if report.num_tool_rows:
         counts = {"rows": f"{report.num_tool_rows:,}", "whole": f"{report.num_tool_rows_whole:,}"}
         lines.append(text(TOOL_ROWS, lang, **counts))
-    lines += [f"⚠️ {translate_warning(warning, lang)}" for warning in report.warnings]
+    lines += [f"⚠ {translate_warning(warning, lang)}" for warning in report.warnings]
     return "\n\n".join(lines)
 
 

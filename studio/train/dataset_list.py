@@ -91,7 +91,7 @@ def set_dataset(value: Any, index: Any, weight: Any, max_samples: Any, lang: str
         weight = from_widget(entry_spec("weight"), weight)
         cap = from_widget(entry_spec("max_samples"), max_samples)
     except ValueError as exc:
-        return value, f"⚠️ {translate_problem(str(exc), lang)}"
+        return value, f"⚠ {translate_problem(str(exc), lang)}"
     entry = {key: item for key, item in entries[int(index)].items() if key not in ("weight", "max_samples")}
     entry.update({"weight": weight} if weight not in (None, 1) else {})
     entry.update({"max_samples": cap} if cap is not None else {})

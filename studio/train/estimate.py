@@ -62,7 +62,7 @@ def estimate_run(config: Any, lang: str = SOURCE) -> RunEstimate:
     except ConfigError as exc:
         from studio.train.dataset import problems_text
 
-        return RunEstimate(f"❌ {problems_text(exc, lang)}", exc.by_field())
+        return RunEstimate(f"✗ {problems_text(exc, lang)}", exc.by_field())
     except DataError as exc:
         from studio.train.dataset import error_markdown
 

@@ -255,7 +255,7 @@ def error_slot_update(message: str | None) -> dict[str, Any]:
     if not message:
         return gr.update(value="", visible=False)
     text = html.escape(message)
-    return gr.update(value=f'<span style="color:var(--error-text-color,#dc2626)">⚠️ {text}</span>', visible=True)
+    return gr.update(value=f'<span style="color:var(--error-text-color,#dc2626)">⚠ {text}</span>', visible=True)
 
 
 def place_errors(errors: Mapping[str, str], paths: list[str]) -> tuple[dict[str, str], list[str]]:

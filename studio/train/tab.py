@@ -392,4 +392,4 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
 
 def _problems(lines: list[str]) -> str:
     """Problems that belong to no single field (cross-section rules, the whole file)."""
-    return "\n".join(f"⚠️ {line}  " for line in lines)
+    return "\n".join(f"⚠ {line}  " for line in lines)

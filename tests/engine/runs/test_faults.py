@@ -336,7 +336,7 @@ def test_two_starts_at_once_start_exactly_one_run_and_queue_the_other(reference:
     wait_until(lambda: all((tmp_path / f"ready{n}").exists() for n in range(2)), 120, "both starters")
     go.touch()
     results = [json.loads(starter.communicate(timeout=120)[0]) for starter in starters]
-    started = [Path(result["run_dir"]) for result in results if result["message"].startswith("🚀 Started")]
+    started = [Path(result["run_dir"]) for result in results if result["message"].startswith("▶ Started")]
     queued = [Path(result["run_dir"]) for result in results if "is queued: 1 run ahead" in result["message"]]
     assert len(started) == 1 and len(queued) == 1, results
     assert sorted(runs.run_dirs(workspace)) == sorted([*started, *queued])

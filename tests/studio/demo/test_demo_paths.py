@@ -195,11 +195,11 @@ def test_yaml_and_command_preview_name_the_upload_and_load_back(workspace: Path)
     # The YAML copied from the page and uploaded as a config names the same upload again.
     config_file = gradio_upload(workspace, "mine.yaml", preview.yaml)
     loaded, message = actions.load_config_values(Caller(workspace, DEMO, ALICE), config_file)
-    assert message == "✅ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
+    assert message == "✓ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
     # ... and so does one that names it by its server path (it is the visitor's own file): the field shows its name.
     config_file.write_text(preview.yaml.replace("path: mine.jsonl", f"path: {copied}"))
     loaded, message = actions.load_config_values(Caller(workspace, DEMO, ALICE), config_file)
-    assert message == "✅ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
+    assert message == "✓ Loaded `mine.yaml`" and loaded is not None and loaded["data.path"] == "mine.jsonl"
     # Another visitor's page has no such upload: the name is refused, as any path outside their own folder.
     assert actions.preview(Caller(workspace, DEMO, BOB), values).errors == {"data.path": DATA_REFUSAL}
 

@@ -151,7 +151,7 @@ def test_configs_load_only_from_presets_or_uploads_and_come_back_restricted(tmp_
     assert values is None and "outside the folders the studio may read" in message
     preset = actions.PRESETS_DIR / "demo.yaml"
     values, message = actions.load_config_values(Caller(tmp_path, DEMO), preset)
-    assert values is not None and message == "✅ Loaded `demo.yaml`"
+    assert values is not None and message == "✓ Loaded `demo.yaml`"
 
 
 def test_uploaded_config_is_restricted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -162,7 +162,7 @@ def test_uploaded_config_is_restricted(tmp_path: Path, monkeypatch: pytest.Monke
     values, message = actions.load_config_values(Caller(tmp_path, DEMO), upload)
     assert values is not None and values["model.name_or_path"] == "assets/demo-model"
     assert values["launch.num_processes"] == 1
-    assert message == ("✅ Loaded `big.yaml` (set back to the demo's values: model.name_or_path, launch.num_processes)")
+    assert message == ("✓ Loaded `big.yaml` (set back to the demo's values: model.name_or_path, launch.num_processes)")
 
 
 def test_nothing_is_saved_on_the_server_in_demo_mode(tmp_path: Path) -> None:

@@ -49,14 +49,14 @@ def finish(run_dir: Path) -> None:
 def test_start_queues_one_run_per_visitor_with_the_place_in_line(tmp_path: Path, processes: list[Any]) -> None:
     launcher = running_stand_in(processes)
     alice = start(tmp_path, ALICE, launcher)
-    assert alice.message == "🚀 Started `alice`" and runs.status(alice.run_dir).state == "running"
+    assert alice.message == "▶ Started `alice`" and runs.status(alice.run_dir).state == "running"
     bob = start(tmp_path, BOB, launcher)
-    assert bob.message == "⏳ `bob` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
+    assert bob.message == "⧖ `bob` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
     assert read_status(bob.run_dir).state == "queued"
     carol = start(tmp_path, CAROL, launcher)
     assert "2 runs ahead of yours" in carol.message
     again = start(tmp_path, BOB, launcher)
-    assert again.run_dir is None and again.message.startswith("⏳ Not started: you already have a run queued: `bob`")
+    assert again.run_dir is None and again.message.startswith("⧖ Not started: you already have a run queued: `bob`")
     # The owner is recorded in the status (a digest of the visitor id), never in the config.
     status = read_status(bob.run_dir)
     assert status.owner == owner_tag(BOB) and status.time_limit_s == DEMO.time_limit_s
@@ -155,7 +155,7 @@ def test_resume_joins_the_queue(tmp_path: Path, processes: list[Any]) -> None:
         resume_queued(alice, DEMO, BOB, lambda run_dir, _: launcher(run_dir))
     # Alice's resume joins the line behind Bob's run, which the free machine starts first.
     assert resume_queued(alice, DEMO, ALICE, lambda run_dir, _: launcher(run_dir)) == (
-        "⏳ `alice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
+        "⧖ `alice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
     )
     assert runs.status(bob).state == "running" and read_status(alice).resume_checkpoint == 3
     with pytest.raises(runs.RunError, match="the run is queued; only a stopped, failed or aborted run"):

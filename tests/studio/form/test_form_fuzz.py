@@ -133,7 +133,7 @@ def test_start_starts_one_run_or_nothing(values: dict[str, Any]) -> None:
         if result.run_dir is None:
             assert calls == [] and not runs_dir.exists()
             assert all(placed(field) for field in result.errors), result.errors
-            assert result.message.startswith(("❌", "⏳"))
+            assert result.message.startswith(("✗", "⧖"))
         else:
             assert calls == [result.run_dir] and result.run_dir.parent == runs_dir.resolve()
             assert (result.run_dir / "config.yaml").is_file()

@@ -76,3 +76,15 @@ def test_the_compare_chart_follows_the_page(tmp_path: Path) -> None:
     plot, _, picker = call(demo, "compare_outputs", [None, [], 0.0, "eval loss"])
     assert json.loads(plot["plot"])["layout"]["title"]["text"] == "Eval loss"
     assert picker["choices"][0] == ["train loss", "train loss"]
+
+
+def test_the_compare_chart_and_table_as_the_page_opens_are_in_its_language(tmp_path: Path) -> None:
+    """Before Compare is pressed: the chart's title and note and the table's header (built once with the page, in
+    English) are said again in the page's language when it loads."""
+    demo, _ = runs_page(tmp_path)
+    plot, table, picker = call(demo, "empty_chart", [None], "ja")
+    layout = json.loads(plot["plot"])["layout"]
+    assert layout["title"]["text"] == text("runs.compare.train_loss", "ja") != "Train loss"
+    assert layout["annotations"][0]["text"] == text("runs.compare.pick", "ja")
+    assert table["headers"] == [text("runs.diff.field", "ja")] != ["field"]
+    assert picker["choices"][0] == [text("chart.train_loss", "ja"), "train loss"]

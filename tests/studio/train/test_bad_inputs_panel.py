@@ -48,10 +48,10 @@ def test_dataset_panel_shows_the_problem(case: Case, workspace: Path) -> None:
     shown = html.unescape(result.summary + result.error)
     assert "Traceback" not in shown
     if case.expect:
-        assert result.summary == "" and result.error.startswith("❌ **The dataset cannot be used**")
+        assert result.summary == "" and result.error.startswith("✗ **The dataset cannot be used**")
         assert all(fragment in shown for fragment in case.expect), shown
     else:
-        assert result.error == "" and result.summary.startswith("✅ **Format**")
+        assert result.error == "" and result.summary.startswith("✓ **Format**")
         assert case.warning in shown
     assert tree(workspace) == before
 
@@ -68,7 +68,7 @@ def test_start_refuses_a_bad_dataset_and_starts_nothing(case: Case, workspace: P
     calls: list[Path] = []
     result = starting.start_run(Caller(workspace), form_values(case, workspace), calls.append)
     assert result.run_dir is None and calls == []
-    assert result.message == "❌ Not started: the dataset cannot be used (see the dataset panel)."
+    assert result.message == "✗ Not started: the dataset cannot be used (see the dataset panel)."
     assert all(fragment in result.data_error for fragment in case.expect), result.data_error
     assert "Traceback" not in result.data_error
     assert tree(workspace) == before and repo_new_files() <= repo_before

@@ -70,7 +70,7 @@ def test_a_set_with_an_eval_set_takes_it_in_place_of_another_sets_eval_file() ->
     paired = follow_training_path((SFT_TRAIN, SFT_EVAL), DPO_TRAIN, SFT_EVAL, PICKED)
     note = text(PAIRED, "en", eval_file="demo_dpo_eval.jsonl", train_file="demo_dpo_train.jsonl")
     assert paired.eval_path == DPO_EVAL and paired.note == note and paired.seen == (DPO_TRAIN, DPO_EVAL)
-    assert note == "ℹ️ Eval file set to `demo_dpo_eval.jsonl`, the eval set that goes with `demo_dpo_train.jsonl`."
+    assert note == "ℹ Eval file set to `demo_dpo_eval.jsonl`, the eval set that goes with `demo_dpo_train.jsonl`."
     typed = follow_training_path((SFT_TRAIN, SFT_EVAL), DPO_TRAIN, SFT_EVAL)  # typed: the same, it is sure
     assert typed.eval_path == DPO_EVAL
     in_ja = follow_training_path((SFT_TRAIN, SFT_EVAL), DPO_TRAIN, SFT_EVAL, PICKED, "ja").note

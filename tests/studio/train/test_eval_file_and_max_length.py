@@ -135,7 +135,7 @@ def test_a_loaded_config_keeps_its_eval_file_and_an_unpaired_one_is_flagged_not_
     first, second, mine = (str(tmp_path / name) for name in ("first.jsonl", "second.jsonl", "holdout.jsonl"))
     Path(mine).write_text("{}\n")  # no training file pairs with it by name: whose it is cannot be told
     flagged = follow_training_path((first, mine), second, mine)
-    assert flagged.eval_path is None and flagged.note and flagged.note.startswith("⚠️")
+    assert flagged.eval_path is None and flagged.note and flagged.note.startswith("⚠")
     assert f"`{mine}` was chosen with the previous training file `first.jsonl`" in flagged.note
     cleared_by_hand = follow_training_path(flagged.seen, second, "")
     assert (cleared_by_hand.eval_path, cleared_by_hand.note) == (None, "")  # the flag goes with the eval file

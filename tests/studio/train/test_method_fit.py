@@ -69,7 +69,7 @@ def test_picking_grpo_sets_the_eval_batch_size_and_says_so(tab: Any) -> None:
     fields = dict(zip(form.paths, out[1:], strict=True))
     assert fields["train.eval_batch_size"] == 48
     assert all(update == {"__type__": "update"} for path, update in fields.items() if path != "train.eval_batch_size")
-    assert out[0] == "✏️ Set for grpo, whose rules need it: Eval batch size 50 → 48."
+    assert out[0] == "✎ Set for grpo, whose rules need it: Eval batch size 50 → 48."
     assert out[0] == text(FITTED, "en", method="grpo", changes="Eval batch size 50 → 48")
     # The fitted form has no error left at the eval batch size.
     fitted = {**values, "train.eval_batch_size": 48}
@@ -100,16 +100,16 @@ def test_an_error_in_a_collapsed_group_is_said_beside_start(tab: Any) -> None:
     out = call(blocks, "on_change", [None, *(values[path] for path in form.paths)])
     slots = dict(zip(form.paths, out[3:], strict=True))
     assert slots["train.eval_batch_size"]["visible"] is True  # in its slot, inside the closed group
-    assert f"⚠️ Training › Advanced › Eval batch size: {MULTIPLE}  " in out[2].splitlines()
+    assert f"⚠ Training › Advanced › Eval batch size: {MULTIPLE}  " in out[2].splitlines()
     assert "grpo.rewards" not in out[2]  # a field in sight is not said twice
     japanese = call(blocks, "on_change", [None, *(values[path] for path in form.paths)], lang="ja")[2]
     where = " › ".join(text(name, "ja") for name in ("train.training", "form.advanced"))
-    assert f"⚠️ {where} › {text('field.train.eval_batch_size.label', 'ja')}: " in japanese
+    assert f"⚠ {where} › {text('field.train.eval_batch_size.label', 'ja')}: " in japanese
 
 
 def test_start_says_an_error_of_a_collapsed_field_beside_it(tab: Any) -> None:
     blocks, form = tab
     values = preset_with(method="grpo", grpo__rewards="- {kind: exact_match}")
     out = call(blocks, "on_start", [None, *(values[path] for path in form.paths)])
-    assert out[0].startswith("❌ Not started")
-    assert f"⚠️ Training › Advanced › Eval batch size: {MULTIPLE}  " in out[1].splitlines()
+    assert out[0].startswith("✗ Not started")
+    assert f"⚠ Training › Advanced › Eval batch size: {MULTIPLE}  " in out[1].splitlines()

@@ -126,8 +126,8 @@ def test_an_uploaded_reward_file_is_stored_added_and_checked_through_the_page(tm
     assert box.splitlines()[-1] == (
         "- {kind: custom, file: rewards/my_rewards.py, function: answer_length, weight: 1.0}"
     )
-    assert said.startswith("📄 Stored in the workspace as `rewards/my_rewards.py` (it defines answer_length, unused)")
-    assert "✅ 3 rewards load and score the first rows: exact_match × 1, regex × 0.25, answer_length × 1" in said
+    assert said.startswith("Stored in the workspace as `rewards/my_rewards.py` (it defines answer_length, unused)")
+    assert "✓ 3 rewards load and score the first rows: exact_match × 1, regex × 0.25, answer_length × 1" in said
     # The same file again is reused; another file of that name gets a name of its own.
     again, _ = rw.upload_reward_file(Caller(workspace), str(source), {**values, FIELD: box}, FIELD)
     assert again is not None and again.count("rewards/my_rewards.py") == 2
@@ -156,7 +156,7 @@ def test_an_upload_that_is_no_reward_file_is_refused_and_stores_nothing(tmp_path
     }
     for name, (source, why) in cases.items():
         box, said = rw.upload_reward_file(Caller(workspace), str(uploaded(uploads, name, source)), values, FIELD)
-        assert box is None and said.startswith("❌ **The rewards cannot run**") and why in said, said
+        assert box is None and said.startswith("✗ **The rewards cannot run**") and why in said, said
     assert not (workspace / "rewards").exists() or list((workspace / "rewards").iterdir()) == []
     # A box holding text that is no list keeps it: the file is stored and the user told to fix the box.
     kept, said = rw.upload_reward_file(

@@ -75,11 +75,11 @@ def test_the_box_shows_one_reward_per_line_and_the_demo_offers_no_custom_file() 
 def test_check_rewards_passes_the_preset_and_names_a_custom_function_that_returns_text(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     good = rw.check_rewards_message(Caller(workspace), grpo_values(workspace))
-    assert good.startswith("✅ 2 rewards load and score the first rows: exact_match × 1, regex × 0.25")
+    assert good.startswith("✓ 2 rewards load and score the first rows: exact_match × 1, regex × 0.25")
     bad = rw.check_rewards_message(Caller(workspace), grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT)))
-    assert bad.startswith("❌ **The rewards cannot run**") and "my_fn" in bad and "high" in bad
+    assert bad.startswith("✗ **The rewards cannot run**") and "my_fn" in bad and "high" in bad
     counted = rw.check_rewards_message(Caller(workspace), grpo_values(workspace, custom_rewards(workspace, COUNTS)))
-    assert counted.startswith("✅ 1 reward load")
+    assert counted.startswith("✓ 1 reward load")
     # In the demo a custom file is refused before any of it runs.
     in_demo = grpo_values(workspace, custom_rewards(workspace, COUNTS))
     refused = rw.check_rewards_message(Caller(workspace, DEMO, ALICE), in_demo)
@@ -94,7 +94,7 @@ def test_start_refuses_a_reward_that_cannot_run_at_its_field(tmp_path: Path) -> 
     values = grpo_values(workspace, custom_rewards(workspace, RETURNS_TEXT))
     result = starting.start_run(Caller(workspace), values, started.append)
     assert started == [] and runs.run_dirs(workspace) == []
-    assert result.message.startswith("❌ Not started") and "my_fn" in result.errors["grpo.rewards.0"]
+    assert result.message.startswith("✗ Not started") and "my_fn" in result.errors["grpo.rewards.0"]
 
 
 def call(blocks: gr.Blocks, name: str, args: list[Any]) -> list[Any]:
@@ -112,4 +112,4 @@ def test_the_picker_buttons_through_gradio(tmp_path: Path) -> None:
     assert added == "- {kind: exact_match}\n- {kind: length, target_tokens: 16, weight: 0.1}"
     values = grpo_values(workspace)
     args = [None, *(values[path] for path in form.paths)]
-    assert call(blocks, "on_check", args)[0].startswith("✅ 2 rewards load")
+    assert call(blocks, "on_check", args)[0].startswith("✓ 2 rewards load")

@@ -67,7 +67,7 @@ def expected(lengths: list[int], max_length: int, lang: str = "en") -> tuple[str
 def test_the_counts_are_said_from_the_checks_lengths() -> None:
     said = rows_that_fit([10, 20, 300, 200], 1, 100, 256)
     assert said == (
-        "⚠️ **2 of 5 training rows fit whole in max_length 100 tokens**: 2 are cut short and 1 dropped (truncation "
+        "⚠ **2 of 5 training rows fit whole in max_length 100 tokens**: 2 are cut short and 1 dropped (truncation "
         "left them no token to learn from). 1 of them are longer than the model's context (256 tokens): no "
         "max_length keeps those whole with this model; pick shorter rows or a model with a longer context."
     )

@@ -55,7 +55,7 @@ def test_max_steps_0_is_refused_at_its_field_and_starts_nothing(tab: Any, tmp_pa
     assert slot["visible"] is True and NO_STEP in slot["value"]
     started: list[Path] = []
     result = starting.start_run(Caller(tmp_path), values, started.append)
-    assert result.message.startswith("❌ Not started") and result.errors == {"train.max_steps": NO_STEP}
+    assert result.message.startswith("✗ Not started") and result.errors == {"train.max_steps": NO_STEP}
     assert started == [] and not runs_dir(tmp_path).exists()
 
 
@@ -65,9 +65,9 @@ def test_a_warmup_longer_than_the_run_is_warned_of_beside_start(tab: Any) -> Non
     assert warning.startswith("The warm-up (700 steps) is as long as the run (600 steps) or longer")
     values = preset_with(train__warmup=700)
     out = call(blocks, "on_change", [None, *(values[path] for path in form.paths)])
-    assert out[2] == f"⚠️ {warning}  " and not out[0].startswith("# The form has problems")  # a warning, no error
+    assert out[2] == f"⚠ {warning}  " and not out[0].startswith("# The form has problems")  # a warning, no error
     japanese = call(blocks, "on_change", [None, *(values[path] for path in form.paths)], lang="ja")[2]
-    assert japanese == f"⚠️ {text(WARMUP_TOO_LONG, 'ja', warmup='700', steps='600')}  " != out[2]
+    assert japanese == f"⚠ {text(WARMUP_TOO_LONG, 'ja', warmup='700', steps='600')}  " != out[2]
     as_long = actions.preview(Caller(Path("unused")), preset_with(train__warmup=600)).warnings
     assert as_long == [text(WARMUP_TOO_LONG, "en", warmup="600", steps="600")]
     for fits in (599, 0.5, 0.99, 0):  # fewer steps, or a fraction of the run
@@ -81,7 +81,7 @@ def test_an_epoch_runs_warmup_is_weighed_once_the_rows_are_counted(tmp_path: Pat
     assert actions.preview(Caller(tmp_path), values).warnings == []  # the rows are not counted yet
     summary = actions.check_data(Caller(tmp_path), {**values, "data.eval_path": "", "data.eval_size": 200}, False)
     assert "**rows** 1,800 train / 200 eval" in summary.summary
-    assert f"⚠️ {text(WARMUP_TOO_LONG, 'en', warmup='120', steps='113')}" in summary.summary
+    assert f"⚠ {text(WARMUP_TOO_LONG, 'en', warmup='120', steps='113')}" in summary.summary
     two_epochs = {**values, "data.eval_path": "", "data.eval_size": 200, "train.num_epochs": 2}
     assert "warm-up" not in actions.check_data(Caller(tmp_path), two_epochs, False).summary  # 226 steps
     whole = {**values, "data.eval_path": "", "train.warmup": 125}  # all 2,000 rows: 125 steps

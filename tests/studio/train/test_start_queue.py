@@ -38,11 +38,11 @@ def test_start_on_two_gpus_starts_two_runs_and_queues_the_third(
     monkeypatch.setenv("STUDIO_DEVICES", "0,1")
     launcher = running_stand_in(processes)
     first, second = start(tmp_path, launcher, "first"), start(tmp_path, launcher, "second")
-    assert (first.message, second.message) == ("🚀 Started `first`", "🚀 Started `second`")
+    assert (first.message, second.message) == ("▶ Started `first`", "▶ Started `second`")
     assert [read_status(result.run_dir).devices for result in (first, second)] == [[0], [1]]
     on_gpu_1 = start(tmp_path, launcher, "on-1", launch__devices="1")
     waiting = "is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
-    assert on_gpu_1.message == f"⏳ `on-1` {waiting}"  # the run on GPU 1; the one on GPU 0 is not in its way
+    assert on_gpu_1.message == f"⧖ `on-1` {waiting}"  # the run on GPU 1; the one on GPU 0 is not in its way
     with FEEDS.polled(on_gpu_1.run_dir) as feed:
         panel = live_panels(on_gpu_1.run_dir, runs.status(on_gpu_1.run_dir), feed)["progress"]
     assert "queued</b>: 1 run ahead of yours · it starts by itself when its devices are free" in panel
@@ -64,9 +64,9 @@ def test_resume_waits_in_line_while_the_machine_is_busy(
     (stopped / "checkpoints" / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
     launcher = running_stand_in(processes)
     busy = start(tmp_path, launcher, "busy")
-    assert busy.message == "🚀 Started `busy`"
+    assert busy.message == "▶ Started `busy`"
     message = resume_in_line(stopped, lambda run_dir, _: launcher(run_dir))
-    assert message == "⏳ `stopped` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
+    assert message == "⧖ `stopped` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
     assert read_status(stopped).resume_checkpoint == 3
     with pytest.raises(runs.RunError, match="the run is queued"):
         resume_in_line(stopped)

@@ -110,7 +110,7 @@ def test_a_message_is_said_in_the_language_of_the_page(tmp_path: Path) -> None:
     why = translations("zh-CN")[actions.BAD_YAML].split("{at}")[0].format(name="broken.yaml")  # before the place
     assert chinese.startswith(heading) and why in html.unescape(chinese)
     english = call(demo, "on_load", [None, str(broken)])[0]
-    assert english.startswith("❌ Cannot load `broken.yaml`:") and "is not valid YAML (line 2" in english
+    assert english.startswith("✗ Cannot load `broken.yaml`:") and "is not valid YAML (line 2" in english
     # The dataset panel's table heads its columns in the page's language too.
     path_box = form.components["data.path"]
     show = next(fn for fn in demo.fns.values() if (path_box._id, "change") in fn.targets and len(fn.outputs) == 3)
@@ -233,9 +233,9 @@ def test_double_click_starts_one_run_and_queues_the_other(tmp_path: Path, monkey
     for thread in threads:
         thread.join()
     assert len(run_dirs(tmp_path)) == 2 and len(calls) == 1
-    queued, started = sorted(result.message for result in results)
-    assert started == "🚀 Started `twice`"
-    assert queued == "⏳ `twice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
+    started, queued = sorted((result.message for result in results), key=lambda message: "queued" in message)
+    assert started == "▶ Started `twice`"
+    assert queued == "⧖ `twice` is queued: 1 run ahead of yours. It starts by itself; follow it on the Monitor."
 
 
 def test_start_on_a_busy_machine_queues_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -330,7 +330,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert actions.save_config_as(Caller(tmp_path), values(train__seed=-1), "x")[0] is None
     for bad in ("n" * 300, "nul\x00byte"):  # once a crash in the file system ("File name too long")
         saved, download, message = actions.save_config_as(Caller(tmp_path), form, bad)
-        assert (saved, download) == (None, None) and message.startswith("❌ Not saved: the name is not usable: ")
+        assert (saved, download) == (None, None) and message.startswith("✗ Not saved: the name is not usable: ")
     assert sorted(path.name for path in (tmp_path / "configs").iterdir()) == ["my-config.yaml"]
 
 
