@@ -13,7 +13,8 @@ The names, by concern:
   ``requests`` (Save now, Pause), ``init_from`` lineage, the run directory's files and states, a run's weights;
 - the workspace's layout and the paths a browser may name;
 - data: the data error, and the checks of a run's data;
-- jobs: ``jobs`` (evaluate and export jobs), ``evaluations``, ``export``; chat: ``ChatClient`` and its settings;
+- jobs: ``jobs`` (evaluate, export and benchmark jobs), ``evaluations``, ``benchmarks`` (lm-eval base against tuned:
+  ``start_benchmark``, ``latest_benchmark``, ``table_rows``), ``export``; chat: ``ChatClient`` and its settings;
 - sweeps: starting, stopping and reading sweeps, and their search space.
 """
 
@@ -30,7 +31,7 @@ from engine.data.errors import DataError
 from engine.data.loading import decoded_bytes
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.warnings import EVAL_FILE_PREFIX, EVAL_LABEL, WARNINGS
-from engine.evaluate import evaluations
+from engine.evaluate import benchmarks, evaluations
 from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 from engine.export import exports as export
 from engine.methods import METHODS, Method, method_charts, method_of
@@ -159,6 +160,7 @@ __all__ = [
     "SweepError",
     "SweepSummary",
     "TrialSummary",
+    "benchmarks",
     "check_run",
     "check_target_modules",
     "check_tokens",

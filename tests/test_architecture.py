@@ -14,7 +14,7 @@ import pytest
 
 from engine.store.paths import PROJECT_ROOT
 
-HEAVY = ("torch", "transformers", "trl", "peft", "bitsandbytes", "datasets", "accelerate")
+HEAVY = ("torch", "transformers", "trl", "peft", "bitsandbytes", "datasets", "accelerate", "lm_eval")
 
 
 def _modules(package: str) -> dict[str, Path]:
@@ -308,7 +308,7 @@ def test_the_engine_api_imports_no_training_library() -> None:
     import subprocess
     import sys
 
-    heavy = ("torch", "transformers", "trl", "peft", "datasets", "bitsandbytes")
+    heavy = ("torch", "transformers", "trl", "peft", "datasets", "bitsandbytes", "lm_eval")
     code = f"import sys, engine.api; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
     assert out.stdout.strip() == "[]"

@@ -12,6 +12,9 @@
                             [--gguf-type f16|bf16|q8_0|q5_1|q5_0|q4_1|q4_0]
                             [--checkpoint N] [--zip] [--push-to REPO_ID [--private]]
                                                          save the adapter, a merged model, or GGUF + Modelfile
+    python -m engine benchmark DIR [--task NAME ...] [--task-file PATH ...] [--limit N] [--num-fewshot N]
+                                   [--chat-template] [--checkpoint N]
+                                                         lm-eval tasks on the base and fine-tuned model
     python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...]
                                                          run (or continue) a hyperparameter sweep
     python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
@@ -24,8 +27,9 @@
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
 command continues the sweep, as it does after the driver was killed.
 
-Evaluate and export print their progress; with ``--job-dir`` (set by engine.runs.jobs when the studio starts them)
-they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from HF_TOKEN only.
+Evaluate, export and benchmark print their progress; with ``--job-dir`` (set by engine.runs.jobs when the studio
+starts them) they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from
+HF_TOKEN only.
 
 ``--set`` changes one field of the file for this command (engine.cli.overrides). ``train`` and ``resume`` start
 the run as the studio does and follow it (engine.cli.train): its log on stdout, with its method's own metrics in
@@ -46,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.cli import runs as cli_runs
 from engine.cli import train as cli_train
+from engine.cli.benchmark import add_benchmark_command, benchmark
 from engine.cli.overrides import SET_HELP, apply_overrides, parse_overrides
 from engine.cli.train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
@@ -87,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_config_options(check)
     _add_job_commands(commands)
+    add_benchmark_command(commands)
     _add_sweep_commands(commands)
     cli_runs.add_run_commands(commands)
     _add_internal_commands(commands)
@@ -392,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
             return _evaluate(args)
         if args.command == "export":
             return _export(args)
+        if args.command == "benchmark":
+            return benchmark(args)
         if args.command == "sweep":
             return _sweep(args)
         if args.command in ("status", "stop", "metrics"):

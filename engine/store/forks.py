@@ -38,10 +38,10 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_env, pid_alive, spawn_detached
 
 # What a server forks: a run's supervisor (which forks its worker), and the background jobs (engine.runs.jobs).
-FORKED_COMMANDS = ("supervise", "evaluate", "export")
+FORKED_COMMANDS = ("supervise", "evaluate", "export", "benchmark")
 # What a CLI command hands to the server, waiting for its exit code (``run_forked``): those that import the libraries.
 # Not ``sweep``: its driver imports little, and a killed driver must be gone at once (the same command continues it).
-WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export")
+WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export", "benchmark")
 # Read by the started process only, never at import: they may differ between two starts served by one server.
 VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "_"})
 SWITCH_ENV = "STUDIO_WARM_FORKS"
