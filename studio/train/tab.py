@@ -22,7 +22,7 @@ from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked
-from studio.train import actions, eval_pairing, method_fit, starting
+from studio.train import actions, eval_pairing, kept_form, method_fit, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import rewards as rw
@@ -70,7 +70,32 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     for picker in pickers:
         _wire_reward_picker(ctx, form, picker)
     _wire_demo_help(ctx, form)
+    _wire_kept_form(ctx, form)
     return form
+
+
+def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
+    """Keep the form in the browser (studio.train.kept_form): stored on every change, shown again on a reload."""
+    kept = gr.BrowserState(None, storage_key=kept_form.STORAGE_KEY, secret=kept_form.storage_secret(ctx.workspace))
+
+    def keep(*args: Any) -> dict[str, Any]:
+        return form.values(args)
+
+    gr.on(
+        [component.change for component in form.inputs],
+        keep,
+        inputs=form.inputs,
+        outputs=kept,
+        show_progress="hidden",
+        trigger_mode="always_last",
+        concurrency_limit=None,  # no work: the values go back to the browser
+        **PRIVATE,
+    )
+
+    def restore(caller: Caller, stored: Any) -> list[Any]:
+        return form.value_updates(kept_form.restored_values(caller, stored))
+
+    gr.on(None, ctx.handler(restore), ctx.inputs(kept), form.inputs, show_progress="hidden", **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:

@@ -1,0 +1,61 @@
+"""The Train form kept in the browser: what a reload brings back.
+
+The page stores the form's values in the browser's own storage (a ``gr.BrowserState``, wired in
+studio.train.tab) on every change and offers them back when it loads again, as the language is kept. What comes
+back is a visitor's own input, so it is read as the form reads a loaded config: only the fields the form has, each
+of a kind its widget shows, a choice among its choices, and in demo mode with the fields the demo fixes set back.
+Nothing is trusted more than typing the same values would be: Start validates them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.api import INIT_FROM_FIELD
+from studio.demo.caller import Caller
+from studio.form.schema import FieldSpec, leaf_specs
+from studio.train.actions import upload_names, upload_paths
+
+STORAGE_KEY = "ts-train-form"  # the browser's localStorage key
+# A run to continue from is not brought back: it may be gone, and continuing is a choice made for one run.
+NOT_KEPT = (INIT_FROM_FIELD,)
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def storage_secret(workspace: Path) -> str:
+    """The key Gradio encrypts the stored form with. Stable for a workspace, so the form outlives a studio restart
+    (Gradio's default is a new random key per start); it hides nothing worth hiding: the form holds no secret."""
+    return hashlib.sha256(f"train-form:{Path(workspace).resolve()}".encode()).hexdigest()[:32]
+
+
+def restored_values(caller: Caller, stored: Any) -> dict[str, Any]:
+    """The widget values to show from what the browser ``stored`` ({} when it holds nothing usable)."""
+    if not isinstance(stored, Mapping):
+        return {}
+    values = {
+        spec.path: stored[spec.path]
+        for spec in leaf_specs()
+        if spec.path in stored and spec.path not in NOT_KEPT and _fits(spec, stored[spec.path])
+    }
+    if caller.policy.enabled:
+        values, _ = caller.policy.restrict_values(upload_paths(caller, values), caller.uploads)
+        values = upload_names(caller, values)
+    return values
+
+
+def _fits(spec: FieldSpec, value: Any) -> bool:
+    """Whether ``value`` is something ``spec``'s widget can show (not whether the config accepts it)."""
+    if spec.kind == "bool":
+        return isinstance(value, bool)
+    if spec.kind in ("int", "float") and not spec.text_number:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if spec.kind == "choice" and spec.choices:
+        return value in spec.choices or (spec.optional and value == "")
+    if spec.kind == "choices":
+        return isinstance(value, list) and all(item in spec.choices for item in value)
+    if isinstance(value, list):
+        return all(isinstance(item, _SCALARS) for item in value)
+    return isinstance(value, _SCALARS)
