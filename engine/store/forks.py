@@ -41,9 +41,14 @@ from engine.store.processes import engine_env, pid_alive, spawn_detached
 FORKED_COMMANDS = ("supervise", "evaluate", "export", "benchmark")
 # What a CLI command hands to the server, waiting for its exit code (``run_forked``): those that import the libraries.
 # Not ``sweep``: its driver imports little, and a killed driver must be gone at once (the same command continues it).
-WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export", "benchmark")
+# ``chat-worker`` too: the studio's Chat starts it as a child and talks on its stdin / stdout, which the fork gets,
+# so a model loads without the imports' seconds (the started process stays as the waiter that its client sees).
+WAITED_COMMANDS = ("train", "resume", "check", "evaluate", "export", "benchmark", "chat-worker")
 # Read by the started process only, never at import: they may differ between two starts served by one server.
-VOLATILE = frozenset({"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "_"})
+# (TOKENIZERS_PARALLELISM: read by the tokenizers library when it first runs in parallel; the chat worker sets it.)
+VOLATILE = frozenset(
+    {"PYTEST_CURRENT_TEST", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TOKENIZERS_PARALLELISM", "_"}
+)
 SWITCH_ENV = "STUDIO_WARM_FORKS"
 IDLE_S = 300.0  # a server nobody asked for this long exits (it holds the libraries' memory)
 CONNECT_TIMEOUT_S = 10.0  # a server that takes longer to fork is stuck: start the cold way

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from engine import runs
+from engine.chat.client import ChatClient, ModelSpec, SamplingParams
 from engine.config import save_config
+from engine.config.sections import DEMO_MODEL
 from engine.runs import jobs
 from engine.store import forks
 from engine.store.processes import command_line, engine_command, engine_env, pid_alive, proc_pids
@@ -282,3 +284,44 @@ def test_starting_a_server_tidies_what_says_nothing_any_more(tmp_path: Path):
             os.utime(tmp_path / name, (old, old))
     forks._tidy(tmp_path)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["b.wanted", "d.log", "d.sock", "e.log"]
+
+
+def _chat(client: ChatClient) -> tuple[list[str], str]:
+    """Load the demo model and answer one question greedily: the load steps and the reply."""
+    steps = [progress.message for progress in client.load(ModelSpec(base=DEMO_MODEL))]
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    reply = "".join(client.generate(messages, SamplingParams(temperature=0, max_new_tokens=12)))
+    return steps, reply
+
+
+def _descendants(pid: int) -> list[int]:
+    children = [child for child in proc_pids() if _parent(child) == pid]
+    return children + [grandchild for child in children for grandchild in _descendants(child)]
+
+
+def test_a_chat_worker_is_forked_warm_and_answers_as_a_cold_one(server: str, monkeypatch):
+    with monkeypatch.context() as cold:
+        cold.setenv(forks.SWITCH_ENV, "0")
+        cold_client = ChatClient()
+        cold_steps, cold_reply = _chat(cold_client)
+        assert _loaded_torch(cold_client.pid)  # the worker itself
+        cold_client.unload()
+
+    before = set(_descendants(_servers(forks.socket_path(server))[0]))
+    client = ChatClient()
+    steps, reply = _chat(client)
+    assert reply == cold_reply and steps == cold_steps  # the same steps shown, the same greedy answer
+    assert not _loaded_torch(client.pid)  # the process the client started only waits: its fork has the model
+    forked = [pid for pid in _descendants(_servers(forks.socket_path(server))[0]) if pid not in before]
+    assert any(_loaded_torch(pid) for pid in forked)
+    os.kill(client.pid, signal.SIGKILL)  # the client's process killed: its fork is hung up and ends too
+    assert wait_until_gone(forked, 60), [command_line(pid) for pid in forked if pid_alive(pid)]
+
+
+def wait_until_gone(pids: list[int], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
