@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_config_options(check)
     _add_job_commands(commands)
-    add_benchmark_command(commands)
+    add_benchmark_command(commands, _count, _positive)
     _add_sweep_commands(commands)
     cli_runs.add_run_commands(commands)
     _add_internal_commands(commands)

@@ -12,25 +12,14 @@ refused before any model loads (exit 2).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def _whole(least: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be {least} or more, not {value}")
-        return value
-
-    return parse
-
-
-def add_benchmark_command(commands: Any) -> None:
-    """The benchmark sub-command (a background job when the studio starts it with --job-dir)."""
+def add_benchmark_command(commands: Any, count: Callable[[str], int], positive: Callable[[str], int]) -> None:
+    """The benchmark sub-command (a background job when the studio starts it with --job-dir); ``count`` and
+    ``positive`` read a whole number >= 0 and >= 1 as the other commands do."""
     command = commands.add_parser(
         "benchmark", help="lm-evaluation-harness tasks on the base and the fine-tuned model of a run, side by side"
     )
@@ -48,14 +37,14 @@ def add_benchmark_command(commands: Any) -> None:
         metavar="PATH",
         help="an lm-eval task YAML of your own with local data files (relative paths from its folder); repeatable",
     )
-    command.add_argument("--limit", type=_whole(1), metavar="N", help="score only the first N documents of each task")
-    command.add_argument("--num-fewshot", type=_whole(0), metavar="N", help="few-shot examples (default: the task's)")
+    command.add_argument("--limit", type=positive, metavar="N", help="score only the first N documents of each task")
+    command.add_argument("--num-fewshot", type=count, metavar="N", help="few-shot examples (default: the task's)")
     command.add_argument(
         "--chat-template",
         action="store_true",
         help="render lm-eval tasks' prompts through the run's chat template (heldout always is)",
     )
-    command.add_argument("--checkpoint", type=_whole(0), help="benchmark this checkpoint (default: the final result)")
+    command.add_argument("--checkpoint", type=count, help="benchmark this checkpoint (default: the final result)")
     command.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
 
 
@@ -71,19 +60,18 @@ def benchmark(args: argparse.Namespace) -> int:
 
         warnings.filterwarnings("ignore", category=FutureWarning)
         warnings.filterwarnings("ignore", category=UserWarning)
-        from engine.evaluate.benchmarks.results import TABLE_HEADERS, summary_text, table_rows
+        from engine.evaluate.benchmarks.results import TABLE_HEADERS, BenchmarkRequest, summary_text, table_rows
         from engine.evaluate.benchmarks.runner import run_benchmark
 
-        result = run_benchmark(
-            args.run_dir,
-            args.task,
-            args.task_file,
+        request = BenchmarkRequest(
+            tuple(args.task or ()),
+            tuple(args.task_file or ()),
             args.limit,
             args.num_fewshot,
             args.chat_template,
             args.checkpoint,
-            progress,
         )
+        result = run_benchmark(args.run_dir, request, progress)
         lines = [TABLE_HEADERS, *table_rows(result)]
         widths = [max(len(line[i]) for line in lines) for i in range(len(TABLE_HEADERS))]
         for line in lines:

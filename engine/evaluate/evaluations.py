@@ -57,17 +57,15 @@ This module imports no ML library: the studio and the run list read results thro
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from pathlib import Path
 from typing import Any
 
 from engine.data.loading import looks_like_hub_id, resolve_path
+from engine.evaluate.result_files import list_results, read_result, save_result
 from engine.methods import SCORINGS, method_of
 from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
-from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of
 
 EVALUATIONS_DIR = "evaluations"
@@ -84,30 +82,19 @@ def evaluations_dir(run_dir: Path) -> Path:
     return Path(run_dir) / EVALUATIONS_DIR
 
 
-def new_evaluation_id() -> str:
-    """A sortable id: the newest evaluation sorts last."""
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
-
-
 def save_evaluation(run_dir: Path, result: dict[str, Any]) -> Path:
     """Write one result atomically (a reader never sees half of it); returns its path."""
-    path = evaluations_dir(run_dir) / f"{result['id']}.json"
-    write_text_atomic(path, json.dumps(result, indent=1, allow_nan=True))
-    return path
+    return save_result(evaluations_dir(run_dir), result)
 
 
 def list_evaluations(run_dir: Path) -> list[Path]:
     """A run's result files, newest first."""
-    root = evaluations_dir(run_dir)
-    return sorted(root.glob("*.json"), reverse=True) if root.is_dir() else []
+    return list_results(evaluations_dir(run_dir))
 
 
 def read_evaluation(path: Path) -> dict[str, Any] | None:
     """One result, or None when it cannot be read."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    return read_result(path)
 
 
 def latest_evaluation(run_dir: Path) -> dict[str, Any] | None:

@@ -31,7 +31,6 @@ from engine.evaluate.evaluations import (
     SCORING_PREFERENCE,
     SCORING_REWARDS,
     check_request,
-    new_evaluation_id,
     save_evaluation,
 )
 from engine.evaluate.models import (
@@ -43,6 +42,7 @@ from engine.evaluate.models import (
     pick_rows,
     starting_weights,
 )
+from engine.evaluate.result_files import result_header
 from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
 from engine.methods import method_of
@@ -211,14 +211,7 @@ def evaluate(
     else:
         scored = _score_answers(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
     progress.update("saving the results")
-    result = {
-        "id": new_evaluation_id(),
-        "created_at": time.time(),
-        "seconds": round(time.time() - began, 2),
-        "run_id": run.run_dir.name,
-        "weights": weights.label,
-        **scored,
-    }
+    result = {**result_header(run.run_dir.name, weights.label, began), **scored}
     result["path"] = str(save_evaluation(run.run_dir, result))
     return result
 

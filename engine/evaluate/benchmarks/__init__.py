@@ -10,6 +10,7 @@ What the studio and the CLI use is handed on here; none of it imports an ML libr
 from engine.evaluate.benchmarks.results import (
     JOB_KIND,
     TABLE_HEADERS,
+    BenchmarkRequest,
     benchmarks_dir,
     latest_benchmark,
     list_benchmarks,
@@ -25,6 +26,7 @@ __all__ = [
     "JOB_KIND",
     "TABLE_HEADERS",
     "BenchmarkError",
+    "BenchmarkRequest",
     "TaskSpec",
     "benchmarks_dir",
     "latest_benchmark",

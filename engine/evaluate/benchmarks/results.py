@@ -20,16 +20,15 @@ results through it (engine.api.benchmarks).
 
 from __future__ import annotations
 
-import json
 import math
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.evaluate.benchmarks.tasks import TaskSpec, resolve_tasks
+from engine.evaluate.result_files import list_results, read_result, save_result
 from engine.runs import jobs
 from engine.runs.artifacts import FinishedRun, TrainedWeights, open_run, trained_weights
-from engine.store.rundir import write_text_atomic
 from engine.store.workspace import workspace_of
 
 BENCHMARKS_DIR = "benchmarks"
@@ -42,30 +41,20 @@ def benchmarks_dir(run_dir: Path) -> Path:
     return Path(run_dir) / BENCHMARKS_DIR
 
 
-def new_benchmark_id() -> str:
-    """A sortable id: the newest result sorts last."""
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
-
-
 def save_benchmark(run_dir: Path, result: dict[str, Any]) -> Path:
     """Write one result atomically; returns its path."""
-    path = benchmarks_dir(run_dir) / f"{result['id']}.json"
-    write_text_atomic(path, json.dumps(result, indent=1))
-    return path
+    return save_result(benchmarks_dir(run_dir), result)
 
 
 def list_benchmarks(run_dir: Path) -> list[Path]:
     """A run's result files, newest first."""
-    root = benchmarks_dir(run_dir)
-    return sorted(root.glob("*.json"), reverse=True) if root.is_dir() else []
+    return list_results(benchmarks_dir(run_dir))
 
 
 def read_benchmark(path: Path) -> dict[str, Any] | None:
-    """One result, or None when it cannot be read."""
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
+    """One result (with ``path``, its file), or None when it cannot be read."""
+    result = read_result(path)
+    return {**result, "path": str(path)} if isinstance(result, dict) else None
 
 
 def latest_benchmark(run_dir: Path) -> dict[str, Any] | None:
@@ -117,53 +106,47 @@ def summary_text(result: dict[str, Any] | None) -> str:
     return "; ".join(parts)
 
 
-def check_request(
-    run_dir: Path, tasks: list[str] | None, task_files: list[str] | None, checkpoint: int | None = None
-) -> tuple[FinishedRun, TrainedWeights, list[TaskSpec]]:
+@dataclass(frozen=True)
+class BenchmarkRequest:
+    """What to benchmark: the tasks (``heldout``, lm-eval names; ``heldout`` alone when none, and no task file, is
+    named), task files, and how (documents per task, few-shot examples, the chat template, a checkpoint)."""
+
+    tasks: tuple[str, ...] = ()
+    task_files: tuple[str, ...] = ()
+    limit: int | None = None  # the first N documents of each task
+    num_fewshot: int | None = None  # None: each task's own
+    chat_template: bool = False  # render lm-eval's and task files' prompts through the run's chat template
+    checkpoint: int | None = None  # None: the final adapter / model (else the newest checkpoint)
+
+    def args(self, run_dir: Path) -> list[str]:
+        """The arguments of ``python -m engine`` for this benchmark."""
+        args = ["benchmark", str(run_dir)]
+        args += [part for name in self.tasks for part in ("--task", name)]
+        args += [part for path in self.task_files for part in ("--task-file", str(path))]
+        for flag, value in (("--limit", self.limit), ("--num-fewshot", self.num_fewshot)):
+            args += [flag, str(value)] if value is not None else []
+        args += ["--checkpoint", str(self.checkpoint)] if self.checkpoint is not None else []
+        return [*args, "--chat-template"] if self.chat_template else args
+
+
+def check_request(run_dir: Path, request: BenchmarkRequest) -> tuple[FinishedRun, TrainedWeights, list[TaskSpec]]:
     """The run, its weights and the checked tasks; ArtifactError (BenchmarkError for a task) when it cannot run."""
-    run = open_run(run_dir, checkpoint)
-    weights = trained_weights(run, checkpoint, newest_checkpoint=True)
-    return run, weights, resolve_tasks(run, tasks, task_files)
+    run = open_run(run_dir, request.checkpoint)
+    weights = trained_weights(run, request.checkpoint, newest_checkpoint=True)
+    return run, weights, resolve_tasks(run, list(request.tasks), list(request.task_files))
 
 
-def benchmark_args(
-    run_dir: Path,
-    tasks: list[str] | None = None,
-    task_files: list[str] | None = None,
-    limit: int | None = None,
-    num_fewshot: int | None = None,
-    chat_template: bool = False,
-    checkpoint: int | None = None,
-) -> list[str]:
-    """The arguments of ``python -m engine`` for one benchmark."""
-    args = ["benchmark", str(run_dir)]
-    args += [part for name in tasks or [] for part in ("--task", name)]
-    args += [part for path in task_files or [] for part in ("--task-file", str(path))]
-    for flag, value in (("--limit", limit), ("--num-fewshot", num_fewshot), ("--checkpoint", checkpoint)):
-        if value is not None:
-            args += [flag, str(value)]
-    return [*args, "--chat-template"] if chat_template else args
-
-
-def start_benchmark(
-    run_dir: Path,
-    tasks: list[str] | None = None,
-    task_files: list[str] | None = None,
-    limit: int | None = None,
-    num_fewshot: int | None = None,
-    chat_template: bool = False,
-    checkpoint: int | None = None,
-    workspace: Path | None = None,
-) -> Path:
+def start_benchmark(run_dir: Path, request: BenchmarkRequest | None = None, workspace: Path | None = None) -> Path:
     """Check the request, then benchmark in a background job; returns the job directory.
 
     Raises BenchmarkError (an unknown task, a task file that cannot be read, no eval split for ``heldout``) or
     ArtifactError (a missing or running run, no weights) before anything starts, and JobError when a benchmark of
     this run is already going.
     """
-    run, _, _ = check_request(run_dir, tasks, task_files, checkpoint)
+    request = request or BenchmarkRequest()
+    run, _, _ = check_request(run_dir, request)
     workspace = Path(workspace or workspace_of(run.run_dir) or run.run_dir.parent)
     if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):
         raise jobs.JobError(f"{run.name} is already being benchmarked; wait for it or cancel it")
-    args = benchmark_args(run.run_dir, tasks, task_files, limit, num_fewshot, chat_template, checkpoint)
-    return jobs.start(workspace, JOB_KIND, args, labels={"run_id": run.run_dir.name, "run_dir": str(run.run_dir)})
+    labels = {"run_id": run.run_dir.name, "run_dir": str(run.run_dir)}
+    return jobs.start(workspace, JOB_KIND, request.args(run.run_dir), labels=labels)

@@ -24,7 +24,7 @@ from typing import Any
 
 from engine.evaluate.benchmarks import cache
 from engine.evaluate.benchmarks.heldout import heldout_dir, write_heldout_task
-from engine.evaluate.benchmarks.results import check_request, new_benchmark_id, save_benchmark
+from engine.evaluate.benchmarks.results import BenchmarkRequest, check_request, save_benchmark
 from engine.evaluate.benchmarks.rows import merge_arms, to_rows
 from engine.evaluate.benchmarks.tasks import (
     KIND_FILE,
@@ -35,6 +35,7 @@ from engine.evaluate.benchmarks.tasks import (
     task_file_data,
 )
 from engine.evaluate.models import RAW_BASE, baseline_fields, load_eval_tokenizer, load_models, starting_weights
+from engine.evaluate.result_files import result_header
 from engine.runs.jobs import Progress
 from engine.store.workspace import workspace_of
 
@@ -112,21 +113,12 @@ def _evaluate(lm: Any, task: Prepared, manager: Any, settings: dict[str, Any]) -
     return to_rows(output or {})
 
 
-def run_benchmark(
-    run_dir: Path,
-    tasks: list[str] | None = None,
-    task_files: list[str] | None = None,
-    limit: int | None = None,
-    num_fewshot: int | None = None,
-    chat_template: bool = False,
-    checkpoint: int | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Benchmark a run's base and tuned model on ``tasks`` (``heldout``, lm-eval names) and ``task_files``; save and
-    return the result. Raises BenchmarkError / ArtifactError for a request that cannot run, before loading a model."""
+def run_benchmark(run_dir: Path, request: BenchmarkRequest, progress: Progress | None = None) -> dict[str, Any]:
+    """Benchmark a run's base and tuned model as ``request`` asks; save and return the result. Raises
+    BenchmarkError / ArtifactError for a request that cannot run, before a model loads."""
     progress = progress or Progress(None)
     began = time.time()
-    run, weights, specs = check_request(run_dir, tasks, task_files, checkpoint)
+    run, weights, specs = check_request(run_dir, request)
     logging.getLogger("lm_eval").setLevel(logging.WARNING)  # its per-task INFO lines would bury the progress lines
     # lm-eval bootstraps a stderr (perplexity's) in a pool of forked workers, which inherit the job's SIGTERM handler
     # (cancel): the pool's own SIGTERM at its end then raised Cancelled in a worker, and one left stuck hung the job.
@@ -141,7 +133,7 @@ def run_benchmark(
         include_path=str(heldout_dir(run.run_dir)) if has_heldout else None,
         include_defaults=any(spec.kind == KIND_LM_EVAL for spec in specs),  # lm-eval's own index takes 10-20 s
     )
-    settings = {"limit": limit, "num_fewshot": num_fewshot, "chat_template": chat_template}
+    settings = {"limit": request.limit, "num_fewshot": request.num_fewshot, "chat_template": request.chat_template}
     workspace = workspace_of(run.run_dir) or run.run_dir.parent
     baseline, start, note = starting_weights(run)
     model = cache.model_identity(run, start)
@@ -172,11 +164,7 @@ def run_benchmark(
         del loaded
     progress.update("saving the results")
     result = {
-        "id": new_benchmark_id(),
-        "created_at": time.time(),
-        "seconds": round(time.time() - began, 2),
-        "run_id": run.run_dir.name,
-        "weights": weights.label,
+        **result_header(run.run_dir.name, weights.label, began),
         "tuned_as": "adapter" if weights.is_adapter else "model",
         **baseline_fields(baseline, note),
         "lm_eval_version": version,
