@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine import runs
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
+from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, chat_tools
 from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
 from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
@@ -163,6 +163,7 @@ __all__ = [
     "benchmarks",
     "check_run",
     "check_target_modules",
+    "chat_tools",
     "check_tokens",
     "checkpoint_steps",
     "choice_labels",

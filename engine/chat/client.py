@@ -28,6 +28,7 @@ from typing import IO, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
+from engine.data.tools import parse_tools, tools_problems
 from engine.methods import method_of
 from engine.schema import advanced
 from engine.schema.errors import problems_from_validation
@@ -321,13 +322,16 @@ class ChatClient:
         sampling: SamplingParams,
         use_adapter: bool = True,
         caller: str | None = None,
+        tools: Any = None,
     ) -> Iterator[str]:
         """Stream the reply to ``messages`` (system / user / assistant turns, ending with a user turn) as text
         deltas. ``use_adapter=False`` answers with the base model under a loaded adapter. After the last delta,
         ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled". A model loaded
         for an owner answers only when ``caller`` is that owner (checked with the request sent, so a model
-        loaded by someone else in between never answers)."""
+        loaded by someone else in between never answers). ``tools``: the functions the model may call, rendered
+        by its chat template as a tool-calling run was trained (``chat_tools``)."""
         _check_messages(messages)
+        offered = chat_tools(tools)
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         with self._lock:
             if self.info is None:
@@ -341,7 +345,7 @@ class ChatClient:
             self._replies[request_id] = replies
             self._send(
                 {"op": "generate", "id": request_id, "messages": messages, "sampling": sampling.model_dump()}
-                | {"adapter": use_adapter}
+                | {"adapter": use_adapter, "tools": offered}
             )
         finished = False
         try:
@@ -426,6 +430,17 @@ class ChatClient:
                 process.wait(timeout)
         if log is not None:
             log.close()
+
+
+def chat_tools(value: Any) -> list[dict[str, Any]] | None:
+    """The tools a reply may call, as the chat template takes them (``tools=``): a JSON list (text or list) of
+    function schemas, bare or wrapped in ``{"type": "function", "function": ...}``; None for none (empty text, an
+    empty list). Raises ChatError saying what is wrong, as a training row's tools would be refused
+    (engine.data.tools)."""
+    problems = tools_problems(value, "tools")
+    if problems:
+        raise ChatError("; ".join(problems))
+    return parse_tools(value) or None
 
 
 def _check_messages(messages: list[dict[str, str]]) -> None:

@@ -123,8 +123,11 @@ class Model:
         self.is_adapter = resolved.is_adapter
         self.context_length = getattr(self.model.config, "max_position_embeddings", None)
 
-    def prompt(self, messages: list[dict[str, str]], max_new_tokens: int) -> tuple[Any, int, int]:
-        """Token ids of the conversation, the reply budget, and how many early turns were left out.
+    def prompt(
+        self, messages: list[dict[str, str]], max_new_tokens: int, tools: list[dict[str, Any]] | None = None
+    ) -> tuple[Any, int, int]:
+        """Token ids of the conversation (with the ``tools`` it may call), the reply budget, and how many early
+        turns were left out.
 
         The oldest user / assistant turns go first (the system prompt stays) until prompt plus reply fit the
         model's context; a last message too long on its own is an error.
@@ -132,10 +135,11 @@ class Model:
         system = messages[:1] if messages[0]["role"] == "system" else []
         turns, dropped = messages[len(system) :], 0
         if self.guarded:
-            self._probe(messages)
+            self._probe(messages, tools)
         while True:
             ids = self.tokenizer.apply_chat_template(
                 system + turns,
+                tools=tools,
                 chat_template=self.template,
                 add_generation_prompt=True,
                 return_tensors="pt",
@@ -151,13 +155,13 @@ class Model:
             raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
         return ids.to(self.model.device), budget, dropped
 
-    def _probe(self, messages: list[dict[str, str]]) -> None:
+    def _probe(self, messages: list[dict[str, str]], tools: list[dict[str, Any]] | None = None) -> None:
         """Render the conversation with the configured template in a child under the check's budget and memory
         cap (engine.data.template_guard); ChatError with the guard's reason when it is refused."""
         from engine.data.errors import DataError
         from engine.data.template_guard import Conversation, probe_template, special_tokens_of
 
-        conversation = Conversation("the conversation", 1, messages)
+        conversation = Conversation("the conversation", 1, messages, tools=tools)
         try:
             probe_template(
                 self.template,
@@ -235,7 +239,7 @@ class Replier:
             raise ChatError("the loaded model has no adapter to switch off")
         threads = self._threads()
         torch.set_num_threads(threads)
-        ids, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens)
+        ids, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens, request.get("tools"))
         cancelled, closing = self.cancelled, self.closing
 
         class Cancelled(StoppingCriteria):
@@ -258,7 +262,10 @@ class Replier:
             )
         tokens = output.shape[1] - ids.shape[1]
         reason = "cancelled" if request_id in cancelled else "length" if tokens >= budget else "stop"
-        self.channel.emit("done", id=request_id, reason=reason, tokens=tokens, dropped=dropped, threads=threads)
+        prompt = int(ids.shape[1])  # what the model read: the template's render, tools included
+        self.channel.emit(
+            "done", id=request_id, reason=reason, tokens=tokens, dropped=dropped, threads=threads, prompt_tokens=prompt
+        )
 
 
 def _generation_kwargs(sampling: SamplingParams, budget: int, tokenizer: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from engine.api import ChatClient, ChatError, ConfigError, SamplingParams
+from engine.api import ChatClient, ChatError, ConfigError, SamplingParams, chat_tools
 from studio.chat.models import holder_for, model_choices, remember_loaded, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
 from studio.demo.caller import Caller
@@ -25,7 +25,7 @@ SAMPLING_ROOT = "sampling"  # the key prefix of the sampling fields' words (stud
 NOT_LISTED, PICK_FIRST, LOAD_FAILED = key("chat.error.not_listed"), key("chat.error.pick_first"), key("chat.error.load")
 NOTHING_OF_YOURS, NOTHING_LOADED, UNLOADED = key("chat.unload.others"), key("chat.unload.none"), key("chat.unload.done")
 STOPPED, TOKEN_LIMIT, DROPPED = key("chat.finish.stopped"), key("chat.finish.length"), key("chat.finish.dropped")
-FIX_SAMPLING, REPLY_FAILED = key("chat.error.sampling"), key("chat.error.reply")
+FIX_SAMPLING, REPLY_FAILED, FIX_TOOLS = key("chat.error.sampling"), key("chat.error.reply"), key("chat.error.tools")
 TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
 SIDE_NEEDS_ADAPTER = key("chat.refuse.side")
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
@@ -100,13 +100,14 @@ def _stream(
     sampling: SamplingParams,
     adapter: bool,
     tag: str | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Iterator[None]:
     """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas. ``tag``:
     who asks, as the chat worker knows them (studio.chat.models.worker_tag)."""
     prompt = _conversation(system, history)
     history.append({"role": "assistant", "content": ""})
     reply, shown = "", time.monotonic()
-    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=tag):
+    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=tag, tools=tools):
         reply += delta
         history[-1]["content"] = reply.lstrip()  # a tokenizer may start the reply with a space
         if time.monotonic() - shown >= STREAM_INTERVAL:
@@ -132,9 +133,11 @@ def exchange(
     mode: str,
     histories: dict[str, Conversation],
     *sampling_values: Any,
+    tools: str = "",
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in; a
-    textbox or note of None leaves it as it is (the tab's ``respond`` sends those to the page).
+    textbox or note of None leaves it as it is (the tab's ``respond`` sends those to the page). ``tools``: the Tools
+    box, a JSON list of function schemas the model may call ("" for none), checked before anything is sent.
 
     Side by side answers with the adapter switched off (the base model) on the left, then on the right. Only a
     model the caller may use answers (``worker_tag``: in demo mode, not another visitor's). The note is in the
@@ -154,6 +157,10 @@ def exchange(
         sampling = parse_sampling_widgets(list(sampling_values))
     except ConfigError as exc:
         problem = problem or text(FIX_SAMPLING, lang, problems=sampling_problems(exc, lang))
+    try:
+        offered = chat_tools(tools)
+    except ChatError as exc:
+        problem = problem or text(FIX_TOOLS, lang, problems=str(exc))
     if problem:
         yield view(note=message_html(problem, "warn"))
         return
@@ -163,7 +170,7 @@ def exchange(
     yield view("", "")
     try:
         for history, adapter in targets:
-            for _ in _stream(client, system, history, sampling, adapter, tag):
+            for _ in _stream(client, system, history, sampling, adapter, tag, offered):
                 yield view()
             if client.last_finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply

@@ -39,6 +39,9 @@ from studio.i18n.widgets import schema_text, t
 
 MODES = ("Chat", "Side by side")  # the mode radio's values (what the handlers compare)
 MODE_WORDS = dict(zip(MODES, ("chat.mode.chat", "chat.mode.side"), strict=True))  # their labels' keys
+# What the Tools box shows while empty: one function schema, as a tool-calling dataset's rows hold them.
+TOOLS_EXAMPLE = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", '
+TOOLS_EXAMPLE += '"properties": {"city": {"type": "string"}}, "required": ["city"]}}]'
 CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it fits a 1366x768 screen
 
 
@@ -50,11 +53,13 @@ def respond(
     mode: str,
     histories: dict[str, Conversation],
     *sampling_values: Any,
+    tools: str = "",
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in
-    (studio.chat.actions.exchange), gr.skip() where the text box or the note stays as it is. The note says why a
-    reply failed as the caller may see it (the worker's error may name its files); the replies stay as written."""
-    for outputs in exchange(client, caller, message, system, mode, histories, *sampling_values):
+    (studio.chat.actions.exchange, with the Tools box's ``tools``), gr.skip() where the text box or the note stays as
+    it is. The note says why a reply failed as the caller may see it (the worker's error may name its files); the
+    replies stay as written."""
+    for outputs in exchange(client, caller, message, system, mode, histories, *sampling_values, tools=tools):
         *shown, note = [gr.skip() if value is None else value for value in outputs]
         yield [*shown, caller.shown(note)]
 
@@ -155,6 +160,16 @@ class ChatTab:
                     placeholder=t("chat.system.placeholder"),
                     elem_id="ts-chat-system",
                 )
+                with gr.Accordion(t("chat.tools"), open=False, elem_id="ts-chat-tools-box"):
+                    # The functions a tool-calling run was trained to call, rendered by the model's chat template.
+                    self.tools = gr.Textbox(
+                        label=t("chat.tools.label"),
+                        info=t("chat.tools.help"),
+                        lines=4,
+                        max_lines=12,
+                        placeholder=TOOLS_EXAMPLE,
+                        elem_id="ts-chat-tools",
+                    )
                 self.sampling = [_sampling_widget(spec) for spec in SAMPLING if not spec.advanced]
                 with gr.Accordion(t("chat.more_sampling"), open=False):
                     self.sampling += [_sampling_widget(spec) for spec in SAMPLING if spec.advanced]
@@ -210,7 +225,8 @@ class ChatTab:
             return unload_clicked(client, caller)
 
         def send(caller: Caller, *values: Any) -> Iterator[list[Any]]:
-            yield from respond(client, caller, *values)
+            *rest, tools = values
+            yield from respond(client, caller, *rest, tools=tools)
 
         def stop(caller: Caller) -> None:
             stop_clicked(client, caller)
@@ -235,7 +251,7 @@ class ChatTab:
         gr.on(
             [self.send.click, self.text.submit],
             ctx.handler(send),
-            ctx.inputs(self.text, self.system, self.mode, self.histories, *self.sampling),
+            ctx.inputs(self.text, self.system, self.mode, self.histories, *self.sampling, self.tools),
             outputs,
             show_progress="minimal",
             **private,

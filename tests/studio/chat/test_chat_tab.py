@@ -7,6 +7,7 @@ from html import unescape
 from pathlib import Path
 from typing import Any
 
+import gradio as gr
 import pytest
 import yaml
 
@@ -262,3 +263,20 @@ def test_unload_frees_the_model(client):
     assert "Unloaded" in unload_clicked(client, caller)
     assert client.pid is None and "No model loaded" in status_html(client, caller)
     assert "No model is loaded" in unload_clicked(client, caller)
+
+
+def test_tools_are_checked_before_anything_is_sent_and_then_reach_the_model(workspace, client):
+    ensure_base(client, workspace)
+    caller = Caller(workspace)
+    chat, _, _, histories, textbox, note = final(
+        respond(client, caller, "Weather in Paris?", "", "Chat", {}, *GREEDY_WIDGETS, tools="[{broken")
+    )
+    assert "Fix the tools: tools is not JSON" in note and chat == [] and histories["chat"] == []
+    assert textbox == gr.skip()  # the message stays in the box, to send again
+
+    weather = '[{"name": "get_weather", "parameters": {"type": "object", "properties": {}}}]'
+    chat = final(respond(client, caller, "Weather in Paris?", "", "Chat", {}, *GREEDY_WIDGETS, tools=weather))[0]
+    with_tools = client.last_finish["prompt_tokens"]
+    final(respond(client, caller, "Weather in Paris?", "", "Chat", {}, *GREEDY_WIDGETS))
+    assert [turn["role"] for turn in chat] == ["user", "assistant"]
+    assert with_tools > client.last_finish["prompt_tokens"]  # the tools were rendered into what the model read
