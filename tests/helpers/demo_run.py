@@ -3,6 +3,7 @@
 The demo preset, cut to 60 steps with a checkpoint every 30, trained through the real CLI
 (``python -m engine train CFG --run-dir DIR``). The first module that asks trains it; later modules get a
 copy in their own workspace, so each can write evaluations and exports without touching the others.
+``tuned=True`` gives the whole preset (600 steps) instead, for tests that need a run that answers the task.
 """
 
 from __future__ import annotations
@@ -31,10 +32,17 @@ def demo_config() -> dict:
     return config
 
 
-def _train(run_dir: Path) -> None:
+def tuned_config() -> dict:
+    """The whole demo preset, which learns the task (89-100% held-out exact match), evaluating and saving once."""
+    config = yaml.safe_load(DEMO_PRESET.read_text())
+    config["train"].update(eval_steps=config["train"]["max_steps"], save_steps=config["train"]["max_steps"])
+    return config
+
+
+def _train(run_dir: Path, config: dict) -> None:
     config_path = run_dir.parent.parent / "demo.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(yaml.safe_dump(demo_config()))
+    config_path.write_text(yaml.safe_dump(config))
     result = subprocess.run(
         [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(run_dir)],
         cwd=PROJECT_ROOT,
@@ -46,12 +54,13 @@ def _train(run_dir: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
 
-def trained_demo_run(tmp_path_factory: pytest.TempPathFactory, workspace: Path) -> Path:
-    """A completed demo run at ``workspace/runs/demo-run`` (trained on first use in the session, then copied)."""
-    cached = tmp_path_factory.getbasetemp() / "demo-run-cache" / "runs" / RUN_ID
+def trained_demo_run(tmp_path_factory: pytest.TempPathFactory, workspace: Path, tuned: bool = False) -> Path:
+    """A completed demo run at ``workspace/runs/demo-run`` (trained on first use in the session, then copied);
+    ``tuned``: the whole preset instead of 60 steps."""
+    cached = tmp_path_factory.getbasetemp() / ("tuned-run-cache" if tuned else "demo-run-cache") / "runs" / RUN_ID
     if not (cached / "adapter" / "adapter_model.safetensors").is_file():
         shutil.rmtree(cached, ignore_errors=True)
-        _train(cached)
+        _train(cached, tuned_config() if tuned else demo_config())
     run_dir = Path(workspace) / "runs" / RUN_ID
     shutil.copytree(cached, run_dir)
     return run_dir

@@ -24,8 +24,10 @@ PRE_TOKENIZERS = {
     _CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}" + _REST: "qwen2",
 }
 # The LLaMA 3 regex with whole digit runs (the bundled demo model's): llama.cpp has no such pre-tokenizer. Its
-# LLaMA 3 one is the nearest: the same split except that numbers longer than 3 digits are cut into threes.
-NEAREST = {_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+" + _REST: "llama-bpe"}
+# LLaMA 3 one cuts numbers into threes ("2039" -> "203" "9"); GPT-2's keeps digit runs whole and puts a space
+# before a word or number into its piece, which gives the same tokens as long as the vocabulary has no merge
+# across that boundary (the demo's has none: llama.cpp tokenizes all of the demo data as transformers does).
+NEAREST = {_CONTRACTIONS + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}+" + _REST: "gpt-2"}
 
 
 @dataclass(frozen=True)

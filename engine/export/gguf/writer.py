@@ -91,7 +91,7 @@ def export_gguf(
         "architecture": written["architecture"],
         "tensor_types": written["tensor_types"],
         "bytes": (destination / gguf_name).stat().st_size,
-        "pre_tokenizer": tokenizer.pre + ("" if tokenizer.exact_pre else " (nearest: numbers split differently)"),
+        "pre_tokenizer": tokenizer.pre + ("" if tokenizer.exact_pre else " (the nearest llama.cpp has)"),
         "template_translated": "could not be translated" not in modelfile,
     }
 
