@@ -4,6 +4,7 @@ The work runs in a background ``python -m engine evaluate`` job (engine.evaluate
 this tab starts it, follows its progress.json with a ``gr.Timer`` that is active only while a job runs, and shows the
 result: eval loss, perplexity and exact match of base → fine-tuned, and the predictions beside the references; for
 a preference run (dpo, kto, orpo) the preference accuracy base → fine-tuned, the reward margin and the pairs.
+Below it, the Benchmarks section (studio.evaluate.benchmark_widgets) runs lm-evaluation-harness on the same run.
 The page's job lives in a ``gr.State``; a page loaded while a job runs picks it up again. What the server writes
 here is in the page's language (studio.i18n), the engine's own messages (a job's error) as the engine wrote them.
 """
@@ -19,6 +20,7 @@ from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, job
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.evaluate import cards, tables
+from studio.evaluate.benchmark_widgets import BenchmarkSection
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
@@ -209,6 +211,7 @@ class EvaluateTab:
         self.result = gr.State(None)
         self.timer = gr.Timer(POLL_SECONDS, active=False)
         self._wire()
+        self.benchmarks = BenchmarkSection(ctx, self.run, self.weights)  # lm-eval on the same run and weights
 
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}

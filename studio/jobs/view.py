@@ -34,7 +34,7 @@ FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / m
 FINAL_LABEL, CHECKPOINT_LABEL = key("jobs.weights.final"), key("jobs.weights.checkpoint")
 PICK_RUN = key("jobs.pick_run")  # what both tabs say to a Start without a run
 UNKNOWN_ERROR = key("jobs.unknown_error")
-JOB_KINDS = ("evaluation", "export")  # a job's kind, as the tabs name it: the keys of its words
+JOB_KINDS = ("evaluation", "export", "benchmark")  # a job's kind, as the tabs name it: the keys of its words
 # A job's outcome in words, by its kind and state (``{error}``: a failed job's error, as the engine wrote it).
 OUTCOMES = {
     (kind, state): key(f"jobs.{kind}.{state}") for kind in JOB_KINDS for state in ("completed", "cancelled", "failed")
@@ -64,6 +64,8 @@ PHASES = [
         "copying",
         "model_card",
         "moving",
+        "preparing_tasks",  # engine.evaluate.benchmarks.runner
+        "benchmark_task",  # "{model}: {task}" last: it reads any phase with a colon the ones above did not
     )
 ]
 MODEL_WORDS = {model: key(f"jobs.model.{model}") for model in ("base", "tuned")}  # a phase's {model}
