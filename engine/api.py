@@ -98,7 +98,7 @@ from engine.sweeps.control import compact_base, driver_log_tail, read_sweep_text
 from engine.sweeps.sections import SpaceEntry, entry_field
 from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
-from engine.sweeps.summary import format_params, format_value, outcome_text
+from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,6 +127,7 @@ __all__ = [
     "OPEN_STATES",
     "PAUSED",
     "PROJECT_ROOT",
+    "PRUNE_REASONS",
     "PRUNED",
     "QUEUED",
     "RUN_STATES",

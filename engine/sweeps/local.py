@@ -66,6 +66,7 @@ from engine.sweeps.summary import (
     ERROR_ATTR,
     EVAL_JOB_ATTR,
     LOST_ATTR,
+    PRUNE_REASONS,
     PRUNED_ATTR,
     RUN_ID_ATTR,
     SweepSummary,
@@ -253,17 +254,18 @@ class LocalDriver:
         return self._await_end(run_dir), reason
 
     def _prune_reason(self, step: int, value: float) -> str:
-        said = f"pruned at step {step}: {self.fed_metric} {format_value(value)}"
+        said = {"step": step, "metric": self.fed_metric, "value": format_value(value)}
         pruner = self.config.pruner
         if pruner.kind == "successive_halving":
-            return f"{said} is not among the best 1/{pruner.reduction_factor} of the trials at this rung"
+            return PRUNE_REASONS["halving"].format(**said, factor=pruner.reduction_factor)
         earlier = [
             t.intermediate_values[step]
             for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             if step in t.intermediate_values
         ]
-        median = f" {format_value(self.fed_sign * statistics.median(earlier))}" if earlier else ""
-        return f"{said} is worse than the median{median} of earlier trials at that step"
+        if not earlier:
+            return PRUNE_REASONS["median_unknown"].format(**said)
+        return PRUNE_REASONS["median"].format(**said, median=format_value(self.fed_sign * statistics.median(earlier)))
 
     def _await_end(self, run_dir: Path) -> RunStatus:
         final = runs.wait(run_dir, timeout=STOP_WAIT_S, poll=self.poll_s)

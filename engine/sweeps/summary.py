@@ -17,6 +17,13 @@ from engine.sweeps.study import STUDY_FILE, SWEEP_ATTR, TARGET_ATTR, SweepError,
 # Trial user attributes (optuna's user_attrs) the driver writes.
 RUN_ID_ATTR = "run_id"  # the trial's run directory under WORKSPACE/runs/
 PRUNED_ATTR = "pruned"  # why the pruner stopped it; set before the run is stopped, so a restart finishes the job
+# What that reason says, by pruner, each made from one template (the studio says it again in the page's language).
+PRUNE_REASONS = {
+    "halving": "pruned at step {step}: {metric} {value} is not among the best 1/{factor} of the trials at this rung",
+    "median": "pruned at step {step}: {metric} {value} is worse than the median {median} of earlier trials at that "
+    "step",
+    "median_unknown": "pruned at step {step}: {metric} {value} is worse than the median of earlier trials at that step",
+}
 ERROR_ATTR = "error"  # why the trial failed: the run's error and the end of its log
 EVAL_JOB_ATTR = "evaluation_job"  # exact_match: the folder of the trial's evaluation job, for a restarted driver
 # The driver lost the trial (it died before the trial's run existed, or the run ended with it and left nothing to

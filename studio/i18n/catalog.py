@@ -32,6 +32,7 @@ from engine.api import (
     EVAL_FILE_PREFIX,
     EVAL_LABEL,
     MESSAGES,
+    PRUNE_REASONS,
     SUGGESTION,
     UNKNOWN_KEY,
     WARNINGS,
@@ -169,6 +170,17 @@ def warning_words() -> dict[str, str]:
     }
 
 
+def prune_words() -> dict[str, str]:
+    """The English of why a sweep's pruner stopped a trial (engine.sweeps.summary.PRUNE_REASONS):
+    ``sweep.pruned.<pruner>``."""
+    return {f"sweep.pruned.{kind}": words for kind, words in PRUNE_REASONS.items()}
+
+
+def prune_keys() -> list[str]:
+    """The keys of ``prune_words``, declared in use (the Monitor and the Sweeps tab say a pruned trial's reason)."""
+    return [key(name) for name in prune_words()]
+
+
 @functools.cache
 def chart_words() -> dict[str, str]:
     """The English of the charts the training methods add to the Monitor: ``chart.<metric>`` (its title) and
@@ -185,7 +197,8 @@ def chart_words() -> dict[str, str]:
 @functools.cache
 def english() -> dict[str, str]:
     """Every English text: the studio's (en.json), the schema's, the engine's messages and its methods' charts."""
-    return {**language_file(SOURCE), **schema_words(), **problem_words(), **warning_words(), **chart_words()}
+    engine = {**problem_words(), **warning_words(), **prune_words(), **chart_words()}
+    return {**language_file(SOURCE), **schema_words(), **engine}
 
 
 def translations(lang: str) -> dict[str, str]:

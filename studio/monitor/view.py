@@ -23,7 +23,7 @@ from engine.api import (
     RunStatus,
     limit_reached,
 )
-from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.catalog import SOURCE, key, prune_keys, say_again, text
 from studio.markup import STATE_WORDS, badge_html, format_duration, progress_bar_html, run_time_text
 from studio.monitor.feed import REWARD_TOTAL, MetricsFeed, eta_seconds
 from studio.queue.words import place_text
@@ -35,6 +35,7 @@ STEP, EPOCH, ELAPSED, ETA, PAUSED_SINCE, CANCELLED, TIME_LIMIT, PRUNED_NOTE, QUE
     key(f"progress.{name}")
     for name in ("step", "epoch", "elapsed", "eta", "paused_since", "cancelled", "time_limit", "pruned", "queued")
 )
+PRUNE_KEYS = prune_keys()
 STATS = {
     name: key(f"stats.{name}")
     for name in ("loss", "best_loss", "eval_loss", "reward", "learning_rate", "tokens", "memory")
@@ -99,7 +100,8 @@ def queue_html(ahead: int, lang: str = SOURCE) -> str:
 def run_note(status: RunStatus, now: float | None = None, lang: str = SOURCE) -> str:
     """What the state alone does not say (in ``lang``): since when a run is paused; why it ended: cancelled in the
     queue, its time limit, who aborted it, why its sweep's pruner stopped it, or that it stopped early (early
-    stopping). The last three are the engine's words, in English."""
+    stopping). A pruner's reason is said in ``lang`` (its templates, engine.sweeps.summary.PRUNE_REASONS); who aborted
+    a run and why it stopped early are the engine's words, in English."""
     if status.state == PAUSED:
         since = status.paused_at
         if not since:
@@ -114,8 +116,8 @@ def run_note(status: RunStatus, now: float | None = None, lang: str = SOURCE) ->
         return text(TIME_LIMIT, lang, minutes=f"{status.time_limit_s / 60:g}")
     if status.state == ABORTED:
         return status.error or text(STATE_WORDS[ABORTED], lang)
-    if status.state == PRUNED:
-        return status.error or text(PRUNED_NOTE, lang)
+    if status.state == PRUNED:  # the pruner's reason, as the sweep's driver wrote it from its template
+        return say_again(status.error, PRUNE_KEYS, lang) if status.error else text(PRUNED_NOTE, lang)
     return ""
 
 

@@ -37,7 +37,7 @@ from engine.api import (
     sweeps_dir,
 )
 from studio.charts import COLORS, Figure
-from studio.i18n.catalog import SOURCE, key, text
+from studio.i18n.catalog import SOURCE, key, prune_keys, say_again, text
 from studio.markup import badge_html, message_html
 
 # The trial states of optuna as the run states whose badges (assets/studio.css) the studio already shows.
@@ -65,6 +65,7 @@ BEST_EMPTY, BEST_HEAD, BEST_RUN = (key(f"sweeps.best.{name}") for name in ("empt
 NO_STUDY, CONTINUE_HINT, DRIVER_LOG = (key(f"sweeps.status.{name}") for name in ("no_study", "hint", "log"))
 TRIAL_COUNT, BEST_LINE, NONE_COMPLETED = (key(f"sweeps.progress.{name}") for name in ("trials", "best", "none"))
 # A sweep's trials by state, as the line counts them (the engine's states; the words are the studio's).
+PRUNE_KEYS = prune_keys()
 STATE_COUNTS = {state: key(f"sweeps.progress.{state}") for state in ("complete", "pruned", "fail", "running")}
 
 
@@ -152,7 +153,8 @@ def _state_cell(trial: TrialSummary, run: RunStatus | None, metric: str, lang: s
     if trial.state == "running" and run is not None:
         step = f' <span class="ts-hint">{run.step or 0}/{run.max_steps}</span>' if run.max_steps else ""
         return badge_html(run.state, lang=lang) + step
-    note = None if trial.value is not None else outcome_text(trial, metric)  # why, as the run or pruner said it
+    # Why, as the run or the pruner said it (a pruner's reason in the page's language).
+    note = None if trial.value is not None else say_again(outcome_text(trial, metric), PRUNE_KEYS, lang)
     return badge_html(BADGE_STATE.get(trial.state, trial.state), note, lang)
 
 

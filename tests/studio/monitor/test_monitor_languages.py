@@ -84,3 +84,20 @@ def test_the_live_charts_route_answers_in_the_language_of_the_page(tmp_path: Pat
         assert html.escape(text("progress.epoch", said, epoch="0.50")) in got["panels"]["progress"]
         assert f"<span>{html.escape(text('stats.best_loss', said))}</span>" in got["panels"]["stats"]
     assert text("chart.loss", "ja") != "Loss" and "<b>step 4</b> / 10" in answer("")["panels"]["progress"]
+
+
+def test_a_pruned_trials_reason_is_said_in_the_pages_language() -> None:
+    from engine.store.rundir import RunStatus
+    from engine.sweeps.summary import PRUNE_REASONS
+    from studio.i18n.catalog import text
+    from studio.monitor.view import run_note
+
+    values = {"step": "20", "metric": "eval_loss", "value": "2.31"}
+    for kind, extra in (("median", {"median": "1.9"}), ("median_unknown", {}), ("halving", {"factor": "3"})):
+        reason = PRUNE_REASONS[kind].format(**values, **extra)
+        status = RunStatus(state="pruned", error=reason)
+        said = run_note(status, lang="zh-CN")
+        assert said == text(f"sweep.pruned.{kind}", "zh-CN", **values, **extra) != reason
+        assert all(value in said for value in (*values.values(), *extra.values()))
+        assert run_note(status) == reason  # English as the driver wrote it
+    assert run_note(RunStatus(state="pruned", error="stopped by hand"), lang="ja") == "stopped by hand"
