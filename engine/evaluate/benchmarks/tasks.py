@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from engine.runs.artifacts import ArtifactError, FinishedRun
+from engine.store.processes import engine_env
 
 HELDOUT = "heldout"  # the run's own eval split
 KIND_HELDOUT, KIND_LM_EVAL, KIND_FILE = "heldout", "lm-eval", "file"
@@ -75,7 +76,7 @@ def known_tasks() -> dict[str, list[str]]:
     path = _index_file(version)
     if not path.is_file():
         command = [sys.executable, "-m", "engine.evaluate.benchmarks.task_index", str(path)]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=INDEX_TIMEOUT_S, env=engine_env())
         if done.returncode != 0:
             raise BenchmarkError(f"could not list lm-eval's tasks: {done.stderr.strip()[-500:]}")
     return json.loads(path.read_text(encoding="utf-8"))
