@@ -49,8 +49,10 @@ FAMILIES: dict[str, Family] = {
         ),
     ),
 }
-# Rope variants llama.cpp reads from metadata alone; "llama3" (Llama 3.1+) needs a rope_freqs tensor we do not write.
+# Rope variants llama.cpp reads from metadata; "llama3" (Llama 3.1 and later) also takes a rope_freqs tensor,
+# which is written for the llama family only (the only one whose checkpoints use it).
 ROPE_TYPES = (None, "default", "linear")
+LLAMA3_ROPE = "llama3"
 
 
 def supported_architectures() -> str:
@@ -81,7 +83,7 @@ def check_model_config(config: dict[str, Any]) -> Family:
     """Refuse an unsupported architecture or rope variant; returns the family."""
     family = family_of(config)
     rope_type = rope_parameters(config).get("rope_type", rope_parameters(config).get("type"))
-    if rope_type not in ROPE_TYPES:
+    if rope_type not in ROPE_TYPES and not (rope_type == LLAMA3_ROPE and family.arch == "llama"):
         raise GgufError(f"GGUF export does not support the rope type {rope_type!r} of this model (only plain rope)")
     return family
 

@@ -6,9 +6,12 @@ llama.cpp's converter reads it; the family's extras (Gemma 2's soft-capping) com
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from engine.export.gguf.architectures import Family, rope_parameters
+import numpy as np
+
+from engine.export.gguf.architectures import LLAMA3_ROPE, Family, rope_parameters
 
 
 def head_dim(config: dict[str, Any]) -> int:
@@ -42,3 +45,26 @@ def add_hparams(writer: Any, config: dict[str, Any], family: Family, file_type: 
         if config.get(key) is not None:
             getattr(writer, method)(config[key])
     writer.add_file_type(file_type)
+
+
+def llama3_rope_factors(config: dict[str, Any]) -> np.ndarray | None:
+    """Llama 3.1's rope scaling as llama.cpp reads it (``rope_freqs.weight``: each frequency is divided by its
+    factor), or None for a model without it.
+
+    Frequencies whose wavelength is shorter than ``original context / high_freq_factor`` keep their value, those
+    longer than ``original context / low_freq_factor`` are divided by ``factor``, and those between are blended
+    (transformers' ``_compute_llama3_parameters`` is the definition).
+    """
+    rope = rope_parameters(config)
+    if rope.get("rope_type", rope.get("type")) != LLAMA3_ROPE:
+        return None
+    dim = head_dim(config)
+    freqs = 1.0 / (float(rope.get("rope_theta", 10000.0)) ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    factor, low, high = rope.get("factor", 8.0), rope.get("low_freq_factor", 1.0), rope.get("high_freq_factor", 4.0)
+    context = rope.get("original_max_position_embeddings", 8192)
+    wavelengths = 2 * math.pi / freqs
+    with np.errstate(divide="ignore", invalid="ignore"):  # high == low leaves no band to blend
+        smooth = (context / wavelengths - low) / (high - low)
+        blended = 1.0 / ((1 - smooth) / factor + smooth)
+    factors = np.where(wavelengths < context / high, 1.0, np.where(wavelengths > context / low, factor, blended))
+    return factors.astype(np.float32)

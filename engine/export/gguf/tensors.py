@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from engine.export.gguf.architectures import Family, GgufError
+from engine.export.gguf.hparams import llama3_rope_factors
 from engine.export.gguf.quant_types import GGUF_TYPES
 
 # Buffers that transformers may save but that llama.cpp computes itself.
@@ -97,4 +98,8 @@ def add_tensors(
         counts[qtype.name] = counts.get(qtype.name, 0) + 1
         if progress is not None:
             progress(number, len(tensors))
+    factors = llama3_rope_factors(config)
+    if factors is not None:  # not a tensor of the checkpoint: llama.cpp's rope reads its scaling from it
+        writer.add_tensor(gguf.TENSOR_NAMES[gguf.MODEL_TENSOR.ROPE_FREQS] + ".weight", factors)
+        counts["F32"] = counts.get("F32", 0) + 1
     return counts

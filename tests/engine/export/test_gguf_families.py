@@ -33,14 +33,23 @@ SHAPE = {
     "eos_token_id": 2,
     "pad_token_id": 0,
 }
-FAMILIES = {
-    "llama": {},
-    "mistral": {"sliding_window": None},
-    "qwen2": {"tie_word_embeddings": False},
-    "qwen3": {},
-    "gemma": {"hidden_activation": "gelu_pytorch_tanh"},
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 10000.0,
+    "factor": 8.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 32,  # short, so that most of the 8 frequencies are rescaled
+}
+CASES = {  # case -> (model_type, config changes)
+    "llama": ("llama", {}),
+    "llama-3.1-rope": ("llama", {"rope_parameters": LLAMA3_ROPE}),  # Llama 3.1 / 3.2: a rope_freqs tensor
+    "mistral": ("mistral", {"sliding_window": None}),
+    "qwen2": ("qwen2", {"tie_word_embeddings": False}),
+    "qwen3": ("qwen3", {}),
+    "gemma": ("gemma", {"hidden_activation": "gelu_pytorch_tanh"}),
     # llama.cpp scales Gemma 2's queries by 1/sqrt(head_dim), as the 2B and 9B models' query_pre_attn_scalar says.
-    "gemma2": {"query_pre_attn_scalar": 16, "sliding_window": 64},
+    "gemma2": ("gemma2", {"query_pre_attn_scalar": 16, "sliding_window": 64}),
 }
 PROMPTS = [[4, 300, 301, 302, 2, 5], [4, 40, 41, 42, 43, 44, 45, 2, 5], [1, 700, 12, 900, 33]]
 
@@ -64,11 +73,12 @@ def tiny_model(model_type: str, folder: Path, **extra):
     return model
 
 
-@pytest.mark.parametrize("model_type", list(FAMILIES))
-def test_llama_cpp_logits_match_transformers(model_type: str, tmp_path: Path):
-    model = tiny_model(model_type, tmp_path / "model", **FAMILIES[model_type])
-    written = write_gguf(tmp_path / "model", tmp_path / "model.gguf", "f16", model_type)
-    assert written["architecture"] == model_type.replace("mistral", "llama")
+@pytest.mark.parametrize("case", list(CASES))
+def test_llama_cpp_logits_match_transformers(case: str, tmp_path: Path):
+    model_type, changes = CASES[case]
+    model = tiny_model(model_type, tmp_path / "model", **changes)
+    written = write_gguf(tmp_path / "model", tmp_path / "model.gguf", "f16", case)
+    assert written["architecture"] == {"mistral": "llama"}.get(model_type, model_type)
     llm = llama_cpp.Llama(model_path=str(tmp_path / "model.gguf"), logits_all=True, verbose=False, n_ctx=128)
     for ids in PROMPTS:
         with torch.inference_mode():
@@ -76,7 +86,7 @@ def test_llama_cpp_logits_match_transformers(model_type: str, tmp_path: Path):
         got = last_logits(llm, ids)
         spread = float(expected.std())
         assert spread > 0.5  # a model whose logits are all alike would prove nothing
-        assert np.abs(got - expected).max() < 0.05 * spread, (model_type, ids)
+        assert np.abs(got - expected).max() < 0.05 * spread, (case, ids)
         assert int(got.argmax()) == int(expected.argmax())
 
 

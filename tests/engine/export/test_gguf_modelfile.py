@@ -115,5 +115,9 @@ def test_families_are_found_by_architecture_and_others_refused_by_name():
     assert family_of({"architectures": ["Gemma2ForCausalLM"]}).norm_shift == 1.0
     with pytest.raises(GgufError, match="architecture PhiForCausalLM; supported: Gemma2ForCausalLM, GemmaForCausalLM"):
         family_of({"architectures": ["PhiForCausalLM"]})
+    llama3 = {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}}
+    assert check_model_config(config | llama3).arch == "llama"  # Llama 3.1's rope: written as rope_freqs
     with pytest.raises(GgufError, match="rope type 'llama3'"):
-        check_model_config(config | {"rope_parameters": {"rope_type": "llama3", "rope_theta": 5e5}})
+        check_model_config(config | llama3 | {"architectures": ["Qwen2ForCausalLM"]})
+    with pytest.raises(GgufError, match="rope type 'yarn'"):
+        check_model_config(config | {"rope_parameters": {"rope_type": "yarn", "factor": 4.0}})
