@@ -99,6 +99,7 @@ from engine.sweeps.sections import SpaceEntry, entry_field
 from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
+from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -118,11 +119,14 @@ __all__ = [
     "EVAL_FILE_PREFIX",
     "EVAL_LABEL",
     "FAILED",
+    "FORMAT_MISFIT",
+    "FORMAT_WORDS",
     "INIT_FROM_FIELD",
     "LOG_FILE",
     "MESSAGES",
     "METHODS",
     "METRICS_FILE",
+    "MISFIT_ADVICE",
     "OLDER_COMPLETIONS_FILE",
     "OPEN_STATES",
     "PAUSED",

@@ -38,20 +38,31 @@ def require_format(method: Method, fmt: str, source: str, entry: str = "") -> No
     misfit = next((part for part in fmt.split(FORMAT_JOIN) if part not in method.formats), None)
     if misfit is None:
         return
-    takers = [other.name for other in METHODS.values() if misfit in other.formats]
-    advice = f"set method to {' or '.join(takers)}" if takers else "pick another dataset"
+    takers = " or ".join(other.name for other in METHODS.values() if misfit in other.formats)
     if entry:
-        advice = f"remove it from data.path, or {advice}" if takers else "remove it from data.path"
-    message = (
-        f"{source} is {FORMAT_WORDS.get(misfit, misfit + ' data')}, and {method.name} trains on "
-        f"{', '.join(method.formats)} data; {advice}"
+        advice = MISFIT_ADVICE["remove_or_set" if takers else "remove"]
+    else:
+        advice = MISFIT_ADVICE["set_method" if takers else "other_dataset"]
+    what = FORMAT_WORDS.get(misfit, FORMAT_WORDS["other"]).format(format=misfit)
+    formats = ", ".join(method.formats)
+    message = FORMAT_MISFIT.format(
+        source=source, what=what, method=method.name, formats=formats, advice=advice.format(methods=takers)
     )
     raise ConfigError([Problem(entry or "method", message)])
 
 
-# How a format reads in a message.
+# The refusal's words, each part from one template (the studio says them again in the page's language).
+FORMAT_MISFIT = "{source} is {what}, and {method} trains on {formats} data; {advice}"
+MISFIT_ADVICE = {
+    "set_method": "set method to {methods}",
+    "other_dataset": "pick another dataset",
+    "remove_or_set": "remove it from data.path, or set method to {methods}",
+    "remove": "remove it from data.path",
+}
+# How a format reads in the refusal.
 FORMAT_WORDS = {
     PREFERENCE_FORMAT: "preference data (a chosen and a rejected answer per prompt)",
     UNPAIRED_FORMAT: "kto data (answers labelled desirable or not)",
     "prompt": "prompts only (no answers to learn from)",
+    "other": "{format} data",
 }

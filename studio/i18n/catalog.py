@@ -31,7 +31,10 @@ from pydantic import BaseModel
 from engine.api import (
     EVAL_FILE_PREFIX,
     EVAL_LABEL,
+    FORMAT_MISFIT,
+    FORMAT_WORDS,
     MESSAGES,
+    MISFIT_ADVICE,
     PRUNE_REASONS,
     SUGGESTION,
     UNKNOWN_KEY,
@@ -170,6 +173,16 @@ def warning_words() -> dict[str, str]:
     }
 
 
+def misfit_words() -> dict[str, str]:
+    """The English of the refusal of data that the method does not train on (engine.training.method_data):
+    ``misfit.message``, its advice ``misfit.advice.<kind>`` and how a format reads ``misfit.format.<format>``."""
+    return {
+        "misfit.message": FORMAT_MISFIT,
+        **{f"misfit.advice.{kind}": words for kind, words in MISFIT_ADVICE.items()},
+        **{f"misfit.format.{name}": words for name, words in FORMAT_WORDS.items()},
+    }
+
+
 def prune_words() -> dict[str, str]:
     """The English of why a sweep's pruner stopped a trial (engine.sweeps.summary.PRUNE_REASONS):
     ``sweep.pruned.<pruner>``."""
@@ -197,7 +210,7 @@ def chart_words() -> dict[str, str]:
 @functools.cache
 def english() -> dict[str, str]:
     """Every English text: the studio's (en.json), the schema's, the engine's messages and its methods' charts."""
-    engine = {**problem_words(), **warning_words(), **prune_words(), **chart_words()}
+    engine = {**problem_words(), **warning_words(), **misfit_words(), **prune_words(), **chart_words()}
     return {**language_file(SOURCE), **schema_words(), **engine}
 
 

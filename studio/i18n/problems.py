@@ -3,13 +3,14 @@ where the studio shows them next to a field.
 
 The engine writes English (the CLI stays English); each message it builds from a template
 (engine.schema.errors.MESSAGES) is matched back to its template here and said again in ``lang`` with the same
-values. A message built otherwise (a rule across fields, a dataset's error) stays as the engine wrote it.
+values; so is the refusal of data the method does not train on (``translate_misfit``). A message built otherwise (a rule
+across fields, a dataset's error) stays as the engine wrote it.
 """
 
 from __future__ import annotations
 
 from studio.i18n import catalog
-from studio.i18n.catalog import key, template_pattern, text
+from studio.i18n.catalog import key, say_again, template_pattern, text
 
 # Every template's pattern and key, declared in use at import.
 _TEMPLATES = [
@@ -36,7 +37,7 @@ def translate_problem(message: str, lang: str) -> str:
         if not rest or found:
             suggestion = text(SUGGESTION, lang, **found.groupdict()) if found else ""
             return text(UNKNOWN, lang) + (f" {suggestion}" if suggestion else "")
-    return message
+    return translate_misfit(message, lang)
 
 
 def translate_problems(errors: dict[str, str], lang: str) -> dict[str, str]:
@@ -72,3 +73,22 @@ def translate_warning(message: str, lang: str) -> str:
             named = text(EVAL_FILE, lang) if about == catalog.english()[EVAL_FILE] else about
             return f"{named}: {translated}"
     return message
+
+
+# The refusal of data that the method does not train on (engine.training.method_data), and its parts.
+MISFIT = key("misfit.message")
+_ADVICE = [key(name) for name in catalog.misfit_words() if name.startswith("misfit.advice.")]
+_FORMATS = [key(name) for name in catalog.misfit_words() if name.startswith("misfit.format.")]
+
+
+def translate_misfit(message: str, lang: str) -> str:
+    """The refusal of data of another method in ``lang``, its advice and the data's kind too; as it is otherwise."""
+
+    def said_parts(values: dict[str, str]) -> dict[str, str]:
+        return {
+            **values,
+            "what": say_again(values["what"], _FORMATS, lang),
+            "advice": say_again(values["advice"], _ADVICE, lang),
+        }
+
+    return say_again(message, [MISFIT], lang, said_parts)

@@ -149,7 +149,7 @@ def check_dataset(
     try:
         report = inspect_run_data(config)
     except (DataError, ConfigError) as exc:  # ConfigError: data that the chosen method does not train on
-        return DatasetCheck("", "", error_markdown(str(exc), lang))
+        return DatasetCheck("", "", error_markdown(problems_text(exc, lang), lang))
     warmup = epochs_warmup_warning(values, report.num_rows, lang)
     warned = f"\n\n⚠ {warmup}" if warmup else ""  # the run's length in steps is known once the rows are counted
     if not with_tokens:
