@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.export.gguf.architectures import GgufError, check_model_config, family_of
-from engine.export.gguf.modelfile import FALLBACK_TEMPLATE, modelfile_text, translate
+from engine.export.gguf.modelfile import FALLBACK_TEMPLATE, modelfile_text, sampling_defaults, translate
 from engine.export.gguf.tensors import unpermute_rope_rows
 from engine.store.paths import PROJECT_ROOT
 
@@ -71,6 +71,20 @@ def test_the_demo_models_own_template_translates():
     go, pieces, problem = translate(template, TOKENS, add_bos=False)
     assert problem is None
     assert pieces.user == ("<|user|>\n", "</s>\n") and pieces.generation == "<|assistant|>\n"
+
+
+def test_sampling_defaults_come_from_generation_config_under_ollamas_names(tmp_path):
+    config = {"do_sample": True, "temperature": 0.6, "top_p": 0.9, "top_k": 20, "repetition_penalty": 1.05}
+    (tmp_path / "generation_config.json").write_text(json.dumps(config | {"max_length": 2048}))
+    assert sampling_defaults(tmp_path) == {"temperature": 0.6, "top_p": 0.9, "top_k": 20, "repeat_penalty": 1.05}
+    assert sampling_defaults(PROJECT_ROOT / "assets" / "demo-model") == {}  # the demo model sets none
+    text = modelfile_text("m.gguf", CHATML, TOKENS, False, set(), sampling_defaults(tmp_path))
+    assert text.splitlines()[-4:] == [
+        "PARAMETER temperature 0.6",
+        "PARAMETER top_p 0.9",
+        "PARAMETER top_k 20",
+        "PARAMETER repeat_penalty 1.05",
+    ]
 
 
 def rope_halves(x: np.ndarray, angles: np.ndarray) -> np.ndarray:
