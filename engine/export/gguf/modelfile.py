@@ -187,6 +187,6 @@ def modelfile_text(
         lines.append(f"# The chat template could not be translated ({problem}); this plain template is a fallback.")
     lines.append(f'TEMPLATE """{go}"""')
     stops = stop_words(pieces, tokens.get("eos_token"), special_tokens)
-    lines += [f"PARAMETER stop {json.dumps(word)}" for word in stops]
+    lines += [f"PARAMETER stop {json.dumps(word, ensure_ascii=False)}" for word in stops]
     lines += [f"PARAMETER {name} {value}" for name, value in parameters.items()]
     return "\n".join(lines) + "\n"
