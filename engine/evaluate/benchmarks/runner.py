@@ -9,7 +9,7 @@ were scored before (engine.evaluate.benchmarks.cache). The result goes to ``RUN_
 (its dtype and quantization), unmerged, with the tokenizer saved beside the adapter (it carries the run's chat
 template): the model Evaluate and Chat answer with, loaded once for both arms (the base arm is the same model with
 the adapter switched off, engine.evaluate.models.load_models). A merged float32 copy, and lm-eval's own loading
-(``peft=``), score the same on the demo run (tests/engine/evaluate/test_benchmark_job.py), so nothing is lost by
+(``peft=``), score the same on the demo run (tests/engine/evaluate/test_benchmark_tuned_run.py), so nothing is lost by
 not merging; merging into a quantized base (QLoRA) would instead change the weights the adapter was trained on.
 """
 
