@@ -79,7 +79,8 @@ def benchmark(args: argparse.Namespace) -> int:
         cached = [task["name"] for task in result["tasks"] if task["base_from_cache"]]
         if cached:
             print(f"base scores from the cache: {', '.join(cached)}")
-        print(f"tuned model: {result['tuned_as']} ({result['weights']}); saved to {result['path']}", flush=True)
+        how = "the adapter on the base model, unmerged" if result["tuned_as"] == "adapter" else "the trained model"
+        print(f"fine-tuned = {how} ({result['weights']}); saved to {result['path']}", flush=True)
         return {"path": result["path"], "summary": summary_text(result), "id": result["id"]}
 
     return run_job(args.job_dir, work, (ArtifactError, ConfigError, DataError))

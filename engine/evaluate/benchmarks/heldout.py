@@ -31,7 +31,7 @@ from engine.store.rundir import write_text_atomic
 TASKS_DIR = "benchmarks/tasks"
 ANSWER_TASK, LOGLIK_TASK = f"{HELDOUT}_answer", f"{HELDOUT}_answer_loglik"
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
-FORMAT_VERSION = 2  # bumped when the task or its scoring changes, so base scores cached before are not reused
+FORMAT_VERSION = 3  # bumped when the task or its scoring changes, so base scores cached before are not reused
 STRIP = [r"^\s+", r"\s+$"]  # exact match after stripping both sides, as Evaluate compares
 
 
@@ -68,6 +68,7 @@ def _task(name: str, data: Path, output_type: str, metrics: list[dict[str, Any]]
         "doc_to_text": "{{prompt}}",
         "doc_to_target": "{{answer}}",
         "target_delimiter": "",  # the prompt ends where the answer starts (the template's generation prompt)
+        "num_fewshot": 0,  # a rendered chat prompt takes no examples (lm-eval keeps a task's 0 over --num-fewshot)
         "metric_list": metrics,
         "metadata": {"version": FORMAT_VERSION},
         **extra,
