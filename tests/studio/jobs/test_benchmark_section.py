@@ -13,6 +13,7 @@ import pytest
 from studio.demo.caller import Caller
 from studio.evaluate import benchmark_view as view
 from studio.evaluate import benchmark_widgets as section
+from studio.jobs.view import said_phase
 from studio.jobs.widgets import cancel_job
 from tests.helpers.demo_run import RUN_ID, trained_demo_run
 from tests.helpers.visitors import ALICE, DEMO
@@ -71,6 +72,10 @@ def test_the_table_and_note_in_the_pages_language():
     assert "fine-tuned = the adapter on the base model, unmerged (adapter)" in note
     assert "base model scores reused from the cache: heldout" in note and "lm-eval 0.4.13" in note
     assert "No benchmark of this run yet" in view.result_note(None) and view.result_frame(None).empty
+    # The job's phases in the page's language; an evaluation's "{model}: eval loss" keeps its own words.
+    assert said_phase("base: heldout", "zh-CN") == "基础模型：heldout"
+    assert said_phase("preparing the tasks", "ja") == "タスクを準備中"
+    assert said_phase("tuned: eval loss", "zh-CN") == "微调后模型：评估损失"
 
 
 @pytest.fixture(scope="module")
