@@ -232,10 +232,7 @@ def require_trainable(tokenized: TokenizedSet, data: DataSection, source: str, m
     if tokenized.rows and (tools.whole or not tools.rows):
         return
     if tokenized.rows:
-        raise DataError(
-            f"{source}: none of the {tools.rows} rows with tool calls fits whole in max_length {max_length} tokens, "
-            "so the run would learn no tool call; raise train.max_length (or use a model with a longer context)"
-        )
+        raise DataError(f"{source}: " + warning("tool_rows_none", count=tools.rows, max_length=max_length))
     hint = (
         "check data.chat_template: it must render the assistant's answers"
         if data.chat_template

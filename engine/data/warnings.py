@@ -1,4 +1,5 @@
-"""The dataset check's warnings, each built from one template with its values in braces.
+"""The dataset check's warnings (and a refusal that reads as one), each built from one template with its values in
+braces.
 
 The engine writes English (the CLI and train.log stay English); the studio reads a warning back into its
 template and values (studio.i18n.problems.translate_warning) and says it again in the page's language. A
@@ -21,6 +22,8 @@ WARNINGS = {
     "the model cannot learn where to stop; set data.chat_template to one that closes each turn",
     "tool_rows_cut": "only {whole} of {count} {label}rows with tool calls fit whole in max_length {max_length} "
     "tokens; the others are cut short or dropped, so fewer tool calls train",
+    "tool_rows_none": "none of the {count} rows with tool calls fits whole in max_length {max_length} tokens, so the "
+    "run would learn no tool call; raise train.max_length (or use a model with a longer context)",
     "placeholders": "{count} rows contain placeholders with no value ({names}); they are trained as written. Set "
     "data.placeholders ({example}) to fill them in",
 }

@@ -162,8 +162,8 @@ def check_dataset(
         return DatasetCheck(summary_markdown(report, lang) + warned + note, "", "", report.format)
     try:
         checked = check_tokens(config, tokenizer, num_examples)
-    except DataError as exc:
-        return DatasetCheck("", "", error_markdown(str(exc), lang), report.format)
+    except DataError as exc:  # one that reads as a warning (no tool call left whole) is said in ``lang``
+        return DatasetCheck("", "", error_markdown(translate_warning(str(exc), lang), lang), report.format)
     report = checked.report
     context = model_context(config.model.name_or_path, config.model.revision, tokenizer)
     limits = {MODEL_CONTEXT: context, DEMO_LIMIT: max_length_cap}

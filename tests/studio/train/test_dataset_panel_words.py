@@ -85,3 +85,11 @@ def test_the_same_file_at_the_demo_models_context_is_refused_naming_the_tool_row
     calling = sum(any(turn["from"] == "function_call" for turn in row["conversations"]) for row in rows)
     check = dp.check_dataset(form(glaive, 256), workspace=glaive.parent)
     assert f"none of the {calling} rows with tool calls fits whole in max_length 256" in check.error
+
+
+def test_the_refusal_is_said_in_chinese_naming_the_file(glaive: Path) -> None:
+    rows = json.loads(glaive.read_text(encoding="utf-8"))
+    calling = sum(any(turn["from"] == "function_call" for turn in row["conversations"]) for row in rows)
+    check = dp.check_dataset(form(glaive, 256), workspace=glaive.parent, lang="zh-CN")
+    said = text("warning.tool_rows_none", "zh-CN", count=str(calling), max_length="256")
+    assert f"{glaive}: {said}" in check.error and "rows with tool calls" not in check.error
