@@ -92,10 +92,17 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
         **PRIVATE,
     )
 
-    def restore(caller: Caller, stored: Any) -> list[Any]:
-        return form.value_updates(kept_form.restored_values(caller, stored))
+    # Once per page life: gr.on without triggers runs at load and again whenever an input changes, and the kept
+    # form changes with every edit; restored again then, it would write the stored values over what is being typed.
+    restored = gr.State(False)
 
-    gr.on(None, ctx.handler(restore), ctx.inputs(kept), form.inputs, show_progress="hidden", **PRIVATE)
+    def restore(caller: Caller, stored: Any, done: bool) -> list[Any]:
+        if done:
+            return [gr.skip()] * len(form.paths) + [gr.skip()]
+        return [*form.value_updates(kept_form.restored_values(caller, stored)), True]
+
+    outputs = [*form.inputs, restored]
+    gr.on(None, ctx.handler(restore), ctx.inputs(kept, restored), outputs, show_progress="hidden", **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:

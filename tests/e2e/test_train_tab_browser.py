@@ -151,6 +151,13 @@ def test_a_grpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, 
 KEPT_FORM_JS = "() => localStorage.getItem('ts-train-form')"
 
 
+def settled(page: Any, quiet_s: float = 1.5) -> bool:
+    """Whether the stored form stays the same for ``quiet_s`` (no event still on its way back)."""
+    first = page.evaluate(KEPT_FORM_JS)
+    page.wait_for_timeout(quiet_s * 1000)
+    return page.evaluate(KEPT_FORM_JS) == first
+
+
 def test_the_form_comes_back_after_a_reload(studio: Any, browser: Any, artifacts: Path) -> None:
     """The Train form is kept in the browser: kto and 77 steps come back after a reload, not sft and the preset's
     steps; another browser (its own storage) still opens on the preset."""
@@ -175,6 +182,16 @@ def test_the_form_comes_back_after_a_reload(studio: Any, browser: Any, artifacts
     steps = page.locator("#cfg-train-max_steps input").first
     wait_until(lambda: (method.input_value(), steps.input_value()) == ("kto", "77"), 30, what="the kept form")
     page.screenshot(path=str(artifacts / "26-train-form-after-reload.png"))
+    # Typing goes on being kept as it is typed: the stored form is not written back over the field meanwhile.
+    name = page.locator("#cfg-name input, #cfg-name textarea").first
+    typed = "a-long-run-name-typed-one-key-at-a-time"
+    before = page.evaluate(KEPT_FORM_JS)
+    name.click()
+    name.press("Control+a")
+    name.type(typed, delay=40)
+    wait_until(lambda: page.evaluate(KEPT_FORM_JS) != before, 30, what="the typed name to be stored")
+    wait_until(lambda: settled(page), 60, what="the stored form to settle")  # every round trip done
+    assert name.input_value() == typed
     context.close()
 
     other = browser.new_context(viewport=VIEWPORT)
