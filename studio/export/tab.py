@@ -42,9 +42,16 @@ from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
 from studio.markup import message_html
 
 POLL_SECONDS = 0.5
-KIND_CHOICES = [(t("export.kind.adapter"), "adapter"), (t("export.kind.merged"), "merged")]
-# What the two kinds are (HTML: the page translates it in place).
-HELP = f'<div class="ts-export-help">{marked("export.help")}</div>'
+KIND_CHOICES = [
+    (t("export.kind.adapter"), "adapter"),
+    (t("export.kind.merged"), "merged"),
+    (t("export.kind.gguf"), "gguf"),
+    (t("export.kind.gguf_lora"), "gguf-lora"),
+]
+GGUF_KINDS = ("gguf", "gguf-lora")  # the type picker offers GGUF's tensor types for these, a merge's dtypes otherwise
+# What the kinds are (HTML: the page translates it in place).
+HELP = f'<div class="ts-export-help">{marked("export.help")} {marked("export.help.gguf")}</div>'
+DTYPE, GGUF_TYPE = key("export.dtype"), key("export.gguf_type")  # the type picker's label, by kind
 NO_PUSH = key("export.refuse.demo_push")
 SAVED, ZIP, PUSHED = key("export.result.saved"), key("export.result.zip"), key("export.result.pushed")
 JOB = "export"  # the job's kind, as studio.jobs.view words its progress
@@ -57,12 +64,24 @@ def default_name(caller: Caller, run_id: str | None, kind: str, dtype: str) -> s
     return export.default_name(Path(run_id), kind, dtype, caller.workspace) if run_id else ""
 
 
+def type_choice(kind: str, picked: str | None) -> tuple[tuple[str, ...], str]:
+    """What the type picker offers for ``kind`` (GGUF's tensor types, or a merge's dtypes) and its value: the one
+    ``picked`` when it is among them, else the default."""
+    if kind in GGUF_KINDS:
+        return tuple(export.GGUF_TYPES), picked if picked in export.GGUF_TYPES else export.DEFAULT_GGUF_TYPE
+    return tuple(export.DTYPES), picked if picked in export.DTYPES else "float32"
+
+
 def options_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
-    """dtype matters only for a merge; the name field's placeholder shows the default name."""
+    """The type picker follows the kind (a merge's dtype, a GGUF file's type; nothing to pick for an adapter); the
+    name field's placeholder shows the default name."""
     if not caller.owns_run_id(run_id):
         run_id = None
-    name = default_name(caller, run_id, kind, dtype)
-    return [gr.Dropdown(interactive=kind == "merged"), gr.Textbox(placeholder=name)]
+    choices, value = type_choice(kind, dtype)
+    name = default_name(caller, run_id, kind, value)
+    label = caller.say(GGUF_TYPE if kind in GGUF_KINDS else DTYPE)
+    picker = gr.Dropdown(choices=list(choices), value=value, label=label, interactive=kind != "adapter")
+    return [picker, gr.Textbox(placeholder=name)]
 
 
 def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
@@ -110,13 +129,16 @@ def start_clicked(
     if demo:
         name = ""  # the name box is hidden: the export goes to its default place in the workspace
     try:
+        _, picked = type_choice(kind, dtype)  # the picker holds a GGUF type for the GGUF kinds
+        gguf = {"gguf_type": picked} if kind in GGUF_KINDS else {}
         plan = export.plan_export(
             caller.run(run_id),
             kind,
-            dtype,
+            "float32" if gguf else picked,
             (name or "").strip() or None,
             checkpoint_of(weights),
             caller.workspace,
+            **gguf,
         )
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
         job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
