@@ -169,6 +169,7 @@ class ModelInfo:
     device: str
     context_length: int | None
     seconds: float  # how long loading took
+    pid: int | None = None  # the process that holds the model (a warm fork's is not the process the client started)
 
 
 # Always without progress bars (the worker's stderr is read back as its error), and one tokenizer thread.

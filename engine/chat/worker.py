@@ -300,6 +300,7 @@ def _load(spec: ModelSpec, channel: Channel) -> Model:
             "device": str(model.model.device),
             "context_length": model.context_length,
             "seconds": round(time.monotonic() - started, 2),
+            "pid": os.getpid(),
         },
     )
     return model
@@ -309,6 +310,9 @@ def serve(spec: ModelSpec, workspace: Path | None = None) -> int:
     """Load the model for ``spec`` and answer requests from stdin until unload or end of input."""
     channel = Channel()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C in the studio's terminal is the studio's to handle
+    # A hang-up ends it: how the warm fork server says the process that started it died (engine.store.fork_server).
+    # Set, not inherited: a studio started under nohup would pass on an ignored SIGHUP and keep an orphan alive.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     with contextlib.suppress(OSError):
         os.nice(NICENESS)
     try:

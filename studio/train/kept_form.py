@@ -1,7 +1,7 @@
 """The Train form kept in the browser: what a reload brings back.
 
-The page stores the form's values in the browser's own storage (a ``gr.BrowserState``, wired in
-studio.train.tab) on every change and offers them back when it loads again, as the language is kept. What comes
+The page stores the form's values in the browser's own storage (localStorage, by a script wired in
+studio.train.tab) on every change and sends them back once when it loads again, as the language is kept. What comes
 back is a visitor's own input, so it is read as the form reads a loaded config: only the fields the form has, each
 of a kind its widget shows, a choice among its choices, and in demo mode with the fields the demo fixes set back.
 Nothing is trusted more than typing the same values would be: Start validates them again.
@@ -9,9 +9,8 @@ Nothing is trusted more than typing the same values would be: Start validates th
 
 from __future__ import annotations
 
-import hashlib
+import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from engine.api import INIT_FROM_FIELD
@@ -25,10 +24,14 @@ NOT_KEPT = (INIT_FROM_FIELD,)
 _SCALARS = (str, int, float, bool, type(None))
 
 
-def storage_secret(workspace: Path) -> str:
-    """The key Gradio encrypts the stored form with. Stable for a workspace, so the form outlives a studio restart
-    (Gradio's default is a new random key per start); it hides nothing worth hiding: the form holds no secret."""
-    return hashlib.sha256(f"train-form:{Path(workspace).resolve()}".encode()).hexdigest()[:32]
+def parse_stored(text: str | None) -> Any:
+    """What the page stored (a JSON text), or None when it holds nothing readable."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
 
 
 def restored_values(caller: Caller, stored: Any) -> dict[str, Any]:

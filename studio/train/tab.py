@@ -11,10 +11,12 @@ number reaches pydantic and comes back as a message next to its field instead of
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import gradio as gr
 import pandas as pd
+from gradio.context import get_blocks_context
 
 from studio import lanes
 from studio.context import StudioContext
@@ -75,34 +77,31 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
 
 
 def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
-    """Keep the form in the browser (studio.train.kept_form): stored on every change, shown again on a reload."""
-    kept = gr.BrowserState(None, storage_key=kept_form.STORAGE_KEY, secret=kept_form.storage_secret(ctx.workspace))
+    """Keep the form in the browser (studio.train.kept_form): stored by the page itself on every change, sent back
+    to the server once, when the page loads, and shown again.
 
-    def keep(*args: Any) -> dict[str, Any]:
-        return form.values(args)
+    Stored by a script, not by an event that outputs to a gr.BrowserState: that round trip made the form's change
+    events fire again, so an open page sent its form to the server several times a second, without end.
+    """
+    key_text = json.dumps(kept_form.STORAGE_KEY)
+    store = f"""(...values) => {{
+      const paths = {json.dumps(form.paths)};
+      const kept = {{}};
+      paths.forEach((path, i) => {{ kept[path] = values[i]; }});
+      try {{ localStorage.setItem({key_text}, JSON.stringify(kept)); }} catch (error) {{}}
+      return [];
+    }}"""
+    triggers = [component.change for component in form.inputs]
+    gr.on(triggers, None, form.inputs, None, js=store, trigger_mode="always_last", **PRIVATE)
 
-    gr.on(
-        [component.change for component in form.inputs],
-        keep,
-        inputs=form.inputs,
-        outputs=kept,
-        show_progress="hidden",
-        trigger_mode="always_last",
-        concurrency_limit=None,  # no work: the values go back to the browser
-        **PRIVATE,
-    )
+    stored = gr.Textbox(visible=False)  # carries the stored form to the load event below
 
-    # Once per page life: gr.on without triggers runs at load and again whenever an input changes, and the kept
-    # form changes with every edit; restored again then, it would write the stored values over what is being typed.
-    restored = gr.State(False)
+    def restore(caller: Caller, text: str | None) -> list[Any]:
+        return form.value_updates(kept_form.restored_values(caller, kept_form.parse_stored(text)))
 
-    def restore(caller: Caller, stored: Any, done: bool) -> list[Any]:
-        if done:
-            return [gr.skip()] * len(form.paths) + [gr.skip()]
-        return [*form.value_updates(kept_form.restored_values(caller, stored)), True]
-
-    outputs = [*form.inputs, restored]
-    gr.on(None, ctx.handler(restore), ctx.inputs(kept, restored), outputs, show_progress="hidden", **PRIVATE)
+    read = f"(visitor, _stored) => [visitor, localStorage.getItem({key_text})]"
+    page = get_blocks_context().root_block
+    page.load(ctx.handler(restore), ctx.inputs(stored), form.inputs, js=read, show_progress="hidden", **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:

@@ -143,7 +143,7 @@ def test_a_new_reply_takes_over_from_an_abandoned_one(base):
 
 def test_worker_yields_to_an_active_training_run(base, workspace):
     client, _ = base
-    assert os.getpriority(os.PRIO_PROCESS, client.pid) > os.getpriority(os.PRIO_PROCESS, os.getpid())
+    assert os.getpriority(os.PRIO_PROCESS, client.info.pid) > os.getpriority(os.PRIO_PROCESS, os.getpid())
     # A run whose status names a live engine process counts as active (engine.runs reconciles statuses so).
     run_dir = runs.create_run(parse_config({"name": "busy"}), workspace=workspace)
     trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "engine"])

@@ -313,7 +313,7 @@ def test_a_chat_worker_is_forked_warm_and_answers_as_a_cold_one(server: str, mon
     assert reply == cold_reply and steps == cold_steps  # the same steps shown, the same greedy answer
     assert not _loaded_torch(client.pid)  # the process the client started only waits: its fork has the model
     forked = [pid for pid in _descendants(_servers(forks.socket_path(server))[0]) if pid not in before]
-    assert any(_loaded_torch(pid) for pid in forked)
+    assert client.info.pid in forked and _loaded_torch(client.info.pid)
     os.kill(client.pid, signal.SIGKILL)  # the client's process killed: its fork is hung up and ends too
     assert wait_until_gone(forked, 60), [command_line(pid) for pid in forked if pid_alive(pid)]
 

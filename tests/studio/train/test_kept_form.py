@@ -10,7 +10,7 @@ from pathlib import Path
 from studio.demo.caller import Caller
 from studio.demo.policy import LOCKED, DemoPolicy
 from studio.form.values import default_values
-from studio.train.kept_form import restored_values, storage_secret
+from studio.train.kept_form import parse_stored, restored_values
 
 
 def test_the_stored_form_comes_back_as_it_was(tmp_path: Path) -> None:
@@ -46,8 +46,6 @@ def test_a_demo_visitor_gets_the_demos_fixed_fields_back(tmp_path: Path) -> None
     assert restored["quantization.mode"] == "none"
 
 
-def test_the_storage_key_is_the_workspaces_own_and_stable(tmp_path: Path) -> None:
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    assert storage_secret(tmp_path / "a") == storage_secret(tmp_path / "a" / ".." / "a")
-    assert storage_secret(tmp_path / "a") != storage_secret(tmp_path / "b")
+def test_what_the_page_stored_is_read_as_json_or_not_at_all() -> None:
+    assert parse_stored('{"method": "kto"}') == {"method": "kto"}
+    assert parse_stored("") is None and parse_stored(None) is None and parse_stored("{not json") is None
