@@ -19,6 +19,10 @@ SECONDS_BY_MARK = {"e2e": 30.0, "integration": 8.0}
 OTHER_SECONDS = 0.2
 
 
+# Fixtures every test folder may use.
+pytest_plugins = ["tests.helpers.small_disk"]
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--store-file-seconds",

@@ -17,6 +17,7 @@ its half-written output removed) by whoever reads its status next. Only the stan
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.store import forks
+from engine.store.disk import disk_full_words
 from engine.store.processes import engine_command, exit_code_of, is_alive, signal_group, spawn_detached
-from engine.store.rundir import file_tail, write_text_atomic
+from engine.store.rundir import file_tail, reserve_space, write_text_atomic
 from engine.store.workspace import jobs_dir
 
 JOB_FILE = "job.json"
@@ -65,8 +67,16 @@ def start(
     environment only (the place for secrets).
     """
     job_dir = jobs_dir(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
-    job_dir.mkdir(parents=True)
-    _write_json(job_dir / PROGRESS_FILE, {"state": "starting", "phase": "starting", "updated_at": time.time()})
+    try:
+        job_dir.mkdir(parents=True)
+        reserve_space(job_dir)  # so that the job can still record its failure when the disk fills up
+        _write_json(job_dir / PROGRESS_FILE, {"state": "starting", "phase": "starting", "updated_at": time.time()})
+    except OSError as exc:
+        shutil.rmtree(job_dir, ignore_errors=True)
+        full = disk_full_words(exc, job_dir.parent, saving=False)
+        if full is None:
+            raise
+        raise JobError(f"the disk is full: {full}; free some space, then start it again") from None
     command = [*args, "--job-dir", str(job_dir)]
     with open(job_dir / LOG_FILE, "ab") as log:
         pid = _start_forked(command, job_dir, log.fileno(), env) or spawn_detached(command, stdout=log, env=env).pid
@@ -298,8 +308,15 @@ def run_job(job_dir: Path | None, work: Callable[[Progress], dict[str, Any]], in
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     except Exception as exc:  # noqa: BLE001 - any crash must end as a failed state that says what happened
-        traceback.print_exc()
-        progress.finish("failed", error=f"{type(exc).__name__}: {exc}")
+        full = disk_full_words(exc, job_dir or Path.cwd(), saving=False)
+        if full is None:
+            traceback.print_exc()
+        # The half-written output is removed first (finish), which also frees the space to record the failure.
+        error = f"the disk is full: {full}. Free some space, then run it again" if full else None
+        progress.finish("failed", error=error or f"{type(exc).__name__}: {exc}")
+        if full:
+            with contextlib.suppress(OSError):  # the log may be on the full disk too
+                print(f"error: {error}", file=sys.stderr, flush=True)
         return EXIT_FAILED
     progress.finish("completed", result=result)
     return EXIT_OK

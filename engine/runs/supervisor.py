@@ -23,13 +23,12 @@ from types import ModuleType
 
 from engine.runs.devices import Device, cuda_visible
 from engine.store import fork_server
+from engine.store.disk import NEARLY_FULL_BYTES
 from engine.store.hosts import this_host
 from engine.store.processes import engine_env
 from engine.store.rundir import LOG_FILE, OPEN_STATES, read_status, release_reserve, update_status
 
 FORKED_WORKER = "engine.training.forked_worker"  # what a forked worker runs (train_forked, exit_forked)
-
-NEARLY_FULL_BYTES = 1 << 20
 
 
 def launch_settings(run_dir: Path) -> tuple[int, int | None]:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,6 +54,7 @@ from tests.engine.runs.fault_checks import (
     worker_pid,
 )
 from tests.engine.runs.test_runs_integration import DEMO_MODEL, train_losses, wait_for_step
+from tests.helpers.small_disk import fill_disk
 
 pytestmark = pytest.mark.integration
 
@@ -235,29 +236,6 @@ def test_a_nan_loss_fails_each_preference_method_at_its_step(method: str, tmp_pa
 
 
 # --- 3: the disk fills up while a checkpoint is written ---------------------------------------------------------
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of its own (a real ENOSPC for every file of the run, unlike a per-process RLIMIT_FSIZE)."""
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount_point)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {mounted.stderr.decode().strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", "-l", str(mount_point)], check=False)
-
-
-def fill_disk(disk: Path, leave: int) -> Path:
-    """Write a file that leaves ``leave`` bytes free on ``disk``; deleting it frees the space again."""
-    filler = disk / "filler"
-    with filler.open("wb") as handle:
-        size = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize - leave
-        os.posix_fallocate(handle.fileno(), 0, size)
-    return filler
 
 
 def allocated_bytes(path: Path) -> int:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from engine.training.recipe import _failure_message, disk_full_errno
+from engine.store.disk import disk_full_errno
+from engine.training.recipe import _failure_message
 
 TORCH_SHORT_WRITE = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 4800 vs 4726")
 TORCH_WRITE_FAILED = RuntimeError(
