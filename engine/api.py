@@ -99,7 +99,7 @@ from engine.sweeps.sections import SpaceEntry, entry_field
 from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
-from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE
+from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,6 +127,7 @@ __all__ = [
     "METHODS",
     "METRICS_FILE",
     "MISFIT_ADVICE",
+    "MODALITY_MISFIT",
     "OLDER_COMPLETIONS_FILE",
     "OPEN_STATES",
     "PAUSED",

@@ -20,6 +20,7 @@ from engine.config.sections import (
     TrainSection,
 )
 from engine.config.stopping import early_stopping_problems
+from engine.config.vision import VisionSection
 from engine.methods import DEFAULT_METHOD, METHODS, rows_batched_names
 from engine.methods.reward_spec import RewardSpec
 from engine.schema import ConfigError, Problem, problems_from_validation
@@ -44,6 +45,7 @@ __all__ = [
     "QuantizationSection",
     "RunConfig",
     "TrainSection",
+    "VisionSection",
     "load_config",
     "parse_config",
     "read_config_data",
@@ -68,6 +70,9 @@ class _RunConfigBase(Section):
         default_factory=QuantizationSection, description="Quantized loading of the base (QLoRA)."
     )
     adapter: AdapterSection = Field(default_factory=AdapterSection, description="What is trained.")
+    vision: VisionSection = Field(
+        default_factory=VisionSection, description="Vision-language models: image size and the parts that train."
+    )
     data: DataSection = Field(default_factory=DataSection, description="The dataset.")
     train: TrainSection = Field(default_factory=TrainSection, description="The training loop.")
     launch: LaunchSection = Field(default_factory=LaunchSection, description="Processes and devices.")
@@ -99,6 +104,8 @@ class _RunConfigBase(Section):
             for name, section in METHOD_SECTIONS.items()
             if name != self.method and getattr(self, name) == section()
         }
+        if self.vision == VisionSection():  # a text model's runs (most) read back the same without it
+            unused.add("vision")
         data = self.model_dump(mode="json", exclude=unused)
         for name in METHOD_SECTIONS.keys() - unused:
             data[name] = getattr(self, name).to_yaml_data()
@@ -135,9 +142,25 @@ def _represent_exact_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _ExactDumper.add_representer(str, _represent_exact_str)
 
 
+def vision_problems(config: RunConfig) -> list[Problem]:
+    """A vision-language run must train something of the parts the vision section leaves trainable."""
+    vision = config.vision
+    if config.adapter.is_lora and not (vision.train_language_model or vision.train_vision_tower):
+        return [
+            Problem(
+                "vision.train_language_model",
+                "LoRA needs the language model or the vision tower to train; for the projector alone use "
+                "adapter.method full",
+            )
+        ]
+    if not (vision.train_language_model or vision.train_vision_tower or vision.train_projector):
+        return [Problem("vision.train_language_model", "nothing would train: turn on at least one part")]
+    return []
+
+
 def _combination_problems(config: RunConfig) -> list[Problem]:
     """Rules that involve more than one field."""
-    problems: list[Problem] = []
+    problems: list[Problem] = vision_problems(config)
     quantized = config.quantization.mode != "none"
     if quantized and config.adapter.method != "lora":
         problems.append(

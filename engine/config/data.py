@@ -30,13 +30,16 @@ class ColumnMap(Section):
     label: str | None = Field(
         None, description="kto: the column that marks an answer desirable (true) or not (default label, or kto_tag)."
     )
+    images: str | None = Field(
+        None, description="vision: the column of each row's image paths (default images, or image for one)."
+    )
 
 
 # The two formats of answers judged against each other: a chosen and a rejected answer per prompt, or single answers
 # labelled desirable or not (TRL's unpaired preference format, named after KTO, which trains on it).
 PREFERENCE_FORMAT, UNPAIRED_FORMAT = "preference", "kto"
 DatasetFormat = Literal[
-    "auto", "alpaca", "conversational", "prompt_completion", "prompt", "text", "preference", "kto", "tools"
+    "auto", "alpaca", "conversational", "prompt_completion", "prompt", "text", "preference", "kto", "tools", "vision"
 ]
 # Datasets one run may list in data.path: each is read whole into memory (engine.data.loading).
 MAX_DATASETS = 64

@@ -65,6 +65,7 @@ DEFAULT_COLUMNS = {
     "chosen": "chosen",
     "rejected": "rejected",
     "label": "label",
+    "images": "images",
 }
 # The formats whose rows pair a prompt with answers judged against each other (engine.data.preference).
 PAIRED_FORMATS = (PREFERENCE_FORMAT, UNPAIRED_FORMAT)
@@ -77,6 +78,7 @@ REQUIRED = {
     PREFERENCE_FORMAT: ("chosen", "rejected"),
     UNPAIRED_FORMAT: ("label",),
     "tools": ("messages",),
+    "vision": ("messages",),
 }
 # Every field (engine.config.data.ColumnMap) each format reads, and the fixed column names it reads besides
 # (history: LLaMA-Factory's alpaca turns; tools: the tool schemas); a row's other columns are extra columns.
@@ -89,8 +91,9 @@ READ = {
     PREFERENCE_FORMAT: ("prompt", "messages", "chosen", "rejected", "system"),
     UNPAIRED_FORMAT: ("prompt", "completion", "messages", "label", "system"),
     "tools": ("messages", "system"),
+    "vision": ("messages", "system", "images"),
 }
-READ_AS_IS = {"alpaca": ("history",), "tools": (TOOLS_COLUMN,)}
+READ_AS_IS = {"alpaca": ("history",), "tools": (TOOLS_COLUMN,), "vision": ("image",)}
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][\w-]*)\s*\}\}")
 
 

@@ -47,6 +47,7 @@ class DataReport:
     num_dropped: int = 0  # training rows dropped because no loss token was left after truncation
     num_tool_rows: int = 0  # training rows with an assistant's tool call
     num_tool_rows_whole: int = 0  # of which neither cut short nor dropped by max_length
+    num_images: int = 0  # images of the training rows (vision-language data)
     warnings: list[str] = field(default_factory=list)
     datasets: list[DatasetRows] = field(default_factory=list)  # each dataset of data.path: file, format, rows
 

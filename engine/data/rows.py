@@ -7,13 +7,15 @@ all go through it, so a bad row is reported the same way wherever it is.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT, ColumnMap, DataSection
 from engine.data.formats import detect_format, extra_columns, fill_placeholders, normalise_row
 from engine.data.loading import read_rows
 from engine.data.preference import normalise_kto, normalise_preference
-from engine.data.validation import validate_rows
+from engine.data.validation import validate_images, validate_rows
+from engine.data.vision_rows import VISION_FORMAT, is_vision_dataset, normalise_vision_row
 
 
 @dataclass
@@ -82,16 +84,22 @@ def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
         raise TypeError("data.path lists several datasets: load them with engine.data.mixture.load_training_rows")
     raw, source = read_rows(path or data.path, data.split)
     columns = list(dict.fromkeys(key for row in raw for key in row))
-    fmt = detect_format(raw, data, source)
+    fmt = VISION_FORMAT if is_vision_dataset(raw, data, source) else detect_format(raw, data, source)
     validate_rows(raw, fmt, data.columns, source)
-    rows = [normalise(row, fmt, data.columns) for row in raw]
+    base = Path(source).parent if Path(source).is_file() else None  # image paths are relative to the file
+    if fmt == VISION_FORMAT:
+        validate_images(raw, data.columns, source, base)
+    rows = [normalise(row, fmt, data.columns, base) for row in raw]
     warnings = fill_placeholders(rows, data.placeholders)
     extras = [extra_columns(row, fmt, data.columns) for row in raw]
     return LoadedRows(rows, fmt, source, columns, warnings, extras=extras if any(extras) else None)
 
 
-def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap) -> dict[str, Any]:
-    """One validated row in the canonical form of its format (engine.data.formats, engine.data.preference)."""
+def normalise(row: dict[str, Any], fmt: str, columns: ColumnMap, base: Path | None = None) -> dict[str, Any]:
+    """One validated row in the canonical form of its format (engine.data.formats, engine.data.preference,
+    engine.data.vision_rows: ``base`` is the folder its image paths are relative to)."""
+    if fmt == VISION_FORMAT:
+        return normalise_vision_row(row, columns, base)
     if fmt == PREFERENCE_FORMAT:
         return normalise_preference(row, columns)
     if fmt == UNPAIRED_FORMAT:

@@ -6,6 +6,8 @@ names: "row 3: messages[1].role 'bot' is not one of system, user, assistant".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT, ColumnMap
@@ -14,16 +16,29 @@ from engine.data.formats import REQUIRED, column, row_format, turn_keys
 from engine.data.preference import kto_problems, preference_problems
 from engine.data.tool_rows import tool_row_problems
 from engine.data.turns import string_problems, turn_role, turns_problems
+from engine.data.vision_rows import VISION_FORMAT, image_problems, vision_row_problems
 
 MAX_LISTED = 10
 
 
 def validate_rows(rows: list[dict[str, Any]], fmt: str, columns: ColumnMap, source: str) -> None:
     """Raise one DataError listing up to ten problems (and how many more) if any row cannot be trained."""
+    _raise_row_problems(rows, lambda row: row_problems(row, fmt, columns), source, f"{fmt} format")
+
+
+def validate_images(rows: list[dict[str, Any]], columns: ColumnMap, source: str, base: Path | None) -> None:
+    """Open and decode every image of the (shape-checked) vision rows; raise one DataError naming each row whose
+    image is missing, a URL, unreadable, corrupt or too large, as validate_rows does."""
+    _raise_row_problems(rows, lambda row: image_problems(row, columns, base), source, "their images")
+
+
+def _raise_row_problems(
+    rows: list[dict[str, Any]], find: Callable[[dict[str, Any]], list[str]], source: str, what: str
+) -> None:
     problems: list[str] = []
     bad_rows = 0
     for number, row in enumerate(rows, start=1):
-        found = row_problems(row, fmt, columns)
+        found = find(row)
         if found:
             bad_rows += 1
             problems += [f"row {number}: {problem}" for problem in found]
@@ -32,7 +47,7 @@ def validate_rows(rows: list[dict[str, Any]], fmt: str, columns: ColumnMap, sour
     listed = "\n".join(f"  {problem}" for problem in problems[:MAX_LISTED])
     more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
     verb = "has" if bad_rows == 1 else "have"
-    raise DataError(f"{source}: {bad_rows} of {len(rows)} rows {verb} problems ({fmt} format):\n{listed}{more}")
+    raise DataError(f"{source}: {bad_rows} of {len(rows)} rows {verb} problems ({what}):\n{listed}{more}")
 
 
 def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]:
@@ -51,6 +66,8 @@ def row_problems(row: dict[str, Any], fmt: str, columns: ColumnMap) -> list[str]
         return _alpaca_problems(row, columns)
     if fmt == "tools":
         return tool_row_problems(row, columns)
+    if fmt == VISION_FORMAT:
+        return vision_row_problems(row, columns)
     if fmt == "conversational":
         name = column(columns, "messages", row)
         return turns_problems(row[name], name, conversation=True)

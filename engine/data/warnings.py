@@ -24,6 +24,8 @@ WARNINGS = {
     "tokens; the others are cut short or dropped, so fewer tool calls train",
     "tool_rows_none": "none of the {count} rows with tool calls fits whole in max_length {max_length} tokens, so the "
     "run would learn no tool call; raise train.max_length (or use a model with a longer context)",
+    "vision_rows_dropped": "{count} of {total} {label}rows are dropped: max_length {max_length} would cut their image "
+    "tokens or leave them no answer token to learn from",
     "placeholders": "{count} rows contain placeholders with no value ({names}); they are trained as written. Set "
     "data.placeholders ({example}) to fill them in",
 }

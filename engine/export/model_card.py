@@ -23,6 +23,7 @@ from engine.export.exports import ExportPlan
 from engine.methods import method_of
 from engine.store.paths import find_local_path, is_hub_id
 from engine.store.rundir import iter_metrics
+from engine.training.modality import model_kind
 
 # A model in the hub's cache: .../models--<org>--<name>/snapshots/<revision>
 _CACHED_REPO = re.compile(r"^models--(.+)$")
@@ -159,7 +160,7 @@ def _base_words(name_or_path: str, hub_id: str | None) -> str:
 
 
 def _usage(plan: ExportPlan, base_model: str) -> str:
-    kind = method_of(plan.run.config).model
+    kind = model_kind(plan.run.config)
     if plan.kind == "gguf":
         name = plan.target.name
         return (

@@ -52,6 +52,8 @@ class ModelKind:
 
 # A language model: what every method trains unless it says otherwise.
 CAUSAL_LM = ModelKind("AutoModelForCausalLM", "CAUSAL_LM")
+# A vision-language model (images and text in, text out), trained as a language model on its answers.
+IMAGE_TEXT_TO_TEXT = ModelKind("AutoModelForImageTextToText", "CAUSAL_LM")
 # One score per sequence (a reward model): a single-label sequence-classification head on the base.
 SEQUENCE_SCORE = ModelKind(
     "AutoModelForSequenceClassification", "SEQ_CLS", generates=False, head_kwargs=(("num_labels", 1),)

@@ -26,6 +26,7 @@ from engine.training.hardware import (
 )
 from engine.training.memory import MemoryEstimate, estimate_run_memory
 from engine.training.method_data import inspect_run_data
+from engine.training.modality import model_kind
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -80,9 +81,7 @@ def meta_model(config: RunConfig) -> Any:
     import torch
     from transformers import AutoConfig
 
-    from engine.methods import method_of
-
-    kind = method_of(config).model
+    kind = model_kind(config)
     model_config = AutoConfig.from_pretrained(
         resolve_model_source(config.model.name_or_path),
         revision=config.model.revision,

@@ -9,7 +9,9 @@ from engine.config import ConfigError, Problem, RunConfig
 from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
+from engine.data.vision_rows import VISION_FORMAT
 from engine.methods import METHODS, Method, method_of
+from engine.training.modality import TEXT, VISION, model_modality
 
 if TYPE_CHECKING:
     from engine.data import DataReport, DatasetRows
@@ -23,12 +25,35 @@ def inspect_run_data(config: RunConfig, tokenizer: Any = None, template_budget_s
     from engine.data import inspect_dataset
 
     method, train = method_of(config), config.train
+    modality = model_modality(config.model.name_or_path, config.model.revision)
 
     def accept(dataset: DatasetRows) -> None:
         listed = dataset.label != "data.path"
         require_format(method, dataset.format, dataset.source, dataset.label if listed else "")
+        require_modality(config, modality, dataset.format, dataset.source)
 
+    if tokenizer is not None and modality == VISION:  # the tokenizer is the model's processor
+        from engine.data.vision_sets import inspect_vision_dataset
+
+        return inspect_vision_dataset(config, tokenizer, accept)
     return inspect_dataset(config.data, tokenizer, train.max_length, train.seed, template_budget_s, accept)
+
+
+def require_modality(config: RunConfig, modality: str | None, fmt: str, source: str) -> None:
+    """Refuse images for a text-only model, and data without images for a vision-language model, naming both."""
+    model = config.model.name_or_path
+    images = VISION_FORMAT in fmt.split(FORMAT_JOIN)
+    if images and modality == TEXT:
+        raise ConfigError(
+            [Problem("model.name_or_path", MODALITY_MISFIT["images_to_text"].format(source=source, model=model))]
+        )
+    if images and (config.train.packing or config.train.padding_free == "on"):
+        field = "train.packing" if config.train.packing else "train.padding_free"
+        raise ConfigError([Problem(field, MODALITY_MISFIT["packed_images"])])
+    if not images and modality == VISION:
+        raise ConfigError(
+            [Problem("data.path", MODALITY_MISFIT["text_to_vision"].format(source=source, model=model, format=fmt))]
+        )
 
 
 def require_format(method: Method, fmt: str, source: str, entry: str = "") -> None:
@@ -59,8 +84,17 @@ MISFIT_ADVICE = {
     "remove_or_set": "remove it from data.path, or set method to {methods}",
     "remove": "remove it from data.path",
 }
+MODALITY_MISFIT = {
+    "images_to_text": "{source} is vision-language data (conversations with images), and {model} reads text only; "
+    "pick a vision-language model (image-text-to-text, such as Qwen2-VL or LLaVA) or a dataset without images",
+    "text_to_vision": "{model} is a vision-language model, and {source} has no images ({format} data); give it "
+    "conversations with images, or pick a text model",
+    "packed_images": "rows with images train in padded batches (TRL's collator renders them with their images); turn "
+    "off train.packing and set train.padding_free to auto or off",
+}
 # How a format reads in the refusal.
 FORMAT_WORDS = {
+    VISION_FORMAT: "vision-language data (conversations with images)",
     PREFERENCE_FORMAT: "preference data (a chosen and a rejected answer per prompt)",
     UNPAIRED_FORMAT: "kto data (answers labelled desirable or not)",
     "prompt": "prompts only (no answers to learn from)",

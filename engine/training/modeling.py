@@ -22,6 +22,14 @@ from engine.training.hardware import (
     resolve_dtype,
     resolve_gradient_checkpointing,
 )
+from engine.training.modality import is_vision_model, model_kind
+from engine.training.vision import (
+    adapt_lora_config,
+    language_model_lists,
+    load_processor,
+    set_trainable_parts,
+    vision_parts,
+)
 
 if TYPE_CHECKING:
     from engine.runs.artifacts import TrainedWeights
@@ -68,8 +76,15 @@ def count_parameters(model: Any) -> ParameterCount:
 
 
 def load_tokenizer(config: RunConfig) -> Any:
-    """The tokenizer of the base model, with a pad token (the eos token when the model has none)."""
+    """The tokenizer of the base model, with a pad token (the eos token when the model has none); for a
+    vision-language model its processor (image processor, tokenizer and chat template), which TRL takes in the
+    tokenizer's place."""
     from transformers import AutoTokenizer
+
+    if is_vision_model(config):
+        return load_processor(
+            resolve_model_source(config.model.name_or_path), config.model.revision, config.model.trust_remote_code
+        )
 
     tokenizer = AutoTokenizer.from_pretrained(
         resolve_model_source(config.model.name_or_path),
@@ -88,9 +103,7 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     ``weights``: a directory of whole-model weights to load instead of the base's own (a full fine-tune that the
     run starts from, engine.runs.lineage); the base's dtype, revision and quantization settings still apply.
     """
-    from engine.methods import method_of
-
-    kind = method_of(config).model
+    kind = model_kind(config)
     kwargs: dict[str, Any] = {
         **dict(kind.head_kwargs),
         "dtype": torch_dtype(resolve_dtype(config.model.dtype, config, hardware)),
@@ -114,10 +127,9 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
 
 
 def decoder_layers(model: Any) -> Any:
-    """The model's stack of decoder layers: its largest ModuleList."""
-    import torch
-
-    lists = [module for module in model.modules() if isinstance(module, torch.nn.ModuleList)]
+    """The model's stack of decoder layers: its largest ModuleList (outside the vision tower of a vision-language
+    model, whose encoder may have more layers than its language model)."""
+    lists = [module for _, module in language_model_lists(model, vision_parts(model))]
     if not lists:
         raise ConfigError([Problem("adapter.method", "freeze needs a model with a list of decoder layers")])
     return max(lists, key=len)
@@ -142,16 +154,24 @@ def make_trainable(model: Any, config: RunConfig, hardware: Hardware) -> Any:
     also casts norms and other small weights to fp32 for stable bf16 training), then ``get_peft_model``.
     """
     method = config.adapter.method
+    parts = vision_parts(model) if is_vision_model(config) else None
     if method == "full":
         model.requires_grad_(True)
+        if parts is not None:
+            set_trainable_parts(model, config, parts)
         return model
     if method == "freeze":
         _freeze_all_but_last_layers(model, config.adapter.freeze_trainable_layers)
+        if parts is not None and config.vision.train_projector and parts.projector:
+            model.get_submodule(parts.projector).requires_grad_(True)
         return model
     from peft import get_peft_model
 
     check_target_modules(config, model)
-    return get_peft_model(_ready_for_adapter(model, config, hardware), to_lora_config(config))
+    lora = to_lora_config(config)
+    if parts is not None:
+        lora = adapt_lora_config(lora, config, parts)
+    return get_peft_model(_ready_for_adapter(model, config, hardware), lora)
 
 
 def _ready_for_adapter(model: Any, config: RunConfig, hardware: Hardware) -> Any:

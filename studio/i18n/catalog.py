@@ -35,6 +35,7 @@ from engine.api import (
     FORMAT_WORDS,
     MESSAGES,
     MISFIT_ADVICE,
+    MODALITY_MISFIT,
     PRUNE_REASONS,
     SUGGESTION,
     UNKNOWN_KEY,
@@ -175,9 +176,11 @@ def warning_words() -> dict[str, str]:
 
 def misfit_words() -> dict[str, str]:
     """The English of the refusal of data that the method does not train on (engine.training.method_data):
-    ``misfit.message``, its advice ``misfit.advice.<kind>`` and how a format reads ``misfit.format.<format>``."""
+    ``misfit.message``, its advice ``misfit.advice.<kind>`` and how a format reads ``misfit.format.<format>``; and of
+    images for a text model or text for a vision-language one, ``misfit.modality.<kind>``."""
     return {
         "misfit.message": FORMAT_MISFIT,
+        **{f"misfit.modality.{kind}": words for kind, words in MODALITY_MISFIT.items()},
         **{f"misfit.advice.{kind}": words for kind, words in MISFIT_ADVICE.items()},
         **{f"misfit.format.{name}": words for name, words in FORMAT_WORDS.items()},
     }

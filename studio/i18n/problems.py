@@ -79,16 +79,19 @@ def translate_warning(message: str, lang: str) -> str:
 MISFIT = key("misfit.message")
 _ADVICE = [key(name) for name in catalog.misfit_words() if name.startswith("misfit.advice.")]
 _FORMATS = [key(name) for name in catalog.misfit_words() if name.startswith("misfit.format.")]
+_MODALITY = [key(name) for name in catalog.misfit_words() if name.startswith("misfit.modality.")]
 
 
 def translate_misfit(message: str, lang: str) -> str:
     """The refusal of data of another method in ``lang``, its advice and the data's kind too; as it is otherwise."""
 
     def said_parts(values: dict[str, str]) -> dict[str, str]:
+        if "what" not in values:  # a modality refusal: its values are names
+            return values
         return {
             **values,
             "what": say_again(values["what"], _FORMATS, lang),
             "advice": say_again(values["advice"], _ADVICE, lang),
         }
 
-    return say_again(message, [MISFIT], lang, said_parts)
+    return say_again(message, [MISFIT, *_MODALITY], lang, said_parts)

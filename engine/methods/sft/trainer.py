@@ -25,7 +25,14 @@ if TYPE_CHECKING:
 
 
 def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
-    """Tokenized train / eval datasets with labels (engine.data.prepare_datasets)."""
+    """Tokenized train / eval datasets with labels (engine.data.prepare_datasets); for a vision-language model
+    (``tokenizer`` is then its processor) rows whose images load as they are taken (engine.data.vision_sets)."""
+    from engine.training.modality import is_vision_model
+
+    if is_vision_model(config):
+        from engine.data.vision_sets import prepare_vision_datasets
+
+        return prepare_vision_datasets(config, tokenizer)
     from engine.data import prepare_datasets
 
     return prepare_datasets(config, tokenizer)
@@ -34,7 +41,10 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """SFTConfig's own arguments."""
     from engine.training.attention import resolve_padding_free
+    from engine.training.modality import is_vision_model
 
+    if is_vision_model(config):
+        return vision_kwargs(config)
     train = config.train
     padding_free = resolve_padding_free(config, hardware)
     return {
@@ -48,6 +58,21 @@ def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
         "completion_only_loss": config.data.completion_only_loss,
         # engine.data hands over labelled rows already cut to max_length; only packing needs TRL's pass.
         "dataset_kwargs": None if train.packing else {"skip_prepare_dataset": True},
+    }
+
+
+def vision_kwargs(config: RunConfig) -> dict[str, Any]:
+    """SFTConfig for a vision-language model: TRL's collator renders each batch through the processor (images
+    included), keeps the loss on the assistant's answers with the template's generation markers, and cuts rows to
+    max_length (engine.data.vision_sets dropped those whose image tokens the cut would split)."""
+    return {
+        "max_length": config.train.max_length,
+        "packing": False,
+        "padding_free": False,
+        "train_sampling_strategy": "random",
+        "completion_only_loss": False,
+        "assistant_only_loss": config.data.completion_only_loss,
+        "dataset_kwargs": None,
     }
 
 
