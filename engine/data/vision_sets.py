@@ -63,6 +63,14 @@ def as_example(row: dict[str, Any], max_pixels: int) -> dict[str, Any]:
     }
 
 
+def with_images(messages: list[dict[str, Any]], image_paths: list[str], max_pixels: int) -> list[dict[str, Any]]:
+    """Canonical messages (``<image>`` where each image goes) as a processor's chat template takes them to prompt a
+    model: content parts, each image part holding its image, read and scaled down to ``max_pixels``."""
+    return _with_images(
+        {"messages": content_parts(messages), "images": [load_image(p, max_pixels) for p in image_paths]}
+    )
+
+
 def training_template(processor: Any, answers_only: bool) -> str:
     """The chat template the collator renders with: the processor's own, or, when the loss is kept to the answers
     and it marks none (``{% generation %}``), TRL's training version of it. Raises DataError when there is none."""

@@ -104,6 +104,11 @@ def load_processor(source: str, revision: str | None, trust_remote_code: bool) -
     return processor
 
 
+def text_tokenizer(processing_class: Any) -> Any:
+    """The tokenizer of a processing class: a processor's own, or the tokenizer itself."""
+    return getattr(processing_class, "tokenizer", processing_class)
+
+
 def _within(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
