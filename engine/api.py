@@ -12,7 +12,8 @@ The names, by concern:
 - runs: ``runs`` (create, start, stop, resume, status, the run list), ``run_queue`` (runs waiting for devices),
   ``requests`` (Save now, Pause), ``init_from`` lineage, the run directory's files and states, a run's weights;
 - the workspace's layout and the paths a browser may name;
-- data: the data error, and the checks of a run's data;
+- data: the data error, and the checks of a run's data (rows with images previewed with thumbnails);
+- models: whether a base model reads images (``model_modality``);
 - jobs: ``jobs`` (evaluate, export and benchmark jobs), ``evaluations``, ``benchmarks`` (lm-eval base against tuned:
   ``start_benchmark``, ``latest_benchmark``, ``table_rows``), ``export``; chat: ``ChatClient`` and its settings;
 - sweeps: starting, stopping and reading sweeps, and their search space.
@@ -100,12 +101,14 @@ from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
 from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
+from engine.training.modality import VISION as VISION_MODALITY
+from engine.training.modality import model_modality
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from engine.data.pipeline import DataReport
-    from engine.data.preview import TokenCheck
+    from engine.data.preview import ImageRows, TokenCheck
     from engine.training.check import CheckReport
 
 __all__ = [
@@ -166,6 +169,7 @@ __all__ = [
     "SweepError",
     "SweepSummary",
     "TrialSummary",
+    "VISION_MODALITY",
     "benchmarks",
     "check_run",
     "check_target_modules",
@@ -190,6 +194,8 @@ __all__ = [
     "find_local_path",
     "format_params",
     "format_value",
+    "has_images",
+    "image_rows",
     "init_from_problems",
     "inspect_run_data",
     "is_hub_id",
@@ -205,6 +211,7 @@ __all__ = [
     "meta_model",
     "method_charts",
     "method_of",
+    "model_modality",
     "name_problem",
     "outcome_text",
     "parse_config",
@@ -301,3 +308,18 @@ def check_tokens(
     from engine.data import preview
 
     return preview.check_tokens(config, tokenizer, n, template_budget_s)
+
+
+def has_images(fmt: str) -> bool:
+    """Whether data of a detected format holds rows with images (engine.data.preview.has_images)."""
+    from engine.data import preview
+
+    return preview.has_images(fmt)
+
+
+def image_rows(config: RunConfig, n: int = 3) -> ImageRows:
+    """The first rows of data with images, each with its images' thumbnails (engine.data.preview.image_rows): no
+    processor, so no torch."""
+    from engine.data import preview
+
+    return preview.image_rows(config, n)

@@ -1,13 +1,25 @@
 """The first training rows exactly as the model sees them, with the loss-bearing parts marked; and the dataset
-check that shows them beside each training row's token count (check_tokens), from one tokenization."""
+check that shows them beside each training row's token count (check_tokens), from one tokenization.
+
+Rows with images (the vision format) are previewed from their canonical rows instead (image_rows): their turns
+with ``<image>`` where each image goes, and a small PNG thumbnail of each image, made here from the files the data
+check opened and checked. So the studio shows them without loading the model's processor (which needs torch), and
+never hands a browser a path: only the thumbnails' bytes and the files' names leave the engine.
+"""
 
 from __future__ import annotations
 
+import io
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from engine.data.errors import DataError
 from engine.data.formats import PAIRED_FORMATS
+from engine.data.images import MAX_DECODE_PIXELS
+from engine.data.mixture import FORMAT_JOIN
 from engine.data.pipeline import (
     DataReport,
     TokenizedSet,
@@ -22,6 +34,7 @@ from engine.data.preference import answer_sides
 from engine.data.rows import LoadedRows
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.tokenize import TokenizedRow
+from engine.data.vision_rows import VISION_FORMAT
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
@@ -140,3 +153,106 @@ def _example(tokenizer: Any, loaded: LoadedRows, number: int, row: TokenizedRow)
 def to_text(example: PreviewExample, marker: str = "[[", end: str = "]]") -> str:
     """The example as one string with the loss-bearing parts wrapped in ``marker`` ... ``end``."""
     return "".join(f"{marker}{text}{end}" if loss else text for text, loss in example.segments)
+
+
+# --- rows with images ----------------------------------------------------------------------------------------
+
+THUMBNAIL_SIDE = 96  # pixels: the longer side of a preview's thumbnail
+MAX_THUMBNAILS = 8  # per row: a row of many images is previewed by its first ones
+
+
+@dataclass(frozen=True)
+class Thumbnail:
+    """A small PNG of one of a row's images: what a page may show of it (the file's name, never its folder)."""
+
+    name: str
+    width: int  # the thumbnail's size in pixels (its longer side at most THUMBNAIL_SIDE, aspect kept)
+    height: int
+    png: bytes
+
+
+@dataclass(frozen=True)
+class ImageTurn:
+    """One turn of a row with images: its text with ``<image>`` where each image goes."""
+
+    role: str
+    text: str
+    loss: bool  # whether the turn trains: the answers, or every turn when data.completion_only_loss is off
+
+
+@dataclass
+class ImageRowPreview:
+    """One training row with images as a preview shows it: its turns, and its images' thumbnails in order."""
+
+    row: int  # 1-based row number in its file
+    turns: list[ImageTurn]
+    thumbnails: list[Thumbnail]  # the row's first MAX_THUMBNAILS images, in the order of its placeholders
+    num_images: int  # every image of the row (more than the thumbnails when it has more than MAX_THUMBNAILS)
+    source: str = ""  # the file of the row when data.path lists several datasets ("" for one file)
+
+
+@dataclass
+class ImageRows:
+    """The preview of a dataset with images: its first training rows, and how many images its training rows hold."""
+
+    examples: list[ImageRowPreview] = field(default_factory=list)
+    num_images: int = 0
+
+
+def has_images(fmt: str) -> bool:
+    """Whether data of the (detected, maybe joined: ``vision+vision``) format ``fmt`` holds rows with images."""
+    return VISION_FORMAT in fmt.split(FORMAT_JOIN)
+
+
+def image_rows(config: RunConfig, n: int = 3, side: int = THUMBNAIL_SIDE) -> ImageRows:
+    """The first ``n`` training rows (after the eval split and max_samples) of data with images, each with a
+    thumbnail of its images (the longer side ``side`` pixels at most), and the count of the training rows' images.
+
+    The rows are loaded as the data check loads them, so every image named here was resolved and checked there.
+    """
+    loaded, train_idx, _, _ = select_rows(config.data, config.train.seed)
+    answers_only = config.data.completion_only_loss
+    examples = []
+    for index in train_idx:
+        row = loaded.rows[index]
+        if len(examples) >= n:
+            break
+        if "messages" not in row:  # a dataset of another format in a list of datasets
+            continue
+        source, number = loaded.where(index)
+        turns = [
+            ImageTurn(turn["role"], turn["content"], turn["role"] == "assistant" or not answers_only)
+            for turn in row["messages"]
+        ]
+        paths = row.get("images", [])
+        try:
+            thumbnails = [thumbnail(Path(path), side) for path in paths[:MAX_THUMBNAILS]]
+        except (OSError, ValueError) as exc:  # the file changed since it was checked
+            raise DataError(f"{source} row {number}: its image cannot be shown again ({exc})") from None
+        listed = source if loaded.origins is not None else ""
+        examples.append(ImageRowPreview(number, turns, thumbnails, len(paths), listed))
+    num_images = sum(len(loaded.rows[index].get("images", [])) for index in train_idx)
+    return ImageRows(examples, num_images)
+
+
+def thumbnail(path: Path, side: int = THUMBNAIL_SIDE) -> Thumbnail:
+    """A PNG of the image at ``path`` (a file the data check opened) whose longer side is at most ``side`` pixels,
+    its aspect kept; made once per file, size and modification time. Shown as the model is given it: no EXIF
+    rotation (load_image applies none)."""
+    stat = path.stat()
+    return _thumbnail(str(path), stat.st_size, stat.st_mtime_ns, side)
+
+
+@lru_cache(maxsize=512)
+def _thumbnail(path: str, size: int, mtime_ns: int, side: int) -> Thumbnail:
+    from PIL import Image
+
+    with Image.open(path) as image:
+        if image.width * image.height > MAX_DECODE_PIXELS:  # changed since the check: never decode a bomb
+            raise ValueError(f"{Path(path).name} is larger than an image may be")
+        image.draft("RGB", (side, side))  # JPEG: decode at a fraction of its size, far faster
+        picture = image if image.mode in ("RGB", "RGBA", "L", "LA") else image.convert("RGBA")
+        picture.thumbnail((side, side), Image.Resampling.LANCZOS)  # shrinks only, aspect kept
+        out = io.BytesIO()
+        picture.save(out, format="PNG", optimize=True)
+    return Thumbnail(Path(path).name, picture.width, picture.height, out.getvalue())
