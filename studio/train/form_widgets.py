@@ -134,13 +134,17 @@ class ConfigForm:
             node = sections[part]
         return node
 
-    def render_section(self, path: str, columns: int = 1, open: bool = True, title: str | None = None) -> None:
+    def render_section(
+        self, path: str, columns: int = 1, open: bool = True, title: str | None = None, hideable: bool = False
+    ) -> None:
         """Render one section: its basic fields in rows of ``columns``, an Advanced accordion, nested groups.
-        ``title`` is the key of a heading other than the section's name."""
+        ``title`` is the key of a heading other than the section's name. A ``hideable`` section (one the layout
+        hides at times) has its fields' errors said again beside Start, as those of a collapsed group are."""
         spec = self.section(path)
         name = title or field_key(path, "label")
         heading = t(title) if title else schema_text(name, spec.title)
-        with gr.Accordion(heading, open=open, elem_classes=["ts-section"]), self.within(name, open, spec.title):
+        shown = open and not hideable
+        with gr.Accordion(heading, open=open, elem_classes=["ts-section"]), self.within(name, shown, spec.title):
             if spec.help:
                 gr.Markdown(schema_text(field_key(path, "help"), spec.help), elem_classes=["ts-section-help"])
             self.render_children(spec, columns)

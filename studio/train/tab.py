@@ -1,9 +1,9 @@
 """The Train tab: a form generated from RunConfig, a dataset check, a live YAML / CLI preview, and Start.
 
-Layout: the form on the left (model, quantization, adapter, the dataset panel, the training loop and launch,
-in two to four columns); actions on the right (run name and Start, estimate, preview, config files).
-Its components are built in studio.train.widgets (the dataset panel's among them); its dataset checks are plain
-functions in studio.train.dataset; here they are laid out and wired.
+Layout: the form on the left (model, quantization, adapter, vision while the model reads images, the dataset panel,
+the training loop and launch, in two to four columns); actions on the right (run name and Start, estimate, preview,
+config files). Its components are built in studio.train.widgets (the dataset panel's among them); its dataset checks
+are plain functions in studio.train.dataset; here they are laid out and wired.
 Handlers are thin: they turn positional widget values into ``path -> value`` and call the plain functions of
 studio.train.actions and studio.train.dataset. Form events use ``preprocess=False`` so that an out-of-range
 number reaches pydantic and comes back as a message next to its field instead of a Gradio error toast.
@@ -27,6 +27,7 @@ from studio.i18n.widgets import marked
 from studio.train import actions, eval_pairing, kept_form, method_fit, starting
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
+from studio.train import model_sections as ms
 from studio.train import rewards as rw
 from studio.train.form_widgets import ConfigForm
 from studio.train.widgets import (
@@ -42,6 +43,7 @@ from studio.train.widgets import (
     check_outputs,
     field_overrides,
     render_method,
+    render_modality_sections,
 )
 
 FIX_FIRST = key("train.estimate.fix_first")
@@ -57,6 +59,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             pickers, method_note = render_method(ctx, form, first)
             form.render_section("quantization", columns=4, open=False)
             form.render_section("adapter", columns=3)
+            modality_boxes = render_modality_sections(ctx, form, first)
             panel = build_dataset_panel(form)
             form.render_section("train", columns=3, title="train.training")
             form.render_section("launch", columns=3)
@@ -69,6 +72,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
     _wire_method_fit(ctx, form, method_note)
+    _wire_modality_sections(ctx, form, modality_boxes)
     for picker in pickers:
         _wire_reward_picker(ctx, form, picker)
     _wire_demo_help(ctx, form)
@@ -140,6 +144,22 @@ def _wire_method_fit(ctx: StudioContext, form: ConfigForm, note: Any) -> None:
     triggers = [form.components["method"].input, *numbers]
     outputs = [note, *form.inputs]
     gr.on(triggers, ctx.handler(on_method_fit), ctx.inputs(*form.inputs), outputs, show_progress="hidden", **RAW)
+
+
+def _wire_modality_sections(ctx: StudioContext, form: ConfigForm, boxes: dict[str, Any]) -> None:
+    """Show each modality's section (vision) while the model field names a model of that modality, or one whose
+    modality cannot be told; whatever changed the field (a pick, a typed path, a loaded config, the kept form)."""
+    if not boxes:
+        return
+    model, revision = form.components["model.name_or_path"], form.components["model.revision"]
+
+    def on_model(caller: Caller, name: Any, rev: Any) -> dict[Any, Any]:
+        shown = ms.shown_sections(name, rev, caller.workspace, list(boxes))
+        return {box: gr.Column(visible=shown[section]) for section, box in boxes.items()}  # one box or several
+
+    triggers = [model.change, revision.change]
+    inputs = ctx.inputs(model, revision)
+    gr.on(triggers, ctx.handler(on_model), inputs, list(boxes.values()), show_progress="hidden", **RAW)
 
 
 def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:

@@ -1,6 +1,7 @@
 """The Train tab's components: the form's pickers (base model, the run to start from) and its fields in demo mode,
-the method picker with each method's section and reward picker, the dataset panel, and the sidebar (Start, estimate,
-preview, config files). Built here; studio.train.tab lays them out and wires their events.
+the method picker with each method's section and reward picker, the sections only some models read (vision), the
+dataset panel, and the sidebar (Start, estimate, preview, config files). Built here; studio.train.tab lays them out
+and wires their events.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import gradio as gr
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import LOCKED, VISITOR_DATA_FIELDS
-from studio.form.schema import FieldSpec
+from studio.form.schema import FieldSpec, SectionSpec
 from studio.i18n.catalog import key
 from studio.i18n.widgets import marked, t
 from studio.train import actions
 from studio.train import dataset as dp
 from studio.train import dataset_list as dl
+from studio.train import model_sections as ms
 from studio.train import rewards as rw
 from studio.train.form_widgets import ConfigForm, make_widget
 
@@ -263,6 +265,20 @@ def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -
 
     form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
     return pickers, note
+
+
+def render_modality_sections(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -> dict[str, Any]:
+    """The config's sections named after a modality (the vision section), each in a box shown while the model field
+    names a model of that modality, or one whose modality is unknown (studio.train.model_sections). Returns
+    section -> box; studio.train.tab shows and hides them as the model changes."""
+    sections = [child.path for child in form.tree.children if isinstance(child, SectionSpec)]
+    names = ms.modality_sections(sections)
+    shown = ms.shown_sections(first["model.name_or_path"], first["model.revision"], ctx.workspace, names)
+    boxes: dict[str, Any] = {}
+    for name in names:
+        with gr.Column(visible=shown[name], elem_id=f"ts-modality-{name}") as boxes[name]:
+            form.render_section(name, columns=2, hideable=True)
+    return boxes
 
 
 def build_sidebar(ctx: StudioContext, form: ConfigForm, values: dict[str, Any]) -> Sidebar:
