@@ -3,7 +3,8 @@ Its widgets are built in studio.train.widgets; here are the plain checks and cop
 
 The check shows the detected format, row and token counts, warnings, the first training rows with the
 loss-bearing tokens marked, or the DataError that names the bad row. The tokenizer (which imports
-transformers, seconds on a cold start) is loaded on the first check and cached per model.
+transformers, seconds on a cold start) is loaded on the first check and cached per model. Rows with images are
+shown from their rows instead, beside thumbnails of their images (studio.train.image_rows): no processor, no torch.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.api import PROJECT_ROOT, ConfigError, Problem, RunConfig, datasets_dir, parse_config
+from engine.api import PROJECT_ROOT, ConfigError, Problem, RunConfig, datasets_dir, has_images, parse_config
 from studio.form.schema import leaf_specs
 from studio.form.values import values_to_data
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem, translate_warning
 from studio.markup import text_block
 from studio.path_guard import BUNDLED_DATASETS, confine_file, guard_config
+from studio.train.image_rows import image_rows_html, images_summary, preparing_note
 from studio.train.lengths import model_context, rows_that_fit, suggest_max_length
 from studio.train.run_length import epochs_warmup_warning
 
@@ -152,6 +154,8 @@ def check_dataset(
         return DatasetCheck("", "", error_markdown(problems_text(exc, lang), lang))
     warmup = epochs_warmup_warning(values, report.num_rows, lang)
     warned = f"\n\n⚠ {warmup}" if warmup else ""  # the run's length in steps is known once the rows are counted
+    if has_images(report.format):  # previewed from its rows: the model's processor would load torch here
+        return image_check(config, report, warned, with_tokens, num_examples, lang)
     if not with_tokens:
         counting = f"\n\n*{text(COUNTING, lang)}*"
         return DatasetCheck(summary_markdown(report, lang) + warned + counting, "", "", report.format)
@@ -173,6 +177,24 @@ def check_dataset(
     suggestion = advice.suggestion if advice else None
     fit = rows_that_fit(checked.lengths, report.num_dropped, max_length, context, lang)
     return DatasetCheck(summary, examples_html(checked.examples, lang), "", report.format, suggestion, fit)
+
+
+def image_check(
+    config: RunConfig, report: Any, warned: str, with_tokens: bool, num_examples: int, lang: str = SOURCE
+) -> DatasetCheck:
+    """The check of data with images, whose rows and images ``report`` found usable: with ``with_tokens`` its first
+    rows beside thumbnails of their images (studio.train.image_rows); their tokens are counted at launch."""
+    from engine.api import DataError, image_rows
+
+    summary = summary_markdown(report, lang) + warned
+    if not with_tokens:
+        return DatasetCheck(f"{summary}\n\n{preparing_note(lang)}", "", "", report.format)
+    try:
+        rows = image_rows(config, num_examples)
+    except DataError as exc:  # an image changed on disk since the check
+        return DatasetCheck("", "", error_markdown(str(exc), lang), report.format)
+    summary += f"\n\n{images_summary(rows.num_images, lang)}"
+    return DatasetCheck(summary, image_rows_html(rows.examples, lang), "", report.format)
 
 
 def problem_text(problem: Problem, lang: str = SOURCE) -> str:
