@@ -69,16 +69,20 @@ def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[Loaded
 
 def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
     """The tokenizer saved with the weights (it carries the chat template used in training), else the base's."""
-    from transformers import AutoTokenizer
+    from transformers import AutoProcessor, AutoTokenizer
 
+    from engine.training.modality import is_vision_model
     from engine.training.modeling import load_tokenizer
+    from engine.training.vision import text_tokenizer
 
+    loader = AutoProcessor if is_vision_model(run.config) else AutoTokenizer  # a processor beside its weights
     if (weights.path / "tokenizer_config.json").is_file():
-        tokenizer = AutoTokenizer.from_pretrained(str(weights.path))
+        tokenizer = loader.from_pretrained(str(weights.path))
     else:
         tokenizer = load_tokenizer(run.config)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    text = text_tokenizer(tokenizer)
+    if text.pad_token is None:
+        text.pad_token = text.eos_token
     tokenizer.chat_template = resolve_chat_template(tokenizer, run.config.data.chat_template)
     return tokenizer
 
@@ -90,9 +94,9 @@ def load_models(
     weights the run started from, model.init_from) the "base" arm is those: a start adapter beside the tuned one on
     the same PeftModel (``set_adapter``), or merged into the base of a whole-model run; or a start model. The raw
     base model then comes first, as ("raw_base", model)."""
-    from engine.methods import method_of
     from engine.training.builders import torch_dtype
     from engine.training.hardware import detect_hardware, resolve_device, resolve_dtype
+    from engine.training.modality import model_kind
     from engine.training.modeling import load_model
 
     hardware = detect_hardware()
@@ -138,6 +142,6 @@ def load_models(
     del base
     progress.update(f"loading the {weights.label}")
     dtype = torch_dtype(resolve_dtype(run.config.model.dtype, run.config, hardware))
-    auto_class = method_of(run.config).model.load_class()
+    auto_class = model_kind(run.config).load_class()
     tuned = auto_class.from_pretrained(str(weights.path), dtype=dtype).to(device).eval()
     yield "tuned", tuned

@@ -1,6 +1,7 @@
 """Exact-match evaluation of a chat model on conversational rows.
 
-Each row is ``{"messages": [..., {"role": "assistant", "content": reference}]}``. The messages before
+Each row is ``{"messages": [..., {"role": "assistant", "content": reference}]}``, with its ``images`` for a
+vision-language model (whose processor takes the tokenizer's place). The messages before
 the final assistant turn are the prompt; the model answers by greedy decoding through the tokenizer's
 chat template, and the answer counts when its stripped text equals the stripped reference.
 
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+from engine.config.vision import DEFAULT_MAX_PIXELS
+from engine.training.vision import text_tokenizer
 
 Message = dict[str, str]
 Row = dict[str, Any]
@@ -44,6 +48,17 @@ def split_row(row: Row) -> tuple[list[Message], str]:
     return messages[:-1], messages[-1]["content"]
 
 
+def model_prompt(row: Row, prompt: list[Message], max_pixels: int) -> list[dict[str, Any]]:
+    """The prompt as the model reads it: the messages, or for a vision row (one with ``images``) the content parts
+    with its images that precede the answer (engine.data.vision_sets.with_images)."""
+    if "images" not in row:
+        return prompt
+    from engine.data.vision_rows import count_placeholders
+    from engine.data.vision_sets import with_images
+
+    return with_images(prompt, row["images"][: count_placeholders(prompt)], max_pixels)
+
+
 @dataclass(frozen=True)
 class Completion:
     """One generated answer as TRL's GRPOTrainer hands it to reward functions: the text decoded without special
@@ -55,23 +70,24 @@ class Completion:
 
 @torch.inference_mode()
 def _generate_batch(model: Any, tokenizer: Any, prompts: list[list[Message]], max_new_tokens: int) -> list[Completion]:
-    """Greedy completions for one batch of prompts."""
+    """Greedy completions for one batch of prompts (``tokenizer`` may be a vision-language model's processor, the
+    prompts then content parts with their images: engine.data.vision_sets.with_images)."""
+    text = text_tokenizer(tokenizer)
+    padding = {"padding": True}
+    # A processor takes the tokenizer's arguments in processor_kwargs (transformers 5.4).
+    arguments = {"processor_kwargs": padding} if text is not tokenizer else padding
     encoded = tokenizer.apply_chat_template(
-        prompts,
-        add_generation_prompt=True,
-        padding=True,
-        return_tensors="pt",
-        return_dict=True,
+        prompts, add_generation_prompt=True, tokenize=True, return_tensors="pt", return_dict=True, **arguments
     ).to(model.device)
     output = model.generate(
         **encoded,
         max_new_tokens=max_new_tokens,
         do_sample=False,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=text.eos_token_id,
+        pad_token_id=text.pad_token_id,
     )
-    rows = [_until_eos(row.tolist(), tokenizer.eos_token_id) for row in output[:, encoded["input_ids"].shape[1] :]]
-    texts = tokenizer.batch_decode(rows, skip_special_tokens=True)
+    rows = [_until_eos(row.tolist(), text.eos_token_id) for row in output[:, encoded["input_ids"].shape[1] :]]
+    texts = text.batch_decode(rows, skip_special_tokens=True)
     return [Completion(text, ids) for text, ids in zip(texts, rows, strict=True)]
 
 
@@ -99,8 +115,9 @@ def generate_completions(
     Returns:
         One Completion per prompt, in order.
     """
-    padding_side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # generation continues from the last position of each row
+    text = text_tokenizer(tokenizer)
+    padding_side = text.padding_side
+    text.padding_side = "left"  # generation continues from the last position of each row
     was_training = model.training
     model.eval()
     try:
@@ -108,7 +125,7 @@ def generate_completions(
         for start in range(0, len(prompts), batch_size):
             completions += _generate_batch(model, tokenizer, list(prompts[start : start + batch_size]), max_new_tokens)
     finally:
-        tokenizer.padding_side = padding_side
+        text.padding_side = padding_side
         model.train(was_training)
     return completions
 
@@ -119,6 +136,7 @@ def generate_predictions(
     rows: Sequence[Row],
     max_new_tokens: int = 32,
     batch_size: int = 64,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> list[Prediction]:
     """Answer every row's prompt greedily and pair each answer (stripped) with its reference.
 
@@ -128,12 +146,14 @@ def generate_predictions(
         rows: conversational rows, each ending with the reference assistant message.
         max_new_tokens: the longest answer to generate; longer answers are cut (and so wrong).
         batch_size: prompts per generate call.
+        max_pixels: a vision row's images are scaled down to this many pixels (the run's vision.max_pixels).
 
     Returns:
         One Prediction per row, in order.
     """
     prompts, references = zip(*(split_row(row) for row in rows), strict=True) if rows else ((), ())
-    answers = generate_completions(model, tokenizer, [list(p) for p in prompts], max_new_tokens, batch_size)
+    shown = [model_prompt(row, list(prompt), max_pixels) for row, prompt in zip(rows, prompts, strict=True)]
+    answers = generate_completions(model, tokenizer, shown, max_new_tokens, batch_size)
     return [
         Prediction(prompt=list(p), reference=r, prediction=a.text.strip())
         for p, r, a in zip(prompts, references, answers, strict=True)
@@ -146,12 +166,13 @@ def exact_match_accuracy(
     rows: Sequence[Row],
     max_new_tokens: int = 32,
     batch_size: int = 64,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
 ) -> float:
     """The fraction of rows (0.0 to 1.0) whose greedy answer equals the reference exactly.
 
     See ``generate_predictions`` for the arguments. An empty ``rows`` scores 0.0.
     """
-    predictions = generate_predictions(model, tokenizer, rows, max_new_tokens, batch_size)
+    predictions = generate_predictions(model, tokenizer, rows, max_new_tokens, batch_size, max_pixels)
     if not predictions:
         return 0.0
     return sum(p.correct for p in predictions) / len(predictions)

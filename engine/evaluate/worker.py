@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,12 @@ from typing import Any
 import torch
 
 from engine.config.data import UNPAIRED_FORMAT
+from engine.config.vision import DEFAULT_MAX_PIXELS
 from engine.data import DataError
 from engine.data.pipeline import tokenize_rows
 from engine.data.tokenize import TokenizedRow
+from engine.data.vision_rows import VISION_FORMAT
+from engine.data.vision_sets import as_example
 from engine.evaluate import preference
 from engine.evaluate.evaluations import (
     DATA_EVAL,
@@ -48,6 +51,7 @@ from engine.evaluate.scoring import generate_predictions
 from engine.methods import method_of
 from engine.runs.artifacts import FinishedRun, TrainedWeights
 from engine.runs.jobs import Progress
+from engine.training.vision import text_tokenizer
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)
 
@@ -61,19 +65,54 @@ class EvalSet:
     format: str
     tokenized: list[TokenizedRow]
     chats: list[dict[str, Any]]  # rows ending with an assistant answer
+    # Vision rows (one per tokenized row): their loss batches come from TRL's collator, images read batch by batch.
+    vision_rows: list[dict[str, Any]] | None = None
+    collate: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    def loss_batches(self, size: int) -> Iterator[Any]:
+        """Batches for the loss: tokenized rows, or for vision rows the collator's model inputs with labels."""
+        if self.collate is None or self.vision_rows is None:
+            yield from _batches(self.tokenized, size)
+            return
+        for batch in _batches(self.vision_rows, size):
+            yield self.collate([as_example(row, self.max_pixels) for row in batch])
 
 
 def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
     """The chosen rows (see pick_rows), tokenized for the loss, and those that end with a reference answer."""
     config = run.config
     loaded, indices, choice = pick_rows(run, data, max_rows)
+    if loaded.format == VISION_FORMAT:
+        return _vision_eval_set(run, tokenizer, loaded, indices, choice)
     tokenized = tokenize_rows(loaded, indices, tokenizer, config.data, config.train.max_length, label=f"{choice} ")
-    chats = [
-        loaded.rows[i]
-        for i in indices
-        if "messages" in loaded.rows[i] and loaded.rows[i]["messages"][-1]["role"] == "assistant"
-    ]
-    return EvalSet(choice, loaded.source, loaded.format, tokenized.rows, chats)
+    return EvalSet(choice, loaded.source, loaded.format, tokenized.rows, _chats([loaded.rows[i] for i in indices]))
+
+
+def _vision_eval_set(run: FinishedRun, processor: Any, loaded: Any, indices: list[int], choice: str) -> EvalSet:
+    """Vision rows counted as training counts them (engine.data.vision_sets), their loss batches made by TRL's
+    vision collator with the template training used, so the loss is the trainer's eval_loss."""
+    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+
+    from engine.data.vision_sets import VisionCheck
+
+    config = run.config
+    settings = VisionCheck.of(config, processor)
+    counted = settings.tokenize(loaded, indices, processor, label=f"{choice} ")
+    rows = [loaded.rows[number - 1] for number in counted.numbers]
+    collator = DataCollatorForVisionLanguageModeling(
+        processor,
+        max_length=settings.max_length,
+        assistant_only_loss=settings.answers_only,
+        chat_template=settings.template,
+    )
+    chats = _chats(rows)
+    return EvalSet(choice, loaded.source, loaded.format, counted.rows, chats, rows, collator, settings.max_pixels)
+
+
+def _chats(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows that end with a reference answer."""
+    return [row for row in rows if "messages" in row and row["messages"][-1]["role"] == "assistant"]
 
 
 def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
@@ -82,8 +121,25 @@ def _batches(items: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 @torch.inference_mode()
-def _batch_loss(model: Any, rows: list[TokenizedRow], pad_id: int) -> tuple[float, int]:
-    """Summed cross-entropy over the loss-bearing tokens of a batch, and how many tokens that is."""
+def _batch_loss(model: Any, batch: Any, pad_id: int) -> tuple[float, int]:
+    """Summed cross-entropy over the loss-bearing tokens of a batch (tokenized rows, or a vision collator's model
+    inputs with labels), and how many tokens that is."""
+    if isinstance(batch, list):
+        inputs, labels = _padded(batch, pad_id)
+    else:
+        inputs = {name: value for name, value in batch.items() if name != "labels"}
+        labels = batch["labels"]
+    logits = model(**{name: value.to(model.device) for name, value in inputs.items()}).logits.float()
+    # Token t is predicted from the positions before it, as in the trainer's loss.
+    targets = labels[:, 1:].to(logits.device)
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100, reduction="sum"
+    )
+    return float(nll), int((targets != -100).sum())
+
+
+def _padded(rows: list[TokenizedRow], pad_id: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """Tokenized rows as a right-padded batch and its labels (-100 where no loss)."""
     width = max(len(row.input_ids) for row in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -93,13 +149,7 @@ def _batch_loss(model: Any, rows: list[TokenizedRow], pad_id: int) -> tuple[floa
         ids[i, :n] = torch.tensor(row.input_ids)
         attention[i, :n] = 1
         labels[i, :n] = torch.where(torch.tensor(row.completion_mask) == 1, ids[i, :n], -100)
-    logits = model(input_ids=ids.to(model.device), attention_mask=attention.to(model.device)).logits.float()
-    # Token t is predicted from the positions before it, as in the trainer's loss.
-    targets = labels[:, 1:].to(logits.device)
-    nll = torch.nn.functional.cross_entropy(
-        logits[:, :-1].reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100, reduction="sum"
-    )
-    return float(nll), int((targets != -100).sum())
+    return {"input_ids": ids, "attention_mask": attention}, labels
 
 
 def _perplexity(loss: float) -> float:
@@ -130,16 +180,18 @@ class Scorer:
     def score(self, model: Any, label: str) -> tuple[dict[str, Any], list[Any]]:
         """Loss, perplexity and exact match of ``model``, and its predictions."""
         self.progress.update(f"{label}: eval loss", done=self.done, total=self.total)
-        pad_id = self.tokenizer.pad_token_id
+        pad_id = text_tokenizer(self.tokenizer).pad_token_id
         nll, tokens = 0.0, 0
-        for batch in _batches(self.eval_set.tokenized, self.batch_size):
+        for batch in self.eval_set.loss_batches(self.batch_size):
             batch_nll, batch_tokens = _batch_loss(model, batch, pad_id)
             nll, tokens = nll + batch_nll, tokens + batch_tokens
             self._tick()
         self.progress.update(f"{label}: generating answers", done=self.done, total=self.total)
         predictions = []
         for batch in _batches(self.eval_set.chats, self.batch_size):
-            predictions += generate_predictions(model, self.tokenizer, batch, self.max_new_tokens, len(batch))
+            predictions += generate_predictions(
+                model, self.tokenizer, batch, self.max_new_tokens, len(batch), self.eval_set.max_pixels
+            )
             self._tick()
         loss = nll / tokens if tokens else math.nan
         metrics = {
@@ -154,7 +206,8 @@ class Scorer:
 
 def _answer_budget(tokenizer: Any, chats: list[dict[str, Any]]) -> int:
     """Enough new tokens for the longest reference answer, and a little more."""
-    lengths = [len(tokenizer(row["messages"][-1]["content"])["input_ids"]) for row in chats]
+    text = text_tokenizer(tokenizer)
+    lengths = [len(text(row["messages"][-1]["content"])["input_ids"]) for row in chats]
     return max(lengths, default=0) + ANSWER_SLACK_TOKENS
 
 
