@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.evaluate.benchmarks.tasks import TaskSpec, resolve_tasks
+from engine.evaluate.benchmarks.tasks import BenchmarkError, TaskSpec, resolve_tasks
 from engine.evaluate.result_files import list_results, read_result, save_result
 from engine.runs import jobs
 from engine.runs.artifacts import FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.workspace import workspace_of
+from engine.training.modality import is_vision_model
 
 BENCHMARKS_DIR = "benchmarks"
 JOB_KIND = "benchmark"
@@ -133,6 +134,11 @@ def check_request(run_dir: Path, request: BenchmarkRequest) -> tuple[FinishedRun
     """The run, its weights and the checked tasks; ArtifactError (BenchmarkError for a task) when it cannot run."""
     run = open_run(run_dir, request.checkpoint)
     weights = trained_weights(run, request.checkpoint, newest_checkpoint=True)
+    if is_vision_model(run.config):  # lm-eval's tasks are text: its model classes would read answers as images
+        raise BenchmarkError(
+            f"{run.name} is a vision-language run, and benchmarks (lm-evaluation-harness) score text models; "
+            "Evaluate scores its held-out rows with their images"
+        )
     return run, weights, resolve_tasks(run, list(request.tasks), list(request.task_files))
 
 

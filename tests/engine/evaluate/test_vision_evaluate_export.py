@@ -99,3 +99,16 @@ def test_the_merged_export_answers_each_image_as_the_run_did(run_dir: Path, eval
         answers.append(processor.tokenizer.decode(new, skip_special_tokens=True).strip())
     assert answers == [row["tuned"] for row in evaluation["predictions"]]
     assert len(set(answers)) > 1  # the answers depend on the image
+
+
+def test_gguf_and_lm_eval_benchmarks_refuse_a_vision_run_by_name(run_dir: Path):
+    from engine.evaluate.benchmarks.results import BenchmarkRequest, check_request
+    from engine.evaluate.benchmarks.tasks import BenchmarkError
+    from engine.export.exports import ExportError
+
+    with pytest.raises(
+        ExportError, match="GGUF export does not support the architecture LlavaForConditionalGeneration"
+    ):
+        plan_export(run_dir, kind="gguf")
+    with pytest.raises(BenchmarkError, match="is a vision-language run, and benchmarks .* score text models"):
+        check_request(run_dir, BenchmarkRequest())
