@@ -27,6 +27,7 @@ from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engine.chat.images import ImageRefused, chat_images, text_only_refusal
 from engine.config import ConfigError, RunConfig, load_config, parse_config
 from engine.data.tools import parse_tools, tools_problems
 from engine.methods import method_of
@@ -170,6 +171,7 @@ class ModelInfo:
     context_length: int | None
     seconds: float  # how long loading took
     pid: int | None = None  # the process that holds the model (a warm fork's is not the process the client started)
+    vision: bool = False  # it reads images (a vision-language model): a user turn may carry them (engine.chat.images)
 
 
 # Always without progress bars (the worker's stderr is read back as its error), and one tokenizer thread.
@@ -319,7 +321,7 @@ class ChatClient:
 
     def generate(
         self,
-        messages: list[dict[str, str]],
+        messages: list[dict[str, Any]],
         sampling: SamplingParams,
         use_adapter: bool = True,
         caller: str | None = None,
@@ -330,9 +332,14 @@ class ChatClient:
         ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled". A model loaded
         for an owner answers only when ``caller`` is that owner (checked with the request sent, so a model
         loaded by someone else in between never answers). ``tools``: the functions the model may call, rendered
-        by its chat template as a tool-calling run was trained (``chat_tools``)."""
+        by its chat template as a tool-calling run was trained (``chat_tools``). A user turn may carry ``images``
+        (paths of image files, engine.chat.images) for a vision-language model; a text model refuses them here."""
         _check_messages(messages)
         offered = chat_tools(tools)
+        try:
+            images = chat_images(messages)
+        except ImageRefused as exc:
+            raise ChatError(str(exc)) from None
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         with self._lock:
             if self.info is None:
@@ -341,6 +348,8 @@ class ChatClient:
                 raise ChatError("the loaded model is someone else's; load one of yours")
             if use_adapter is False and not self.info.is_adapter:
                 raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
+            if images and not self.info.vision:
+                raise ChatError(text_only_refusal(self.info.label))
             self._cancel()  # a reply nobody reads any more must not hold the worker
             request_id = self._current = next(self._ids)
             self._replies[request_id] = replies
@@ -444,7 +453,7 @@ def chat_tools(value: Any) -> list[dict[str, Any]] | None:
     return parse_tools(value) or None
 
 
-def _check_messages(messages: list[dict[str, str]]) -> None:
+def _check_messages(messages: list[dict[str, Any]]) -> None:
     """A conversation the worker can format: known roles, text content, ending with the user's turn."""
     if not messages or messages[-1].get("role") != "user":
         raise ChatError("the conversation must end with a user message")

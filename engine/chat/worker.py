@@ -1,7 +1,8 @@
 """The chat worker process (``python -m engine chat-worker``): one model, replies streamed as JSON lines.
 
 Requests arrive on stdin, one JSON object a line:
-``{"op": "generate", "id": N, "messages": [...], "sampling": {...}, "adapter": true}``,
+``{"op": "generate", "id": N, "messages": [...], "sampling": {...}, "adapter": true}`` (a user message may carry
+``"images": [path, ...]`` for a vision-language model: engine.chat.images),
 ``{"op": "cancel", "id": N}`` and ``{"op": "unload"}`` (the process exits; so does it at the end of stdin,
 which is how it follows a parent that died). Events go to stdout: ``progress`` and then ``ready`` (or
 ``error``) while loading; ``token`` (a text delta) and then ``done`` (or ``error``) for each reply.
@@ -28,6 +29,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.chat.client import ChatError, ModelSpec, ResolvedModel, SamplingParams, resolve_model
+from engine.chat.images import (
+    ImageRefused,
+    canonical_messages,
+    chat_images,
+    text_only_refusal,
+    vision_conversation,
+    without_images,
+)
 
 NICENESS = 10  # below the studio and any training, which must never wait for a chat reply
 
@@ -88,22 +97,28 @@ class DeltaStreamer:
 
 
 class Model:
-    """The loaded model and tokenizer, and how to turn a conversation into a prompt that fits."""
+    """The loaded model and tokenizer (a vision-language model's processor), and how to turn a conversation into a
+    prompt that fits."""
 
     def __init__(self, resolved: ResolvedModel, progress: Callable[[float, str], None]):
         from engine.data.tokenize import resolve_chat_template
         from engine.training.hardware import detect_hardware, resolve_device
+        from engine.training.modality import is_vision_model
         from engine.training.modeling import load_model, load_tokenizer
+        from engine.training.vision import text_tokenizer
 
         config, hardware = resolved.config, detect_hardware()
         source = _with_model_path(config, resolved.weights, resolved.is_adapter)
         where = source.model.name_or_path
+        self.vision = is_vision_model(config)  # it reads images: its processor renders the prompt
+        self.max_pixels = config.vision.max_pixels  # a chat's images are scaled down as the run's were
         progress(0.35, "loading the tokenizer")
         with _stage(f"the tokenizer of {where}"):
-            self.tokenizer = load_tokenizer(source)
+            self.processor = load_tokenizer(source)  # a vision-language model's processor, else the tokenizer
+        self.tokenizer = text_tokenizer(self.processor)
         # The template training used (data.chat_template, else the tokenizer's own, else the engine's default):
         # a fine-tuned model answers well only to turns formatted the way it learned them.
-        self.template = resolve_chat_template(self.tokenizer, config.data.chat_template)
+        self.template = resolve_chat_template(self.processor, config.data.chat_template)
         # A template from the config is the user's: it rendered the training rows within its budget, but a visitor's
         # message is new text (a template can loop on a trigger word), so each conversation is rendered first in
         # the template guard's child. The tokenizer's own template is trusted, as everywhere.
@@ -121,30 +136,35 @@ class Model:
             self.model.to("cuda")
         self.model.eval()
         self.is_adapter = resolved.is_adapter
-        self.context_length = getattr(self.model.config, "max_position_embeddings", None)
+        text_config = self.model.config.get_text_config()  # a vision-language model's context is its language model's
+        self.context_length = getattr(text_config, "max_position_embeddings", None)
 
     def prompt(
-        self, messages: list[dict[str, str]], max_new_tokens: int, tools: list[dict[str, Any]] | None = None
-    ) -> tuple[Any, int, int]:
-        """Token ids of the conversation (with the ``tools`` it may call), the reply budget, and how many early
-        turns were left out.
+        self, messages: list[dict[str, Any]], max_new_tokens: int, tools: list[dict[str, Any]] | None = None
+    ) -> tuple[dict[str, Any], int, int]:
+        """The model's inputs for the conversation (token ids with the ``tools`` it may call, and for a
+        vision-language model its turns' images as pixel values), the reply budget, and how many early turns were
+        left out.
 
         The oldest user / assistant turns go first (the system prompt stays) until prompt plus reply fit the
         model's context; a last message too long on its own is an error.
         """
-        system = messages[:1] if messages[0]["role"] == "system" else []
-        turns, dropped = messages[len(system) :], 0
+        conversation = self._conversation(messages)
+        system = conversation[:1] if conversation[0]["role"] == "system" else []
+        turns, dropped = conversation[len(system) :], 0
         if self.guarded:
-            self._probe(messages, tools)
+            self._probe(self._as_text(messages), tools)
         while True:
-            ids = self.tokenizer.apply_chat_template(
+            inputs = self.processor.apply_chat_template(
                 system + turns,
                 tools=tools,
                 chat_template=self.template,
                 add_generation_prompt=True,
+                tokenize=True,
                 return_tensors="pt",
                 return_dict=True,
-            )["input_ids"]
+            )
+            ids = inputs["input_ids"]
             limit = self.context_length
             if limit is None or ids.shape[1] + max_new_tokens <= limit or len(turns) <= 1:
                 break
@@ -153,9 +173,36 @@ class Model:
         budget = max_new_tokens if limit is None else min(max_new_tokens, limit - ids.shape[1])
         if budget < 1:
             raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
-        return ids.to(self.model.device), budget, dropped
+        return self._on_device(inputs), budget, dropped
 
-    def _probe(self, messages: list[dict[str, str]], tools: list[dict[str, Any]] | None = None) -> None:
+    def _conversation(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The turns as the processing class renders them: for a vision-language model content parts holding the
+        images (checked, then read: engine.chat.images); a text model refuses images. ChatError says why."""
+        try:
+            if self.vision:
+                image_tokens = [getattr(self.processor, "image_token", None) or ""]
+                return vision_conversation(messages, self.max_pixels, image_tokens)
+            if chat_images(messages):
+                raise ChatError(text_only_refusal("the loaded model"))
+        except ImageRefused as exc:
+            raise ChatError(str(exc)) from None
+        return without_images(messages)
+
+    def _as_text(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The turns as text, each image its placeholder (what the template guard renders)."""
+        return canonical_messages(messages) if self.vision else without_images(messages)
+
+    def _on_device(self, inputs: Any) -> dict[str, Any]:
+        """The inputs on the model's device, pixel values in the model's float type."""
+        import torch
+
+        moved = {}
+        for name, value in inputs.items():
+            value = value.to(self.model.device)
+            moved[name] = value.to(self.model.dtype) if torch.is_floating_point(value) else value
+        return moved
+
+    def _probe(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
         """Render the conversation with the configured template in a child under the check's budget and memory
         cap (engine.data.template_guard); ChatError with the guard's reason when it is refused."""
         from engine.data.errors import DataError
@@ -239,7 +286,8 @@ class Replier:
             raise ChatError("the loaded model has no adapter to switch off")
         threads = self._threads()
         torch.set_num_threads(threads)
-        ids, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens, request.get("tools"))
+        inputs, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens, request.get("tools"))
+        ids = inputs["input_ids"]
         cancelled, closing = self.cancelled, self.closing
 
         class Cancelled(StoppingCriteria):
@@ -254,8 +302,7 @@ class Replier:
             torch.manual_seed(sampling.seed)
         with torch.inference_mode(), off:
             output = self.model.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
+                **inputs,
                 streamer=streamer,
                 stopping_criteria=StoppingCriteriaList([Cancelled()]),
                 **_generation_kwargs(sampling, budget, self.model.tokenizer),
@@ -301,6 +348,7 @@ def _load(spec: ModelSpec, channel: Channel) -> Model:
             "context_length": model.context_length,
             "seconds": round(time.monotonic() - started, 2),
             "pid": os.getpid(),
+            "vision": model.vision,
         },
     )
     return model
