@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams, chat_tools
+from studio.chat.images import image_refusal, shown_turn, user_turn
 from studio.chat.models import holder_for, model_choices, remember_loaded, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
 from studio.demo.caller import Caller
@@ -29,7 +30,7 @@ FIX_SAMPLING, REPLY_FAILED, FIX_TOOLS = key("chat.error.sampling"), key("chat.er
 TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
 SIDE_NEEDS_ADAPTER = key("chat.refuse.side")
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
-Conversation = list[dict[str, str]]
+Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn's image paths (studio.chat.images)
 
 
 def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterator[str]:
@@ -134,14 +135,18 @@ def exchange(
     histories: dict[str, Conversation],
     *sampling_values: Any,
     tools: str = "",
+    image: Any = None,
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in; a
     textbox or note of None leaves it as it is (the tab's ``respond`` sends those to the page). ``tools``: the Tools
     box, a JSON list of function schemas the model may call ("" for none), checked before anything is sent.
+    ``image``: the path of the image uploaded with the message (None for none), for a vision-language model; both
+    sides of Side by side get it (studio.chat.images).
 
     Side by side answers with the adapter switched off (the base model) on the left, then on the right. Only a
-    model the caller may use answers (``worker_tag``: in demo mode, not another visitor's). The note is in the
-    caller's language.
+    model the caller may use answers (``worker_tag``: in demo mode, not another visitor's). A reply that fails
+    before it writes anything takes the message back out of the conversation (sent again, it would fail the same
+    way) and puts it back in the text box. The note is in the caller's language.
     """
     tag, lang = worker_tag(caller), caller.language
     histories = {name: list(turns) for name, turns in (histories or {}).items()}
@@ -150,9 +155,12 @@ def exchange(
     def view(textbox: Any = None, note: Any = None) -> list[Any]:
         """The outputs; None leaves the text box or the note as it is."""
         # Copies: the reply's message is edited in place as it streams, each yield must be a snapshot.
-        return [[dict(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, textbox, note]
+        return [[shown_turn(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, textbox, note]
 
     problem = _refusal(client, message, mode, tag, lang)
+    sent_before = chat if mode != "Side by side" else base
+    refused_image, image_path = image_refusal(client, image, sent_before, lang)
+    problem = problem or refused_image
     try:
         sampling = parse_sampling_widgets(list(sampling_values))
     except ConfigError as exc:
@@ -166,7 +174,7 @@ def exchange(
         return
     targets = [(chat, True)] if mode != "Side by side" else [(base, False), (tuned, True)]
     for history, _ in targets:
-        history.append({"role": "user", "content": message.strip()})
+        history.append(user_turn(message.strip(), image_path))
     yield view("", "")
     try:
         for history, adapter in targets:
@@ -175,12 +183,23 @@ def exchange(
             if client.last_finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
     except ChatError as exc:
-        for history, _ in targets:  # an empty reply would be sent back to the model as if it had said nothing
-            if history[-1]["role"] == "assistant" and not history[-1]["content"]:
-                history.pop()
-        yield view(note=message_html(text(REPLY_FAILED, lang, error=exc), "error"))
+        note = message_html(text(REPLY_FAILED, lang, error=exc), "error")
+        yield view(_take_back(targets, message), note)
         return
     yield view(note=_finish_note(client, lang))
+
+
+def _take_back(targets: list[tuple[Conversation, bool]], message: str) -> str | None:
+    """After a failed reply: empty replies leave the conversation (one would be sent back to the model as if it had
+    said nothing); when no reply wrote anything, the message leaves it too and goes back to the text box (returned;
+    None when a reply stays)."""
+    answered = any(history[-1]["role"] == "assistant" and history[-1]["content"] for history, _ in targets)
+    for history, _ in targets:
+        if history[-1]["role"] == "assistant" and not history[-1]["content"]:
+            history.pop()
+        if not answered and history and history[-1]["role"] == "user":
+            history.pop()
+    return None if answered else message
 
 
 def _refusal(client: ChatClient, message: str, mode: str, tag: str | None = None, lang: str = SOURCE) -> str | None:

@@ -8,7 +8,9 @@ else's model is in use, and cannot chat with it, stop it or unload it; the bundl
 The sampling widgets are built from ``engine.chat.client.SamplingParams`` (bounds, help text, validation; their
 words translated under ``sampling.<field>``, studio.i18n.catalog). What the server writes here (the status line,
 the notes, the worker's loading steps) is in the page's language; the worker's errors stay as it wrote them.
-The status line is studio.chat.status; what the buttons do, without Gradio, studio.chat.actions.
+The status line is studio.chat.status; what the buttons do, without Gradio, studio.chat.actions. While a
+vision-language model is loaded, an image box beside the message takes an upload that goes with the message (to
+both sides of Side by side) and shows in the user's turn (studio.chat.images).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from studio.chat.actions import (
     stop_clicked,
     unload_clicked,
 )
+from studio.chat.images import IMAGE_LABEL, takes_images
 from studio.chat.models import loaded_pick, model_choices
 from studio.chat.status import LOAD, status_html
 from studio.context import StudioContext
@@ -43,6 +46,7 @@ MODE_WORDS = dict(zip(MODES, ("chat.mode.chat", "chat.mode.side"), strict=True))
 TOOLS_EXAMPLE = '[{"name": "get_weather", "description": "The weather in a city", "parameters": {"type": "object", '
 TOOLS_EXAMPLE += '"properties": {"city": {"type": "string"}}, "required": ["city"]}}]'
 CHAT_HEIGHT = 380  # pixels: with the model row, a note and the message box, it fits a 1366x768 screen
+IMAGE_HEIGHT, IMAGE_WIDTH = 42, 96  # pixels: the image box beside the message, as tall as the message box
 
 
 def respond(
@@ -54,14 +58,45 @@ def respond(
     histories: dict[str, Conversation],
     *sampling_values: Any,
     tools: str = "",
+    image: str | None = None,
 ) -> Iterator[list[Any]]:
     """Send ``message``; yield [chat, base, tuned, histories, textbox, note] as the reply (or replies) stream in
-    (studio.chat.actions.exchange, with the Tools box's ``tools``), gr.skip() where the text box or the note stays as
-    it is. The note says why a reply failed as the caller may see it (the worker's error may name its files); the
-    replies stay as written."""
-    for outputs in exchange(client, caller, message, system, mode, histories, *sampling_values, tools=tools):
+    (studio.chat.actions.exchange, with the Tools box's ``tools`` and the image box's uploaded ``image``), gr.skip()
+    where the text box or the note stays as it is. The note says why a reply failed as the caller may see it (the
+    worker's error may name its files); the replies stay as written."""
+    exchanged = exchange(client, caller, message, system, mode, histories, *sampling_values, tools=tools, image=image)
+    for outputs in exchanged:
         *shown, note = [gr.skip() if value is None else value for value in outputs]
         yield [*shown, caller.shown(note)]
+
+
+def image_box(client: ChatClient, caller: Caller) -> dict[str, Any]:
+    """The image box beside the message: shown while the caller's loaded model reads images; hidden, and emptied
+    (an image left in it would go with the next message), while it does not."""
+    return gr.update(visible=True) if takes_images(client, caller) else gr.update(visible=False, value=None)
+
+
+def image_follows_text(outputs: list[Any], image: str | None) -> Any:
+    """The image box's output beside ``respond``'s: emptied when the text box is (the message is sent), its image
+    put back when the message is (a reply that failed before writing anything), else left as it is."""
+    textbox = outputs[4]
+    if textbox == "":
+        return None
+    return image if isinstance(textbox, str) else gr.skip()
+
+
+def _upload_path(image: gr.Image) -> None:
+    """Have ``image`` hand its upload's path over unopened (type "filepath"). Gradio's Image opens every upload with
+    Pillow first, so a file Pillow cannot identify, or one over Pillow's own pixel limit, would fail there with a
+    bare "Error"; the chat worker checks the file instead, and says why it cannot be used (engine.chat.images).
+    Gradio has already checked that the file is one of its uploads."""
+    opening = image.preprocess
+
+    def unopened(payload: Any) -> Any:
+        path = getattr(payload, "path", None)
+        return path if path is not None else opening(payload)  # an inline image (a data: URL) is written to a file
+
+    image.preprocess = unopened  # type: ignore[method-assign]
 
 
 def page_view(client: ChatClient, caller: Caller) -> list[Any]:
@@ -134,21 +169,6 @@ class ChatTab:
             )
         self.status = gr.HTML(elem_classes="ts-html", elem_id="ts-chat-status")
         self.shown_loaded = gr.State(None)  # the loaded model's pick this page last showed (opened_view)
-
-        # Per visitor: shown on page load and whenever the visitor id arrives (gr.on with no triggers runs at load
-        # and on a change of its inputs): the status line and, in the picker, the model that is loaded. Not a
-        # callable value: Gradio would publish that load event in the API.
-        def page_loaded(caller: Caller) -> list[Any]:
-            return page_view(self.client, caller)
-
-        gr.on(
-            None,
-            ctx.handler(page_loaded),
-            ctx.inputs(),
-            [self.status, self.model, self.shown_loaded],
-            show_progress="hidden",
-            api_visibility="private",
-        )
         with gr.Row(equal_height=False):
             with gr.Column(scale=3, elem_id="ts-chat-main"):
                 self._conversation_view()
@@ -173,6 +193,21 @@ class ChatTab:
                 self.sampling = [_sampling_widget(spec) for spec in SAMPLING if not spec.advanced]
                 with gr.Accordion(t("chat.more_sampling"), open=False):
                     self.sampling += [_sampling_widget(spec) for spec in SAMPLING if spec.advanced]
+
+        # Per visitor: shown on page load and whenever the visitor id arrives (gr.on with no triggers runs at load
+        # and on a change of its inputs): the status line, in the picker the model that is loaded, and the image box
+        # when that model reads images. Not a callable value: Gradio would publish that load event in the API.
+        def page_loaded(caller: Caller) -> list[Any]:
+            return [*page_view(self.client, caller), image_box(self.client, caller)]
+
+        gr.on(
+            None,
+            ctx.handler(page_loaded),
+            ctx.inputs(),
+            [self.status, self.model, self.shown_loaded, self.image],
+            show_progress="hidden",
+            api_visibility="private",
+        )
         self._wire()
 
     def _conversation_view(self) -> None:
@@ -190,6 +225,22 @@ class ChatTab:
                 scale=5,
                 elem_id="ts-chat-input",
             )
+            # Shown while a vision-language model is loaded (image_box); its upload's path goes with the message.
+            self.image = gr.Image(
+                type="filepath",
+                image_mode=None,  # the file as uploaded: the chat worker reads it as training read the run's images
+                sources=["upload"],
+                label=t(IMAGE_LABEL),
+                show_label=False,
+                buttons=[],
+                container=False,
+                height=IMAGE_HEIGHT,
+                scale=0,
+                min_width=IMAGE_WIDTH,
+                visible=False,
+                elem_id="ts-chat-image",
+            )
+            _upload_path(self.image)
             self.send = gr.Button(t("chat.send"), variant="primary", scale=0, min_width=88, elem_id="ts-chat-send")
             self.stop = gr.Button(t("chat.stop"), variant="stop", scale=0, min_width=88, elem_id="ts-chat-stop")
             self.clear = gr.Button(t("chat.clear"), scale=0, min_width=88, elem_id="ts-chat-clear")
@@ -200,14 +251,14 @@ class ChatTab:
 
         # Each handler answers the caller: their models, in the language of the page that asked.
         def relisted(caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
-            return opened_view(client, caller, pick, shown)
+            return [*opened_view(client, caller, pick, shown), image_box(client, caller)]
 
         # Runs finish and checkpoints appear while the tab is hidden, and another page may have loaded a model
         # meanwhile (one worker serves the studio): one event brings the list, the status and the picker up to date.
         relist = {
             "fn": ctx.handler(relisted),
             "inputs": ctx.inputs(self.model, self.shown_loaded),
-            "outputs": [self.status, self.model, self.shown_loaded],
+            "outputs": [self.status, self.model, self.shown_loaded, self.image],
             "show_progress": "hidden",
             **private,
         }
@@ -215,8 +266,11 @@ class ChatTab:
         if (on_open := ctx.on_open()) is not None:
             on_open(**relist)
 
-        def loaded(caller: Caller) -> str | None:
-            return loaded_pick(client, caller, model_choices(caller))
+        def loaded(caller: Caller) -> list[Any]:
+            return [loaded_pick(client, caller, model_choices(caller)), image_box(client, caller)]
+
+        def image_shown(caller: Caller) -> dict[str, Any]:
+            return image_box(client, caller)
 
         def load(caller: Caller, pick: str | None) -> Iterator[str]:
             yield from load_clicked(client, caller, pick)
@@ -225,14 +279,15 @@ class ChatTab:
             return unload_clicked(client, caller)
 
         def send(caller: Caller, *values: Any) -> Iterator[list[Any]]:
-            *rest, tools = values
-            yield from respond(client, caller, *rest, tools=tools)
+            *rest, tools, image = values
+            for outputs in respond(client, caller, *rest, tools=tools, image=image):
+                yield [*outputs, image_follows_text(outputs, image)]
 
         def stop(caller: Caller) -> None:
             stop_clicked(client, caller)
 
         self.load.click(ctx.handler(load), ctx.inputs(self.model), [self.status], **private, **lanes.NO_LANE).then(
-            ctx.handler(loaded), ctx.inputs(), [self.shown_loaded], show_progress="hidden", **private
+            ctx.handler(loaded), ctx.inputs(), [self.shown_loaded, self.image], show_progress="hidden", **private
         )  # this page has shown the model it loaded: opening the tab again keeps a pick made since
         self.unload.click(
             ctx.handler(unload),
@@ -240,7 +295,7 @@ class ChatTab:
             [self.status],
             **private,
             **lanes.NO_LANE,
-        )
+        ).then(ctx.handler(image_shown), ctx.inputs(), [self.image], show_progress="hidden", **private)
         self.mode.change(
             lambda mode: [gr.Chatbot(visible=mode != "Side by side"), gr.Row(visible=mode == "Side by side")],
             [self.mode],
@@ -251,15 +306,15 @@ class ChatTab:
         gr.on(
             [self.send.click, self.text.submit],
             ctx.handler(send),
-            ctx.inputs(self.text, self.system, self.mode, self.histories, *self.sampling, self.tools),
-            outputs,
+            ctx.inputs(self.text, self.system, self.mode, self.histories, *self.sampling, self.tools, self.image),
+            [*outputs, self.image],
             show_progress="minimal",
             **private,
             **lanes.NO_LANE,
         )
         # Stop reaches the worker directly; the streaming handler then ends by itself with the partial reply kept.
         self.stop.click(ctx.handler(stop), ctx.inputs(), None, concurrency_limit=None, **private)
-        self.clear.click(clear_clicked, None, outputs[:5], **private)
+        self.clear.click(lambda: [*clear_clicked(), None], None, [*outputs[:5], self.image], **private)
 
 
 def _relisted(pick: str | None, choices: list[tuple[str, str]], loaded: str | None = None) -> dict[str, Any]:

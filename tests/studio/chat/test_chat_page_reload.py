@@ -133,8 +133,9 @@ def test_the_page_load_event_sets_the_picker_in_the_language_of_the_page(tmp_pat
     with_adapter(make_run(tmp_path, "demo-dates", 1.0))
     client = StandInClient(tmp_path)
     loaded(client, Caller(tmp_path), "run:demo-dates")
-    status, picker, _ = run_event(page_with(tmp_path, client), "page_loaded", [None], "ja")  # _: the page's state
-    assert picker["value"] == "run:demo-dates"
+    # _: the page's state; image: the image box, hidden for a model that reads text only
+    status, picker, _, image = run_event(page_with(tmp_path, client), "page_loaded", [None], "ja")
+    assert picker["value"] == "run:demo-dates" and image["visible"] is False
     label = text("chat.model.final_adapter", "ja", name="demo-dates")
     assert [label, "run:demo-dates"] in picker["choices"] and html.escape(label) in status
 
