@@ -47,6 +47,7 @@ __all__ = [
     "TrainSection",
     "VisionSection",
     "load_config",
+    "vision_problems",
     "parse_config",
     "read_config_data",
     "save_config",
@@ -143,7 +144,8 @@ _ExactDumper.add_representer(str, _represent_exact_str)
 
 
 def vision_problems(config: RunConfig) -> list[Problem]:
-    """A vision-language run must train something of the parts the vision section leaves trainable."""
+    """A vision-language run must train something of the parts the vision section leaves trainable (checked with the
+    model's modality, engine.training.method_data: a text model's run ignores the section)."""
     vision = config.vision
     if config.adapter.is_lora and not (vision.train_language_model or vision.train_vision_tower):
         return [
@@ -160,7 +162,7 @@ def vision_problems(config: RunConfig) -> list[Problem]:
 
 def _combination_problems(config: RunConfig) -> list[Problem]:
     """Rules that involve more than one field."""
-    problems: list[Problem] = vision_problems(config)
+    problems: list[Problem] = []
     quantized = config.quantization.mode != "none"
     if quantized and config.adapter.method != "lora":
         problems.append(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from engine.config import ConfigError, Problem, RunConfig
+from engine.config import ConfigError, Problem, RunConfig, vision_problems
 from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
@@ -50,6 +50,8 @@ def require_modality(config: RunConfig, modality: str | None, fmt: str, source: 
     if images and (config.train.packing or config.train.padding_free == "on"):
         field = "train.packing" if config.train.packing else "train.padding_free"
         raise ConfigError([Problem(field, MODALITY_MISFIT["packed_images"])])
+    if modality == VISION and (problems := vision_problems(config)):
+        raise ConfigError(problems)
     if not images and modality == VISION:
         raise ConfigError(
             [Problem("data.path", MODALITY_MISFIT["text_to_vision"].format(source=source, model=model, format=fmt))]

@@ -143,3 +143,13 @@ def _adapter(run_dir: Path) -> torch.Tensor:
 
     weights = load_file(str(run_dir / "adapter" / "adapter_model.safetensors"))
     return torch.cat([weights[name].flatten() for name in sorted(weights)])
+
+
+def test_the_vision_section_binds_a_vision_run_only():
+    """LoRA with nothing LoRA can adapt is refused at its field for the VLM; a text model's run ignores the section."""
+    frozen = {"train_language_model": False, "train_vision_tower": False}
+    with pytest.raises(ConfigError) as caught:
+        check_run(vlm_config(vision=frozen))
+    assert caught.value.by_field()["vision.train_language_model"].startswith("LoRA needs the language model")
+    text_run = parse_config({"model": {"name_or_path": str(DEMO_MODEL)}, "vision": frozen})
+    assert check_run(text_run).data.format == "conversational"
