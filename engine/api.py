@@ -29,6 +29,7 @@ from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_co
 from engine.config.names import name_problem
 from engine.config.sections import DEMO_MODEL
 from engine.data.errors import DataError
+from engine.data.images import IMAGE_ROOTS_ENV
 from engine.data.loading import decoded_bytes
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.warnings import EVAL_FILE_PREFIX, EVAL_LABEL, WARNINGS
@@ -131,6 +132,7 @@ __all__ = [
     "METRICS_FILE",
     "MISFIT_ADVICE",
     "MODALITY_MISFIT",
+    "IMAGE_ROOTS_ENV",
     "OLDER_COMPLETIONS_FILE",
     "OPEN_STATES",
     "PAUSED",

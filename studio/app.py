@@ -32,7 +32,7 @@ from studio.i18n.catalog import key, text
 from studio.i18n.widgets import head_script, i18n, language_picker, marked, t, wire_language_picker
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
-from studio.path_guard import ASSETS_DIR
+from studio.path_guard import ASSETS_DIR, confine_images
 from studio.queue.scheduler import ensure_scheduler
 from studio.runs import api
 from studio.runs.data import pick_initial_run
@@ -107,6 +107,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
     (studio.demo.policy), which also starts the queue's scheduler thread."""
     workspace = Path(workspace).resolve()
     policy = policy.bound_to(workspace)  # its key signs and checks visitor tokens
+    confine_images(workspace, policy.enabled)
     with gr.Blocks(title=TITLE, fill_width=True, delete_cache=(UPLOADS_SWEEP_S, UPLOADS_MAX_AGE_S)) as demo:
         with gr.Row(elem_classes="ts-header-row", equal_height=True):
             gr.HTML(brand_html(), elem_classes="ts-html", scale=1)

@@ -14,7 +14,9 @@ import tempfile
 from pathlib import Path
 
 from engine.api import (
+    IMAGE_ROOTS_ENV,
     PROJECT_ROOT,
+    VISITORS_DIR,
     ConfigError,
     PathNotAllowed,
     Problem,
@@ -43,6 +45,20 @@ def allowed_roots(workspace: Path | None) -> list[Path]:
     """The folders a browser may name: the workspace, assets/, Gradio's uploads, STUDIO_ALLOWED_PATHS."""
     roots = [ASSETS_DIR, gradio_upload_dir(), *env_roots(ALLOWED_PATHS_ENV)]
     return [Path(workspace), *roots] if workspace is not None else roots
+
+
+def image_roots(workspace: Path, demo: bool) -> list[Path]:
+    """The folders the images of a dataset may come from: those a browser may name, or in demo mode the bundled
+    sets' and the visitors' upload folders (a visitor names no other path)."""
+    if demo:
+        return [BUNDLED_DATASETS, Path(workspace) / VISITORS_DIR]
+    return allowed_roots(workspace)
+
+
+def confine_images(workspace: Path, demo: bool) -> None:
+    """Hold this process's dataset checks, and the runs and jobs it starts, to ``image_roots`` (the engine reads
+    IMAGE_ROOTS_ENV): a dataset the page may read cannot make the engine open any other file as an image."""
+    os.environ[IMAGE_ROOTS_ENV] = os.pathsep.join(str(root) for root in image_roots(workspace, demo))
 
 
 def path_problem(value: str, roots: list[Path]) -> str | None:

@@ -23,6 +23,18 @@ OTHER_SECONDS = 0.2
 pytest_plugins = ["tests.helpers.small_disk"]
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _image_roots_kept_to_the_module():
+    """A studio built in a test module confines images for its whole process (studio.path_guard.confine_images);
+    the next module starts unconfined again, as a process without a studio is."""
+    before = os.environ.get("STUDIO_IMAGE_ROOTS")
+    yield
+    if before is None:
+        os.environ.pop("STUDIO_IMAGE_ROOTS", None)
+    else:
+        os.environ["STUDIO_IMAGE_ROOTS"] = before
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--store-file-seconds",

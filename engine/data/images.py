@@ -21,9 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import kind_of
+from engine.store.paths import PathNotAllowed, confine, env_roots
 
 # What an image is refused at before it is decoded: 8,192 x 8,192 (a 36 MP camera photo passes).
 MAX_DECODE_PIXELS = 8192 * 8192
+# The folders images may come from (os.pathsep-separated), when set: the studio sets it to the folders its page may
+# read, so a dataset cannot name any other file of the server as an image (its runs and jobs inherit it).
+IMAGE_ROOTS_ENV = "STUDIO_IMAGE_ROOTS"
 IMAGE_PLACEHOLDER = "<image>"
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
 
@@ -58,6 +62,7 @@ def resolve_image(reference: Any, base: Path | None) -> Path:
             if base is None:
                 raise ImageProblem(f"{reference!r} is a relative path, and the data has no folder to read it from")
             path = base / path
+        _confined(reference, path)
         if not path.is_file():
             raise ImageProblem(f"{reference!r}: no such file (looked for {path})")
     except (OSError, ValueError) as exc:
@@ -65,6 +70,18 @@ def resolve_image(reference: Any, base: Path | None) -> Path:
             raise
         raise ImageProblem(f"{reference!r} is not a usable path ({exc})") from None
     return path.resolve()
+
+
+def _confined(reference: str, path: Path) -> None:
+    """Refuse an image outside the folders IMAGE_ROOTS_ENV lists (nothing to refuse when it is not set); checked
+    before the file's existence, so a refusal never tells whether a file is there."""
+    roots = env_roots(IMAGE_ROOTS_ENV)
+    if not roots:
+        return
+    try:
+        confine(path, roots)
+    except PathNotAllowed:
+        raise ImageProblem(f"{reference!r} is outside the folders the studio may read images from") from None
 
 
 def check_image(path: Path) -> ImageFacts:

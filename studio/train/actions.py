@@ -28,6 +28,7 @@ from engine.api import (
     confine,
     decoded_bytes,
     init_from_problems,
+    load_config,
     name_problem,
     parse_config,
     pinned,
@@ -342,8 +343,8 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
     """(label, path) of the bundled presets and the workspace's saved configs (presets only in demo mode); the
     labels' words are translated by the page."""
     presets = [(f"{PRESET_LABEL} {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
-    if policy.enabled:
-        return presets
+    if policy.enabled:  # those a visitor can start as they are (not the vision demo: its model is not the demo's)
+        return [(label, path) for label, path in presets if not policy.problems(load_config(path))]
     saved = [(f"{SAVED_LABEL} {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
     return presets + saved
 

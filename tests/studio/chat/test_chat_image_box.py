@@ -20,6 +20,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.i18n.catalog import text
+from tests.engine.chat.test_chat_images import image_tokens
 from tests.helpers.demo_vlm_run import SHAPES, VLM_RUN_ID, VLM_RUN_NAME, trained_vlm_run
 from tests.helpers.pages import call_event
 from tests.helpers.visitors import ALICE, BOB, DEMO
@@ -142,7 +143,7 @@ def test_the_upload_reaches_the_worker_on_both_sides(client, workspace, uploads)
     assert tuned[1]["content"] == "".join(client.generate([sent], greedy)).lstrip()
     assert tuned_tokens == client.last_finish["prompt_tokens"]
     list(client.generate([{"role": "user", "content": QUESTION}], greedy))
-    assert tuned_tokens == client.last_finish["prompt_tokens"] + 16  # the image's 16 tokens were read
+    assert tuned_tokens == client.last_finish["prompt_tokens"] + image_tokens()  # the image's tokens were read
     assert base[1]["content"] != tuned[1]["content"]
 
     # A follow-up without an image: the first turn keeps its image in what the model reads.
