@@ -159,7 +159,8 @@ def test_an_entry_the_method_does_not_train_is_refused_by_name(shared_datasets: 
         inspect_run_data(config)
     assert caught.value.by_field() == {
         "data.path.1": f"{kto} is kto data (answers labelled desirable or not), and sft trains on "
-        "alpaca, conversational, prompt_completion, text, tools, vision data; remove it from data.path, or set method to kto"
+        "alpaca, conversational, prompt_completion, text, tools, vision data; remove it from data.path, or set method "
+        "to kto"
     }
     dpo = parse_config(
         {"method": "dpo", "data": {"path": [{"path": str(shared_datasets / "dpo_en_demo.json")}, {"path": DEMO_TRAIN}]}}
