@@ -10,7 +10,11 @@ from engine.store.paths import PROJECT_ROOT
 
 # Characters drawn as emoji by default (Unicode's Emoji_Presentation) in the Basic Multilingual Plane, the
 # emoji variation selector, and everything in the supplementary planes' emoji blocks.
-EMOJI_BMP = set("⌚⌛⏩⏪⏫⏬⏰⏳☔☕♈♉♊♋♌♍♎♏♐♑♒♓♿⚓⚡⚪⚫⚽⚾⛄⛅⛎⛔⛪⛲⛳⛵⛺⛽✅✊✋✨❌❎❓❔❕❗➕➖➗➰➿⬛⬜⭐⭕")
+EMOJI_BMP = set(
+    "⌚⌛⏩⏪⏫⏬⏰⏳☔☕♈♉♊♋♌♍♎♏♐♑♒♓♿"
+    "⚓⚡⚪⚫⚽⚾⛄⛅⛎⛔⛪⛲⛳⛵⛺⛽"
+    "✅✊✋✨❌❎❓❔❕❗➕➖➗➰➿⬛⬜⭐⭕"
+)
 VARIATION_EMOJI = "\ufe0f"
 
 
