@@ -3,7 +3,7 @@
 Run ``python assets/build_demo_vlm.py`` from anywhere (paths are relative to this file), after
 ``assets/build_demo.py``: the language model of the demo VLM is the text demo's pre-trained model. Everything
 is synthetic and seeded, so a re-run on the same machine rebuilds the same files. Nothing is downloaded; the
-script runs offline on a CPU in about four minutes on 2 cores.
+script runs offline on a CPU in three to four minutes on 2 cores.
 
 The model, ``assets/demo-vlm/``, is a real ``LlavaForConditionalGeneration`` with its ``LlavaProcessor``, put
 together the way LLaVA is:
@@ -119,8 +119,8 @@ SUPERSAMPLE = 4  # shapes are drawn at 4x and scaled down, so their edges are sm
 
 # What the fine-tune reaches (measured with benchmarks/demo_vlm_bare.py), for the model card and the README.
 DEMO_RESULT = """LoRA on the language model (r 16, alpha 32, its attention and MLP projections), with the projector
-trained in full and the vision tower frozen, lr 3e-3 (cosine), 400 steps of 16 rows, takes about a minute on
-2 CPU cores and scores 91-98% (`python benchmarks/demo_vlm_bare.py --seeds 0 1 2`)."""
+trained in full and the vision tower frozen, lr 3e-3 (cosine), 300 steps of 16 rows, takes under a minute on
+2 CPU cores and scores 94-96% (`python benchmarks/demo_vlm_bare.py --seeds 0 1 2`)."""
 
 COLOUR_QUESTIONS = ["What colour is the shape?", "Which colour is this shape?", "Name the colour of the shape."]
 SHAPE_QUESTIONS = ["What shape is this?", "Which shape do you see?", "Name the shape."]
@@ -682,7 +682,7 @@ tower's last layer, CLS token and {PATCHES} patches (`vision_feature_select_stra
 
 ## How it was built
 
-`python assets/build_demo_vlm.py` (seed {SEED}, offline, about four minutes on 2 CPU cores), from the text demo
+`python assets/build_demo_vlm.py` (seed {SEED}, offline, three to four minutes on 2 CPU cores), from the text demo
 model (`assets/demo-model/`, built by `assets/build_demo.py`):
 
 1. the language model starts as the text demo's pre-trained LLaMA, and the tokenizer is its tokenizer, with the
