@@ -18,6 +18,7 @@ import torch
 
 from engine.export.gguf.writer import write_gguf
 from engine.store.paths import PROJECT_ROOT
+from tests.helpers.llama_runtime import load_llama
 
 DEMO_MODEL = PROJECT_ROOT / "assets" / "demo-model"
 SHAPE = {
@@ -79,7 +80,7 @@ def test_llama_cpp_logits_match_transformers(case: str, tmp_path: Path):
     model = tiny_model(model_type, tmp_path / "model", **changes)
     written = write_gguf(tmp_path / "model", tmp_path / "model.gguf", "f16", case)
     assert written["architecture"] == {"mistral": "llama"}.get(model_type, model_type)
-    llm = llama_cpp.Llama(model_path=str(tmp_path / "model.gguf"), logits_all=True, verbose=False, n_ctx=128)
+    llm = load_llama(str(tmp_path / "model.gguf"), logits_all=True, verbose=False, n_ctx=128)
     for ids in PROMPTS:
         with torch.inference_mode():
             expected = model(input_ids=torch.tensor([ids])).logits[0, -1].numpy()
@@ -107,14 +108,10 @@ def test_lora_adapter_gguf_on_the_base_gguf_matches_peft(tmp_path: Path, rslora:
     config = base_config(str(DEMO_MODEL))
     adapted = write_lora_gguf(tmp_path / "adapter", config, check_model_config(config), tmp_path / "lora.gguf", "f16")
     assert adapted == 4 * 7  # q, k, v, o, gate, up, down in each of 4 layers
-    llm = llama_cpp.Llama(
-        model_path=str(tmp_path / "base.gguf"),
-        lora_path=str(tmp_path / "lora.gguf"),
-        logits_all=True,
-        verbose=False,
-        n_ctx=128,
+    llm = load_llama(
+        str(tmp_path / "base.gguf"), str(tmp_path / "lora.gguf"), logits_all=True, verbose=False, n_ctx=128
     )
-    plain = llama_cpp.Llama(model_path=str(tmp_path / "base.gguf"), logits_all=True, verbose=False, n_ctx=128)
+    plain = load_llama(str(tmp_path / "base.gguf"), logits_all=True, verbose=False, n_ctx=128)
     for ids in PROMPTS:
         with torch.inference_mode():
             expected = model(input_ids=torch.tensor([ids])).logits[0, -1].numpy()

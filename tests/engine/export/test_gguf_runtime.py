@@ -28,6 +28,7 @@ from engine.runs.jobs import Progress
 from engine.store.paths import PROJECT_ROOT
 from engine.store.workspace import exports_dir
 from tests.helpers.demo_run import trained_demo_run
+from tests.helpers.llama_runtime import load_llama
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +103,7 @@ def llama_greedy(llm: llama_cpp.Llama, ids: list[int], eos: int) -> list[int]:
 
 
 def load(path: Path) -> llama_cpp.Llama:
-    return llama_cpp.Llama(model_path=str(path), logits_all=False, verbose=False, n_ctx=256, seed=0)
+    return load_llama(str(path), logits_all=False, verbose=False, n_ctx=256, seed=0)
 
 
 def test_f16_greedy_tokens_equal_transformers_on_ten_held_out_prompts(exports, reference):
