@@ -57,10 +57,19 @@ def _train(run_dir: Path, config: dict) -> None:
 def trained_demo_run(tmp_path_factory: pytest.TempPathFactory, workspace: Path, tuned: bool = False) -> Path:
     """A completed demo run at ``workspace/runs/demo-run`` (trained on first use in the session, then copied);
     ``tuned``: the whole preset instead of 60 steps."""
-    cached = tmp_path_factory.getbasetemp() / ("tuned-run-cache" if tuned else "demo-run-cache") / "runs" / RUN_ID
+    cache = "tuned-run-cache" if tuned else "demo-run-cache"
+    return cached_run(tmp_path_factory, workspace, cache, RUN_ID, tuned_config() if tuned else demo_config())
+
+
+def cached_run(
+    tmp_path_factory: pytest.TempPathFactory, workspace: Path, cache: str, run_id: str, config: dict
+) -> Path:
+    """A completed run of ``config`` at ``workspace/runs/<run_id>``: trained through the CLI on first use in the
+    session (kept under ``cache`` in pytest's base temp), then copied."""
+    cached = tmp_path_factory.getbasetemp() / cache / "runs" / run_id
     if not (cached / "adapter" / "adapter_model.safetensors").is_file():
         shutil.rmtree(cached, ignore_errors=True)
-        _train(cached, tuned_config() if tuned else demo_config())
-    run_dir = Path(workspace) / "runs" / RUN_ID
+        _train(cached, config)
+    run_dir = Path(workspace) / "runs" / run_id
     shutil.copytree(cached, run_dir)
     return run_dir

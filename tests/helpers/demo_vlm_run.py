@@ -5,16 +5,12 @@ answer differently from the base (the base has never seen an image or the chat f
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from engine.store.paths import PROJECT_ROOT
+from tests.helpers.demo_run import cached_run
 
 VLM_RUN_ID = "demo-vlm-run"
 VLM_RUN_NAME = "demo-shapes"
@@ -36,21 +32,4 @@ def vlm_config() -> dict:
 def trained_vlm_run(tmp_path_factory: pytest.TempPathFactory, workspace: Path) -> Path:
     """A completed demo VLM run at ``workspace/runs/demo-vlm-run`` (trained on first use in the session, then
     copied)."""
-    cached = tmp_path_factory.getbasetemp() / "demo-vlm-run-cache" / "runs" / VLM_RUN_ID
-    if not (cached / "adapter" / "adapter_model.safetensors").is_file():
-        shutil.rmtree(cached, ignore_errors=True)
-        config_path = cached.parent.parent / "demo-vlm.yaml"
-        config_path.parent.mkdir(parents=True, exist_ok=True)
-        config_path.write_text(yaml.safe_dump(vlm_config()))
-        result = subprocess.run(
-            [sys.executable, "-m", "engine", "train", str(config_path), "--run-dir", str(cached)],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        )
-        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    run_dir = Path(workspace) / "runs" / VLM_RUN_ID
-    shutil.copytree(cached, run_dir)
-    return run_dir
+    return cached_run(tmp_path_factory, workspace, "demo-vlm-run-cache", VLM_RUN_ID, vlm_config())
