@@ -28,7 +28,6 @@ from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
-from engine.chat.client import ChatError, ModelSpec, ResolvedModel, SamplingParams, resolve_model
 from engine.chat.images import (
     ImageRefused,
     canonical_messages,
@@ -37,6 +36,7 @@ from engine.chat.images import (
     vision_conversation,
     without_images,
 )
+from engine.chat.spec import ChatError, ModelSpec, ResolvedModel, SamplingParams, resolve_model
 
 NICENESS = 10  # below the studio and any training, which must never wait for a chat reply
 

@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep-status":
             return _sweep_status(args)
         if args.command == "chat-worker":
-            from engine.chat.client import ModelSpec
+            from engine.chat.spec import ModelSpec
             from engine.chat.worker import serve
 
             return serve(ModelSpec(args.base, args.run_dir, args.checkpoint), args.workspace)
