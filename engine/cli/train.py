@@ -174,7 +174,7 @@ def train(args: argparse.Namespace) -> int:
     except OSError as exc:  # the workspace's lock file cannot be made (a read-only workspace)
         return error(f"cannot start a run in {workspace}: {exc.strerror or exc}")
     print(f"run directory: {run_dir}", flush=True)
-    return follow_run(run_dir, config, 0)
+    return follow_run(run_dir, 0)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -188,14 +188,14 @@ def resume(args: argparse.Namespace) -> int:
         checkpoint = resume_point(run_dir, args.checkpoint)
     except RunError as exc:
         return error(str(exc))
-    config = _resumed_config(run_dir, args.set)
+    _resumed_config(run_dir, args.set)  # checks and saves the --set changes
     print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
     offset = log_offset(run_dir)
     try:
         start(run_dir, checkpoint)
     except RunError as exc:
         return error(str(exc))
-    return follow_run(run_dir, config, offset)
+    return follow_run(run_dir, offset)
 
 
 def _resumed_config(run_dir: Path, sets: list[str] | None) -> RunConfig:
@@ -217,18 +217,13 @@ def _resumed_config(run_dir: Path, sets: list[str] | None) -> RunConfig:
     return config
 
 
-def follow_run(run_dir: Path, config: RunConfig, offset: int) -> int:
-    """Follow the started run to its end, its method's metrics in its progress lines; the exit code for how it
-    ended (RUN_EXIT_CODES)."""
-    from engine.cli.progress import MethodProgress, method_metrics
+def follow_run(run_dir: Path, offset: int) -> int:
+    """Follow the started run to its end (train.log's lines carry its method's metrics); the exit code for how
+    it ended (RUN_EXIT_CODES)."""
     from engine.runs.follow import follow
     from engine.runs.status import status
 
-    progress = MethodProgress(run_dir, method_metrics(config))
-    try:
-        code = follow(run_dir, offset, progress)
-    finally:
-        progress.close()
+    code = follow(run_dir, offset)
     state = status(run_dir).state
     if state in RUN_EXIT_CODES:
         return RUN_EXIT_CODES[state]

@@ -24,6 +24,7 @@ __all__ = [
     "Method",
     "MetricChart",
     "TrainerParts",
+    "charted_keys",
     "method_charts",
     "method_of",
 ]
@@ -48,6 +49,12 @@ def method_charts() -> dict[str, MetricChart]:
         for chart in method.charts:
             found.setdefault(chart.key, chart)
     return found
+
+
+def charted_keys(config: RunConfig) -> list[str]:
+    """The metrics keys the run's method charts for this config (its charts whose ``drawn_for`` holds), in its
+    record's order: what train.log's progress lines show besides the loss."""
+    return [chart.key for chart in method_of(config).charts if chart.drawn_for(config)]
 
 
 def rows_batched_names() -> str:

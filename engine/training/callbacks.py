@@ -49,6 +49,7 @@ class RunDirCallback(TrainerCallback):
         already_logged: set[tuple[str, int]] | None = None,
         status_interval_s: float = 0.25,
         start_step: int = 0,
+        method_keys: list[str] | None = None,
     ):
         self.run_dir = run_dir
         self.stop = stop
@@ -56,6 +57,9 @@ class RunDirCallback(TrainerCallback):
         # (event, step) pairs a resumed run already has in metrics.jsonl: never written twice.
         self.already_logged = already_logged or set()
         self.status_interval_s = status_interval_s
+        # The method's own metrics (GRPO's reward, DPO's margins): its progress lines show them before the loss,
+        # which GRPO logs as 0 by design (engine.methods.charted_keys).
+        self.method_keys = method_keys or []
         self.bad_loss: str | None = None
         self.bad_loss_step: int | None = None
         # The last step whose logged loss was finite (a resumed run starts from a good checkpoint).
@@ -120,7 +124,7 @@ class RunDirCallback(TrainerCallback):
             return
         self.already_logged.add(key)
         append_metrics(self.run_dir, [event])
-        print(_log_line(event, state.max_steps), flush=True)
+        print(_log_line(event, state.max_steps, self.method_keys), flush=True)
 
     def _watch_loss(self, state: Any, control: Any, logs: dict[str, Any]) -> None:
         """Stop on a NaN / infinite loss or gradient norm, without saving the weights it has spoilt."""
@@ -154,9 +158,18 @@ class RunDirCallback(TrainerCallback):
         return event
 
 
-def _log_line(event: dict[str, Any], max_steps: int) -> str:
-    """One readable train.log line for a metrics event."""
-    shown = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second")
+_SHOWN = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second")
+
+
+def _log_line(event: dict[str, Any], max_steps: int, method_keys: list[str]) -> str:
+    """One readable train.log line for a metrics event: the method's metrics (``eval_``-prefixed in an eval
+    event) first, then what every method logs."""
+    prefix = "eval_" if event["event"] == "eval" else ""
+    values = [(key, event.get(prefix + key)) for key in method_keys] + [(key, event.get(key)) for key in _SHOWN]
     parts = [f"{event['event']} step {event['step']}/{max_steps}", f"epoch {event['epoch']:.2f}"]
-    parts += [f"{key} {event[key]:.4g}" for key in shown if isinstance(event.get(key), (int, float))]
+    parts += [f"{key} {value:.4g}" for key, value in values if _is_number(value)]
     return " | ".join(parts)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import ConfigError, RunConfig, load_config
+from engine.methods import charted_keys
 from engine.store.disk import DISK_FULL_WORDS, disk_full_errno
 from engine.store.rundir import (
     CHECKPOINTS_DIR,
@@ -190,7 +191,14 @@ def run(run_dir: Path, checkpoint_step: int | None = None, stop: StopRequest | N
     try:
         config = load_config(run_dir / CONFIG_FILE)
         logged = _resume_marker(run_dir, checkpoint_step) if checkpoint_step is not None and rank.is_main else set()
-        callback = RunDirCallback(run_dir, stop, rank.is_main, already_logged=logged, start_step=checkpoint_step or 0)
+        callback = RunDirCallback(
+            run_dir,
+            stop,
+            rank.is_main,
+            already_logged=logged,
+            start_step=checkpoint_step or 0,
+            method_keys=charted_keys(config),
+        )
         trainer = _build_trainer(config, run_dir, callback)
         resume_from = str(checkpoint_path(run_dir, checkpoint_step)) if checkpoint_step is not None else None
         if stop.requested:  # stopped while loading: nothing trained, nothing to save

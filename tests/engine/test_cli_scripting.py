@@ -1,6 +1,6 @@
 """``python -m engine`` as a script drives it, through the real CLI process and real runs of the demo model: --set
 and --init-from instead of a copied YAML, exit codes that say how a run ended, Ctrl-C named as Ctrl-C, a --help
-without internal commands, presets that continue another run, each method's own metrics in its progress lines,
+without internal commands, presets that continue another run, each method's own metrics in its progress lines (train.log's own),
 and refusals (not tracebacks) for folders that cannot hold a run or an export."""
 
 from __future__ import annotations
@@ -205,6 +205,7 @@ def test_grpo_from_a_run_prints_its_rewards(sft_run: Path, tmp_path: Path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "meant to continue" not in result.stdout
     lines = _step_lines(result.stdout)
+    assert _step_lines((run_dir / "train.log").read_text()) == lines  # the run's own log says the same
     events = [event for event in iter_metrics(run_dir) if event["event"] == "train"]
     assert sorted(lines) == [event["step"] for event in events] == [1, 2]
     for event in events:
@@ -226,6 +227,7 @@ def test_dpo_prints_its_reward_margins(tmp_path: Path):
     for kind, prefix in (("train", ""), ("eval", "eval_")):
         lines = _step_lines(result.stdout, kind)
         assert lines, result.stdout
+        assert _step_lines((run_dir / "train.log").read_text(), kind) == lines
         for step, line in lines.items():
             event = events[(kind, step)]
             for key in ("rewards/margins", "rewards/chosen", "rewards/rejected", "rewards/accuracies"):
