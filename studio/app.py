@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from engine.api import runs
 from studio.chat.tab import build_chat_tab
@@ -25,6 +26,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.identity import client_address
 from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
+from studio.demo.sent_budget import SentBudget
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
 from studio.i18n import catalog
@@ -205,8 +207,8 @@ def theme() -> gr.themes.Base:
 def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, Any]:
     """What Gradio 6 takes at launch() rather than in Blocks(): theme, CSS, the words of every language
     (studio.i18n) and the page script that picks one, the live charts' page script, the plain HTTP routes it
-    reads (studio.monitor.routes) for ``workspace``'s runs, and the largest upload (the demo's cap in demo mode,
-    ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
+    reads (studio.monitor.routes) for ``workspace``'s runs, its middleware, and the largest upload (the demo's cap
+    in demo mode, ``max_upload_mb`` of the studio otherwise), which Gradio refuses before storing."""
     script = LIVE_CHARTS_JS.read_text(encoding="utf-8")
     trust_no_forwarded_headers()
     return {
@@ -215,8 +217,13 @@ def launch_options(workspace: Path, policy: DemoPolicy = NORMAL) -> dict[str, An
         "css_paths": [CSS_PATH, TOOLS_CSS_PATH, CHAT_CSS_PATH],
         "head": head_script() + f"<script>{script}</script>",
         "i18n": i18n(),
-        "app_kwargs": {"routes": live_routes(Path(workspace).resolve(), policy)},
+        "app_kwargs": {"routes": live_routes(Path(workspace).resolve(), policy), "middleware": middleware(policy)},
     }
+
+
+def middleware(policy: DemoPolicy) -> list[Middleware]:
+    """The studio's own ASGI middleware: in demo mode, the cap on the bytes one address sends an hour."""
+    return [Middleware(SentBudget, policy=policy)] if policy.enabled else []
 
 
 def trust_no_forwarded_headers() -> None:

@@ -3,7 +3,7 @@
 A token is ``<id>.<signature>``: a random id and an HMAC-SHA256 of it under a key that stays on the server
 (``WORKSPACE/.visitor-key``, mode 0600, never sent to a page). Only the server can make a token that verifies,
 so the per-visitor limits (one queued or running run, an upload quota) hold per token the server handed out;
-and the server hands out a bounded number of new tokens per client address (``MintLimiter``). The browser keeps
+and the server hands out a bounded number of new tokens per client address (studio.demo.budget). The browser keeps
 its token in ``gr.BrowserState`` only so that it survives a refresh: Gradio publishes that component's
 encryption secret in the page config, so the storage protects nothing and the signature is what counts.
 """
@@ -16,10 +16,7 @@ import hmac
 import os
 import re
 import secrets
-import threading
-import time
-from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from engine.api import visitor_key_file
@@ -65,46 +62,6 @@ def verify_token(key: bytes, token: object) -> str | None:
     if match is None or not hmac.compare_digest(match.group(2), _signature(key, match.group(1))):
         return None
     return token
-
-
-class MintLimiter:
-    """At most ``limit`` new identities per client address in any ``window_s`` seconds (a sliding window).
-
-    Kept in the studio's memory: a restart forgets the counts, which costs a flooder one restart's worth of
-    tokens, while the demo's cap on queued runs still bounds what those tokens can do.
-    """
-
-    def __init__(self, limit: int, window_s: float, clock: Callable[[], float] = time.monotonic):
-        self.limit, self.window_s, self.clock = limit, window_s, clock
-        self._times: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def allow(self, client: str) -> bool:
-        """Count one new identity for ``client``; False (and nothing counted) when it is over the limit."""
-        now = self.clock()
-        with self._lock:
-            self._forget_before(now - self.window_s)
-            times = self._times.setdefault(client, deque())
-            if len(times) >= self.limit:
-                return False
-            times.append(now)
-            return True
-
-    def retry_in(self, client: str) -> float:
-        """Seconds until ``client`` may get a new identity again (0 when it may now)."""
-        with self._lock:
-            times = self._times.get(client)
-            if not times or len(times) < self.limit:
-                return 0.0
-            return max(0.0, times[0] + self.window_s - self.clock())
-
-    def _forget_before(self, cutoff: float) -> None:
-        for client in list(self._times):
-            times = self._times[client]
-            while times and times[0] <= cutoff:
-                times.popleft()
-            if not times:
-                del self._times[client]
 
 
 def client_address(peer: str | None, headers: Mapping[str, str], proxy_hops: int) -> str:

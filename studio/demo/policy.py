@@ -32,7 +32,8 @@ from engine.api import (
     runs_dir,
     visitor_datasets_dir,
 )
-from studio.demo.identity import MintLimiter, mint_token, verify_token, visitor_key
+from studio.demo.budget import AddressBudget
+from studio.demo.identity import mint_token, verify_token, visitor_key
 from studio.demo.shown import server_roots, shown_value
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import to_widget
@@ -98,18 +99,19 @@ class DemoPolicy:
     max_completion_tokens: int = 128  # the longest sampled answer (GRPO)
     max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo
     visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
+    sent_mb_per_hour: float = 400.0  # request bodies (uploads above all) from one client address in any hour
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
     new_visitors_per_window: int = 10  # new visitor tokens per client address ...
     new_visitor_window_minutes: float = 10.0  # ... in any window this long
     proxy_hops: int = 0  # trusted proxies in front of the studio (1 on a Hugging Face Space)
     key: bytes = field(default=b"", repr=False, compare=False)  # signs visitor tokens; set by bound_to
-    limiter: MintLimiter | None = field(default=None, repr=False, compare=False)
+    limiter: AddressBudget | None = field(default=None, repr=False, compare=False)
 
     def bound_to(self, workspace: Path) -> DemoPolicy:
         """This policy with the workspace's signing key and a fresh limiter of new visitors (demo mode only)."""
         if not self.enabled:
             return self
-        limiter = MintLimiter(self.new_visitors_per_window, self.new_visitor_window_minutes * 60)
+        limiter = AddressBudget(self.new_visitors_per_window, self.new_visitor_window_minutes * 60)
         return dataclasses.replace(self, key=visitor_key(workspace), limiter=limiter)
 
     def visitor(self, token: object) -> str | None:
@@ -120,7 +122,7 @@ class DemoPolicy:
     def new_visitor(self, client: str) -> str | None:
         """A new visitor token for a page from ``client`` (an address); None when that address has had its
         share of new tokens for now (see ``new_visitor_wait``)."""
-        if not self.enabled or not self.key or (self.limiter and not self.limiter.allow(client)):
+        if not self.enabled or not self.key or (self.limiter and not self.limiter.take(client)):
             return None
         return mint_token(self.key)
 

@@ -5,6 +5,7 @@ per-visitor disk quota."""
 from __future__ import annotations
 
 import json
+import math
 import stat
 import urllib.error
 import urllib.request
@@ -18,8 +19,9 @@ from engine.runs import queue as run_queue
 from engine.store.rundir import update_status
 from engine.store.workspace import visitor_key_file
 from studio.app import build_app, initial_view, launch_options
+from studio.demo.budget import AddressBudget
 from studio.demo.caller import Caller
-from studio.demo.identity import MintLimiter, client_address, mint_token
+from studio.demo.identity import client_address, mint_token
 from studio.demo.policy import MB, DemoPolicy, owner_tag, visitor_uploads
 from studio.demo.queue import NO_VISITOR, enqueue_run
 from studio.demo.quota import start_refusal, upload_refusal, visitor_usage
@@ -85,14 +87,27 @@ def test_a_client_gets_a_bounded_number_of_new_visitors(tmp_path: Path) -> None:
 
 def test_the_limit_is_a_sliding_window() -> None:
     now = [1000.0]
-    limiter = MintLimiter(2, 60.0, clock=lambda: now[0])
-    assert limiter.allow("a") is True
+    limiter = AddressBudget(2, 60.0, clock=lambda: now[0])
+    assert limiter.take("a") is True
     now[0] = 1020.0
-    assert [limiter.allow("a"), limiter.allow("a")] == [True, False]
+    assert [limiter.take("a"), limiter.take("a")] == [True, False]
     assert limiter.retry_in("a") == 40.0 and limiter.retry_in("b") == 0.0
     now[0] = 1060.5  # the first one has left the window, the second has not
-    assert [limiter.allow("a"), limiter.allow("a")] == [True, False]
-    assert limiter.allow("b") is True  # every address has its own count
+    assert [limiter.take("a"), limiter.take("a")] == [True, False]
+    assert limiter.take("b") is True  # every address has its own count
+
+
+def test_a_budget_of_bytes_counts_amounts_and_says_when_enough_has_left() -> None:
+    now = [0.0]
+    budget = AddressBudget(100, 60.0, clock=lambda: now[0])
+    assert budget.take("a", 60) is True
+    now[0] = 10.0
+    assert budget.take("a", 30) is True
+    assert budget.take("a", 20) is False and budget.retry_in("a", 20) == 50.0  # the 60 leaves at 60 s
+    assert budget.retry_in("a", 10) == 0.0 and budget.take("a", 10) is True  # exactly the limit
+    assert budget.retry_in("a", 101) == math.inf and budget.take("a", 101) is False  # never fits
+    now[0] = 60.5
+    assert budget.take("a", 60) is True  # the first 60 has left the window
 
 
 def test_the_client_address_trusts_forwarded_headers_only_behind_a_proxy() -> None:
