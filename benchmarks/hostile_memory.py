@@ -71,7 +71,11 @@ def parquet_bomb(folder: Path) -> Path:
     return path
 
 
-def main() -> None:
+Payload = tuple[str, Callable[[], Any], Callable[[], Any]]  # its name, a benign call of its kind, the hostile one
+
+
+def payloads(scratch: Path) -> list[Payload]:
+    """Each hostile payload as the studio calls it, beside a benign call of the same kind (files in ``scratch``)."""
     from engine.api import inspect_run_data, parse_config
     from engine.training.modeling import load_tokenizer
 
@@ -84,63 +88,60 @@ def main() -> None:
             parse_config({"data": {**data.model_dump(), "chat_template": template}}), tokenizer
         )
 
+    def many_templates() -> None:  # many distinct templates: transformers caches 128 compiled ones
+        for number in range(20):
+            with contextlib.suppress(Exception):
+                check_with_template(f"{{% if false %}}{{{{ 'x{number}' * 40000000 }}}}{{% endif %}}" + CHATML)()
+
     def regex_reward(pattern: str) -> Callable[[], Any]:
         return lambda: parse_config({"method": "grpo", "grpo": {"rewards": [{"kind": "regex", "pattern": pattern}]}})
 
+    bomb = parquet_bomb(scratch)
+    small = scratch / "small.jsonl"
+    small.write_text('{"text": "a short row"}\n' * 8)
+
+    def rows_of(path: Path) -> Callable[[], Any]:
+        return lambda: inspect_run_data(parse_config({"data": {"path": str(path), "format": "text"}}))
+
+    def demo_upload(path: Path) -> Callable[[], Any]:
+        """The demo's upload of a dataset (this tree's studio.train.actions.upload_dataset)."""
+        from studio.demo.caller import Caller
+        from studio.demo.policy import DemoPolicy
+        from studio.train.actions import upload_dataset
+
+        workspace = scratch / "workspace"
+        workspace.mkdir(exist_ok=True)
+        policy = DemoPolicy(enabled=True).bound_to(workspace)
+        caller = Caller(workspace, policy, policy.new_visitor("127.0.0.1"))
+
+        def upload() -> str:
+            copied, error = upload_dataset(caller, path)
+            if error:  # the panel's Markdown: its last line is the reason
+                raise ValueError(error.strip().splitlines()[-1])
+            return str(copied)
+
+        return upload
+
+    fold_bomb = "{% if false %}{{ 'x' * 100000 * 10000 }}{% endif %}" + CHATML
+    return [
+        (
+            "template: a never-run branch folding to 1 GB",
+            check_with_template(CHATML + "x"),
+            check_with_template(fold_bomb),
+        ),
+        ("template: 20 such templates, each new", check_with_template(CHATML + "y"), many_templates),
+        ("regex reward ((a{100}){100}){100}", regex_reward(r"\d+"), regex_reward("((a{100}){100}){100}")),
+        ("parquet: 523 bytes holding 1.5 GB, row check", rows_of(small), rows_of(bomb)),
+        ("parquet: the same, uploaded to the demo", demo_upload(small), demo_upload(bomb)),
+    ]
+
+
+def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
-        bomb = parquet_bomb(Path(scratch))
-        small = Path(scratch) / "small.jsonl"
-        small.write_text('{"text": "a short row"}\n' * 8)
-
-        def rows_of(path: Path) -> Callable[[], Any]:
-            return lambda: inspect_run_data(parse_config({"data": {"path": str(path), "format": "text"}}))
-
-        def demo_upload(path: Path) -> Callable[[], Any]:
-            """The demo's upload of a dataset (this tree's studio.train.actions.upload_dataset)."""
-            from studio.demo.caller import Caller
-            from studio.demo.policy import DemoPolicy
-            from studio.train.actions import upload_dataset
-
-            workspace = Path(scratch) / "workspace"
-            workspace.mkdir(exist_ok=True)
-            policy = DemoPolicy(enabled=True).bound_to(workspace)
-            caller = Caller(workspace, policy, policy.new_visitor("127.0.0.1"))
-
-            def upload() -> str:
-                copied, error = upload_dataset(caller, path)
-                if error:  # the panel's Markdown: its last line is the reason
-                    raise ValueError(error.strip().splitlines()[-1])
-                return str(copied)
-
-            return upload
-
-        payloads = [
-            (
-                "template: a never-run branch folding to 1 GB",
-                check_with_template,
-                CHATML + "x",
-                "{% if false %}{{ 'x' * 100000 * 10000 }}{% endif %}" + CHATML,
-            ),
-            ("template: 20 such templates, each new", check_with_template, CHATML + "y", None),
-            ("regex reward ((a{100}){100}){100}", regex_reward, r"\d+", "((a{100}){100}){100}"),
-            ("parquet: 523 bytes holding 1.5 GB, row check", rows_of, small, bomb),
-            ("parquet: the same, uploaded to the demo", demo_upload, small, bomb),
-        ]
         print(f"{'payload':48} {'before':>8} {'peak':>8} {'after':>8} {'after-before':>13}  answer")
-        for name, make, benign, hostile in payloads:
-            make(benign)()  # imports and caches first
-            if hostile is None:  # many distinct templates: transformers caches 128 compiled ones
-
-                def many() -> None:
-                    for number in range(20):
-                        with contextlib.suppress(Exception):
-                            check_with_template(
-                                f"{{% if false %}}{{{{ 'x{number}' * 40000000 }}}}{{% endif %}}" + CHATML
-                            )()
-
-                before, peak, after, answer = measured(many)
-            else:
-                before, peak, after, answer = measured(make(hostile))
+        for name, benign, hostile in payloads(Path(scratch)):
+            benign()  # imports and caches first
+            before, peak, after, answer = measured(hostile)
             print(
                 f"{name:48} {before / MB:7.0f}M {peak / MB:7.0f}M {after / MB:7.0f}M {(after - before) / MB:+12.0f}M"
                 f"  {answer}"
