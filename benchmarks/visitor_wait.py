@@ -4,8 +4,8 @@ A real demo studio serves on a port in this process. Visitor B is a separate pro
 charts as a page does: it asks the charts route every 50 ms and reports each answer's latency. Meanwhile visitor
 A's payloads go through the calls the studio makes for them, on a thread as Gradio's worker pool runs an event:
 each hostile payload of benchmarks/hostile_memory.py, and a flood of anonymous uploads to Gradio's upload route
-(20 files of 19 MB from one address). Each payload runs beside a benign call of its kind, arms alternated, for
-``--rounds`` rounds; B's latencies while each call runs are compared with B's latencies while nothing runs.
+(20 files of 19 MB from one address). For ``--rounds`` rounds, B's latencies while a payload runs are compared
+with B's latencies while A sends nothing for as long (arms alternated), so both arms see the same machine.
 
     python benchmarks/visitor_wait.py
     python benchmarks/visitor_wait.py --rounds 3
@@ -73,8 +73,8 @@ class Watcher:
         self.process.kill()
 
 
-def timed(call: Callable[[], Any], watcher: Watcher) -> list[float]:
-    """B's latencies while ``call`` runs on a thread of its own (a refusal is an answer too)."""
+def timed(call: Callable[[], Any], watcher: Watcher) -> tuple[list[float], float]:
+    """B's latencies while ``call`` runs on a thread of its own (a refusal is an answer too), and how long it ran."""
 
     def run() -> None:
         with contextlib.suppress(Exception):  # the hostile arm is meant to be refused
@@ -87,7 +87,7 @@ def timed(call: Callable[[], Any], watcher: Watcher) -> list[float]:
     worker.join()
     end = time.time()
     time.sleep(0.3)  # B's request still waiting at the end answers
-    return watcher.during(start, end)
+    return watcher.during(start, end), end - start
 
 
 def serve(workspace: Path) -> tuple[Any, str, str]:
@@ -137,9 +137,12 @@ def port_of(base: str) -> str:
 
 
 def summary(latencies: list[float]) -> str:
+    """Median, 95th percentile and largest latency, in ms."""
     if not latencies:
         return "no answers"
-    return f"median {statistics.median(latencies) * 1e3:6.0f} ms, max {max(latencies) * 1e3:6.0f} ms"
+    ordered = sorted(latencies)
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"{statistics.median(ordered) * 1e3:5.0f} / {p95 * 1e3:5.0f} / {ordered[-1] * 1e3:5.0f}"
 
 
 def main() -> None:
@@ -152,24 +155,24 @@ def main() -> None:
         try:
             while len(watcher.answers) < 20:
                 time.sleep(0.1)
-            quiet = timed(lambda: time.sleep(5), watcher)
-            print(f"B with nothing else running: {summary(quiet)}", flush=True)
             files = gradio_upload_dir() / f"visitor-wait-{port_of(base)}"  # where the demo takes a visitor's file from
             files.mkdir(parents=True, exist_ok=True)
             calls = payloads(files)
             calls.append((f"{UPLOADS} anonymous uploads of {UPLOAD_MB} MB", lambda: None, upload_flood(base)))
-            print(f"{'payload (A)':48} {'B during the benign call':>34} {'B during the hostile one':>34}  extra max")
+            print(
+                "B's latency, median / p95 / max in ms, while A sends nothing (for as long) and while A's payload runs"
+            )
+            print(f"{'payload (A)':48} {'quiet':>19} {'hostile':>19}  max - quiet max")
             for name, benign, hostile in calls:
                 benign()  # imports and caches first
-                seen: dict[str, list[float]] = {"benign": [], "hostile": []}
-                for _ in range(args.rounds):
-                    seen["benign"] += timed(benign, watcher)
-                    seen["hostile"] += timed(hostile, watcher)
-                usual = max(seen["benign"] + quiet)
-                extra = max(seen["hostile"] or [0.0]) - usual
+                seen: dict[str, list[float]] = {"quiet": [], "hostile": []}
+                for _ in range(args.rounds):  # arms alternated; the quiet arm lasts as long as the hostile one
+                    latencies, seconds = timed(hostile, watcher)
+                    seen["hostile"] += latencies
+                    seen["quiet"] += timed(lambda seconds=seconds: time.sleep(seconds), watcher)[0]
+                extra = max(seen["hostile"] or [0.0]) - max(seen["quiet"] or [0.0])
                 print(
-                    f"{name:48} {summary(seen['benign']):>34} {summary(seen['hostile']):>34}  {extra:+.2f} s",
-                    flush=True,
+                    f"{name:48} {summary(seen['quiet']):>19} {summary(seen['hostile']):>19}  {extra:+.2f} s", flush=True
                 )
         finally:
             watcher.close()

@@ -27,7 +27,7 @@ from engine import runs
 from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, chat_tools
 from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
 from engine.config.names import name_problem
-from engine.config.sections import DEMO_MODEL
+from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL
 from engine.data.errors import DataError
 from engine.data.images import IMAGE_ROOTS_ENV
 from engine.data.loading import decoded_bytes
@@ -119,6 +119,7 @@ __all__ = [
     "COMPLETIONS_FILE",
     "CONFIG_FILE",
     "DATASETS_DIR",
+    "BUNDLED_MODELS",
     "DEMO_MODEL",
     "EVAL_FILE_PREFIX",
     "EVAL_LABEL",

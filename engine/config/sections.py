@@ -14,6 +14,8 @@ from pydantic import Field, field_validator
 from engine.schema import MAX_COUNT, Section, advanced
 
 DEMO_MODEL = "assets/demo-model"
+DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py
+BUNDLED_MODELS = (DEMO_MODEL, DEMO_VLM)
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 
 

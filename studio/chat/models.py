@@ -12,8 +12,8 @@ import weakref
 from pathlib import Path
 
 from engine.api import (
+    BUNDLED_MODELS,
     CONFIG_FILE,
-    DEMO_MODEL,
     ChatClient,
     ChatError,
     ConfigError,
@@ -43,7 +43,7 @@ def model_choices(caller: Caller) -> list[tuple[str, str]]:
     """Dropdown choices (label, key): the base models, then each run's final result and its checkpoints (in demo
     mode only the caller's runs), labelled in the caller's language."""
     lang = caller.language
-    bases, trained = [DEMO_MODEL], []
+    bases, trained = list(BUNDLED_MODELS), []
     for run_dir in sorted(caller.run_dirs(), key=_created, reverse=True):
         try:
             config = load_config(run_dir / CONFIG_FILE)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from engine.api import (
+    BUNDLED_MODELS,
     DEMO_MODEL,
     METHODS,
     PathNotAllowed,
@@ -48,7 +49,6 @@ DEMO_UPLOAD_MB = 20.0  # the demo sets are a few hundred kB; a visitor's own set
 STUDIO_UPLOAD_MB = 2048.0  # one's own studio: large datasets are fine, a runaway upload is not
 # Fields a visitor cannot change, with the only value they may hold.
 LOCKED: dict[str, Any] = {
-    "model.name_or_path": DEMO_MODEL,
     "model.revision": None,
     "model.trust_remote_code": False,
     "quantization.mode": "none",
@@ -59,6 +59,10 @@ LOCKED: dict[str, Any] = {
     "train.trackio_project": None,
     "train.trackio_space": None,
 }
+# Fields a visitor picks among a few values, the first being what a form that names another is set back to: the
+# bundled models (the text demo and the vision-language demo), each small enough for a shared CPU.
+PICKED: dict[str, tuple[Any, ...]] = {"model.name_or_path": BUNDLED_MODELS}
+assert all(values[0] == DEMO_MODEL for values in PICKED.values() if DEMO_MODEL in values)
 # The dataset fields a visitor may point only at their own uploads or the bundled sets.
 VISITOR_DATA_FIELDS = ("data.path", "data.eval_path")
 # The demo's refusals, by key (studio.i18n: said in the visitor's language); the constants hold their English.
@@ -74,11 +78,12 @@ DATA_REFUSAL, INIT_FROM_REFUSAL, CUSTOM_REWARD_REFUSAL, SWEEPS_REFUSAL = (
 )
 # Why a field holds the value it does in the demo, and the notes its help gets.
 LOCKED_FIELD, LOCKED_EMPTY, LOCKED_NONE = key("demo.locked"), key("demo.locked.empty"), key("demo.locked.none")
+PICKED_FIELD = key("demo.picked")
 STEPS_CAP, STEPS_EPOCHS, STEPS_ASKED, CAPPED = (
     key(f"demo.{name}") for name in ("steps_cap", "steps_cap.epochs", "steps_cap.asked", "capped")
 )
-HELP_FIXED, HELP_INIT_FROM, HELP_STEPS, HELP_CAP, HELP_JOINED = (
-    key(f"demo.help.{name}") for name in ("fixed", "init_from", "max_steps", "cap", "joined")
+HELP_FIXED, HELP_PICKED, HELP_INIT_FROM, HELP_STEPS, HELP_CAP, HELP_JOINED = (
+    key(f"demo.help.{name}") for name in ("fixed", "picked", "init_from", "max_steps", "cap", "joined")
 )
 T = TypeVar("T")
 
@@ -178,6 +183,11 @@ class DemoPolicy:
         found = [
             Problem(path, _locked_message(path, lang)) for path, value in LOCKED.items() if _get(config, path) != value
         ]
+        found += [
+            Problem(path, text(PICKED_FIELD, lang, values=", ".join(map(str, values))))
+            for path, values in PICKED.items()
+            if _get(config, path) not in values
+        ]
         found += [Problem(path, message) for path, message in self._cap_messages(config, lang).items()]
         found += [
             Problem(f"{config.method}.rewards.{number}", text(CUSTOM_REWARD_REFUSED, lang))
@@ -215,7 +225,12 @@ class DemoPolicy:
             return values, []
         specs = {spec.path: spec for spec in leaf_specs()}
         changed = []
-        wanted = {**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None}
+        wanted = {  # a picked field's value not among its choices is set back to the first
+            path: choices[0]
+            for path, choices in PICKED.items()
+            if values.get(path) not in [to_widget(specs[path], choice) for choice in choices]
+        }
+        wanted.update({**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None})
         for path, value in wanted.items():
             current = values.get(path)
             keep = path in VISITOR_DATA_FIELDS and widget_data_allowed(path, current, uploads)
@@ -240,6 +255,8 @@ class DemoPolicy:
             return own
         if spec.path in LOCKED:
             note = text(HELP_FIXED, lang)
+        elif spec.path in PICKED:
+            note = text(HELP_PICKED, lang)
         elif spec.path == "model.init_from":
             note = text(HELP_INIT_FROM, lang)
         elif spec.path == "train.max_steps":

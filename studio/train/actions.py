@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import yaml
 
 from engine.api import (
-    DEMO_MODEL,
+    BUNDLED_MODELS,
     ConfigError,
     DataError,
     Problem,
@@ -97,8 +97,8 @@ def remember_model(workspace: Path, name: str) -> list[str]:
 
 
 def model_choices(workspace: Path, policy: DemoPolicy = NORMAL) -> list[str]:
-    """The model picker's list: the bundled demo model, then recent ones (only the demo model in demo mode)."""
-    return [DEMO_MODEL] if policy.enabled else list(dict.fromkeys([DEMO_MODEL, *recent_models(workspace)]))
+    """The model picker's list: the bundled demo models, then recent ones (only the bundled ones in demo mode)."""
+    return list(BUNDLED_MODELS) if policy.enabled else list(dict.fromkeys([*BUNDLED_MODELS, *recent_models(workspace)]))
 
 
 def init_from_choices(caller: Caller) -> list[tuple[str, str]]:
@@ -343,7 +343,7 @@ def config_files(workspace: Path, policy: DemoPolicy = NORMAL) -> list[tuple[str
     """(label, path) of the bundled presets and the workspace's saved configs (presets only in demo mode); the
     labels' words are translated by the page."""
     presets = [(f"{PRESET_LABEL} {p.stem}", str(p)) for p in sorted(PRESETS_DIR.glob("*.y*ml"))]
-    if policy.enabled:  # those a visitor can start as they are (not the vision demo: its model is not the demo's)
+    if policy.enabled:  # those a visitor can start as they are
         return [(label, path) for label, path in presets if not policy.problems(load_config(path))]
     saved = [(f"{SAVED_LABEL} {p.stem}", str(p)) for p in sorted(configs_dir(workspace).glob("*.y*ml"))]
     return presets + saved

@@ -33,7 +33,8 @@ RAW: dict[str, Any] = {"preprocess": False, **PRIVATE}
 
 
 def _model_picker(ctx: StudioContext) -> Any:
-    """model.name_or_path as a combo box: the demo model and recent ones, or any path / hub id typed in."""
+    """model.name_or_path as a combo box: the bundled demo models and recent ones, or any path / hub id typed in
+    (in demo mode a pick among the bundled ones)."""
 
     def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
         demo = ctx.policy.enabled
@@ -41,7 +42,6 @@ def _model_picker(ctx: StudioContext) -> Any:
             choices=actions.model_choices(ctx.workspace, ctx.policy),
             value=value,
             allow_custom_value=not demo,
-            interactive=not demo,
             label=t("train.base_model"),
             info=ctx.policy.help_for(spec) if demo else t("train.base_model.help"),
             elem_id="cfg-model-name_or_path",

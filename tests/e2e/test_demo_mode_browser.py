@@ -134,8 +134,14 @@ def test_two_visitors_take_turns(
     # Alice's run is long enough (60 steps, several seconds) for Bob to see his place in line while he waits.
     alice = open_visitor(browser, demo_studio.url, "alice-run", ALICE_STEPS)
     alice.screenshot(path=str(artifacts / "39-demo-train-tab.png"))
-    # Fixed fields are shown but cannot be changed; a capped one says its limit next to the field.
-    assert alice.locator("#cfg-model-name_or_path input").is_disabled()
+    # Fixed fields are shown but cannot be changed; the model is a pick among the bundled ones (no other can be
+    # typed in); a capped one says its limit next to the field.
+    assert alice.locator("#cfg-model-name_or_path input").is_enabled()
+    alice.locator("#cfg-model-name_or_path input").click()
+    options = alice.locator("ul[role='listbox'] li")
+    wait_until(lambda: options.count() == 2, 20, what="the model picker's choices")
+    assert [options.nth(i).inner_text().strip() for i in range(2)] == ["assets/demo-model", "assets/demo-vlm"]
+    alice.keyboard.press("Escape")
     assert alice.locator("#cfg-data-path input, #cfg-data-path textarea").first.is_disabled()
     fill(alice, "train.max_steps", "5000")
     error = alice.locator("#cfg-train-max_steps-error")

@@ -53,6 +53,17 @@ def test_the_demo_preset_is_allowed_as_it_is() -> None:
     assert actions.preview(Caller(Path("/tmp"), DEMO), demo_values()).errors == {}
 
 
+def test_a_visitor_picks_among_the_bundled_models() -> None:
+    """The vision-language demo model is one a visitor may train, as its preset does; nothing else is."""
+    assert by_field({"model": {"name_or_path": "assets/demo-vlm"}, "train": {"max_steps": 50}}) == {}
+    values = dict(demo_values(), **{"model.name_or_path": "assets/demo-vlm"})
+    assert DEMO.restrict_values(values, None) == (values, [])  # kept as picked
+    restricted, changed = DEMO.restrict_values({**values, "model.name_or_path": "assets/../assets/demo-vlm"}, None)
+    assert changed == ["model.name_or_path"] and restricted["model.name_or_path"] == "assets/demo-model"
+    offered = [Path(path).name for _, path in actions.config_files(Path("/tmp"), DEMO)]
+    assert "demo-vlm.yaml" in offered
+
+
 def test_locked_fields_are_refused_by_name() -> None:
     problems = by_field(
         {
@@ -69,7 +80,8 @@ def test_locked_fields_are_refused_by_name() -> None:
         "launch.num_processes",
         "train.report_to",
     }
-    assert problems["model.name_or_path"] == "fixed to assets/demo-model in this demo (it runs on a small shared CPU)"
+    bundled = "assets/demo-model, assets/demo-vlm"
+    assert problems["model.name_or_path"] == f"this demo trains only its bundled models: {bundled}"
     assert problems["launch.num_processes"].startswith("fixed to 1 in this demo")
 
 
@@ -145,9 +157,7 @@ def test_configs_load_only_from_presets_or_uploads_and_come_back_restricted(tmp_
     saved = tmp_path / "configs" / "mine.yaml"
     saved.parent.mkdir()
     saved.write_text("model:\n  name_or_path: org/big\n")
-    presets = sorted(
-        f"{actions.PRESET_LABEL} {path.stem}" for path in actions.PRESETS_DIR.glob("*.yaml") if path.stem != "demo-vlm"
-    )
+    presets = sorted(f"{actions.PRESET_LABEL} {path.stem}" for path in actions.PRESETS_DIR.glob("*.yaml"))
     assert presets and sorted(label for label, _ in actions.config_files(tmp_path, DEMO)) == presets  # none saved
     values, message = actions.load_config_values(Caller(tmp_path, DEMO), saved)
     assert values is None and "outside the folders the studio may read" in message
@@ -171,7 +181,7 @@ def test_nothing_is_saved_on_the_server_in_demo_mode(tmp_path: Path) -> None:
     saved, download, message = actions.save_config_as(Caller(tmp_path, DEMO), demo_values(), "mine")
     assert saved is None and download is None and "saves no configs on the server" in message
     assert not (tmp_path / "configs").exists()
-    assert actions.model_choices(tmp_path, DEMO) == ["assets/demo-model"]
+    assert actions.model_choices(tmp_path, DEMO) == ["assets/demo-model", "assets/demo-vlm"]  # the bundled ones
 
 
 def test_help_text_names_the_limit() -> None:
@@ -259,12 +269,12 @@ def test_the_demo_preset_runs_in_demo_mode_as_it_is(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("preset", sorted(actions.PRESETS_DIR.glob("*.yaml")), ids=lambda path: path.stem)
 def test_every_preset_the_demo_offers_passes_it_as_it_is(preset: Path, tmp_path: Path) -> None:
-    """The presets a visitor can load (the DPO demo among them) train in demo mode unchanged; the vision demo, whose
-    model is not the demo's one model, is the one preset not offered."""
+    """The presets a visitor can load (the DPO and vision demos among them) train in demo mode unchanged, and
+    every bundled preset is offered."""
     offered = {Path(path) for _, path in actions.config_files(tmp_path, DEMO)}
     problems = by_field(yaml.safe_load(preset.read_text()))
     assert (preset in offered) == (problems == {})
-    assert (preset in offered) == (preset.stem != "demo-vlm"), problems
+    assert preset in offered, problems
 
 
 @pytest.mark.parametrize("method", ["dpo", "kto", "orpo"])
