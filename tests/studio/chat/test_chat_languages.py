@@ -73,6 +73,7 @@ def test_the_model_list_and_the_workers_names_are_said_in_the_language_of_the_pa
     assert [value for _, value in english] == [value for _, value in chinese]  # the values stay
     assert [label for label, _ in chinese] == [
         text(BASE, ZH, model="assets/demo-model"),
+        text(BASE, ZH, model="assets/demo-vlm"),
         text(FINAL["adapter"], ZH, name="mine"),
         text(CHECKPOINT, ZH, name="mine", step=5),
     ]

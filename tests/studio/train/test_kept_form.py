@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from studio.demo.caller import Caller
-from studio.demo.policy import LOCKED, DemoPolicy
+from studio.demo.policy import PICKED, DemoPolicy
 from studio.form.values import default_values
 from studio.train.kept_form import parse_stored, restored_values
 
@@ -42,7 +42,7 @@ def test_a_demo_visitor_gets_the_demos_fixed_fields_back(tmp_path: Path) -> None
     stored = {**default_values(), "model.name_or_path": "/etc/some-model", "method": "dpo", "quantization.mode": "4bit"}
     restored = restored_values(Caller(tmp_path, demo, None), stored)
     assert restored["method"] == "dpo"  # the visitor's own choice
-    assert restored["model.name_or_path"] == LOCKED["model.name_or_path"] != stored["model.name_or_path"]
+    assert restored["model.name_or_path"] == PICKED["model.name_or_path"][0] != stored["model.name_or_path"]
     assert restored["quantization.mode"] == "none"
 
 

@@ -353,13 +353,14 @@ def test_presets_load_into_the_form() -> None:
 
 
 def test_recent_models_are_remembered_most_recent_first(tmp_path: Path) -> None:
-    assert actions.model_choices(tmp_path) == ["assets/demo-model"]
+    bundled = ["assets/demo-model", "assets/demo-vlm"]
+    assert actions.model_choices(tmp_path) == bundled
     actions.remember_model(tmp_path, "org/a")
     actions.remember_model(tmp_path, "/models/b")
     actions.remember_model(tmp_path, "org/a")
     assert actions.recent_models(tmp_path) == ["org/a", "/models/b"]
     assert (tmp_path / "studio" / "recent_models.json").is_file()
-    assert actions.model_choices(tmp_path) == ["assets/demo-model", "org/a", "/models/b"]
+    assert actions.model_choices(tmp_path) == [*bundled, "org/a", "/models/b"]
 
 
 def test_estimate_counts_the_demo_models_parameters() -> None:
