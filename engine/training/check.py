@@ -24,9 +24,9 @@ from engine.training.hardware import (
     resolve_gradient_checkpointing,
     resolve_precision,
 )
-from engine.training.memory import MemoryEstimate, estimate_run_memory
+from engine.training.memory import ImageSide, MemoryEstimate, estimate_run_memory
 from engine.training.method_data import inspect_run_data
-from engine.training.modality import model_kind
+from engine.training.modality import is_vision_model, model_kind
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
 
 
@@ -92,6 +92,20 @@ def meta_model(config: RunConfig) -> Any:
         return kind.load_class().from_config(model_config, trust_remote_code=config.model.trust_remote_code)
 
 
+def image_side_of(model: Any, config: RunConfig) -> ImageSide:
+    """A vision-language model's vision tower and projector in parameters (``model`` as loaded, before peft wraps
+    it), and which of them the run's vision section trains."""
+    from engine.training.vision import PROJECTOR, TOWER, trained_parts, vision_parts
+
+    parts, sizes = vision_parts(model), {TOWER: 0, PROJECTOR: 0}
+    for name, param in model.named_parameters():  # tied weights are listed once
+        part = parts.part_of(name)
+        if part in sizes:
+            sizes[part] += param.numel()
+    trained = trained_parts(config)
+    return ImageSide(sizes[TOWER], sizes[PROJECTOR], TOWER in trained, PROJECTOR in trained)
+
+
 def meta_parameter_count(config: RunConfig, hardware: Hardware, model: Any = None) -> ParameterCount:
     """Trainable and total parameters, from a weightless (meta device) copy of the model (``model``, or one built
     from the config)."""
@@ -132,6 +146,7 @@ def check_run(
         check_method_data(config, tokenizer)
     model = meta_model(config)
     model_config = model.config.to_dict()  # read before make_trainable: peft may wrap the model
+    image_side = image_side_of(model, config) if is_vision_model(config) else None
     device, precision = resolve_device(config, hardware), resolve_precision(config, hardware)
     checkpointing = resolve_gradient_checkpointing(config, hardware)
     return CheckReport(
@@ -141,5 +156,5 @@ def check_run(
         precision=precision,
         steps=planned_steps(config, data.num_rows),
         start=source.plan(config) if source is not None else None,
-        memory=estimate_run_memory(config, model_config, device, precision, checkpointing),
+        memory=estimate_run_memory(config, model_config, device, precision, checkpointing, image_side),
     )

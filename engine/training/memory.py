@@ -8,7 +8,10 @@ Standard library only (no torch at import): the studio's Train tab and ``python 
 - GPU: ``torch.cuda.max_memory_allocated`` (tensors only; the CUDA context and the allocator's cache sit on top).
 
 The parts are modelled on a LLaMA-style decoder (q/k/v/o attention projections, gate/up/down MLP, RMSNorm,
-tied or untied embeddings), which covers LLaMA, Mistral, Qwen, Gemma and most causal LMs people fine-tune.
+tied or untied embeddings), which covers LLaMA, Mistral, Qwen, Gemma and most causal LMs people fine-tune. A
+vision-language model is its language model (``text_config``) plus its image side (``ImageSide``: the vision
+tower's and projector's parameters, counted on the model's meta copy); its image tokens are tokens of the
+sequence, so max_length counts them.
 ``benchmarks/memory_estimate.py`` checks the prediction against measured peaks.
 """
 
@@ -27,7 +30,15 @@ from engine.training.memory_shape import (
     read_shape,
 )
 
-__all__ = ["MemoryEstimate", "ModelShape", "estimate_memory", "estimate_run_memory", "lora_parameters", "read_shape"]
+__all__ = [
+    "ImageSide",
+    "MemoryEstimate",
+    "ModelShape",
+    "estimate_memory",
+    "estimate_run_memory",
+    "lora_parameters",
+    "read_shape",
+]
 
 GB = 1024**3
 # Resident memory of a training worker once its libraries are imported, before it reads data or the model:
@@ -91,6 +102,21 @@ class MemoryEstimate:
         return f"predicted peak memory: {self.total / GB:.2f} GB ({where}; {parts} GB)"
 
 
+@dataclass(frozen=True)
+class ImageSide:
+    """A vision-language model's image side: parameters of its vision tower and projector, and which of them
+    train (the run's vision section; a trained projector trains in full, also beside a LoRA adapter)."""
+
+    tower: int
+    projector: int
+    tower_trained: bool = False
+    projector_trained: bool = True
+
+    def trained_parameters(self) -> int:
+        """Parameters of the image side that train in full."""
+        return self.tower * self.tower_trained + self.projector * self.projector_trained
+
+
 def _optimizer_bytes(optimizer: str, trainable: int, param_bytes: float) -> float:
     if optimizer in _STATE_BYTES:
         return trainable * _STATE_BYTES[optimizer]
@@ -149,12 +175,17 @@ def estimate_memory(
     max_length: int = 1024,
     gradient_checkpointing: bool = False,
     checkpoint_bytes: float = 0.0,
+    image_side: ImageSide | None = None,
 ) -> MemoryEstimate:
     """The peak memory of one training process, part by part.
 
     ``weight_bytes``: bytes of an unquantized base weight (4 fp32, 2 bf16 / fp16); ``compute_bytes``: of an
     activation. ``lora``: ``{"targets": set of module names, "r", "dropout", "modules_to_save"}`` for LoRA runs.
     ``checkpoint_bytes``: the size of the model's weight files (what a quantized load on a CPU leaves mapped).
+    ``image_side``: a vision-language model's vision tower and projector. Their weights stay unquantized (the
+    engine keeps a quantized load off them); what trains in full adds optimizer state (and, beside a LoRA adapter,
+    the trained copy peft keeps of a module to save). A frozen tower runs without a graph, so its activations are
+    transient and freed before the language model's peak; a trained tower's are not modelled (nor LoRA in it).
 
     The peak is at the start of a later step's backward, when every saved activation, the loss's buffers and the
     optimizer state of earlier steps are alive at once. Gradients count as far as they are alive then: LoRA's
@@ -172,6 +203,14 @@ def estimate_memory(
         trainable = base if method == "full" else freeze_layers * shape.layer_parameters
         param_bytes = weight_bytes
     at_peak = trainable if method == "lora" else shape.embedding_parameters * (method == "full")
+    optimizer_bytes = _optimizer_bytes(optimizer, trainable, param_bytes)
+    if image_side is not None:
+        # Gradients of the image side come last in backward and are freed by the step: none alive at the peak.
+        image_trained = image_side.trained_parameters() if method in ("lora", "full") else 0
+        weights += (image_side.tower + image_side.projector) * weight_bytes
+        if method == "lora":  # modules_to_save: a trained copy beside the frozen original
+            weights += image_trained * weight_bytes
+        optimizer_bytes += _optimizer_bytes(optimizer, image_trained, weight_bytes)
     tokens = batch_size * max_length
     if method == "full":
         per_layer = [layer_activation_bytes(shape, True, None, compute_bytes)] * shape.layers
@@ -189,7 +228,7 @@ def estimate_memory(
     return MemoryEstimate(
         device=device,
         weights=weights,
-        optimizer=_optimizer_bytes(optimizer, trainable, param_bytes),
+        optimizer=optimizer_bytes,
         gradients=at_peak * param_bytes,
         activations=activations,
         loss=loss,
@@ -210,10 +249,16 @@ def config_dict(model_dir: str | Path | None) -> dict[str, Any] | None:
 
 
 def estimate_run_memory(
-    config: Any, model_config: dict[str, Any], device: str, precision: str, checkpointing: bool
+    config: Any,
+    model_config: dict[str, Any],
+    device: str,
+    precision: str,
+    checkpointing: bool,
+    image_side: ImageSide | None = None,
 ) -> MemoryEstimate | None:
-    """The estimate for a RunConfig on its resolved device, precision and checkpointing; None when the model's
-    config.json does not describe a decoder this estimate knows (no hidden size, layers or vocabulary)."""
+    """The estimate for a RunConfig on its resolved device, precision and checkpointing (and a vision-language
+    model's ``image_side``); None when the model's config.json does not describe a decoder this estimate knows
+    (no hidden size, layers or vocabulary)."""
     shape = read_shape(model_config)
     if shape is None:
         return None
@@ -245,4 +290,5 @@ def estimate_run_memory(
         max_length=config.train.max_length,
         gradient_checkpointing=checkpointing,
         checkpoint_bytes=shape.total_parameters * _DTYPE_BYTES.get(str(stored), 4),
+        image_side=image_side,
     )

@@ -172,3 +172,30 @@ def test_a_run_config_resolves_to_its_estimate() -> None:
     assert gpu.activations < cpu.activations and gpu.total < cpu.total
     assert "predicted peak memory:" in cpu.summary() and "CPU RSS" in cpu.summary()
     assert estimate_run_memory(config, {"model_type": "mystery"}, "cpu", "fp32", False) is None
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_a_vision_language_model_adds_its_tower_and_projector(method: str) -> None:
+    """The image side is counted on the model itself (the check's meta copy), and what it adds follows what
+    trains: the frozen tower its weights only, the trained projector its optimizer state too (and, beside LoRA,
+    the trained copy peft keeps of a module to save)."""
+    from transformers import AutoModelForImageTextToText
+
+    from engine.training.check import image_side_of, meta_model
+    from engine.training.memory import ImageSide
+
+    vlm = PROJECT_ROOT / "assets" / "demo-vlm"
+    config = RunConfig.model_validate({"model": {"name_or_path": str(vlm)}, "adapter": {"method": method}})
+    real = AutoModelForImageTextToText.from_pretrained(str(vlm))
+    tower = sum(p.numel() for p in real.model.vision_tower.parameters())
+    projector = sum(p.numel() for p in real.model.multi_modal_projector.parameters())
+    side = image_side_of(meta_model(config), config)
+    assert side == ImageSide(tower, projector, tower_trained=False, projector_trained=True)
+    model_config = config_dict(vlm) or {}
+    text_only = estimate_run_memory(config, model_config, "cpu", "fp32", False)
+    with_images = estimate_run_memory(config, model_config, "cpu", "fp32", False, side)
+    assert text_only is not None and with_images is not None
+    copies = 2 if method == "lora" else 1  # the frozen original and peft's trained copy
+    assert with_images.weights - text_only.weights == (tower + projector + (copies - 1) * projector) * 4
+    assert with_images.optimizer - text_only.optimizer == projector * 4 * 2  # AdamW's two fp32 moments
+    assert with_images.activations == text_only.activations  # image tokens are counted in max_length
