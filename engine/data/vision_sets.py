@@ -104,7 +104,7 @@ def tokenize_vision_rows(
 ) -> TokenizedSet:
     """Each chosen row rendered through the processor with its images: its tokens and loss mask, cut to max_length;
     rows left with no loss token, or whose image tokens the cut would split, are dropped (with a warning)."""
-    image_token = _image_token_id(processor)
+    image_tokens = _image_token_ids(processor)
     kept: list[TokenizedRow] = []
     numbers: list[int] = []
     too_long = dropped = 0
@@ -112,7 +112,7 @@ def tokenize_vision_rows(
         ids, mask = _render(loaded, index, processor, template, max_pixels, answers_only)
         row = TokenizedRow(ids[:max_length], mask[:max_length], len(ids))
         too_long += row.truncated
-        images_cut = row.truncated and image_token in ids[max_length:]
+        images_cut = row.truncated and not image_tokens.isdisjoint(ids[max_length:])
         if images_cut or row.num_loss_tokens == 0:
             dropped += 1
             continue
@@ -229,8 +229,15 @@ def _first(value: Any) -> list[Any]:
     return value[0] if value and isinstance(value[0], list) else value
 
 
-def _image_token_id(processor: Any) -> int | None:
-    token_id = getattr(processor, "image_token_id", None)
-    if token_id is None and getattr(processor, "image_token", None):
-        token_id = processor.tokenizer.convert_tokens_to_ids(processor.image_token)
-    return token_id
+def _image_token_ids(processor: Any) -> set[int]:
+    """The tokens an image becomes in the rendered row, any of which past max_length means its image is cut: the
+    processor's image token, and the tokenizer's when it names another. Gemma 3's processor calls
+    ``<start_of_image>`` (what the template writes) its image token and expands it into the tokenizer's
+    ``<image_soft_token>`` tokens, whose count it checks: a cut among those fails in the collator."""
+    tokenizer = processor.tokenizer
+    found = {getattr(processor, "image_token_id", None), getattr(tokenizer, "image_token_id", None)}
+    for owner in (processor, tokenizer):
+        token = getattr(owner, "image_token", None)
+        if isinstance(token, str) and token:
+            found.add(tokenizer.convert_tokens_to_ids(token))
+    return {token_id for token_id in found if isinstance(token_id, int) and token_id != tokenizer.unk_token_id}

@@ -32,17 +32,25 @@ def torch_dtype(name: str) -> Any:
     return getattr(torch, name)
 
 
-def to_bnb_config(config: RunConfig, hardware: Hardware) -> BitsAndBytesConfig | None:
-    """The bitsandbytes quantization config of the base model, or None when it loads unquantized."""
+def to_bnb_config(
+    config: RunConfig, hardware: Hardware, skip_modules: list[str] | None = None
+) -> BitsAndBytesConfig | None:
+    """The bitsandbytes quantization config of the base model, or None when it loads unquantized.
+
+    ``skip_modules``: modules left in full precision (``llm_int8_skip_modules``, read in 4-bit too), in place of
+    transformers' default (the output head and tied weights), which the list must then name itself; a
+    vision-language model's image side (engine.training.vision.unquantized_modules).
+    """
     from transformers import BitsAndBytesConfig
 
     quant = config.quantization
     if quant.mode == "none":
         return None
     if quant.mode == "8bit":
-        return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip_modules)
     return BitsAndBytesConfig(
         load_in_4bit=True,
+        llm_int8_skip_modules=skip_modules,
         bnb_4bit_quant_type=quant.quant_type,
         bnb_4bit_use_double_quant=quant.double_quant,
         bnb_4bit_compute_dtype=torch_dtype(resolve_dtype(quant.compute_dtype, config, hardware)),

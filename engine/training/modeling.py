@@ -28,6 +28,7 @@ from engine.training.vision import (
     language_model_lists,
     load_processor,
     set_trainable_parts,
+    unquantized_modules,
     vision_parts,
 )
 
@@ -109,7 +110,7 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
         "dtype": torch_dtype(resolve_dtype(config.model.dtype, config, hardware)),
         "revision": config.model.revision,
         "trust_remote_code": config.model.trust_remote_code,
-        "quantization_config": to_bnb_config(config, hardware),
+        "quantization_config": to_bnb_config(config, hardware, _unquantized(config)),
     }
     attention = resolve_attn_implementation(config, hardware)
     if attention == SEGMENTS:
@@ -124,6 +125,14 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
         kwargs["revision"] = None  # a local directory has no revisions
     source = str(weights) if weights is not None else resolve_model_source(config.model.name_or_path)
     return kind.load_class().from_pretrained(source, **kwargs)
+
+
+def _unquantized(config: RunConfig) -> list[str] | None:
+    """What a quantized vision-language run keeps in full precision (its image side: unquantized_modules); None
+    (transformers' default) for a language model or an unquantized run."""
+    if config.quantization.mode == "none" or not is_vision_model(config):
+        return None
+    return unquantized_modules(config)
 
 
 def decoder_layers(model: Any) -> Any:
@@ -170,7 +179,7 @@ def make_trainable(model: Any, config: RunConfig, hardware: Hardware) -> Any:
     check_target_modules(config, model)
     lora = to_lora_config(config)
     if parts is not None:
-        lora = adapt_lora_config(lora, config, parts)
+        lora = adapt_lora_config(lora, config, parts, model)
     return get_peft_model(_ready_for_adapter(model, config, hardware), lora)
 
 

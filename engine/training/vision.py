@@ -63,10 +63,13 @@ def set_trainable_parts(model: Any, config: RunConfig, parts: VisionParts) -> No
         param.requires_grad_(parts.part_of(name) in trained)
 
 
-def adapt_lora_config(lora: LoraConfig, config: RunConfig, parts: VisionParts) -> LoraConfig:
+def adapt_lora_config(lora: LoraConfig, config: RunConfig, parts: VisionParts, model: Any = None) -> LoraConfig:
     """The run's LoraConfig confined to the parts that train: LoRA stays out of a frozen vision tower (and of the
     language model when it does not train), and a trained projector trains in full, saved beside the adapter
-    (its few weights gain nothing from a low-rank update)."""
+    (its few weights gain nothing from a low-rank update). ``target_modules: auto`` becomes the language model's
+    default (``default_targets``: peft keys its defaults by model type and has none for vision-language ones)."""
+    if lora.target_modules is None and model is not None:
+        lora.target_modules = default_targets(model)
     trained = trained_parts(config)
     excluded = []
     if parts.tower and TOWER not in trained:
@@ -82,6 +85,47 @@ def adapt_lora_config(lora: LoraConfig, config: RunConfig, parts: VisionParts) -
     return lora
 
 
+# What peft targets on nearly every decoder it knows (LLaMA, Mistral, Qwen2, Gemma...): the attention's query and
+# value projections. engine.training.memory_shape counts ``auto`` so too.
+QUERY_VALUE = ("q_proj", "v_proj")
+
+
+def default_targets(model: Any) -> str | set[str]:
+    """peft's default LoRA targets for a vision-language model (``target_modules: auto``): its own model type's
+    when peft has one, else its language model's (``text_config``: llama for LLaVA and Idefics3, gemma3_text for
+    Gemma 3), else the query and value projections (Qwen2-VL's qwen2_vl_text is not in peft's table).
+
+    Without this peft refuses every vision-language model whose type it does not list (``Please specify
+    target_modules``), which is all of them. The run's exclusions (adapt_lora_config) keep the names out of the
+    image side: a SigLIP tower has q_proj and v_proj too."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as PEFT_DEFAULTS
+
+    text_config = getattr(model.config, "text_config", None)
+    for model_type in (model.config.model_type, getattr(text_config, "model_type", None)):
+        targets = PEFT_DEFAULTS.get(model_type)
+        if targets is not None:
+            return targets if isinstance(targets, str) else set(targets)
+    return set(QUERY_VALUE)
+
+
+def unquantized_modules(config: RunConfig) -> list[str]:
+    """The modules a quantized (QLoRA) vision-language run leaves in full precision: the vision tower and the
+    projector, besides what transformers leaves by default (the output head, tied weights).
+
+    bitsandbytes would otherwise quantize every linear layer, image side included: the frozen tower would then see
+    images through 4-bit weights it was never trained with, and the projector, trained in full, would be a 4-bit
+    layer that cannot take gradients. QLoRA's saving is in the language model; the tower and projector are a small
+    share. Their names are read before loading, from a weightless (meta device) copy of the model."""
+    from transformers.quantizers.base import get_keys_to_not_convert
+
+    from engine.training.check import meta_model  # here: engine.training.check imports this module's users
+
+    model = meta_model(config)
+    parts = vision_parts(model)
+    image_side = [name for name in (parts.tower, parts.projector) if name]
+    return sorted({*get_keys_to_not_convert(model), *image_side})
+
+
 def language_model_lists(model: Any, parts: VisionParts) -> list[tuple[str, Any]]:
     """The model's ModuleLists outside its image side (the freeze method trains the last layers of the largest)."""
     import torch
@@ -94,14 +138,59 @@ def language_model_lists(model: Any, parts: VisionParts) -> list[tuple[str, Any]
 
 
 def load_processor(source: str, revision: str | None, trust_remote_code: bool) -> Any:
-    """The model's processor (image processor + tokenizer + chat template), with a pad token (eos when none)."""
+    """The model's processor (image processor + tokenizer + chat template), with a pad token (eos when none).
+
+    A processor that also holds a video processor (Qwen2-VL, Qwen2.5-VL) cannot be built without torchvision, which
+    the studio does not install; since the studio gives a model images only, such a processor is then loaded
+    without its video processor (``images_only_processor``)."""
     from transformers import AutoProcessor
 
-    processor = AutoProcessor.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    try:
+        processor = AutoProcessor.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    except ImportError:
+        processor = images_only_processor(source, revision, trust_remote_code)
+        if processor is None:
+            raise
     tokenizer = processor.tokenizer
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return processor
+
+
+def images_only_processor(source: str, revision: str | None, trust_remote_code: bool) -> Any | None:
+    """The model's processor without its video processor, when torchvision (which every video processor needs) is
+    missing; None when torchvision is there, the processor has no video processor, or it fails to load even so (the
+    first error is then the one to report).
+
+    transformers builds, checks and saves a processor's parts from its class's ``get_attributes()``, and reads a
+    video processor only when given videos (``hasattr(self, "video_processor")``), so a subclass that leaves
+    ``video_processor`` out of its attributes loads the image processor and tokenizer alone. It keeps the family's
+    class name, so what it saves (processor_config.json) loads as the family's processor anywhere.
+    """
+    from transformers import AutoConfig
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING
+    from transformers.utils import is_torchvision_available
+
+    if is_torchvision_available():
+        return None
+    try:
+        model_config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+        family = PROCESSOR_MAPPING[type(model_config)]
+    except (KeyError, OSError, ValueError):  # no config, or a model transformers maps to no processor
+        return None
+    if "video_processor" not in family.get_attributes():
+        return None
+
+    class ImagesOnly(family):  # type: ignore[misc, valid-type] - a class known at run time
+        @classmethod
+        def get_attributes(cls) -> list[str]:
+            return [name for name in super().get_attributes() if name != "video_processor"]
+
+    ImagesOnly.__name__ = ImagesOnly.__qualname__ = family.__name__
+    try:
+        return ImagesOnly.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+    except Exception:  # noqa: BLE001 - the caller reports the processor's first error, the real cause
+        return None
 
 
 def text_tokenizer(processing_class: Any) -> Any:

@@ -33,6 +33,7 @@ class Family:
 
     name: str
     model_class: str  # the class AutoModelForImageTextToText loads
+    processor_class: str  # the class AutoProcessor loads
     tower: str  # the module names of the vision tower and the projector (engine.training.vision.vision_parts)
     projector: str
     image_token: str  # the token the processor repeats once per image token
@@ -325,6 +326,7 @@ FAMILIES = {
         Family(
             "qwen2_vl",
             "Qwen2VLForConditionalGeneration",
+            "Qwen2VLProcessor",
             "model.visual",
             "model.visual.merger",
             "<|image_pad|>",
@@ -333,6 +335,7 @@ FAMILIES = {
         Family(
             "qwen2_5_vl",
             "Qwen2_5_VLForConditionalGeneration",
+            "Qwen2_5_VLProcessor",
             "model.visual",
             "model.visual.merger",
             "<|image_pad|>",
@@ -341,6 +344,7 @@ FAMILIES = {
         Family(
             "gemma3",
             "Gemma3ForConditionalGeneration",
+            "Gemma3Processor",
             "model.vision_tower",
             "model.multi_modal_projector",
             "<image_soft_token>",
@@ -349,6 +353,7 @@ FAMILIES = {
         Family(
             "idefics3",
             "Idefics3ForConditionalGeneration",
+            "Idefics3Processor",
             "model.vision_model",
             "model.connector",
             "<image>",
@@ -357,6 +362,7 @@ FAMILIES = {
         Family(
             "smolvlm",
             "SmolVLMForConditionalGeneration",
+            "SmolVLMProcessor",
             "model.vision_model",
             "model.connector",
             "<image>",

@@ -96,6 +96,19 @@ def lean_sft_trainer_class() -> type:
     class LeanSFTTrainer(SFTTrainer):
         """SFTTrainer whose loss is transformers' ``Trainer.compute_loss`` (the model's causal-LM loss)."""
 
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            # On a quantized base TRL casts every trainable parameter to bf16 (QLoRA's adapter weights, per the
+            # paper), which takes in peft's full copies of the modules trained in full (modules_to_save: a
+            # vision-language model's projector, embed_tokens). LoRA casts its input to its weights' dtype, but such
+            # a copy is a plain layer: in a float32 run (any CPU run) its bf16 weights meet float32 activations and
+            # the first step fails ("mat1 and mat2 must have the same dtype"). They go back to their own dtype.
+            model = kwargs.get("model", args[0] if args else None)
+            copies = full_copy_dtypes(model)
+            super().__init__(*args, **kwargs)
+            for name, param in self.model.named_parameters():
+                if name in copies and param.dtype != copies[name]:
+                    param.data = param.data.to(copies[name])
+
         def compute_loss(
             self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
         ) -> Any:
@@ -124,3 +137,11 @@ def lean_sft_trainer_class() -> type:
             return 6 * ids.numel() * counted[1]
 
     return LeanSFTTrainer
+
+
+def full_copy_dtypes(model: Any) -> dict[str, Any]:
+    """The dtypes of the trainable parameters of peft's full-weight copies (``modules_to_save``), by name."""
+    named = getattr(model, "named_parameters", None)
+    if named is None:  # a model name: TRL loads it, and it has no copies yet
+        return {}
+    return {name: param.dtype for name, param in named() if param.requires_grad and ".modules_to_save." in name}
