@@ -69,15 +69,17 @@ def pick_rows(run: FinishedRun, data: str, max_rows: int | None) -> tuple[Loaded
 
 def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
     """The tokenizer saved with the weights (it carries the chat template used in training), else the base's."""
-    from transformers import AutoProcessor, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from engine.training.modality import is_vision_model
     from engine.training.modeling import load_tokenizer
-    from engine.training.vision import text_tokenizer
+    from engine.training.vision import load_processor, text_tokenizer
 
-    loader = AutoProcessor if is_vision_model(run.config) else AutoTokenizer  # a processor beside its weights
     if (weights.path / "tokenizer_config.json").is_file():
-        tokenizer = loader.from_pretrained(str(weights.path))
+        if is_vision_model(run.config):  # a processor beside its weights (loadable without torchvision)
+            tokenizer = load_processor(str(weights.path), None, run.config.model.trust_remote_code)
+        else:
+            tokenizer = AutoTokenizer.from_pretrained(str(weights.path))
     else:
         tokenizer = load_tokenizer(run.config)
     text = text_tokenizer(tokenizer)

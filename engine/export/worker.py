@@ -36,12 +36,13 @@ def copy_adapter(source: Path, destination: Path) -> None:
 
 def merge_into_base(plan: ExportPlan, destination: Path, progress: Progress) -> None:
     """Save base + adapter as one model (or a full fine-tune, cast), in ``plan.dtype`` safetensors."""
-    from transformers import AutoProcessor, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from engine.methods.base import IMAGE_TEXT_TO_TEXT
     from engine.store.paths import resolve_model_source
     from engine.training.builders import torch_dtype
     from engine.training.modality import model_kind
+    from engine.training.vision import load_processor
 
     config, dtype = plan.run.config, torch_dtype(plan.dtype)
     kind = model_kind(config)
@@ -64,9 +65,11 @@ def merge_into_base(plan: ExportPlan, destination: Path, progress: Progress) -> 
         progress.update(f"loading the fine-tuned model ({plan.dtype})")
         model = auto_class.from_pretrained(str(plan.weights.path), dtype=dtype)
     # The tokenizer saved with the weights carries the chat template the model was trained with (a vision-language
-    # model's processor carries its image processor too).
-    loader = AutoProcessor if kind == IMAGE_TEXT_TO_TEXT else AutoTokenizer
-    tokenizer = loader.from_pretrained(str(plan.weights.path))
+    # model's processor carries its image processor too; load_processor loads one without torchvision).
+    if kind == IMAGE_TEXT_TO_TEXT:
+        tokenizer = load_processor(str(plan.weights.path), None, config.model.trust_remote_code)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(str(plan.weights.path))
     if not kind.generates:  # a score head reads the last token that is not padding: the model must name the pad
         model.config.pad_token_id = tokenizer.pad_token_id
     progress.update("saving the merged model")

@@ -164,32 +164,58 @@ def images_only_processor(source: str, revision: str | None, trust_remote_code: 
 
     transformers builds, checks and saves a processor's parts from its class's ``get_attributes()``, and reads a
     video processor only when given videos (``hasattr(self, "video_processor")``), so a subclass that leaves
-    ``video_processor`` out of its attributes loads the image processor and tokenizer alone. It keeps the family's
-    class name, so what it saves (processor_config.json) loads as the family's processor anywhere.
+    ``video_processor`` out of its attributes loads the image processor and tokenizer alone. What it saves (beside a
+    trained adapter or model) is the family's processor whole: its class name, and the video processor's settings
+    nested in processor_config.json as transformers nests them, so it loads as the source does, with torchvision or
+    without.
     """
-    from transformers import AutoConfig
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING
     from transformers.utils import is_torchvision_available
+    from transformers.video_processing_utils import BaseVideoProcessor
 
-    if is_torchvision_available():
+    family = None if is_torchvision_available() else _processor_class(source, revision, trust_remote_code)
+    if family is None or "video_processor" not in family.get_attributes():
         return None
-    try:
-        model_config = AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
-        family = PROCESSOR_MAPPING[type(model_config)]
-    except (KeyError, OSError, ValueError):  # no config, or a model transformers maps to no processor
-        return None
-    if "video_processor" not in family.get_attributes():
-        return None
+    try:  # the settings only (a json file; no torchvision needed): the source's, or its image processor's
+        video_settings, _ = BaseVideoProcessor.get_video_processor_dict(source, revision=revision)
+    except OSError:
+        video_settings = None
 
     class ImagesOnly(family):  # type: ignore[misc, valid-type] - a class known at run time
         @classmethod
         def get_attributes(cls) -> list[str]:
             return [name for name in super().get_attributes() if name != "video_processor"]
 
+        def to_dict(self) -> dict[str, Any]:
+            settings = super().to_dict()
+            if video_settings is not None:
+                settings.setdefault("video_processor", video_settings)
+            return settings
+
     ImagesOnly.__name__ = ImagesOnly.__qualname__ = family.__name__
     try:
         return ImagesOnly.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
     except Exception:  # noqa: BLE001 - the caller reports the processor's first error, the real cause
+        return None
+
+
+def _processor_class(source: str, revision: str | None, trust_remote_code: bool) -> type | None:
+    """The processor class AutoProcessor picks for ``source``: the one its processor_config.json names (a saved
+    processor, beside an adapter that has no config.json), else the one transformers maps its model type to."""
+    from transformers import AutoConfig, ProcessorMixin
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING, processor_class_from_name
+
+    try:
+        settings, _ = ProcessorMixin.get_processor_dict(source, revision=revision)
+    except (OSError, ValueError):
+        settings = {}
+    named = settings.get("processor_class")
+    if isinstance(named, str) and processor_class_from_name(named) is not None:
+        return processor_class_from_name(named)
+    try:
+        return PROCESSOR_MAPPING[
+            type(AutoConfig.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code))
+        ]
+    except (KeyError, OSError, ValueError):  # no config, or a model transformers maps to no processor
         return None
 
 
