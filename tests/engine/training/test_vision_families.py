@@ -2,7 +2,8 @@
 (tests/helpers/tiny_vlms.py, built once per module), each with its processor and its family's own chat template,
 go through what a run does: the modality and model class, where the vision tower and projector are, what LoRA and
 full fine-tuning train, the check's token counts against TRL's collator, a row cut inside its image, a few
-training steps, and QLoRA with the image side kept in full precision (LLaVA, the demo VLM, too).
+training steps (the adapter, the projector and the processor saved), Evaluate and the merged export of the result,
+and QLoRA with the image side kept in full precision (LLaVA, the demo VLM, too).
 
 SmolVLM's processor needs num2words, which the studio does not install: its model-side tests run, its
 processor-side ones are skipped with that reason.
@@ -56,8 +57,8 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Four 32 x 32 single-colour images and their rows (train.jsonl); with.jsonl adds a two-exchange row whose
-    image comes in its second question."""
+    """Four 32 x 32 single-colour images and their rows (train.jsonl); with_long.jsonl puts before them a row of two
+    exchanges whose image comes in the second question."""
     from PIL import Image
 
     folder = tmp_path_factory.mktemp("colours")
@@ -109,14 +110,14 @@ def family_config(path: Path, data: Path | None = None, **sections: dict[str, An
     return parse_config(values)
 
 
-def part_names(model: Any, parts: VisionParts) -> Callable[[str], str]:
-    """The part of a parameter or module name of ``model`` or of the peft model around it (its names prefixed)."""
+def part_names(parts: VisionParts) -> Callable[[str], str]:
+    """The part of a parameter or module name of the model or of the peft model around it (its names prefixed)."""
     return lambda name: parts.part_of(name.removeprefix("base_model.model."))
 
 
 def requires_grad_by_part(model: Any, parts: VisionParts) -> dict[str, set[bool]]:
     """For each part, the requires_grad values its parameters have."""
-    own = part_names(model, parts)
+    own = part_names(parts)
     found: dict[str, set[bool]] = {}
     for name, param in model.named_parameters():
         found.setdefault(own(name), set()).add(param.requires_grad)
@@ -126,7 +127,7 @@ def requires_grad_by_part(model: Any, parts: VisionParts) -> dict[str, set[bool]
 def assert_lora_trains(model: Any, parts: VisionParts, trained: set[str]) -> None:
     """The peft ``model`` trains parameters in the ``trained`` parts only; in the projector exactly peft's full copy
     (modules_to_save), its original frozen beside it."""
-    own = part_names(model, parts)
+    own = part_names(parts)
     names = {name: param.requires_grad for name, param in model.named_parameters()}
     assert {own(name) for name, grad in names.items() if grad} == trained
     projector = [name for name in names if own(name) == PROJECTOR]
@@ -171,7 +172,7 @@ def test_lora_by_default_adapts_the_language_model_and_trains_the_projector(
     config = family_config(model_dir(name))
     model = make_trainable(load_model(config, CPU), config, CPU)
     parts = vision_parts(model.get_base_model())
-    own = part_names(model, parts)
+    own = part_names(parts)
     assert_lora_trains(model, parts, {LANGUAGE, PROJECTOR})
     lora_layers = [module_name for module_name, _ in model.named_modules() if module_name.endswith(".lora_A")]
     assert {own(layer) for layer in lora_layers} == {LANGUAGE}
@@ -193,7 +194,7 @@ def test_lora_reaches_the_vision_tower_when_it_trains(name: str, model_dir: Call
     )
     model = make_trainable(load_model(config, CPU), config, CPU)
     parts = vision_parts(model.get_base_model())
-    own = part_names(model, parts)
+    own = part_names(parts)
     lora_layers = [module_name for module_name, _ in model.named_modules() if module_name.endswith(".lora_A")]
     assert {own(layer) for layer in lora_layers} == {LANGUAGE, TOWER}  # the projector still trains in full
     assert_lora_trains(model, parts, {LANGUAGE, TOWER, PROJECTOR})
@@ -224,7 +225,7 @@ def test_full_fine_tuning_trains_the_chosen_parts(
 # -- 5: the check counts what TRL's collator trains ---------------------------------------------------------------
 
 
-def trl_batch(config: RunConfig, rows: int | None = None) -> tuple[Any, dict[str, Any]]:
+def trl_batch(config: RunConfig) -> tuple[Any, dict[str, Any]]:
     """The run's processor and the batch TRL's vision collator builds of its prepared training rows, with the chat
     template SFTTrainer gives it (TRL's training version of the family's, which marks the answers)."""
     from trl.chat_template_utils import get_training_chat_template
@@ -240,7 +241,7 @@ def trl_batch(config: RunConfig, rows: int | None = None) -> tuple[Any, dict[str
         assistant_only_loss=True,
         chat_template=get_training_chat_template(processor),
     )
-    return processor, collator([train[index] for index in range(rows or len(train))])
+    return processor, collator([train[index] for index in range(len(train))])
 
 
 @pytest.mark.parametrize("name", WITH_PROCESSOR)
@@ -282,6 +283,8 @@ def test_a_row_cut_among_its_image_tokens_is_dropped(name: str, model_dir: Calla
         processor_kwargs={"add_special_tokens": False},
     )["input_ids"][0]
     cut = list(ids).index(processor.tokenizer.convert_tokens_to_ids(family.image_token)) + 2
+    # dropped for its image, not for want of an answer: the first answer is whole before the cut
+    assert "in order." in processor.tokenizer.decode(ids[:cut])
     config = family_config(model_dir(name), data_dir / "with_long.jsonl", train={"max_length": cut})
     report = check_run(config).data
     assert report.num_rows == 4 and report.num_images == 4
