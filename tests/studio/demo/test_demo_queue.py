@@ -25,6 +25,7 @@ from studio.jobs.widgets import tab_opened
 from studio.monitor import tab as monitor_tab
 from studio.monitor.live import FEEDS, live_panels
 from studio.monitor.session import MonitorSession
+from studio.path_guard import confine_images
 from studio.queue.scheduler import Scheduler
 from studio.runs.data import RunIndex
 from studio.runs.tab import delete_runs, list_view
@@ -180,3 +181,25 @@ def test_two_real_tiny_runs_take_turns(tmp_path: Path) -> None:
     finally:
         for run_dir in (first, second):
             runs.abort(run_dir)
+
+
+def test_a_visitor_trains_the_vision_language_demo_from_its_preset(tmp_path: Path) -> None:
+    """The vision preset loads as it is in demo mode, and its run trains on the bundled images, which the demo's
+    image roots allow (the studio confines image reads to the bundled sets and the visitors' uploads)."""
+    confine_images(tmp_path, demo=True)
+    caller = Caller(tmp_path, DEMO, ALICE)
+    values, message = actions.load_config_values(caller, actions.PRESETS_DIR / "demo-vlm.yaml")
+    assert values is not None and values["model.name_or_path"] == "assets/demo-vlm", message
+    values.update({"name": "alice-shapes", "train.max_steps": 2, "train.eval_strategy": "no"})
+    run_dir = starting.start_run(caller, values, None).run_dir
+    assert run_dir is not None
+    try:
+        deadline = time.time() + 240
+        while runs.status(run_dir).state not in FINAL_STATES and time.time() < deadline:
+            time.sleep(0.5)
+        status = runs.status(run_dir)
+        assert (status.state, status.step) == ("completed", 2), status
+        assert status.owner == owner_tag(ALICE)
+        assert (run_dir / "adapter" / "processor_config.json").is_file()
+    finally:
+        runs.abort(run_dir)
