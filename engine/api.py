@@ -262,8 +262,8 @@ def check_run(
 
 
 def meta_model(config: RunConfig) -> Any:
-    """The run's model built on the meta device, without weights (engine.training.check.meta_model)."""
-    from engine.training.check import meta_model as build
+    """The run's model built on the meta device, without weights (engine.training.modeling.meta_model)."""
+    from engine.training.modeling import meta_model as build
 
     return build(config)
 

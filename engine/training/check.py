@@ -15,7 +15,6 @@ from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.methods import method_of
 from engine.runs.lineage import checked_source
-from engine.store.paths import resolve_model_source
 from engine.training.hardware import (
     Hardware,
     detect_hardware,
@@ -26,8 +25,8 @@ from engine.training.hardware import (
 )
 from engine.training.memory import ImageSide, MemoryEstimate, estimate_run_memory
 from engine.training.method_data import inspect_run_data
-from engine.training.modality import is_vision_model, model_kind
-from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer
+from engine.training.modality import is_vision_model
+from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer, meta_model
 
 
 @dataclass(frozen=True)
@@ -74,22 +73,6 @@ def planned_steps(config: RunConfig, train_rows: int) -> int:
     per_step = config.train.per_device_batch_size * config.train.gradient_accumulation_steps
     per_step *= config.launch.num_processes
     return math.ceil(config.train.num_epochs * math.ceil(train_rows / per_step))
-
-
-def meta_model(config: RunConfig) -> Any:
-    """A weightless (meta device) copy of the config's model: its module names and shapes, no weights read."""
-    import torch
-    from transformers import AutoConfig
-
-    kind = model_kind(config)
-    model_config = AutoConfig.from_pretrained(
-        resolve_model_source(config.model.name_or_path),
-        revision=config.model.revision,
-        trust_remote_code=config.model.trust_remote_code,
-        **dict(kind.head_kwargs),
-    )
-    with torch.device("meta"):
-        return kind.load_class().from_config(model_config, trust_remote_code=config.model.trust_remote_code)
 
 
 def image_side_of(model: Any, config: RunConfig) -> ImageSide:

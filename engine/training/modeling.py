@@ -127,12 +127,28 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     return kind.load_class().from_pretrained(source, **kwargs)
 
 
+def meta_model(config: RunConfig) -> Any:
+    """A weightless (meta device) copy of the config's model: its module names and shapes, no weights read."""
+    import torch
+    from transformers import AutoConfig
+
+    kind = model_kind(config)
+    model_config = AutoConfig.from_pretrained(
+        resolve_model_source(config.model.name_or_path),
+        revision=config.model.revision,
+        trust_remote_code=config.model.trust_remote_code,
+        **dict(kind.head_kwargs),
+    )
+    with torch.device("meta"):
+        return kind.load_class().from_config(model_config, trust_remote_code=config.model.trust_remote_code)
+
+
 def _unquantized(config: RunConfig) -> list[str] | None:
     """What a quantized vision-language run keeps in full precision (its image side: unquantized_modules); None
     (transformers' default) for a language model or an unquantized run."""
     if config.quantization.mode == "none" or not is_vision_model(config):
         return None
-    return unquantized_modules(config)
+    return unquantized_modules(meta_model(config))
 
 
 def decoder_layers(model: Any) -> Any:

@@ -108,19 +108,16 @@ def default_targets(model: Any) -> str | set[str]:
     return set(QUERY_VALUE)
 
 
-def unquantized_modules(config: RunConfig) -> list[str]:
+def unquantized_modules(model: Any) -> list[str]:
     """The modules a quantized (QLoRA) vision-language run leaves in full precision: the vision tower and the
     projector, besides what transformers leaves by default (the output head, tied weights).
 
     bitsandbytes would otherwise quantize every linear layer, image side included: the frozen tower would then see
     images through 4-bit weights it was never trained with, and the projector, trained in full, would be a 4-bit
     layer that cannot take gradients. QLoRA's saving is in the language model; the tower and projector are a small
-    share. Their names are read before loading, from a weightless (meta device) copy of the model."""
+    share. Their names are read before loading, from ``model``: a weightless (meta device) copy of the model."""
     from transformers.quantizers.base import get_keys_to_not_convert
 
-    from engine.training.check import meta_model  # here: engine.training.check imports this module's users
-
-    model = meta_model(config)
     parts = vision_parts(model)
     image_side = [name for name in (parts.tower, parts.projector) if name]
     return sorted({*get_keys_to_not_convert(model), *image_side})

@@ -1,7 +1,7 @@
 """``python -m engine`` as a script drives it, through the real CLI process and real runs of the demo model: --set
 and --init-from instead of a copied YAML, exit codes that say how a run ended, Ctrl-C named as Ctrl-C, a --help
-without internal commands, presets that continue another run, each method's own metrics in its progress lines (train.log's own),
-and refusals (not tracebacks) for folders that cannot hold a run or an export."""
+without internal commands, presets that continue another run, each method's own metrics in its progress lines
+(train.log's own), and refusals (not tracebacks) for folders that cannot hold a run or an export."""
 
 from __future__ import annotations
 

@@ -181,8 +181,9 @@ def test_a_vision_language_model_adds_its_tower_and_projector(method: str) -> No
     the trained copy peft keeps of a module to save)."""
     from transformers import AutoModelForImageTextToText
 
-    from engine.training.check import image_side_of, meta_model
+    from engine.training.check import image_side_of
     from engine.training.memory import ImageSide
+    from engine.training.modeling import meta_model
 
     vlm = PROJECT_ROOT / "assets" / "demo-vlm"
     config = RunConfig.model_validate({"model": {"name_or_path": str(vlm)}, "adapter": {"method": method}})
