@@ -99,8 +99,9 @@ def test_choices_list_bases_then_each_runs_result_and_checkpoints(tmp_path):
     (newer / "adapter" / "adapter_model.safetensors").write_bytes(b"weights")
     add_checkpoints(newer, 2, 4)
     full = make_run(tmp_path, "full", 0.5, adapter={"method": "full"})  # no model/ yet, no checkpoint
+    bundled = [(f"Base · {model}", f"base:{model}") for model in ("assets/demo-model", "assets/demo-vlm")]
     assert model_choices(Caller(tmp_path)) == [
-        (f"Base · {DEMO}", f"base:{DEMO}"),
+        *bundled,
         ("Base · org/other-base", "base:org/other-base"),
         ("newer · final adapter", "run:newer"),
         ("newer · checkpoint 4", "run:newer:4"),
@@ -108,7 +109,7 @@ def test_choices_list_bases_then_each_runs_result_and_checkpoints(tmp_path):
         ("older · checkpoint 3", "run:older:3"),
     ]
     assert full.is_dir()
-    assert model_choices(Caller(tmp_path / "empty")) == [(f"Base · {DEMO}", f"base:{DEMO}")]
+    assert model_choices(Caller(tmp_path / "empty")) == bundled
 
 
 def test_a_relisting_never_undoes_a_pick_made_while_it_was_on_its_way(tmp_path):

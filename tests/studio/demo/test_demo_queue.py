@@ -113,7 +113,7 @@ def test_tools_refuse_another_visitors_run(tmp_path: Path, processes: list[Any])
     run_choices = tab_opened(caller, "export", None, None, None)[0]
     assert [value for _, value in run_choices["choices"]] == [alice.name]
     chat_keys = [key for _, key in chat_models.model_choices(caller)]
-    assert chat_keys == ["base:assets/demo-model", f"run:{alice.name}:5"]
+    assert chat_keys == ["base:assets/demo-model", "base:assets/demo-vlm", f"run:{alice.name}:5"]
     refused = export_tab.start_clicked(caller, bob.name, "5", "adapter", "float32", "", "", "", True)
     assert refused[0] is None and "no run" in refused[2]
     pushed = export_tab.start_clicked(caller, alice.name, "5", "adapter", "float32", "", "me/x", "", True)
