@@ -78,7 +78,8 @@ def test_an_image_goes_with_the_message_to_both_sides(studio, browser, artifacts
 
     pick(page, "Base · assets/demo-model")  # a text model: no image box
     page.locator("#ts-chat-load").click()
-    wait_until(lambda: "Base · assets/demo-model" in status.inner_text(), 120, what="the text model to load")
+    text_loaded = lambda: "Loaded:" in (shown := status.inner_text()) and "Base · assets/demo-model" in shown  # noqa: E731
+    wait_until(text_loaded, 120, what="the text model to load")  # not "starting the chat process for ..."
     wait_until(lambda: not image_box.is_visible(), 20, what="the image box to hide")
     page.locator("#ts-chat-unload").click()
     wait_until(lambda: "Unloaded" in status.inner_text(), 30, what="the unload")
