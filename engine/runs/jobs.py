@@ -149,6 +149,21 @@ class JobStatus:
 _JOB_FIELDS = {item.name for item in fields(JobStatus)}
 
 
+def _crashed(job_dir: Path, record: dict[str, Any], progress: dict[str, Any]) -> dict[str, Any]:
+    """Record a job whose process is gone without a final state: cancelled, or failed with why; its registered
+    half-written output removed."""
+    _remove_partials(progress.get("partials", []))
+    if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself
+        progress.update(state="cancelled", error="cancelled by the user", partials=[])
+    else:
+        code = exit_code_of(record.get("pid"))
+        why = f"exit code {code}" if code is not None else "it was killed or crashed"
+        progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
+    progress["updated_at"] = time.time()
+    _write_json(job_dir / PROGRESS_FILE, progress)
+    return progress
+
+
 def status(job_dir: Path) -> JobStatus:
     """The job's progress merged with its record, reconciled against its process.
 
@@ -159,15 +174,11 @@ def status(job_dir: Path) -> JobStatus:
     record = _read_json(job_dir / JOB_FILE)
     progress = _read_json(job_dir / PROGRESS_FILE)
     if progress.get("state") not in FINAL_STATES and record and not is_alive(record.get("pid")):
-        _remove_partials(progress.get("partials", []))
-        if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself
-            progress.update(state="cancelled", error="cancelled by the user", partials=[])
-        else:
-            code = exit_code_of(record.get("pid"))
-            why = f"exit code {code}" if code is not None else "it was killed or crashed"
-            progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
-        progress["updated_at"] = time.time()
-        _write_json(job_dir / PROGRESS_FILE, progress)
+        # Read again now that the process is known to be gone: it may have recorded its end between the first read
+        # and the check (on a busy machine the gap is long), and that record must not be overwritten.
+        progress = _read_json(job_dir / PROGRESS_FILE)
+        if progress.get("state") not in FINAL_STATES:
+            progress = _crashed(job_dir, record, progress)
     merged = {**record, **progress, "job_dir": str(job_dir), "job_id": job_dir.name}
     current = JobStatus(**{key: value for key, value in merged.items() if key in _JOB_FIELDS})
     if current.state == "failed":
