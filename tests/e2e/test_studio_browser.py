@@ -70,7 +70,15 @@ class Monitor:
         return self.page.evaluate(LOSS_POINTS_JS, TRAIN_TRACE)
 
     def wait_state(self, *states: str, timeout: float = 90) -> str:
-        return wait_until(lambda: self.state() in states and self.state(), timeout, 0.2, f"state in {states}")
+        try:
+            return wait_until(lambda: self.state() in states and self.state(), timeout, 0.2, f"state in {states}")
+        except AssertionError as exc:  # say what the page shows instead (a loaded machine's failures are rare)
+            shown = (
+                self.page.locator(".ts-monitor-head").inner_text()
+                if self.page.locator(".ts-monitor-head").count()
+                else ""
+            )
+            raise AssertionError(f"{exc}; the badge says {self.state()!r}; the head: {shown!r}") from None
 
     def wait_points(self, at_least: int, timeout: float = 90) -> list[int]:
         return wait_until(lambda: len(self.steps()) >= at_least and self.steps(), timeout, 0.2, f"{at_least} points")
