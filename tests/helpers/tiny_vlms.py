@@ -276,14 +276,10 @@ def _idefics_parts(tokenizer: Any) -> tuple[dict[str, Any], dict[str, Any], Any]
     return text, vision, image_processor
 
 
-def build_idefics3(folder: Path) -> None:
-    """A tiny Idefics3 (one text layer, one vision layer) with its processor files."""
-    from transformers import Idefics3Config, Idefics3ForConditionalGeneration
-    from trl.chat_template_utils import idefics3_chat_template
-
-    tokenizer = tokenizer_with(IDEFICS_TOKENS, eos="<end_of_utterance>")
+def _idefics_model(tokenizer: Any, config_class: Any, model_class: Any) -> tuple[Any, Any]:
+    """A tiny model of the Idefics3 architecture (Idefics3, SmolVLM: same config fields) and its image processor."""
     text, vision, image_processor = _idefics_parts(tokenizer)
-    config = Idefics3Config(
+    config = config_class(
         text_config=text,
         vision_config=vision,
         scale_factor=2,
@@ -291,7 +287,16 @@ def build_idefics3(folder: Path) -> None:
         pad_token_id=tokenizer.pad_token_id,
     )
     _seeded()
-    model = Idefics3ForConditionalGeneration(config)
+    return model_class(config), image_processor
+
+
+def build_idefics3(folder: Path) -> None:
+    """A tiny Idefics3 (one text layer, one vision layer) with its processor files."""
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration
+    from trl.chat_template_utils import idefics3_chat_template
+
+    tokenizer = tokenizer_with(IDEFICS_TOKENS, eos="<end_of_utterance>")
+    model, image_processor = _idefics_model(tokenizer, Idefics3Config, Idefics3ForConditionalGeneration)
     settings = {"image_seq_len": IMAGE_TOKENS}
     save_vlm(folder, model, tokenizer, image_processor, "Idefics3Processor", idefics3_chat_template, settings)
 
@@ -303,16 +308,7 @@ def build_smolvlm(folder: Path) -> None:
     from trl.chat_template_utils import smolvlm_chat_template
 
     tokenizer = tokenizer_with(["<|im_start|>", *IDEFICS_TOKENS], eos="<end_of_utterance>")
-    text, vision, _ = _idefics_parts(tokenizer)
-    config = SmolVLMConfig(
-        text_config=text,
-        vision_config=vision,
-        scale_factor=2,
-        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    _seeded()
-    model = SmolVLMForConditionalGeneration(config)
+    model, _ = _idefics_model(tokenizer, SmolVLMConfig, SmolVLMForConditionalGeneration)
     image_processor = SmolVLMImageProcessorPil(
         size={"longest_edge": 32}, max_image_size={"longest_edge": 32}, do_image_splitting=False
     )
