@@ -105,7 +105,9 @@ QWEN_TOKENS = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>
 QWEN_IMAGE_SIDE = 56
 
 
-def _qwen_text(tokenizer: Any) -> dict[str, Any]:
+def tiny_text(tokenizer: Any, **extra: Any) -> dict[str, Any]:
+    """The language model every tiny family shares (one layer of width 64), sized to ``tokenizer``, with
+    ``extra`` fields of the family's own."""
     return {
         "vocab_size": len(tokenizer),
         "hidden_size": 64,
@@ -114,12 +116,17 @@ def _qwen_text(tokenizer: Any) -> dict[str, Any]:
         "num_attention_heads": 2,
         "num_key_value_heads": 1,
         "max_position_embeddings": 512,
-        # head_dim 32: the multimodal rotary sections (time, height, width) split its 16 frequencies
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]},
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
+        **extra,
     }
+
+
+def _qwen_text(tokenizer: Any) -> dict[str, Any]:
+    # head_dim 32: the multimodal rotary sections (time, height, width) split its 16 frequencies
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6]}
+    return tiny_text(tokenizer, rope_parameters=rope)
 
 
 def _qwen_ids(tokenizer: Any) -> dict[str, int]:
@@ -191,21 +198,7 @@ def build_gemma3(folder: Path) -> None:
     from trl.chat_template_utils import gemma3_chat_template
 
     tokenizer = tokenizer_with(["<start_of_turn>", "<end_of_turn>"], named=GEMMA_NAMED, eos="<end_of_turn>")
-    text = {
-        "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "head_dim": 32,
-        "query_pre_attn_scalar": 32,
-        "max_position_embeddings": 512,
-        "sliding_window": 64,
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    text = tiny_text(tokenizer, head_dim=32, query_pre_attn_scalar=32, sliding_window=64)
     vision = {
         "model_type": "siglip_vision_model",
         "hidden_size": 32,
@@ -249,19 +242,7 @@ IDEFICS_TOKENS = [
 def _idefics_parts(tokenizer: Any) -> tuple[dict[str, Any], dict[str, Any], Any]:
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    text = {
-        "model_type": "llama",
-        "vocab_size": len(tokenizer),
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 1,
-        "num_attention_heads": 2,
-        "num_key_value_heads": 1,
-        "max_position_embeddings": 512,
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    text = tiny_text(tokenizer, model_type="llama")
     vision = {
         "hidden_size": 32,
         "intermediate_size": 64,
