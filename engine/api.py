@@ -36,8 +36,6 @@ from engine.data.warnings import EVAL_FILE_PREFIX, EVAL_LABEL, WARNINGS
 from engine.evaluate import benchmarks, evaluations
 from engine.evaluate.evaluations import SCORING_PREFERENCE, SCORING_REWARDS, is_unpaired, scoring_of
 from engine.export import exports as export
-from engine.methods import METHODS, Method, method_charts, method_of
-from engine.methods.reward_spec import RewardSpec
 from engine.runs import jobs, requests
 from engine.runs import queue as run_queue
 from engine.runs.artifacts import ArtifactError
@@ -102,6 +100,8 @@ from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
 from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
+from engine.training.methods import METHODS, Method, method_charts, method_of
+from engine.training.methods.reward_spec import RewardSpec
 from engine.training.modality import VISION as VISION_MODALITY
 from engine.training.modality import model_modality
 

@@ -182,16 +182,16 @@ def test_only_the_page_builders_import_gradio() -> None:
 
 # The engine's floors, lowest first: a module imports only from its own floor or below. Modules are matched by
 # the longest pattern (fnmatch). A method's package spans two floors: its record and section sit below the config
-# (which composes RunConfig from them), its trainer module beside the training code it calls (engine.methods).
+# (which composes RunConfig from them), its trainer module beside the training code it calls (engine.training.methods).
 ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine",),
     ("engine.store*",),
     ("engine.schema*",),
-    ("engine.methods*",),
+    ("engine.training.methods*",),
     ("engine.config*",),
     ("engine.data*", "engine.runs*"),
-    ("engine.training*", "engine.methods.*.trainer"),
-    ("engine.evaluate*", "engine.chat*", "engine.methods.*.scoring"),
+    ("engine.training*", "engine.training.methods.*.trainer"),
+    ("engine.evaluate*", "engine.chat*", "engine.training.methods.*.scoring"),
     ("engine.export*", "engine.sweeps*"),
     ("engine.cli*", "engine.api"),  # the command line: the engine.cli package (engine.cli.train, ...)
     ("engine.__main__",),
@@ -221,15 +221,15 @@ def test_no_engine_import_runs_back_up_a_floor() -> None:
 
 
 def test_the_floor_check_finds_an_upward_import() -> None:
-    assert _floor("engine.config") > _floor("engine.methods.dpo.section")
-    assert _floor("engine.methods.dpo.trainer") > _floor("engine.config") > _floor("engine.methods")
+    assert _floor("engine.config") > _floor("engine.training.methods.dpo.section")
+    assert _floor("engine.training.methods.dpo.trainer") > _floor("engine.config") > _floor("engine.training.methods")
 
 
 def _method_name_uses(path: Path) -> list[str]:
     """Where a file names a training method in code: a string equal to a method's name (a data format of the same
     name, kto, is the data's word, not the method's), or an attribute named after one (``config.grpo``)."""
     from engine.config.data import DataSection
-    from engine.methods import METHODS
+    from engine.training.methods import METHODS
 
     formats = set(typing.get_args(DataSection.model_fields["format"].annotation))
     found = []
@@ -242,13 +242,13 @@ def _method_name_uses(path: Path) -> list[str]:
 
 
 def test_only_a_methods_own_package_names_it_in_code() -> None:
-    """No ``if method == "grpo"`` and no ``config.dpo`` outside engine/methods/: what differs between methods is
-    asked of their Method record, so adding one changes no other file."""
+    """No ``if method == "grpo"`` and no ``config.dpo`` outside engine/training/methods/: what differs between methods
+    is asked of their Method record, so adding one changes no other file."""
     offenders = [
         use
         for package in ("engine", "studio")
         for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
-        if not path.is_relative_to(PROJECT_ROOT / "engine" / "methods")
+        if not path.is_relative_to(PROJECT_ROOT / "engine" / "training" / "methods")
         for use in _method_name_uses(path)
     ]
     assert offenders == []
@@ -270,13 +270,13 @@ NEWER_METHODS: tuple[str, ...] = ("rloo", "rm")
 
 @pytest.mark.parametrize("name", NEWER_METHODS)
 def test_a_newer_method_touches_nothing_outside_its_package(name: str) -> None:
-    allowed = {PROJECT_ROOT / "engine" / "methods" / "__init__.py"}
+    allowed = {PROJECT_ROOT / "engine" / "training" / "methods" / "__init__.py"}
     word = re.compile(rf"\b{re.escape(name)}\b", re.IGNORECASE)
     offenders = [
         str(path.relative_to(PROJECT_ROOT))
         for package in ("engine", "studio")
         for path in sorted((PROJECT_ROOT / package).rglob("*.py"))
-        if not path.is_relative_to(PROJECT_ROOT / "engine" / "methods" / name) and path not in allowed
+        if not path.is_relative_to(PROJECT_ROOT / "engine" / "training" / "methods" / name) and path not in allowed
         if word.search(path.read_text(encoding="utf-8"))
     ]
     assert offenders == []

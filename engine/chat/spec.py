@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
 from engine.data.tools import parse_tools, tools_problems
-from engine.methods import method_of
 from engine.schema import advanced
 from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
@@ -26,6 +25,7 @@ from engine.store.rundir import (
     read_status,
     result_dir,
 )
+from engine.training.methods import method_of
 
 ROLES = ("system", "user", "assistant")
 

@@ -21,11 +21,11 @@ from engine.config.sections import (
 )
 from engine.config.stopping import early_stopping_problems
 from engine.config.vision import VisionSection
-from engine.methods import DEFAULT_METHOD, METHODS, rows_batched_names
-from engine.methods.reward_spec import RewardSpec
 from engine.schema import ConfigError, Problem, problems_from_validation
+from engine.training.methods import DEFAULT_METHOD, METHODS, rows_batched_names
+from engine.training.methods.reward_spec import RewardSpec
 
-# The training methods, as engine.methods registers them.
+# The training methods, as engine.training.methods registers them.
 TrainingMethod = Literal[tuple(METHODS)]  # type: ignore[valid-type]
 # The methods with a config section of their own, named after them, and their sections.
 METHOD_SECTIONS = {name: method.section for name, method in METHODS.items() if method.section is not None}
@@ -56,7 +56,7 @@ __all__ = [
 
 class _RunConfigBase(Section):
     """Everything a fine-tuning run needs, validated before any process starts. Each method with knobs adds its
-    section after these (``dpo:`` for dpo; engine.methods), read only when the run uses that method."""
+    section after these (``dpo:`` for dpo; engine.training.methods), read only when the run uses that method."""
 
     name: str | None = Field(
         None,

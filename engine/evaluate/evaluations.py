@@ -63,15 +63,15 @@ from typing import Any
 
 from engine.data.loading import looks_like_hub_id, resolve_path
 from engine.evaluate.result_files import list_results, read_result, save_result
-from engine.methods import SCORINGS, method_of
 from engine.runs import jobs
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.store.workspace import workspace_of
+from engine.training.methods import SCORINGS, method_of
 
 EVALUATIONS_DIR = "evaluations"
-# How runs are scored, by Method.scoring (engine.methods.base): "answers" by engine.evaluate.worker, "preference" by
-# engine.evaluate.preference, "rewards" (a run's own reward functions on greedy completions of held-out prompts) by
-# engine.evaluate.rewards.
+# How runs are scored, by Method.scoring (engine.training.methods.base): "answers" by engine.evaluate.worker,
+# "preference" by engine.evaluate.preference, "rewards" (a run's own reward functions on greedy completions of
+# held-out prompts) by engine.evaluate.rewards.
 SCORING_ANSWERS, SCORING_PREFERENCE, SCORING_REWARDS = SCORINGS
 DATA_EVAL, DATA_TRAIN = "eval", "train"
 JOB_KIND = "evaluate"

@@ -43,9 +43,9 @@ from engine.data.prompts import REFERENCE_COLUMN, ROW_COLUMN, prompt_rows
 from engine.evaluate.evaluations import SCORING_REWARDS
 from engine.evaluate.models import arm_count, baseline_fields, load_models, pick_rows, starting_weights
 from engine.evaluate.scoring import Completion, generate_completions
-from engine.methods import method_of
 from engine.runs.artifacts import FinishedRun, TrainedWeights
 from engine.runs.jobs import Progress
+from engine.training.methods import method_of
 from engine.training.rewards import reward_functions
 from engine.training.rewards.functions import RewardFunction
 

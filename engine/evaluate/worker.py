@@ -48,9 +48,9 @@ from engine.evaluate.models import (
 from engine.evaluate.result_files import result_header
 from engine.evaluate.rewards import score_rewards
 from engine.evaluate.scoring import generate_predictions
-from engine.methods import method_of
 from engine.runs.artifacts import FinishedRun, TrainedWeights
 from engine.runs.jobs import Progress
+from engine.training.methods import method_of
 from engine.training.vision import text_tokenizer
 
 ANSWER_SLACK_TOKENS = 8  # room beyond the longest reference, so a slightly longer answer is seen (and wrong)

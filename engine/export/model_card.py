@@ -20,9 +20,9 @@ from engine.evaluate.evaluations import (
     scoring_of,
 )
 from engine.export.exports import ExportPlan
-from engine.methods import method_of
 from engine.store.paths import find_local_path, is_hub_id
 from engine.store.rundir import iter_metrics
+from engine.training.methods import method_of
 from engine.training.modality import model_kind
 
 # A model in the hub's cache: .../models--<org>--<name>/snapshots/<revision>

@@ -38,9 +38,9 @@ def merge_into_base(plan: ExportPlan, destination: Path, progress: Progress) -> 
     """Save base + adapter as one model (or a full fine-tune, cast), in ``plan.dtype`` safetensors."""
     from transformers import AutoTokenizer
 
-    from engine.methods.base import IMAGE_TEXT_TO_TEXT
     from engine.store.paths import resolve_model_source
     from engine.training.builders import torch_dtype
+    from engine.training.methods.base import IMAGE_TEXT_TO_TEXT
     from engine.training.modality import model_kind
     from engine.training.vision import load_processor
 

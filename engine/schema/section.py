@@ -1,7 +1,7 @@
 """The base of every config section: a pydantic model that refuses unknown keys, infinite numbers and secrets.
 
 It lives below engine.config because the sections of a training method live in the method's own package
-(engine.methods), and engine.config composes RunConfig from them: both build on this module.
+(engine.training.methods), and engine.config composes RunConfig from them: both build on this module.
 """
 
 from __future__ import annotations

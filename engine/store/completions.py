@@ -1,7 +1,7 @@
 """``completions.jsonl`` in a run directory: samples of what a run of a sampling method (Method.writes_samples)
 generated, with each reward's score.
 
-Written by the trainer at its logging steps (engine.methods.online.trainer), read by the Monitor's sample panel
+Written by the trainer at its logging steps (engine.training.methods.online.trainer), read by the Monitor's sample panel
 while the run goes and after it ended. One JSON object per line, appended whole:
 
 ``{"step": 12, "time": ..., "prompt": "...", "completion": "...", "rewards": {"exact_match": 1.0, ...},

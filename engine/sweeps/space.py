@@ -21,8 +21,8 @@ from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
-from engine.methods import method_of
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
+from engine.training.methods import method_of
 
 FieldKind = Literal["float", "int", "bool", "literal", "other"]
 Label = None | bool | int | float | str  # what optuna's categorical distributions hold

@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import Any
 
 from engine.config import RunConfig
-from engine.methods import method_of
 from engine.training.hardware import Hardware, resolve_device, resolve_precision
+from engine.training.methods import method_of
 from engine.training.modality import is_vision_model
 
 SEGMENTS = "sdpa_segments"
@@ -50,7 +50,7 @@ def resolve_padding_free(config: RunConfig, hardware: Hardware) -> bool:
     choice = config.train.padding_free
     if choice != "auto":
         return choice == "on"
-    # Only methods whose rows the engine batches take padding-free batches (engine.methods: Method.rows_batched).
+    # Only methods whose rows the engine batches take padding-free batches (Method.rows_batched).
     if not method_of(config).rows_batched or config.model.trust_remote_code or is_vision_model(config):
         return False  # a vision-language model's batches are TRL's collator's, padded
     return resolve_device(config, hardware) == "cpu" or _flash_varlen(config, hardware)

@@ -129,7 +129,7 @@ def to_lora_config(config: RunConfig) -> LoraConfig | None:
     """
     from peft import LoftQConfig, LoraConfig
 
-    from engine.methods import method_of
+    from engine.training.methods import method_of
 
     adapter = config.adapter
     if adapter.method != "lora":
@@ -241,7 +241,7 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
 def to_training_args(config: RunConfig, output_dir: str | Path, hardware: Hardware) -> Any:
     """The run's training arguments: its method's TRL config class (a transformers TrainingArguments) with the
     shared arguments and the method's own."""
-    from engine.methods import method_of
+    from engine.training.methods import method_of
 
     trainer = method_of(config).trainer()
     common = common_training_kwargs(config, output_dir, hardware)

@@ -58,7 +58,7 @@ class RunDirCallback(TrainerCallback):
         self.already_logged = already_logged or set()
         self.status_interval_s = status_interval_s
         # The method's own metrics (GRPO's reward, DPO's margins): its progress lines show them before the loss,
-        # which GRPO logs as 0 by design (engine.methods.charted_keys).
+        # which GRPO logs as 0 by design (engine.training.methods.charted_keys).
         self.method_keys = method_keys or []
         self.bad_loss: str | None = None
         self.bad_loss_step: int | None = None

@@ -13,7 +13,6 @@ from typing import Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
-from engine.methods import method_of
 from engine.runs.lineage import checked_source
 from engine.training.hardware import (
     Hardware,
@@ -25,6 +24,7 @@ from engine.training.hardware import (
 )
 from engine.training.memory import ImageSide, MemoryEstimate, estimate_run_memory
 from engine.training.method_data import inspect_run_data
+from engine.training.methods import method_of
 from engine.training.modality import is_vision_model
 from engine.training.modeling import ParameterCount, count_parameters, load_tokenizer, meta_model
 

@@ -10,7 +10,7 @@ from engine.config.data import PREFERENCE_FORMAT, UNPAIRED_FORMAT
 from engine.data.mixture import FORMAT_JOIN
 from engine.data.template_guard import CHECK_BUDGET_S
 from engine.data.vision_rows import VISION_FORMAT
-from engine.methods import METHODS, Method, method_of
+from engine.training.methods import METHODS, Method, method_of
 from engine.training.modality import TEXT, VISION, model_modality
 
 if TYPE_CHECKING:

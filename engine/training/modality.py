@@ -16,7 +16,7 @@ from engine.store.paths import resolve_model_source
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
-    from engine.methods.base import ModelKind
+    from engine.training.methods.base import ModelKind
 
 VISION, TEXT = "vision", "text"
 
@@ -49,10 +49,10 @@ def _config_json(source: str, revision: str | None) -> dict[str, Any] | None:
 
 
 def model_kind(config: RunConfig) -> ModelKind:
-    """What the run loads and trains: its method's kind (engine.methods), which for a language model on a
+    """What the run loads and trains: its method's kind (engine.training.methods), which for a language model on a
     vision-language base is the image-text-to-text kind (its auto class loads the vision tower too)."""
-    from engine.methods import method_of
-    from engine.methods.base import CAUSAL_LM, IMAGE_TEXT_TO_TEXT
+    from engine.training.methods import method_of
+    from engine.training.methods.base import CAUSAL_LM, IMAGE_TEXT_TO_TEXT
 
     kind = method_of(config).model
     return IMAGE_TEXT_TO_TEXT if kind == CAUSAL_LM and is_vision_model(config) else kind

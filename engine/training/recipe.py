@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from engine.config import ConfigError, RunConfig, load_config
-from engine.methods import charted_keys
 from engine.store.disk import DISK_FULL_WORDS, disk_full_errno
 from engine.store.rundir import (
     CHECKPOINTS_DIR,
@@ -33,6 +32,7 @@ from engine.store.rundir import (
     update_status,
 )
 from engine.store.workspace import workspace_of
+from engine.training.methods import charted_keys
 from engine.training.stopping import StopRequest
 
 EXIT_OK = 0
@@ -71,12 +71,12 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from transformers import PrinterCallback
 
     from engine.data import resolve_chat_template
-    from engine.methods import TrainerParts, method_of
     from engine.runs.lineage import checked_source
     from engine.training.builders import to_early_stopping_callback, to_training_args
     from engine.training.controls import RequestsCallback
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.method_data import require_format
+    from engine.training.methods import TrainerParts, method_of
     from engine.training.modeling import build_model, count_parameters, load_tokenizer
     from engine.training.trackers import use_trackio_dir
 

@@ -46,9 +46,9 @@ def training_imports() -> None:
     from transformers import LlamaForCausalLM  # noqa: F401  (transformers imports model classes lazily)
 
     import engine.data  # noqa: F401
-    import engine.methods  # noqa: F401
     import engine.training.builders  # noqa: F401
     import engine.training.callbacks  # noqa: F401
+    import engine.training.methods  # noqa: F401
     import engine.training.modeling  # noqa: F401
     import engine.training.recipe  # noqa: F401
 

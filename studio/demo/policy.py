@@ -97,7 +97,7 @@ class DemoPolicy:
     max_length: int = 1024  # the default: the demo sets are short rows anyway
     max_accumulation: int = 8
     max_checkpoints: int = 3
-    # The limits a method's demo_caps name (engine.methods.base.Method): max_<limit>.
+    # The limits a method's demo_caps name (engine.training.methods.base.Method): max_<limit>.
     max_generations: int = 8  # answers sampled per prompt (GRPO)
     max_completion_tokens: int = 128  # the longest sampled answer (GRPO)
     max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo

@@ -42,7 +42,7 @@ from studio.monitor.feed import MetricsFeed
 from studio.monitor.view import progress_html, queue_html, stats_html
 
 # title, y-axis unit, colour and metrics key of the small charts: three every run has, then those the training
-# methods add (engine.methods; a run shows its own method's only)
+# methods add (engine.training.methods; a run shows its own method's only)
 COMMON_CHARTS = {
     "learning_rate": ("Learning rate", "lr", charts.COLORS[2], "learning_rate"),
     "grad_norm": ("Gradient norm", "norm", charts.COLORS[4], "grad_norm"),

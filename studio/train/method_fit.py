@@ -1,6 +1,6 @@
 """What the Train form sets when a method is picked (or its own numbers change): the fields of other sections whose
-value the method's rules refuse, made to fit as the method's record says (engine.methods.base.Method.fits). GRPO,
-picked with the demo preset's eval batch size of 50, left "must be a multiple of grpo.num_generations (4)" in the
+value the method's rules refuse, made to fit as the method's record says (engine.training.methods.base.Method.fits).
+GRPO, picked with the demo preset's eval batch size of 50, left "must be a multiple of grpo.num_generations (4)" in the
 collapsed Advanced group of the training section, where nobody saw it. No Gradio here.
 """
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.config import ConfigError, Problem
 from engine.data.prompts import ROW_COLUMN
-from engine.methods.reward_spec import RewardSpec
+from engine.training.methods.reward_spec import RewardSpec
 from engine.training.rewards.functions import (
     RewardError,
     builtin_reward,

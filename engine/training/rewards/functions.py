@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 from engine.data.prompts import ROW_COLUMN
-from engine.methods.reward_spec import RewardSpec
+from engine.training.methods.reward_spec import RewardSpec
 from engine.training.rewards.scoring import builtin_scorer, completion_text, reward_columns
 
 RewardFunction = Callable[..., list[float | None]]

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from engine.methods.reward_spec import RewardSpec
+from engine.training.methods.reward_spec import RewardSpec
 
 # The kinds that compare a completion with a reference column of the data.
 REFERENCE_KINDS = ("exact_match", "math_match")

@@ -17,9 +17,9 @@ from engine.config.data import DataSection
 from engine.data import DataError, inspect_dataset, load_rows, prepare_datasets, preview_examples
 from engine.data.mixture import weighted_indices
 from engine.data.pipeline import select_rows, split_indices
-from engine.methods import METHODS
-from engine.methods.base import Method
 from engine.training.method_data import inspect_run_data, require_format
+from engine.training.methods import METHODS
+from engine.training.methods.base import Method
 
 DEMO_TRAIN = "assets/datasets/demo_sft_train.jsonl"
 

@@ -23,7 +23,6 @@ import pytest
 
 from engine import runs
 from engine.config import RunConfig
-from engine.methods import METHODS
 from engine.runs import queue as run_queue
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import (
@@ -35,6 +34,7 @@ from engine.store.rundir import (
     reserve_space,
     update_status,
 )
+from engine.training.methods import METHODS
 from tests.engine.runs.fault_checks import (
     MAX_STEPS,
     SAVE_STEPS,

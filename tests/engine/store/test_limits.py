@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, parse_config
-from engine.methods.reward_spec import REGEX_LIMITS, RewardSpec, pattern_problem
 from engine.store.limits import Limits, OverLimit, run_limited
+from engine.training.methods.reward_spec import REGEX_LIMITS, RewardSpec, pattern_problem
 
 SMALL = Limits(memory_bytes=256 * 2**20, cpu_s=1.0, wall_s=60.0)
 

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from engine.config import ConfigError, parse_config
-from engine.methods import method_of
 from engine.training.attention import (
     SEGMENTS,
     apply_sdpa_backends,
@@ -29,6 +28,7 @@ from engine.training.hardware import (
     resolve_liger,
     resolve_tf32,
 )
+from engine.training.methods import method_of
 from engine.training.run_path import resolve_run_path
 
 BARE_GPU = Hardware(gpu_count=1, bf16_supported=True)

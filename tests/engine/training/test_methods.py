@@ -13,11 +13,11 @@ import pytest
 from pydantic.fields import FieldInfo
 
 from engine.config import METHOD_SECTIONS, ConfigError, RunConfig, TrainingMethod, TrainSection, parse_config
-from engine.methods import METHODS, method_of
 from engine.store.paths import PROJECT_ROOT
 from engine.training.builders import common_training_kwargs
 from engine.training.hardware import Hardware
 from engine.training.method_data import require_format
+from engine.training.methods import METHODS, method_of
 
 # TrainSection fields that are not training arguments, each with the place that consumes it instead
 # ("module:function"): such a place must read the field.
@@ -59,22 +59,22 @@ def base_config(method: str, **train: Any) -> RunConfig:
 
 
 def test_every_method_package_is_registered_under_a_name_the_config_accepts() -> None:
-    folder = PROJECT_ROOT / "engine/methods"
+    folder = PROJECT_ROOT / "engine/training/methods"
     packages = {path.parent.name for path in folder.glob("*/__init__.py") if "\nMETHOD = Method(" in path.read_text()}
     assert set(METHODS) == packages == set(typing.get_args(TrainingMethod))
     assert method_of(RunConfig()).name == "sft"
     for name, method in METHODS.items():
-        assert method.package == f"engine.methods.{name}"
+        assert method.package == f"engine.training.methods.{name}"
         assert (METHOD_SECTIONS.get(name) is not None) == (method.section is not None)
         trainer = method.trainer()
-        assert trainer.__name__ == f"engine.methods.{name}.trainer"
+        assert trainer.__name__ == f"engine.training.methods.{name}.trainer"
         for part in ("prepare_data", "training_kwargs", "args_class", "build_trainer"):
             assert callable(getattr(trainer, part, None)), f"{trainer.__name__} has no {part}"
 
 
 def test_the_registry_imports_no_training_library() -> None:
     heavy = ("torch", "transformers", "trl", "peft", "datasets")
-    code = f"import sys, engine.methods; print([m for m in {heavy!r} if m in sys.modules])"
+    code = f"import sys, engine.training.methods; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
     assert out.stdout.strip() == "[]"
 

@@ -12,9 +12,9 @@ import pytest
 
 from engine import runs
 from engine.config import RunConfig, parse_config
-from engine.methods import METHODS
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
+from engine.training.methods import METHODS
 from tests.helpers.engine_cli import run_train
 from tests.helpers.run_progress import stop_then_resume
 

@@ -14,8 +14,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from engine.config import ConfigError, Problem
-from engine.methods.reward_spec import RewardSpec
 from engine.store.paths import PROJECT_ROOT
+from engine.training.methods.reward_spec import RewardSpec
 from engine.training.rewards import (
     RewardError,
     check_rewards,

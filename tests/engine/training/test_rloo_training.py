@@ -15,10 +15,10 @@ import pytest
 
 from engine import runs
 from engine.config import ConfigError, RunConfig, load_config, parse_config
-from engine.methods import METHODS
 from engine.store.completions import latest_completions
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
+from engine.training.methods import METHODS
 from tests.helpers.engine_cli import run_check, run_train
 
 pytestmark = pytest.mark.integration

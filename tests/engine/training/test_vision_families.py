@@ -22,10 +22,10 @@ import torch
 
 from engine import runs
 from engine.config import RunConfig, parse_config
-from engine.methods.base import IMAGE_TEXT_TO_TEXT
 from engine.store.paths import PROJECT_ROOT
 from engine.training.check import check_run
 from engine.training.hardware import Hardware
+from engine.training.methods.base import IMAGE_TEXT_TO_TEXT
 from engine.training.modality import is_vision_model, model_kind, model_modality
 from engine.training.modeling import load_model, load_tokenizer, make_trainable
 from engine.training.vision import LANGUAGE, PROJECTOR, TOWER, VisionParts, vision_parts

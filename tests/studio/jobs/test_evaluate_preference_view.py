@@ -151,7 +151,7 @@ def test_a_kto_result_lists_its_answers_and_an_old_result_reads_as_answers():
 
 
 def test_a_scored_result_lists_each_models_scores_and_says_how_it_ranked() -> None:
-    """A reward model's result (engine.methods.rm.scoring): scores in place of log-probs, no beta."""
+    """A reward model's result (engine.training.methods.rm.scoring): scores in place of log-probs, no beta."""
     scored_pair = {
         "row": 4,
         "prompt": "p",

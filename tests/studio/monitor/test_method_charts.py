@@ -10,8 +10,8 @@ import pytest
 
 from engine import runs
 from engine.config import RunConfig
-from engine.methods import METHODS, MetricChart
 from engine.store.rundir import METRICS_FILE
+from engine.training.methods import METHODS, MetricChart
 from studio import charts
 from studio.monitor import feed as feed_module
 from studio.monitor import live

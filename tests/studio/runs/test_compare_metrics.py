@@ -9,8 +9,8 @@ from typing import Any
 
 from engine import runs
 from engine.config import parse_config
-from engine.methods import method_charts
 from engine.store.rundir import append_metrics, update_status
+from engine.training.methods import method_charts
 from studio import charts
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag

@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from engine.data.template_guard import CHECK_BUDGET_S, START_ALLOWANCE_S, WALL_BUDGETS
-from engine.methods import METHODS
+from engine.training.methods import METHODS
 from studio import lanes
 from studio.app import build_app, launch_options
 from studio.train.rewards import rewards_field

@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 
 from engine.config import RunConfig
-from engine.methods import METHODS
+from engine.training.methods import METHODS
 from studio.context import StudioContext
 from studio.i18n.catalog import text
 from studio.train import actions

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from gradio.state_holder import SessionState
 
-from engine.methods import METHODS
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
+from engine.training.methods import METHODS
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL

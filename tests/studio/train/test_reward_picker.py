@@ -14,8 +14,8 @@ import yaml
 from gradio.state_holder import SessionState
 
 from engine import runs
-from engine.methods import METHODS
-from engine.methods.reward_spec import RewardSpec
+from engine.training.methods import METHODS
+from engine.training.methods.reward_spec import RewardSpec
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL

@@ -12,7 +12,7 @@ import gradio as gr
 import yaml
 from gradio.state_holder import SessionState
 
-from engine.methods import METHODS
+from engine.training.methods import METHODS
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs

@@ -1,0 +1,33 @@
+"""Direct preference optimisation (method dpo): TRL's DPOTrainer on chosen / rejected pairs, against a reference."""
+
+from __future__ import annotations
+
+from engine.schema import Problem
+from engine.training.methods.base import Method, RunConfig
+from engine.training.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection
+from engine.training.methods.paired import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
+
+
+def smoothing_problems(config: RunConfig) -> list[Problem]:
+    """label_smoothing does nothing with a loss that does not smooth labels."""
+    dpo = config.dpo
+    if dpo.label_smoothing == 0 or dpo.loss_type in SMOOTHED_DPO_LOSSES:
+        return []
+    message = f"the {dpo.loss_type} loss ignores it; use {', '.join(SMOOTHED_DPO_LOSSES)} or set it to 0"
+    return [Problem("dpo.label_smoothing", message)]
+
+
+METHOD = Method(
+    name="dpo",
+    title="Direct preference optimisation (DPO)",
+    summary="dpo (preference pairs: a chosen and a rejected answer per prompt)",
+    formats=("preference",),
+    package=__name__,
+    section=DpoSection,
+    section_help="DPO's knobs (method dpo).",
+    rules=(lm_head_problems, smoothing_problems),
+    trains_on="whole pairs",
+    charts=(*REWARD_CHARTS, ACCURACY_CHART),
+    scoring="preference",
+    reference=True,
+)
