@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, Studio, demo_config
+from e2e_harness import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, PatientBrowser, Studio, demo_config
 
 from engine import runs
 from tests.helpers.servers import free_port
@@ -68,7 +68,7 @@ def browser() -> Iterator[Any]:
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield chromium
+        yield PatientBrowser(chromium)
         chromium.close()
 
 

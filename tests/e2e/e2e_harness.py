@@ -30,6 +30,33 @@ ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "e2e"
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen: the page must look good here
 
 
+# How long a page's action (a click, a wait for an element, a download) may take before it fails: Playwright's own
+# default of 30 s was too short for a page's first load beside two busy programs on 2 cores. A generous deadline
+# costs nothing while things work: the action returns as soon as it can.
+PAGE_TIMEOUT_MS = 120_000
+EXPORT_TIMEOUT_MS = 300_000  # a whole export job, from its click to its download button
+
+
+class PatientBrowser:
+    """The Chromium of the tests, whose pages and contexts wait up to PAGE_TIMEOUT_MS for each action."""
+
+    def __init__(self, browser: Any):
+        self._browser = browser
+
+    def new_page(self, **options: Any) -> Any:
+        page = self._browser.new_page(**options)
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        return page
+
+    def new_context(self, **options: Any) -> Any:
+        context = self._browser.new_context(**options)
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        return context
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
+
+
 def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds, stretched
     by how busy the machine is (``load_factor``): these waits say "it happens", never how fast."""
@@ -42,6 +69,26 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, 
         if time.time() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (load {os.getloadavg()[0]:.1f})")
         time.sleep(interval)
+
+
+# What the Monitor shows, for a failure message: the header's run and key, the loss chart's steps and key, and how
+# many chart elements there are (Gradio may have drawn the chart's HTML again).
+MONITOR_STATE_JS = """() => {
+  const head = document.querySelector('.ts-run-head[data-live]');
+  const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
+  const div = document.querySelector('[data-live-chart="loss"]');
+  const trace = plot && plot.data && plot.data.find((t) => t.name === 'train loss');
+  const x = trace ? trace.x : [];
+  return {header: head && head.dataset.live, monitor: head && head.dataset.monitor, chart_key: div && div.dataset.key,
+          points: x.length, first: x[0], last: x[x.length - 1], visible: !!(div && div.offsetParent),
+          charts: document.querySelectorAll('[data-live-chart="loss"]').length,
+          progress: document.querySelector('[data-live-panel="progress"]')?.innerText};
+}"""
+
+
+def monitor_state(page: Any) -> dict[str, Any]:
+    """What the Monitor shows now (MONITOR_STATE_JS), for a failure message."""
+    return page.evaluate(MONITOR_STATE_JS)
 
 
 class Studio:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, Studio, wait_until
+from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, Studio, wait_until
 
 from engine import runs
 from studio.demo.policy import DemoPolicy
@@ -54,7 +54,7 @@ def open_visitor(browser: Any, url: str, name: str, steps: int) -> Any:
     """A new visitor (a browser context of its own) with the form filled in, ready to press Start."""
     page = browser.new_context(viewport=VIEWPORT).new_page()
     page.goto(url)
-    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    page.locator("#train-start").wait_for(state="visible")
     fill(page, "name", name)
     fill(page, "train.max_steps", str(steps))
     return page
@@ -116,8 +116,8 @@ def export_reaches_its_visitor_only(bob: Any, url: str, workspace: Path, run_dir
     wait_until(lambda: bob.locator("#ts-export-weights input").input_value() == "final result", 30, what="weights")
     bob.locator("#ts-export-start").click()
     button = bob.locator("#ts-export-download")
-    button.wait_for(state="visible", timeout=120_000)
-    with bob.expect_download(timeout=30_000) as info:
+    button.wait_for(state="visible", timeout=EXPORT_TIMEOUT_MS)
+    with bob.expect_download() as info:
         button.click()
     name = f"{run_dir.name}-adapter.zip"
     assert info.value.suggested_filename == name and "/exports/" not in info.value.url, info.value.url
@@ -177,7 +177,7 @@ def test_two_visitors_take_turns(
 
     # A refresh keeps the visitor (the id lives in the browser): Bob still sees his run on the Monitor.
     bob.reload()
-    bob.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    bob.locator("#train-start").wait_for(state="visible")
     bob.get_by_role("tab", name="Monitor").click()
     wait_until(lambda: "bob-run" in bob.locator(".ts-run-name").inner_text(), 30, what="Bob's run after a refresh")
     wait_until(lambda: "completed" in bob.locator(".ts-monitor-head .ts-badge").inner_text().lower(), 20)

@@ -6,7 +6,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, wait_until
 
 from tests.helpers.demo_run import RUN_ID, trained_demo_run
 
@@ -29,12 +29,12 @@ def test_export_and_download_the_zip(demo_run, studio, browser, artifacts, tmp_p
 
     page.locator("#ts-export-start").click()
     download_button = page.locator("#ts-export-download")
-    download_button.wait_for(state="visible", timeout=120_000)
+    download_button.wait_for(state="visible", timeout=EXPORT_TIMEOUT_MS)
     assert "Export finished." in page.locator("#ts-export-progress").inner_text()
     assert f"{RUN_ID}-adapter" in page.locator("#ts-export-result").inner_text()
     page.screenshot(path=str(artifacts / "20-export-done.png"))
 
-    with page.expect_download(timeout=30_000) as info:
+    with page.expect_download() as info:
         download_button.click()
     saved = tmp_path / info.value.suggested_filename
     info.value.save_as(saved)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import VIEWPORT, monitor_state, wait_until
 
 from engine import runs
 from engine.config import parse_config
@@ -88,7 +88,10 @@ def test_the_monitor_drops_the_previous_run_at_once_when_the_run_changes(studio,
     open_from_runs(page, "earlier-run")
     wait_until(lambda: "step 30" in panel(page, "progress") and "1.2345" in panel(page, "stats"), 30, what="the run")
     points = POINTS_JS
-    wait_until(lambda: page.evaluate(points) == 30, 30, what="its curve")
+    try:
+        wait_until(lambda: page.evaluate(points) == 30, 30, what="its curve")
+    except AssertionError as missed:  # seen once at load 5: say what the page showed instead
+        raise AssertionError(f"{missed}; the page: {monitor_state(page)}") from None
 
     # The next run's answers are held back, as a starting run's are while it loads: whatever the page shows under
     # its header until then comes from the page itself.

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import ARTIFACTS, VIEWPORT, wait_until
+from e2e_harness import ARTIFACTS, VIEWPORT, monitor_state, wait_until
 
 from engine import runs
 from engine.store.rundir import iter_metrics
@@ -256,21 +256,9 @@ def check_the_old_charts_go_at_once(page: Any, monitor: Monitor, table: Any, wor
         wait_until(lambda: monitor.steps() == other_steps, 20, what="the other run's curve")
     except AssertionError as missed:  # seen once beside two CPU hogs: say what the page showed instead
         monitor.shot(ARTIFACTS, "fail-other-run-curve")
-        shown = page.evaluate(PAGE_STATE_JS)
+        shown = monitor_state(page)
         raise AssertionError(f"{missed}; the page: {shown}; wanted {summary(other_steps)}") from None
     assert page.evaluate("() => window.tsStaleFrames") == 0
-
-
-# What the Monitor shows, for a failure message: the header's run and key, and the loss chart's steps and key.
-PAGE_STATE_JS = """() => {
-  const head = document.querySelector('.ts-run-head[data-live]');
-  const plot = document.querySelector('#ts-loss-chart .js-plotly-plot');
-  const div = document.querySelector('[data-live-chart="loss"]');
-  const trace = plot && plot.data && plot.data.find((t) => t.name === 'train loss');
-  const x = trace ? trace.x : [];
-  return {header: head && head.dataset.live, monitor: head && head.dataset.monitor, chart_key: div && div.dataset.key,
-          points: x.length, first: x[0], last: x[x.length - 1], visible: !!(div && div.offsetParent)};
-}"""
 
 
 def summary(steps: list[int]) -> str:

@@ -45,7 +45,7 @@ def table_states(page: Any) -> list[str]:
 def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    page.locator("#train-start").wait_for(state="visible")
     set_number(page, "#cfg-train-max_steps", "10")  # the demo preset, cut short
     set_number(page, "#cfg-train-eval_steps", "5")  # so each trial logs the objective, eval_loss
 

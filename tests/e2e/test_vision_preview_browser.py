@@ -55,7 +55,7 @@ def fill(page: Any, path: str, value: str, key: str = "Enter") -> None:
 def test_vision_fields_and_thumbnails_of_mllm_demo(vision_studio: Studio, browser: Any, artifacts: Path) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(vision_studio.url)
-    page.locator("#train-start").wait_for(state="visible", timeout=30_000)
+    page.locator("#train-start").wait_for(state="visible")
     section = page.locator("#ts-modality-vision")
     assert not section.is_visible()  # the preset's text model reads no images
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from engine import runs
+from engine.store.rundir import RunStatus
 
 
 def wait_for_step(run_dir: Path, step: int, timeout: float = 120) -> None:
@@ -20,17 +21,31 @@ def wait_for_step(run_dir: Path, step: int, timeout: float = 120) -> None:
     raise AssertionError(f"run did not reach step {step}")
 
 
-def stop_then_resume(run_dir: Path, max_steps: int, stop_at: int = 3, timeout: float = 300) -> None:
-    """Start the created run, Stop it once it reaches ``stop_at`` (it must stop with a checkpoint before
-    ``max_steps``), then Resume it to completion."""
-    runs.start(run_dir)
+def wait_for_state(run_dir: Path, state: str, timeout: float = 300) -> RunStatus:
+    """The run's status once it reads ``state``; fail at once if the run ended otherwise, or after ``timeout``."""
     deadline = time.time() + timeout
-    while (runs.status(run_dir).step or 0) < stop_at and runs.status(run_dir).is_active and time.time() < deadline:
+    while time.time() < deadline:
+        current = runs.status(run_dir)
+        if current.state == state:
+            return current
+        assert current.is_active, f"the run ended {current.state}, not {state}: {current}"
         time.sleep(0.05)
+    raise AssertionError(f"run did not reach {state}: {runs.status(run_dir)}")
+
+
+def stop_then_resume(run_dir: Path, max_steps: int, timeout: float = 300) -> None:
+    """Start the created run, Pause it after its first step and Stop it there (a checkpoint before ``max_steps``,
+    however busy the machine: a Stop sent at a step seen from here could land after the last one), then Resume it
+    to completion."""
+    runs.start(run_dir)
+    wait_for_step(run_dir, 1, timeout)
+    assert runs.pause(run_dir)
+    paused = wait_for_state(run_dir, "paused", timeout)
+    assert paused.step < max_steps, paused
     assert runs.stop(run_dir)
     stopped = runs.wait(run_dir, timeout=timeout)
     assert stopped.state == "stopped", stopped
-    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step < max_steps
+    assert stopped.checkpoints and stopped.checkpoints[-1] == stopped.step == paused.step
     runs.resume(run_dir)
     finished = runs.wait(run_dir, timeout=timeout)
     assert finished.state == "completed", finished

@@ -1,8 +1,9 @@
 """What the methods that sample their own answers and learn from reward functions share (each lists this in its
 own package): their Monitor charts and the rules on how a round of generation splits into groups.
 
-A sampling method's config section is named after the method and holds ``rewards``, ``num_generations``,
-``steps_per_generation`` and ``beta`` (TRL's GRPOConfig and RLOOConfig take the same batch arithmetic)."""
+A sampling method's config section is named after the method and derives from ``section.SamplingSection``: the
+knobs TRL's GRPOConfig and RLOOConfig share, ``rewards``, ``num_generations``, ``steps_per_generation`` and ``beta``
+among them (the two take the same batch arithmetic)."""
 
 from __future__ import annotations
 
