@@ -80,6 +80,9 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     return form
 
 
+FORM_READY = "formReady"  # the dataset key on <html> set once the kept form is restored (data-form-ready)
+
+
 def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     """Keep the form in the browser (studio.train.kept_form): stored by the page itself on every change, sent back
     to the server once, when the page loads, and shown again.
@@ -105,7 +108,12 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
 
     read = f"(visitor, _stored) => [visitor, localStorage.getItem({key_text})]"
     page = get_blocks_context().root_block
-    page.load(ctx.handler(restore), ctx.inputs(stored), form.inputs, js=read, show_progress="hidden", **PRIVATE)
+    restored = page.load(
+        ctx.handler(restore), ctx.inputs(stored), form.inputs, js=read, show_progress="hidden", **PRIVATE
+    )
+    # The page says when the kept form is back (FORM_READY on <html>): what is typed before then may be replaced by
+    # the stored form, when the page loads slowly (a test types as soon as the form shows).
+    restored.then(None, None, None, js=f"() => {{ document.documentElement.dataset.{FORM_READY} = '1'; }}", **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:

@@ -57,6 +57,13 @@ class PatientBrowser:
         return getattr(self._browser, name)
 
 
+def wait_for_form(page: Any, state: str = "visible") -> None:
+    """Wait for the Train form (its Start button in ``state``) and for the kept form to be restored into it (the
+    page's data-form-ready, studio.train.tab.FORM_READY): what is typed before then may be replaced by it."""
+    page.locator("#train-start").wait_for(state=state)
+    page.locator("html[data-form-ready]").wait_for(state="attached")
+
+
 def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, what: str = "condition") -> Any:
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds, stretched
     by how busy the machine is (``load_factor``): these waits say "it happens", never how fast."""

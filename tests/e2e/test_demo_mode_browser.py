@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, Studio, wait_until
+from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, Studio, wait_for_form, wait_until
 
 from engine import runs
 from studio.demo.policy import DemoPolicy
@@ -45,16 +45,21 @@ def demo_studio(demo_workspace: Path, artifacts: Path) -> Iterator[Studio]:
 
 def fill(page: Any, path: str, value: str) -> None:
     """Type into a form field the way a person does, then leave it (which fires its change event)."""
-    box = page.locator(f"#cfg-{path.replace('.', '-')} input, #cfg-{path.replace('.', '-')} textarea").first
+    box = field(page, path)
     box.fill(value)
     box.press("Tab")
+
+
+def field(page: Any, path: str) -> Any:
+    """The box of a form field."""
+    return page.locator(f"#cfg-{path.replace('.', '-')} input, #cfg-{path.replace('.', '-')} textarea").first
 
 
 def open_visitor(browser: Any, url: str, name: str, steps: int) -> Any:
     """A new visitor (a browser context of its own) with the form filled in, ready to press Start."""
     page = browser.new_context(viewport=VIEWPORT).new_page()
     page.goto(url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     fill(page, "name", name)
     fill(page, "train.max_steps", str(steps))
     return page
@@ -147,7 +152,10 @@ def test_two_visitors_take_turns(
     fill(alice, "train.max_steps", "5000")
     error = alice.locator("#cfg-train-max_steps-error")
     cap = f"at most {DemoPolicy(enabled=True).max_steps} steps"
-    wait_until(lambda: cap in error.inner_text(), 20, what="the step cap next to the field")
+    try:  # count() first: inner_text() would wait for the element past wait_until's own deadline
+        wait_until(lambda: error.count() and cap in error.inner_text(), 20, what="the step cap next to the field")
+    except AssertionError as missed:
+        raise AssertionError(f"{missed}; the field holds {field(alice, 'train.max_steps').input_value()}") from None
     alice.screenshot(path=str(artifacts / "40-demo-train-step-cap.png"))
     fill(alice, "train.max_steps", str(ALICE_STEPS))
     wait_until(lambda: not error.is_visible(), 20, what="the error to clear")
@@ -177,7 +185,7 @@ def test_two_visitors_take_turns(
 
     # A refresh keeps the visitor (the id lives in the browser): Bob still sees his run on the Monitor.
     bob.reload()
-    bob.locator("#train-start").wait_for(state="visible")
+    wait_for_form(bob)
     bob.get_by_role("tab", name="Monitor").click()
     wait_until(lambda: "bob-run" in bob.locator(".ts-run-name").inner_text(), 30, what="Bob's run after a refresh")
     wait_until(lambda: "completed" in bob.locator(".ts-monitor-head .ts-badge").inner_text().lower(), 20)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import VIEWPORT, wait_for_form, wait_until
 
 from engine import runs
 from studio.i18n.catalog import text
@@ -64,7 +64,7 @@ def test_start_watch_and_stop_a_run_in_chinese(studio: Any, browser: Any, worksp
     context = browser.new_context(locale="zh-CN", viewport=VIEWPORT)
     page = context.new_page()
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
 
     # The page follows the browser: tabs, the form's labels and help (from the schema), Start, the header's menu.
     wait_until(lambda: tuple(tab_names(page)) == TABS_ZH, 30, what="the tabs in Chinese")
@@ -131,7 +131,7 @@ def test_start_watch_and_stop_a_run_in_chinese(studio: Any, browser: Any, worksp
     stopped_ja = words("state.stopped", "ja")
     wait_until(lambda: text_of(page, ".ts-monitor-head .ts-badge") == stopped_ja, 20, what="the badge in Japanese")
     page.reload()
-    page.locator("#train-start").wait_for(state="attached")
+    wait_for_form(page, "attached")
     wait_until(lambda: tuple(tab_names(page)) == TABS_JA, 30, what="Japanese after a reload")
     assert page.locator("#ts-language input").input_value() == text("language.name", "ja")
     page.get_by_role("tab", name=TABS_JA[0]).click()

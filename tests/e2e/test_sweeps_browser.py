@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import VIEWPORT, wait_for_form, wait_until
 
 from engine.sweeps import driver_running, stop_sweep, sweep_status
 
@@ -45,7 +45,7 @@ def table_states(page: Any) -> list[str]:
 def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     set_number(page, "#cfg-train-max_steps", "10")  # the demo preset, cut short
     set_number(page, "#cfg-train-eval_steps", "5")  # so each trial logs the objective, eval_loss
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import VIEWPORT, wait_for_form, wait_until
 
 from engine import runs
 from engine.store.rundir import iter_metrics
@@ -30,7 +30,7 @@ def field_error(page: Any, path: str) -> str:
 def test_start_from_the_form(studio: Any, browser: Any, workspace: Path, artifacts: Path) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     # The form opens on the demo preset, so Start trains something at once.
     assert page.locator("#cfg-model-name_or_path input").input_value() == "assets/demo-model"
     page.screenshot(path=str(artifacts / "20-train-tab.png"))
@@ -73,7 +73,7 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
     side by side, and the started run draws DPO's own charts on the Monitor."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     page.locator("#train-config-choice input").click()
     page.get_by_role("option", name="preset: demo-dpo").first.click()
     wait_until(lambda: page.locator("#ts-method-dpo").is_visible(), 30, what="the DPO section")
@@ -112,7 +112,7 @@ def test_a_grpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, 
     chart, and the Monitor's "Sample completions" section lists the answers it sampled with their rewards."""
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     page.locator("#train-config-choice input").click()
     page.get_by_role("option", name="preset: demo-grpo").first.click()
     wait_until(lambda: page.locator("#ts-method-grpo").is_visible(), 30, what="the GRPO section")
@@ -163,7 +163,7 @@ def test_the_form_comes_back_after_a_reload(studio: Any, browser: Any, artifacts
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     page.goto(studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     method = page.locator("#cfg-method input").first
     preset = method.input_value(), page.locator("#cfg-train-max_steps input").first.input_value()
     assert preset != ("kto", "77")
@@ -173,7 +173,7 @@ def test_the_form_comes_back_after_a_reload(studio: Any, browser: Any, artifacts
     page.get_by_role("option", name="kto", exact=True).first.click()
     wait_until(lambda: (kept(page, "method"), kept(page, "train.max_steps")) == ("kto", 77), 30, what="the store")
     page.reload()
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     steps = page.locator("#cfg-train-max_steps input").first
     wait_until(lambda: (method.input_value(), steps.input_value()) == ("kto", "77"), 30, what="the kept form")
     page.screenshot(path=str(artifacts / "26-train-form-after-reload.png"))
@@ -190,6 +190,6 @@ def test_the_form_comes_back_after_a_reload(studio: Any, browser: Any, artifacts
     other = browser.new_context(viewport=VIEWPORT)
     fresh = other.new_page()
     fresh.goto(studio.url)
-    fresh.locator("#train-start").wait_for(state="visible")
+    wait_for_form(fresh)
     assert fresh.locator("#cfg-method input").first.input_value() == preset[0]
     other.close()

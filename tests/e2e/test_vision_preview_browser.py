@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, Studio, wait_until
+from e2e_harness import VIEWPORT, Studio, wait_for_form, wait_until
 
 from tests.helpers.servers import free_port
 
@@ -55,7 +55,7 @@ def fill(page: Any, path: str, value: str, key: str = "Enter") -> None:
 def test_vision_fields_and_thumbnails_of_mllm_demo(vision_studio: Studio, browser: Any, artifacts: Path) -> None:
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(vision_studio.url)
-    page.locator("#train-start").wait_for(state="visible")
+    wait_for_form(page)
     section = page.locator("#ts-modality-vision")
     assert not section.is_visible()  # the preset's text model reads no images
 
