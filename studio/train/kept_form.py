@@ -19,6 +19,12 @@ from studio.form.schema import FieldSpec, leaf_specs
 from studio.train.actions import upload_names, upload_paths
 
 STORAGE_KEY = "ts-train-form"  # the browser's localStorage key
+# Set on <html> (data-form-ready) once the kept form is restored: what is typed before then may be replaced by the
+# stored form when the page loads slowly (the browser tests wait for it before they type).
+FORM_READY = "formReady"
+# The page's scripts: read the stored form as the page loads (beside the visitor), and mark the restore done.
+READ_SCRIPT = f"(visitor, _stored) => [visitor, localStorage.getItem({json.dumps(STORAGE_KEY)})]"
+READY_SCRIPT = f"() => {{ document.documentElement.dataset.{FORM_READY} = '1'; }}"
 # A run to continue from is not brought back: it may be gone, and continuing is a choice made for one run.
 NOT_KEPT = (INIT_FROM_FIELD,)
 _SCALARS = (str, int, float, bool, type(None))
@@ -62,3 +68,14 @@ def _fits(spec: FieldSpec, value: Any) -> bool:
     if isinstance(value, list):
         return all(isinstance(item, _SCALARS) for item in value)
     return isinstance(value, _SCALARS)
+
+
+def store_script(paths: list[str]) -> str:
+    """The page's script that stores the form's values (in the order of ``paths``) on every change."""
+    return f"""(...values) => {{
+      const paths = {json.dumps(paths)};
+      const kept = {{}};
+      paths.forEach((path, i) => {{ kept[path] = values[i]; }});
+      try {{ localStorage.setItem({json.dumps(STORAGE_KEY)}, JSON.stringify(kept)); }} catch (error) {{}}
+      return [];
+    }}"""

@@ -11,7 +11,6 @@ number reaches pydantic and comes back as a message next to its field instead of
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import gradio as gr
@@ -80,9 +79,6 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
     return form
 
 
-FORM_READY = "formReady"  # the dataset key on <html> set once the kept form is restored (data-form-ready)
-
-
 def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     """Keep the form in the browser (studio.train.kept_form): stored by the page itself on every change, sent back
     to the server once, when the page loads, and shown again.
@@ -90,15 +86,8 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     Stored by a script, not by an event that outputs to a gr.BrowserState: that round trip made the form's change
     events fire again, so an open page sent its form to the server several times a second, without end.
     """
-    key_text = json.dumps(kept_form.STORAGE_KEY)
-    store = f"""(...values) => {{
-      const paths = {json.dumps(form.paths)};
-      const kept = {{}};
-      paths.forEach((path, i) => {{ kept[path] = values[i]; }});
-      try {{ localStorage.setItem({key_text}, JSON.stringify(kept)); }} catch (error) {{}}
-      return [];
-    }}"""
     triggers = [component.change for component in form.inputs]
+    store = kept_form.store_script(form.paths)
     gr.on(triggers, None, form.inputs, None, js=store, trigger_mode="always_last", **PRIVATE)
 
     stored = gr.Textbox(visible=False)  # carries the stored form to the load event below
@@ -106,14 +95,10 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     def restore(caller: Caller, text: str | None) -> list[Any]:
         return form.value_updates(kept_form.restored_values(caller, kept_form.parse_stored(text)))
 
-    read = f"(visitor, _stored) => [visitor, localStorage.getItem({key_text})]"
     page = get_blocks_context().root_block
-    restored = page.load(
-        ctx.handler(restore), ctx.inputs(stored), form.inputs, js=read, show_progress="hidden", **PRIVATE
-    )
-    # The page says when the kept form is back (FORM_READY on <html>): what is typed before then may be replaced by
-    # the stored form, when the page loads slowly (a test types as soon as the form shows).
-    restored.then(None, None, None, js=f"() => {{ document.documentElement.dataset.{FORM_READY} = '1'; }}", **PRIVATE)
+    quiet = {"js": kept_form.READ_SCRIPT, "show_progress": "hidden", **PRIVATE}
+    restored = page.load(ctx.handler(restore), ctx.inputs(stored), form.inputs, **quiet)
+    restored.then(None, None, None, js=kept_form.READY_SCRIPT, **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
