@@ -28,6 +28,7 @@ from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams,
 from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
 from engine.config.names import name_problem
 from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL
+from engine.data.embedded_images import IMAGE_CACHE_ENV
 from engine.data.errors import DataError
 from engine.data.images import IMAGE_ROOTS_ENV
 from engine.data.loading import decoded_bytes
@@ -76,6 +77,7 @@ from engine.store.workspace import (
     configs_dir,
     datasets_dir,
     exports_dir,
+    image_cache_of,
     recent_models_file,
     runs_dir,
     visitor_datasets_dir,
@@ -133,6 +135,7 @@ __all__ = [
     "METRICS_FILE",
     "MISFIT_ADVICE",
     "MODALITY_MISFIT",
+    "IMAGE_CACHE_ENV",
     "IMAGE_ROOTS_ENV",
     "OLDER_COMPLETIONS_FILE",
     "OPEN_STATES",
@@ -198,6 +201,7 @@ __all__ = [
     "format_params",
     "format_value",
     "has_images",
+    "image_cache_of",
     "image_rows",
     "init_from_problems",
     "inspect_run_data",

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from engine.api import (
+    IMAGE_CACHE_ENV,
     IMAGE_ROOTS_ENV,
     PROJECT_ROOT,
     VISITORS_DIR,
@@ -24,6 +25,7 @@ from engine.api import (
     confine,
     env_roots,
     find_local_path,
+    image_cache_of,
     is_hub_id,
     runs,
 )
@@ -57,8 +59,11 @@ def image_roots(workspace: Path, demo: bool) -> list[Path]:
 
 def confine_images(workspace: Path, demo: bool) -> None:
     """Hold this process's dataset checks, and the runs and jobs it starts, to ``image_roots`` (the engine reads
-    IMAGE_ROOTS_ENV): a dataset the page may read cannot make the engine open any other file as an image."""
+    IMAGE_ROOTS_ENV): a dataset the page may read cannot make the engine open any other file as an image. The
+    images datasets hold are written inside the workspace (IMAGE_CACHE_ENV), unless whoever started the studio
+    chose a cache."""
     os.environ[IMAGE_ROOTS_ENV] = os.pathsep.join(str(root) for root in image_roots(workspace, demo))
+    os.environ.setdefault(IMAGE_CACHE_ENV, str(image_cache_of(workspace)))
 
 
 def path_problem(value: str, roots: list[Path]) -> str | None:

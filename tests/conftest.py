@@ -25,14 +25,17 @@ pytest_plugins = ["tests.helpers.small_disk"]
 
 @pytest.fixture(autouse=True, scope="module")
 def _image_roots_kept_to_the_module():
-    """A studio built in a test module confines images for its whole process (studio.path_guard.confine_images);
-    the next module starts unconfined again, as a process without a studio is."""
-    before = os.environ.get("STUDIO_IMAGE_ROOTS")
+    """A studio built in a test module confines images for its whole process, and writes the images datasets hold
+    into its workspace (studio.path_guard.confine_images); the next module starts without either again, as a
+    process without a studio does."""
+    names = ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE")
+    before = {name: os.environ.get(name) for name in names}
     yield
-    if before is None:
-        os.environ.pop("STUDIO_IMAGE_ROOTS", None)
-    else:
-        os.environ["STUDIO_IMAGE_ROOTS"] = before
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -2,8 +2,10 @@
 used, and the image itself, scaled down to the run's resolution cap.
 
 A reference is a path, absolute or relative to the data file's folder (LLaMA-Factory's ``mllm_demo.json`` and
-TRL's local datasets both write them so). URLs are refused: the engine reads local files only, so an offline
-machine and a public demo behave the same, and nothing is fetched behind the user's back.
+TRL's local datasets both write them so), or the image's bytes held in the data (the datasets library's Image
+feature in a Parquet file or a hub dataset: engine.data.embedded_images writes each to a file). URLs are refused:
+the engine reads local files only, so an offline machine and a public demo behave the same, and nothing is fetched
+behind the user's back.
 
 Every image is opened and decoded once before launch (a corrupt JPEG fails only when its data is decoded), but
 never one whose header claims more than MAX_DECODE_PIXELS: a 20000 x 20000 file (a decompression bomb) would
@@ -20,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from engine.data.embedded_images import embedded_bytes, written_image
 from engine.data.errors import kind_of
 from engine.store.paths import PathNotAllowed, confine, env_roots
 
@@ -47,7 +50,14 @@ class ImageFacts:
 
 def resolve_image(reference: Any, base: Path | None) -> Path:
     """The local file a row's image reference names: an absolute path, or one relative to ``base`` (the data
-    file's folder). Raises ImageProblem for a URL, a non-string, or a file that is not there."""
+    file's folder); for an image held in the data itself (engine.data.embedded_images), the file it is written to.
+    Raises ImageProblem for a URL, a non-string, or a file that is not there."""
+    data = embedded_bytes(reference)
+    if data is not None:
+        try:
+            return written_image(data, reference.get("path") if isinstance(reference, dict) else None).resolve()
+        except OSError as exc:
+            raise ImageProblem(f"holds an image that cannot be written to the image cache ({exc})") from None
     if isinstance(reference, dict) and isinstance(reference.get("path"), str):
         reference = reference["path"]  # the datasets library's Image feature, written out as JSON
     if not isinstance(reference, str) or not reference.strip():

@@ -84,7 +84,7 @@ def vision_row_problems(row: dict[str, Any], columns: ColumnMap) -> list[str]:
         problems += turns_problems(turns, name, conversation=True)
     images_name = images_column(row, columns) or (columns.images or "images")
     value = row.get(images_name)
-    if value is not None and not isinstance(value, (list, str, dict)):
+    if value is not None and not isinstance(value, (list, str, dict, bytes)):
         problems.append(f"{images_name} is {kind_of(value)}, not a list of image paths")
     problems += string_problems(row, column(columns, "system"), required=False)
     if problems:

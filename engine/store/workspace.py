@@ -7,6 +7,7 @@ jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.runs.jobs)
 exports/                    exported adapters and merged models, each with its .zip
 datasets/                   files uploaded on the Train tab (demo mode: visitors/<owner>/datasets/)
 configs/                    configs saved from the Train tab
+cache/images/               images held inside datasets, written out (engine.data.embedded_images; the studio's)
 trackio/                    trackio's projects (PROJECT.db), for runs that report to trackio (engine.training.trackers)
 studio/recent_models.json   the Train tab's recent models
 .standby/                   the warm standby's handshake files (engine.runs.standby)
@@ -30,6 +31,7 @@ STANDBY_DIR = ".standby"
 START_LOCK_FILE = ".start.lock"
 VISITOR_KEY_FILE = ".visitor-key"
 TRACKIO_DIR = "trackio"
+IMAGE_CACHE_DIR = "cache/images"
 
 
 def runs_dir(workspace: Path) -> Path:
@@ -65,6 +67,11 @@ def configs_dir(workspace: Path) -> Path:
 def trackio_dir(workspace: Path) -> Path:
     """Where trackio keeps the projects of the workspace's runs (its TRACKIO_DIR; resolved, as trackio is told)."""
     return Path(workspace).resolve() / TRACKIO_DIR
+
+
+def image_cache_of(workspace: Path) -> Path:
+    """Where a studio on this workspace writes the images its datasets hold (resolved: its runs inherit it)."""
+    return Path(workspace).resolve() / IMAGE_CACHE_DIR
 
 
 def recent_models_file(workspace: Path) -> Path:

@@ -7,6 +7,7 @@ names the field, never shows the file's content, starts nothing and writes nothi
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from engine.config import ConfigError, RunConfig, parse_config, save_config
 from engine.store.paths import PROJECT_ROOT
 from studio.demo.caller import Caller
 from studio.form.values import default_values
-from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, guard_config, resolve_run
+from studio.path_guard import ALLOWED_PATHS_ENV, allowed_roots, confine_images, guard_config, resolve_run
 from studio.train import actions, starting
 from studio.train import dataset as dp
 from tests.helpers.side_effects import tree
@@ -149,3 +150,16 @@ def test_resolve_run_refuses_paths_outside_the_workspace(tmp_path: Path) -> None
     for bad in ("../ok", "ok/../../x", "/etc", "missing"):
         with pytest.raises(runs.RunError):
             resolve_run(tmp_path, bad)
+
+
+def test_a_studio_writes_the_images_datasets_hold_into_its_workspace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unless whoever started it chose a cache (STUDIO_IMAGE_CACHE), its runs and checks inherit the workspace's."""
+    monkeypatch.delenv("STUDIO_IMAGE_CACHE", raising=False)
+    monkeypatch.delenv("STUDIO_IMAGE_ROOTS", raising=False)
+    confine_images(tmp_path, demo=True)
+    assert Path(os.environ["STUDIO_IMAGE_CACHE"]) == tmp_path.resolve() / "cache" / "images"
+    monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(tmp_path / "chosen"))
+    confine_images(tmp_path, demo=False)
+    assert os.environ["STUDIO_IMAGE_CACHE"] == str(tmp_path / "chosen")

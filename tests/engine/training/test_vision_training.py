@@ -5,6 +5,7 @@ uninterrupted run's losses."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,30 @@ def test_llama_factory_mllm_demo_trains_on_the_demo_vlm(tmp_path: Path):
     assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
     assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
     assert (run_dir / "adapter" / "processor_config.json").is_file()  # the processor travels with the result
+
+
+def test_a_dataset_holding_its_images_trains_as_its_files_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The bundled set as a hub dataset stores it (Parquet, each image's bytes inside) trains to the losses of the
+    JSON lines that name the same images by path: the worker reads the images the check wrote out."""
+    import datasets
+
+    monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(tmp_path / "image-cache"))
+    rows = [json.loads(line) for line in (PROJECT_ROOT / TRAIN).read_text(encoding="utf-8").splitlines()[:16]]
+    folder = (PROJECT_ROOT / TRAIN).parent
+    held = [
+        {**row, "images": [{"bytes": (folder / name).read_bytes(), "path": name} for name in row["images"]]}
+        for row in rows
+    ]
+    parquet = tmp_path / "train.parquet"
+    datasets.Dataset.from_list(held).cast_column("images", datasets.Sequence(datasets.Image())).to_parquet(str(parquet))
+    short = {"max_steps": 2, "save_steps": 2}
+    losses = []
+    for name, path in (("paths", TRAIN), ("held", str(parquet))):
+        run_dir, result = train_cli(vlm_config(data={"path": path, "max_samples": 16}, train=short), tmp_path / name)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        losses.append([event["loss"] for event in train_events(run_dir)])
+    assert len(losses[0]) == 2 and all(math.isfinite(loss) for loss in losses[0])
+    assert losses[1] == losses[0]
 
 
 def test_stop_and_resume_reproduce_the_uninterrupted_losses(tmp_path: Path):

@@ -159,3 +159,29 @@ def test_the_check_of_images_loads_no_torch() -> None:
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, check=True, timeout=120)
+
+
+@needs_demo
+def test_a_dataset_holding_its_images_previews_as_its_files_do(
+    allowed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mllm_demo.json as a hub dataset stores it (Parquet, each image's bytes inside): the same thumbnails, in the
+    same order, and neither the image cache's folder nor the data's reaches the page."""
+    import datasets
+
+    cache = tmp_path / "image-cache"
+    monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(cache))
+    rows = json.loads(MLLM_DEMO.read_text(encoding="utf-8"))
+    held = [
+        {**row, "images": [{"bytes": (MLLM_DEMO.parent / name).read_bytes(), "path": name} for name in row["images"]]}
+        for row in rows
+    ]
+    parquet = tmp_path / "mllm_demo.parquet"
+    dataset = datasets.Dataset.from_list(held).cast_column("images", datasets.Sequence(datasets.Image()))
+    dataset.to_parquet(str(parquet))
+    by_path = dp.check_dataset(vision_values(MLLM_DEMO), with_tokens=True, num_examples=3)
+    held_check = dp.check_dataset(vision_values(parquet), with_tokens=True, num_examples=3, workspace=tmp_path)
+    assert held_check.error == "" and held_check.format == "vision" and "**Images** 8" in held_check.summary
+    assert held_check.examples == by_path.examples  # the same turns, thumbnails and file names
+    assert str(cache) not in held_check.examples and str(tmp_path) not in held_check.examples
+    assert any(cache.rglob("*.jpg"))
