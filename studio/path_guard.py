@@ -10,6 +10,7 @@ leave the allowed folders are refused, each with a message next to its field. Hu
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -43,6 +44,26 @@ def gradio_upload_dir() -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio")
 
 
+def chat_images_dir() -> Path:
+    """Where Chat keeps the images of its conversations (studio.chat.images.kept_image): under the temp directory,
+    from which Gradio shows a file, and outside its upload cache, which it sweeps by age."""
+    return Path(tempfile.gettempdir()) / "ts-chat-images"
+
+
+def private_copy(source: Path, parent: Path | None = None, prefix: str = "ts-") -> Path:
+    """A copy of ``source`` in a new folder of its own (named ``prefix`` and random letters) under ``parent`` (the
+    temp directory by default): for one visitor alone, and where Gradio may show it. A hard link costs no space
+    where the folder shares the source's disk."""
+    if parent is not None:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    target = Path(tempfile.mkdtemp(prefix=prefix, dir=parent)) / source.name
+    try:
+        os.link(source, target)
+    except OSError:  # another disk, or links not supported
+        shutil.copyfile(source, target)
+    return target
+
+
 def allowed_roots(workspace: Path | None) -> list[Path]:
     """The folders a browser may name: the workspace, assets/, Gradio's uploads, STUDIO_ALLOWED_PATHS."""
     roots = [ASSETS_DIR, gradio_upload_dir(), *env_roots(ALLOWED_PATHS_ENV)]
@@ -50,11 +71,11 @@ def allowed_roots(workspace: Path | None) -> list[Path]:
 
 
 def image_roots(workspace: Path, demo: bool) -> list[Path]:
-    """The folders the images of a dataset may come from: those a browser may name, or in demo mode the bundled
-    sets' and the visitors' upload folders (a visitor names no other path)."""
+    """The folders the images of a dataset or a chat may come from: those a browser may name, or in demo mode the
+    bundled sets' and the visitors' upload folders (a visitor names no other path); and Chat's kept images."""
     if demo:
-        return [BUNDLED_DATASETS, Path(workspace) / VISITORS_DIR]
-    return allowed_roots(workspace)
+        return [BUNDLED_DATASETS, Path(workspace) / VISITORS_DIR, chat_images_dir()]
+    return [*allowed_roots(workspace), chat_images_dir()]
 
 
 def confine_images(workspace: Path, demo: bool) -> None:

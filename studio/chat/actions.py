@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams, chat_tools
-from studio.chat.images import image_refusal, shown_turn, user_turn
+from studio.chat.images import forget_images, image_refusal, kept_image, shown_turn, user_turn
 from studio.chat.models import holder_for, model_choices, remember_loaded, spec_for, worker_tag
 from studio.chat.status import LOAD, OTHERS_MODEL, status_html
 from studio.demo.caller import Caller
@@ -173,8 +173,9 @@ def exchange(
         yield view(note=message_html(problem, "warn"))
         return
     targets = [(chat, True)] if mode != "Side by side" else [(base, False), (tuned, True)]
+    kept = kept_image(image_path) if image_path is not None else None
     for history, _ in targets:
-        history.append(user_turn(message.strip(), image_path))
+        history.append(user_turn(message.strip(), kept))
     yield view("", "")
     try:
         for history, adapter in targets:
@@ -198,7 +199,7 @@ def _take_back(targets: list[tuple[Conversation, bool]], message: str) -> str | 
         if history[-1]["role"] == "assistant" and not history[-1]["content"]:
             history.pop()
         if not answered and history and history[-1]["role"] == "user":
-            history.pop()
+            forget_images({"taken back": [history.pop()]})  # its image goes back to the box as uploaded
     return None if answered else message
 
 
@@ -215,6 +216,7 @@ def _refusal(client: ChatClient, message: str, mode: str, tag: str | None = None
     return None
 
 
-def clear_clicked() -> list[Any]:
-    """Empty every conversation."""
+def clear_clicked(histories: dict[str, Conversation] | None = None) -> list[Any]:
+    """Empty every conversation (their kept images go too)."""
+    forget_images(histories)
     return [[], [], [], {}, ""]

@@ -7,10 +7,18 @@ path, another of the server's files or a bundled asset is refused before anythin
 image, and says so before anything is sent too. In the conversation the studio keeps, a user turn holds its images'
 paths beside its text, as the worker takes it (``{"role": "user", "content": ..., "images": [path]}``); the Chatbot
 shows them in the user's turn (``shown_turn``).
+
+The path a turn keeps is not the upload's: Gradio deletes an upload 50 to 55 minutes after it arrived, and every
+message sends the whole conversation again, so a conversation would fail from then on. The image sent is kept in a
+folder of its own (``kept_image``: a hard link, no copy, where it can be) under chat_images_dir, which the workers
+may read images from in demo mode too, and Gradio shows from; the folder goes when the conversation is cleared or
+the page's session ends (``forget_images``).
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +26,7 @@ from engine.api import ChatClient, PathNotAllowed, confine
 from studio.chat.models import worker_tag
 from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE, key, text
-from studio.path_guard import gradio_upload_dir
+from studio.path_guard import chat_images_dir, gradio_upload_dir, private_copy
 
 IMAGES = "images"  # a turn's image paths (engine.chat.images.IMAGES)
 IMAGE_LABEL = key("chat.image.label")
@@ -56,6 +64,23 @@ def image_refusal(
     if carried and client.info is not None and not client.info.vision:
         return text(TEXT_ONLY, lang), path
     return None, path
+
+
+def kept_image(upload: Path) -> Path:
+    """The image of a message as its conversation keeps it: a private copy of the checked ``upload`` that stays
+    when Gradio sweeps its uploads."""
+    return private_copy(upload, chat_images_dir(), prefix="")
+
+
+def forget_images(histories: Mapping[str, list[dict[str, Any]]] | None) -> None:
+    """Delete the kept images of ``histories`` (cleared, or its page's session ended): only folders kept_image made."""
+    kept = chat_images_dir().resolve()
+    for turns in (histories or {}).values():
+        for turn in turns:
+            for path in turn.get(IMAGES) or ():
+                folder = Path(path).parent
+                if folder.parent.resolve() == kept:
+                    shutil.rmtree(folder, ignore_errors=True)
 
 
 def user_turn(message: str, image: Path | None) -> dict[str, Any]:

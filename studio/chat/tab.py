@@ -32,7 +32,7 @@ from studio.chat.actions import (
     stop_clicked,
     unload_clicked,
 )
-from studio.chat.images import IMAGE_LABEL, takes_images
+from studio.chat.images import IMAGE_LABEL, forget_images, takes_images
 from studio.chat.models import loaded_pick, model_choices
 from studio.chat.status import LOAD, status_html
 from studio.context import StudioContext
@@ -142,7 +142,9 @@ class ChatTab:
     def __init__(self, ctx: StudioContext, client: ChatClient | None = None):
         self.ctx, self.workspace = ctx, ctx.workspace
         self.client = client or ChatClient(ctx.workspace)
-        self.histories = gr.State({})
+        # The page's conversations; their kept images go when the page's session ends (Gradio keeps a closed page's
+        # state an hour, for a reopened tab).
+        self.histories = gr.State({}, delete_callback=forget_images)
         with gr.Row(equal_height=True, elem_id="ts-chat-head"):
             # Nobody's in particular: a visitor's runs join when the tab opens.
             choices = model_choices(Caller(self.workspace, ctx.policy))
@@ -314,7 +316,9 @@ class ChatTab:
         )
         # Stop reaches the worker directly; the streaming handler then ends by itself with the partial reply kept.
         self.stop.click(ctx.handler(stop), ctx.inputs(), None, concurrency_limit=None, **private)
-        self.clear.click(lambda: [*clear_clicked(), None], None, [*outputs[:5], self.image], **private)
+        self.clear.click(
+            lambda histories: [*clear_clicked(histories), None], [self.histories], [*outputs[:5], self.image], **private
+        )
 
 
 def _relisted(pick: str | None, choices: list[tuple[str, str]], loaded: str | None = None) -> dict[str, Any]:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import html
 import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +38,7 @@ from studio.jobs.view import (
 )
 from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
 from studio.markup import message_html
+from studio.path_guard import private_copy
 
 POLL_SECONDS = 0.5
 KIND_CHOICES = [
@@ -172,28 +171,16 @@ def result_html(status: JobStatus, lang: str = SOURCE) -> str:
     return f'<div class="ts-export-result">{" ".join(parts)}</div>'
 
 
-def private_copy(archive: Path) -> Path:
-    """A copy of ``archive`` in a new folder of its own under the temp directory, for one visitor's download.
-
-    Gradio moves a file it returns into its cache only from the working directory, the temp directory or
-    ``allowed_paths``; the workspace may lie elsewhere, and naming exports/ in ``allowed_paths`` would serve it
-    to everyone. A hard link costs no space where the temp directory shares the workspace's disk.
-    """
-    target = Path(tempfile.mkdtemp(prefix="ts-export-")) / archive.name
-    try:
-        os.link(archive, target)
-    except OSError:  # another disk, or links not supported
-        shutil.copyfile(archive, target)
-    return target
-
-
 def download_button(caller: Caller, archive: str | None) -> gr.DownloadButton:
     """The download of a finished export's zip (hidden without one); in demo mode a private copy of it for the
     caller."""
     if not archive or not Path(archive).is_file():
         return gr.DownloadButton(value=None, visible=False)
     copied = caller.policy.enabled
-    return gr.DownloadButton(value=str(private_copy(Path(archive)) if copied else archive), visible=True)
+    # Gradio hands out a file from the working or temp directory or allowed_paths only; the workspace may lie
+    # elsewhere, and naming exports/ in allowed_paths would serve every export to everyone.
+    shown = private_copy(Path(archive), prefix="ts-export-") if copied else archive
+    return gr.DownloadButton(value=str(shown), visible=True)
 
 
 def poll(caller: Caller, job_dir: str | None) -> list[Any]:

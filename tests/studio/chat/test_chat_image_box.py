@@ -14,12 +14,13 @@ import pytest
 
 from engine.chat.client import ChatClient, ModelInfo
 from studio.chat import tab
-from studio.chat.actions import load_clicked, parse_sampling_widgets
+from studio.chat.actions import clear_clicked, load_clicked, parse_sampling_widgets
 from studio.chat.images import NOT_UPLOADED, TEXT_ONLY, shown_turn, takes_images, user_turn
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.i18n.catalog import text
+from studio.path_guard import chat_images_dir, confine_images
 from tests.engine.chat.test_chat_images import image_tokens
 from tests.helpers.demo_vlm_run import SHAPES, VLM_RUN_ID, VLM_RUN_NAME, trained_vlm_run
 from tests.helpers.pages import call_event
@@ -133,9 +134,12 @@ def test_the_upload_reaches_the_worker_on_both_sides(client, workspace, uploads)
     steps = list(tab.respond(client, caller, QUESTION, "", "Side by side", {}, *GREEDY_WIDGETS, image=str(image)))
     assert steps[0][4] == "" and tab.image_follows_text(steps[0], str(image)) is None  # both boxes emptied
     chat, base, tuned, histories, _, note = steps[-1]
-    sent = {"role": "user", "content": QUESTION, "images": [str(image)]}
+    kept = Path(histories["tuned"][0]["images"][0])  # the conversation's own copy of the upload, kept_image
+    assert kept.read_bytes() == image.read_bytes() and kept.name == image.name
+    assert not kept.is_relative_to(uploads) and kept.parent.parent == chat_images_dir()
+    sent = {"role": "user", "content": QUESTION, "images": [str(kept)]}
     assert histories["base"][0] == histories["tuned"][0] == sent and chat == []
-    shown = {"role": "user", "content": [{"path": str(image)}, QUESTION]}  # the image in the user's turn
+    shown = {"role": "user", "content": [{"path": str(kept)}, QUESTION]}  # the image in the user's turn
     assert base[0] == tuned[0] == shown == shown_turn(sent)
     tuned_tokens = client.last_finish["prompt_tokens"]
     greedy = parse_sampling_widgets(GREEDY_WIDGETS)
@@ -146,10 +150,18 @@ def test_the_upload_reaches_the_worker_on_both_sides(client, workspace, uploads)
     assert tuned_tokens == client.last_finish["prompt_tokens"] + image_tokens()  # the image's tokens were read
     assert base[1]["content"] != tuned[1]["content"]
 
-    # A follow-up without an image: the first turn keeps its image in what the model reads.
+    # A follow-up without an image, once Gradio has swept the upload (it does 50-55 minutes after it came): the first
+    # turn keeps its image in what the model reads.
+    shutil.rmtree(image.parent)
     follow = final(tab.respond(client, caller, "And its shape?", "", "Side by side", histories, *GREEDY_WIDGETS))
     assert follow[2][:2] == tuned and follow[2][2] == {"role": "user", "content": "And its shape?"}
+    assert follow[2][3]["role"] == "assistant" and follow[2][3]["content"]
+    assert "failed" not in unescape(follow[-1])
     assert client.last_finish["prompt_tokens"] > tuned_tokens
+
+    # Clear forgets the conversation's images (as the end of the page's session does: the State's delete_callback).
+    cleared = clear_clicked(follow[3])
+    assert cleared[3] == {} and not kept.exists() and not kept.parent.exists()
 
 
 def test_an_image_the_worker_cannot_use_sends_the_message_back(client, workspace, uploads):
@@ -161,6 +173,30 @@ def test_an_image_the_worker_cannot_use_sends_the_message_back(client, workspace
     chat, _, _, histories, textbox, note = steps[-1]
     assert "The reply failed: the image cannot be used: shape.png is corrupt or truncated" in unescape(note)
     assert chat == [] and histories["chat"] == []  # sent again, it would fail the same way
+    assert not any(chat_images_dir().glob("*/shape.png")) or all(  # its kept copy went with it
+        path.read_bytes() != broken.read_bytes() for path in chat_images_dir().glob("*/shape.png")
+    )
     assert textbox == QUESTION and tab.image_follows_text(steps[-1], str(broken)) == str(broken)  # back in the boxes
     chat = final(tab.respond(client, caller, QUESTION, "", "Chat", {}, *GREEDY_WIDGETS))[0]
     assert [turn["role"] for turn in chat] == ["user", "assistant"]  # the worker answers on
+
+
+def test_a_demo_visitor_chats_with_an_image(workspace, uploads, monkeypatch):
+    """In demo mode image paths are held to the bundled sets' and visitors' folders (confine_images); a visitor's
+    chat image, kept by the conversation, is read all the same, and the bundled VLM answers it."""
+    monkeypatch.delenv("STUDIO_IMAGE_ROOTS", raising=False)
+    confine_images(workspace, demo=True)
+    alice = Caller(workspace, DEMO, ALICE)
+    chat = ChatClient(workspace)
+    try:
+        *_, status = load_clicked(chat, alice, "base:assets/demo-vlm")
+        assert "Loaded:</b> Base · assets/demo-vlm" in status
+        image = uploaded(uploads, SHAPES / "eval_0002.png", "demo-upload")
+        history, _, _, histories, _, note = final(
+            tab.respond(chat, alice, QUESTION, "", "Chat", {}, *GREEDY_WIDGETS, image=str(image))
+        )
+        assert "failed" not in unescape(note) and [turn["role"] for turn in history] == ["user", "assistant"]
+        assert chat.last_finish["prompt_tokens"] > image_tokens()  # the image was read
+        clear_clicked(histories)
+    finally:
+        chat.unload()

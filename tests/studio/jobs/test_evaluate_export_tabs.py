@@ -194,8 +194,8 @@ def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkey
     copies: list[Path] = []
     real_copy = export_tab.private_copy
 
-    def recorded_copy(archive: Path) -> Path:
-        copies.append(real_copy(archive))
+    def recorded_copy(archive: Path, **options: Any) -> Path:
+        copies.append(real_copy(archive, **options))
         return copies[-1]
 
     monkeypatch.setattr(export_tab, "private_copy", recorded_copy)
