@@ -17,6 +17,7 @@ the page's session ends (``forget_images``).
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -69,7 +70,9 @@ def image_refusal(
 def kept_image(upload: Path) -> Path:
     """The image of a message as its conversation keeps it: a private copy of the checked ``upload`` that stays
     when Gradio sweeps its uploads."""
-    return private_copy(upload, chat_images_dir(), prefix="")
+    # A long random folder name: in demo mode any visitor's dataset may name a path in chat_images_dir, and only
+    # the conversation that kept an image knows where it is.
+    return private_copy(upload, chat_images_dir(), prefix=secrets.token_hex(16))
 
 
 def forget_images(histories: Mapping[str, list[dict[str, Any]]] | None) -> None:
