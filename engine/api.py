@@ -7,7 +7,9 @@ called. The studio never writes a run's files itself: runs are created, started,
 
 The names, by concern:
 
-- the config: RunConfig and its parts, loading, saving and checking it, its validation messages;
+- the config: RunConfig and its parts, loading, saving and checking it, its validation messages and what its
+  rules across fields say (``RULE_MESSAGES``, ``STOPPING_MESSAGES``, ``HARDWARE_MESSAGES``, ``TRACKER_MESSAGES``;
+  each method's in its record's ``rule_messages``);
 - the methods: the registry (``METHODS``, ``method_of``, ``method_charts``) and a reward's config;
 - runs: ``runs`` (create, start, stop, resume, status, the run list), ``run_queue`` (runs waiting for devices),
   ``requests`` (Save now, Pause), ``init_from`` lineage, the run directory's files and states, a run's weights;
@@ -25,9 +27,19 @@ from typing import TYPE_CHECKING, Any
 
 from engine import runs
 from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, chat_tools
-from engine.config import ConfigError, DatasetEntry, Problem, RunConfig, load_config, parse_config, save_config
+from engine.config import (
+    RULE_MESSAGES,
+    ConfigError,
+    DatasetEntry,
+    Problem,
+    RunConfig,
+    load_config,
+    parse_config,
+    save_config,
+)
 from engine.config.names import name_problem
 from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL
+from engine.config.stopping import STOPPING_MESSAGES
 from engine.data.embedded_images import IMAGE_CACHE_ENV
 from engine.data.errors import DataError
 from engine.data.images import IMAGE_ROOTS_ENV
@@ -101,11 +113,13 @@ from engine.sweeps.sections import SpaceEntry, entry_field
 from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
+from engine.training.hardware import HARDWARE_MESSAGES
 from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
 from engine.training.methods import METHODS, Method, method_charts, method_of
 from engine.training.methods.reward_spec import RewardSpec
 from engine.training.modality import VISION as VISION_MODALITY
 from engine.training.modality import model_modality
+from engine.training.trackers import TRACKER_MESSAGES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,6 +142,7 @@ __all__ = [
     "FAILED",
     "FORMAT_MISFIT",
     "FORMAT_WORDS",
+    "HARDWARE_MESSAGES",
     "INIT_FROM_FIELD",
     "LOG_FILE",
     "MESSAGES",
@@ -144,12 +159,15 @@ __all__ = [
     "PRUNE_REASONS",
     "PRUNED",
     "QUEUED",
+    "RULE_MESSAGES",
     "RUN_STATES",
     "SCORING_PREFERENCE",
     "SCORING_REWARDS",
     "STATUS_FILE",
+    "STOPPING_MESSAGES",
     "SUGGESTION",
     "SWEEP_FILE",
+    "TRACKER_MESSAGES",
     "TRAINING_STATES",
     "UNKNOWN_KEY",
     "VISITORS_DIR",

@@ -43,6 +43,7 @@ __all__ = [
     "ModelSection",
     "Problem",
     "QuantizationSection",
+    "RULE_MESSAGES",
     "RunConfig",
     "TrainSection",
     "VisionSection",
@@ -143,20 +144,45 @@ def _represent_exact_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _ExactDumper.add_representer(str, _represent_exact_str)
 
 
+# What each rule across fields below says, by name: English with ``{placeholders}`` for what varies (a method's name,
+# a count, a field's value). The one definition of each message: the studio reads a message back into its template and
+# values and says it in the visitor's language (studio.i18n.problems, keys ``rule.<name>``). The methods' own rules
+# keep theirs in their packages (``Method.rule_messages``), early stopping's in engine.config.stopping.
+RULE_MESSAGES = {
+    "vision_lora_parts": "LoRA needs the language model or the vision tower to train; for the projector alone use "
+    "adapter.method full",
+    "vision_nothing_trains": "nothing would train: turn on at least one part",
+    "quantized_full": "{mode} base weights cannot be trained; use adapter.method lora",
+    "loftq_quantized": "loftq quantizes the base itself; set quantization.mode to none",
+    "eval_without_data": "evaluation needs eval data: set data.eval_path or data.eval_size",
+    "eval_on_start_without_data": "needs eval data: set data.eval_path or data.eval_size",
+    "eval_size_fraction": "must be a fraction below 1 or a whole number of rows",
+    "warmup_fraction": "must be a fraction below 1 or a whole number of steps",
+    "dora_init": "DoRA does not combine with {init} init",
+    # English says "1 GPU" and "2 GPUs": one template each, so neither carries a word as a value.
+    "devices_one_gpu": "names {gpus} GPU for {processes} processes: name one GPU per process, or leave it empty",
+    "devices_gpus": "names {gpus} GPUs for {processes} processes: name one GPU per process, or leave it empty",
+    "padding_free_method": "{method} batches whole pairs or sampled answers with padding; padding-free is for "
+    "{batched} only (use auto or off)",
+    "padding_free_remote_code": "rows are kept apart by transformers' own attention code; code shipped with the "
+    "model may let them attend to each other (use auto, which turns it off for such models, or off)",
+    "padding_free_packing": "packing always trains padding-free (each packed row keeps its own positions); use auto "
+    "or on",
+    "group_by_length_method": "{method} keeps TRL's own batching; length grouping is for {batched} only",
+    "group_by_length_packing": "packed rows all have max_length tokens; turn packing off",
+    "packing_method": "{method} trains on {trains_on}; packing is for {batched} only",
+    "trackio_only": "used only by trackio: add trackio to train.report_to, or leave this empty",
+}
+
+
 def vision_problems(config: RunConfig) -> list[Problem]:
     """A vision-language run must train something of the parts the vision section leaves trainable (checked with the
     model's modality, engine.training.method_data: a text model's run ignores the section)."""
     vision = config.vision
     if config.adapter.is_lora and not (vision.train_language_model or vision.train_vision_tower):
-        return [
-            Problem(
-                "vision.train_language_model",
-                "LoRA needs the language model or the vision tower to train; for the projector alone use "
-                "adapter.method full",
-            )
-        ]
+        return [Problem("vision.train_language_model", RULE_MESSAGES["vision_lora_parts"])]
     if not (vision.train_language_model or vision.train_vision_tower or vision.train_projector):
-        return [Problem("vision.train_language_model", "nothing would train: turn on at least one part")]
+        return [Problem("vision.train_language_model", RULE_MESSAGES["vision_nothing_trains"])]
     return []
 
 
@@ -166,35 +192,25 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
     quantized = config.quantization.mode != "none"
     if quantized and config.adapter.method != "lora":
         problems.append(
-            Problem(
-                "quantization.mode",
-                f"{config.quantization.mode} base weights cannot be trained; use adapter.method lora",
-            )
+            Problem("quantization.mode", RULE_MESSAGES["quantized_full"].format(mode=config.quantization.mode))
         )
     if quantized and config.adapter.init == "loftq":
-        problems.append(Problem("adapter.init", "loftq quantizes the base itself; set quantization.mode to none"))
+        problems.append(Problem("adapter.init", RULE_MESSAGES["loftq_quantized"]))
     if config.train.eval_strategy != "no" and not config.has_eval_data:
-        problems.append(
-            Problem("train.eval_strategy", "evaluation needs eval data: set data.eval_path or data.eval_size")
-        )
+        problems.append(Problem("train.eval_strategy", RULE_MESSAGES["eval_without_data"]))
     if config.train.eval_on_start and not config.has_eval_data:
-        problems.append(Problem("train.eval_on_start", "needs eval data: set data.eval_path or data.eval_size"))
+        problems.append(Problem("train.eval_on_start", RULE_MESSAGES["eval_on_start_without_data"]))
     if config.data.eval_size >= 1 and not config.data.eval_size.is_integer():
-        problems.append(Problem("data.eval_size", "must be a fraction below 1 or a whole number of rows"))
+        problems.append(Problem("data.eval_size", RULE_MESSAGES["eval_size_fraction"]))
     if config.train.warmup >= 1 and not config.train.warmup.is_integer():
-        problems.append(Problem("train.warmup", "must be a fraction below 1 or a whole number of steps"))
+        problems.append(Problem("train.warmup", RULE_MESSAGES["warmup_fraction"]))
     if config.adapter.use_dora and config.adapter.init in ("pissa", "olora", "loftq"):
-        problems.append(Problem("adapter.use_dora", f"DoRA does not combine with {config.adapter.init} init"))
+        problems.append(Problem("adapter.use_dora", RULE_MESSAGES["dora_init"].format(init=config.adapter.init)))
     launch, gpus = config.launch, len(config.launch.devices or ())
     if gpus and launch.device != "cpu" and launch.num_processes > 1 and gpus != launch.num_processes:
         # One GPU per process (torchrun's rank N takes the Nth); a single process may use several.
-        problems.append(
-            Problem(
-                "launch.devices",
-                f"names {gpus} GPU{'s' if gpus != 1 else ''} for {launch.num_processes} processes: name one GPU "
-                "per process, or leave it empty",
-            )
-        )
+        words = RULE_MESSAGES["devices_one_gpu" if gpus == 1 else "devices_gpus"]
+        problems.append(Problem("launch.devices", words.format(gpus=gpus, processes=launch.num_processes)))
     problems += _batching_problems(config)
     problems += _tracker_problems(config)
     problems += early_stopping_problems(config)
@@ -204,43 +220,19 @@ def _combination_problems(config: RunConfig) -> list[Problem]:
 def _batching_problems(config: RunConfig) -> list[Problem]:
     """How batches are formed (padding-free, packing, length grouping): what each method and kernel can take."""
     train, method, problems = config.train, METHODS[config.method], []
-    batched = rows_batched_names()
+    names = {"method": method.name, "batched": rows_batched_names(), "trains_on": method.trains_on}
     if train.padding_free == "on" and not method.rows_batched:
-        problems.append(
-            Problem(
-                "train.padding_free",
-                f"{method.name} batches whole pairs or sampled answers with padding; padding-free is for {batched} "
-                "only (use auto or off)",
-            )
-        )
+        problems.append(Problem("train.padding_free", RULE_MESSAGES["padding_free_method"].format(**names)))
     if train.padding_free == "on" and config.model.trust_remote_code:
-        problems.append(
-            Problem(
-                "train.padding_free",
-                "rows are kept apart by transformers' own attention code; code shipped with the model may let them "
-                "attend to each other (use auto, which turns it off for such models, or off)",
-            )
-        )
+        problems.append(Problem("train.padding_free", RULE_MESSAGES["padding_free_remote_code"]))
     if train.padding_free == "off" and train.packing:
-        problems.append(
-            Problem(
-                "train.padding_free",
-                "packing always trains padding-free (each packed row keeps its own positions); use auto or on",
-            )
-        )
+        problems.append(Problem("train.padding_free", RULE_MESSAGES["padding_free_packing"]))
     if train.group_by_length and not method.rows_batched:
-        problems.append(
-            Problem(
-                "train.group_by_length",
-                f"{method.name} keeps TRL's own batching; length grouping is for {batched} only",
-            )
-        )
+        problems.append(Problem("train.group_by_length", RULE_MESSAGES["group_by_length_method"].format(**names)))
     if train.group_by_length and train.packing:
-        problems.append(Problem("train.group_by_length", "packed rows all have max_length tokens; turn packing off"))
+        problems.append(Problem("train.group_by_length", RULE_MESSAGES["group_by_length_packing"]))
     if train.packing and not method.rows_batched:
-        problems.append(
-            Problem("train.packing", f"{method.name} trains on {method.trains_on}; packing is for {batched} only")
-        )
+        problems.append(Problem("train.packing", RULE_MESSAGES["packing_method"].format(**names)))
     return problems
 
 
@@ -251,7 +243,7 @@ def _tracker_problems(config: RunConfig) -> list[Problem]:
     if "trackio" in train.report_to:
         return []
     return [
-        Problem(f"train.{name}", "used only by trackio: add trackio to train.report_to, or leave this empty")
+        Problem(f"train.{name}", RULE_MESSAGES["trackio_only"])
         for name in ("trackio_project", "trackio_space")
         if getattr(train, name) is not None
     ]

@@ -16,6 +16,17 @@ from engine.schema.errors import Problem
 if TYPE_CHECKING:
     from engine.config import RunConfig
 
+# What each rule below says, by name, with ``{placeholders}`` for what varies (the studio says it again in the
+# visitor's language: studio.i18n.problems, keys ``rule.<name>``).
+STOPPING_MESSAGES = {
+    "early_stopping_without_eval": "early stopping watches the evaluations: set train.eval_strategy to steps or epoch "
+    "(with eval data)",
+    "early_stopping_save_strategy": "must be {eval_strategy}, as train.eval_strategy, with early stopping: the best "
+    "model is kept from the checkpoint saved at its evaluation",
+    "early_stopping_save_steps": "must be a multiple of train.eval_steps ({eval_steps}) with early stopping: the best "
+    "model is kept from the checkpoint saved at its evaluation",
+}
+
 
 def early_stopping_problems(config: RunConfig) -> list[Problem]:
     """What early stopping needs of the rest of the config: evaluations, and a checkpoint at each of them (the
@@ -24,26 +35,11 @@ def early_stopping_problems(config: RunConfig) -> list[Problem]:
     if not train.early_stopping.enabled:
         return []
     if train.eval_strategy == "no":
-        return [
-            Problem(
-                "train.early_stopping.patience",
-                "early stopping watches the evaluations: set train.eval_strategy to steps or epoch (with eval data)",
-            )
-        ]
+        return [Problem("train.early_stopping.patience", STOPPING_MESSAGES["early_stopping_without_eval"])]
     if train.save_strategy != train.eval_strategy:
-        return [
-            Problem(
-                "train.save_strategy",
-                f"must be {train.eval_strategy}, as train.eval_strategy, with early stopping: the best model is "
-                "kept from the checkpoint saved at its evaluation",
-            )
-        ]
+        words = STOPPING_MESSAGES["early_stopping_save_strategy"]
+        return [Problem("train.save_strategy", words.format(eval_strategy=train.eval_strategy))]
     if train.eval_strategy == "steps" and train.save_steps % train.eval_steps:
-        return [
-            Problem(
-                "train.save_steps",
-                f"must be a multiple of train.eval_steps ({train.eval_steps}) with early stopping: the best model "
-                "is kept from the checkpoint saved at its evaluation",
-            )
-        ]
+        words = STOPPING_MESSAGES["early_stopping_save_steps"]
+        return [Problem("train.save_steps", words.format(eval_steps=train.eval_steps))]
     return []

@@ -25,6 +25,21 @@ from engine.training.trackers import tracker_problems
 # the one place to move when it is measured.
 LIGER_MIN_HIDDEN_SIZE = 2048
 
+# What each of hardware_problems' refusals says, by name, with ``{placeholders}`` for the counts (the studio says it
+# again in the visitor's language: studio.i18n.problems, keys ``rule.<name>``). A refusal that reads two ways (this
+# GPU or the CPU) has a template for each, so no value is a word to translate.
+HARDWARE_MESSAGES = {
+    "cuda_without_gpu": "cuda was asked for, but this machine has no usable GPU",
+    "bf16_on_this_gpu": "bf16 needs hardware that has it; this GPU does not (use auto)",
+    "bf16_on_cpu": "bf16 needs hardware that has it; the CPU does not (use auto)",
+    "fp16_on_cpu": "fp16 training needs a GPU; use fp32 (or auto) on the CPU",
+    "liger_without_gpu": "Liger's kernels cannot run here: they need a GPU (use auto)",
+    "liger_not_installed": "Liger's kernels cannot run here: liger-kernel is not installed (pip install liger-kernel) "
+    "(use auto)",
+    "flex_attention_on_cpu": "flex_attention cannot train on the CPU (it has no backward there)",
+    "processes_without_gpus": "{processes} processes need as many GPUs; this machine has {gpus}",
+}
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -144,25 +159,23 @@ def hardware_problems(config: RunConfig, hardware: Hardware) -> list[Problem]:
     problems: list[Problem] = []
     device = resolve_device(config, hardware)
     if device == "cuda" and not hardware.has_gpu:
-        problems.append(Problem("launch.device", "cuda was asked for, but this machine has no usable GPU"))
+        problems.append(Problem("launch.device", HARDWARE_MESSAGES["cuda_without_gpu"]))
     precision = config.train.precision
     if precision == "bf16" and not (device == "cuda" and hardware.bf16_supported):
-        where = "this GPU" if device == "cuda" else "the CPU"
-        problems.append(Problem("train.precision", f"bf16 needs hardware that has it; {where} does not (use auto)"))
+        unable = "bf16_on_this_gpu" if device == "cuda" else "bf16_on_cpu"
+        problems.append(Problem("train.precision", HARDWARE_MESSAGES[unable]))
     if precision == "fp16" and device == "cpu":
-        problems.append(Problem("train.precision", "fp16 training needs a GPU; use fp32 (or auto) on the CPU"))
+        problems.append(Problem("train.precision", HARDWARE_MESSAGES["fp16_on_cpu"]))
     if config.train.liger_kernel == "on" and not (device == "cuda" and hardware.liger):
-        missing = "liger-kernel is not installed (pip install liger-kernel)" if device == "cuda" else "they need a GPU"
-        problems.append(Problem("train.liger_kernel", f"Liger's kernels cannot run here: {missing} (use auto)"))
+        missing = "liger_not_installed" if device == "cuda" else "liger_without_gpu"
+        problems.append(Problem("train.liger_kernel", HARDWARE_MESSAGES[missing]))
     if config.model.attn_implementation == "flex_attention" and device == "cpu":
-        problems.append(
-            Problem("model.attn_implementation", "flex_attention cannot train on the CPU (it has no backward there)")
-        )
+        problems.append(Problem("model.attn_implementation", HARDWARE_MESSAGES["flex_attention_on_cpu"]))
     if device == "cuda" and config.launch.num_processes > hardware.gpu_count:
+        words = HARDWARE_MESSAGES["processes_without_gpus"]
         problems.append(
             Problem(
-                "launch.num_processes",
-                f"{config.launch.num_processes} processes need as many GPUs; this machine has {hardware.gpu_count}",
+                "launch.num_processes", words.format(processes=config.launch.num_processes, gpus=hardware.gpu_count)
             )
         )
     return problems + tracker_problems(config)  # a tracker this machine lacks fails like missing hardware

@@ -31,6 +31,12 @@ TRACKER_MODULES: dict[str, tuple[str, ...]] = {
 FALLBACK_PROJECT = "tuning-studio"
 # TensorBoard's writers, which transformers' callback imports only when a run reports to TensorBoard.
 TENSORBOARD_MODULES = ("torch.utils.tensorboard", "tensorboardX")
+# What tracker_problems says of trackers not installed, by name, with ``{placeholders}`` for their names (the studio
+# says it again in the visitor's language: studio.i18n.problems, keys ``rule.<name>``): one tracker, or several.
+TRACKER_MESSAGES = {
+    "tracker_not_installed": "{trackers} is not installed here (pip install {packages})",
+    "trackers_not_installed": "{trackers} are not installed here (pip install {packages})",
+}
 
 
 def writers_open() -> bool:
@@ -58,9 +64,8 @@ def tracker_problems(config: RunConfig) -> list[Problem]:
         if not any(installed(module) for module in TRACKER_MODULES[tracker])
     ]
     if missing:
-        names = " and ".join(missing)
-        verb = "is" if len(missing) == 1 else "are"
-        return [Problem("train.report_to", f"{names} {verb} not installed here (pip install {' '.join(missing)})")]
+        words = TRACKER_MESSAGES["tracker_not_installed" if len(missing) == 1 else "trackers_not_installed"]
+        return [Problem("train.report_to", words.format(trackers=" and ".join(missing), packages=" ".join(missing)))]
     project = config.train.trackio_project
     refusal = trackio_project_refusal(project) if project and "trackio" in config.train.report_to else None
     return [Problem("train.trackio_project", refusal)] if refusal else []

@@ -6,7 +6,8 @@ kinds of English stay where they are written instead, and the other languages tr
 from where they come from: the config form's labels and help texts (the field's name and description in
 engine.config's schema: ``field.<path>.label`` / ``field.<path>.help``, ``dataset_field.<name>...`` for a dataset
 of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.schema.errors.MESSAGES:
-``problem.<kind>``), and the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).
+``problem.<kind>``; its rules across fields, the config's, the machine's and each method's: ``rule.<name>``), and
+the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).
 
 Every key the studio uses is declared where it is used, with ``key()`` (a module constant, for text the server
 builds) or ``studio.i18n.widgets.t()`` (a component's label), at import or while the page is built; ``used_keys()``
@@ -33,11 +34,16 @@ from engine.api import (
     EVAL_LABEL,
     FORMAT_MISFIT,
     FORMAT_WORDS,
+    HARDWARE_MESSAGES,
     MESSAGES,
+    METHODS,
     MISFIT_ADVICE,
     MODALITY_MISFIT,
     PRUNE_REASONS,
+    RULE_MESSAGES,
+    STOPPING_MESSAGES,
     SUGGESTION,
+    TRACKER_MESSAGES,
     UNKNOWN_KEY,
     WARNINGS,
     DatasetEntry,
@@ -76,6 +82,7 @@ SCHEMA_ROOTS: dict[str, type[BaseModel]] = {
     "sampling": SamplingParams,
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+_NOT_A_NAME = re.compile(r"\W+")  # what a key made from words has in place of spaces and punctuation: "_"
 
 _used: set[str] = set()
 
@@ -164,6 +171,31 @@ def problem_words() -> dict[str, str]:
     return words
 
 
+@functools.cache
+def rule_words() -> dict[str, str]:
+    """The English of the rules across fields (``rule.<name>``): engine.config's and early stopping's, what this
+    machine cannot run (engine.training.hardware, engine.training.trackers), and each method's own, from the registry
+    (``Method.rule_messages``: a method added with rules brings its words). A rule the methods share is one key."""
+    words: dict[str, str] = {}
+    tables = [RULE_MESSAGES, STOPPING_MESSAGES, HARDWARE_MESSAGES, TRACKER_MESSAGES]
+    for messages in tables + [method.rule_messages for method in METHODS.values()]:
+        for name, message in messages.items():
+            if words.setdefault(f"rule.{name}", message) != message:
+                raise ValueError(f"two rules are named {name!r} and say different things: rename one")
+    return words
+
+
+@functools.cache
+def trains_on_words() -> dict[str, str]:
+    """The English of what each method trains on (``Method.trains_on``: "whole pairs"), which a rule's message names
+    (``rule.trains_on.<the words, with underscores>``, one key for the methods that say the same)."""
+    return {
+        "rule.trains_on." + _NOT_A_NAME.sub("_", method.trains_on.lower()).strip("_"): method.trains_on
+        for method in METHODS.values()
+        if method.trains_on
+    }
+
+
 def warning_words() -> dict[str, str]:
     """The English of the dataset check's warnings (engine.data.warnings.WARNINGS): ``warning.<kind>``, and
     ``warning.eval_label`` / ``warning.eval_file``, the words that say a warning is about the eval rows or file."""
@@ -212,8 +244,10 @@ def chart_words() -> dict[str, str]:
 
 @functools.cache
 def english() -> dict[str, str]:
-    """Every English text: the studio's (en.json), the schema's, the engine's messages and its methods' charts."""
-    engine = {**problem_words(), **warning_words(), **misfit_words(), **prune_words(), **chart_words()}
+    """Every English text: the studio's (en.json), the schema's, the engine's messages and rules, and its methods'
+    charts."""
+    engine = {**problem_words(), **rule_words(), **trains_on_words(), **warning_words(), **misfit_words()}
+    engine |= {**prune_words(), **chart_words()}
     return {**language_file(SOURCE), **schema_words(), **engine}
 
 

@@ -1,10 +1,13 @@
-"""The engine's validation messages (``must be > 0``, ``unknown key (did you mean r?)``) in the visitor's language,
-where the studio shows them next to a field.
+"""The engine's validation messages (``must be > 0``, ``unknown key (did you mean r?)``, ``dpo keeps TRL's own
+batching; ...``) in the visitor's language, where the studio shows them next to a field.
 
-The engine writes English (the CLI stays English); each message it builds from a template
-(engine.schema.errors.MESSAGES) is matched back to its template here and said again in ``lang`` with the same
-values; so is the refusal of data the method does not train on (``translate_misfit``). A message built otherwise (a rule
-across fields, a dataset's error) stays as the engine wrote it.
+The engine writes English (the CLI stays English); each message it builds from a template is matched back to its
+template here and said again in ``lang`` with the same values: a field's own check (engine.schema.errors.MESSAGES),
+a rule across fields (the config's, early stopping's, what this machine cannot run, and each method's own:
+catalog.rule_words), a dataset's warning (``translate_warning``) and the refusal of data the method does not train on
+(``translate_misfit``). Values stay as written (method names, counts, field paths), except what a method trains on,
+which is words of the engine's too. A message built otherwise (a dataset's error, trackio's own refusal of a project
+name) stays as the engine wrote it.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 from studio.i18n import catalog
 from studio.i18n.catalog import key, say_again, template_pattern, text
 
-# Every template's pattern and key, declared in use at import.
+# Every template's pattern and key, declared in use at import: a field's own checks, then the rules across fields.
 _TEMPLATES = [
     (template_pattern(words), key(name))
-    for name, words in catalog.problem_words().items()
+    for name, words in {**catalog.problem_words(), **catalog.rule_words()}.items()
     if name not in ("problem.unknown_key", "problem.suggestion")
 ]
+# What a method trains on, which a rule names ({trains_on}): words the engine wrote, said again too.
+_TRAINS_ON = [key(name) for name in catalog.trains_on_words()]
 UNKNOWN, SUGGESTION = key("problem.unknown_key"), key("problem.suggestion")
 _SUGGESTED = template_pattern(" " + catalog.english()[SUGGESTION])
 
@@ -29,7 +34,10 @@ def translate_problem(message: str, lang: str) -> str:
     for pattern, name in _TEMPLATES:
         found = pattern.fullmatch(message)
         if found:
-            return text(name, lang, **found.groupdict())
+            values = found.groupdict()
+            if "trains_on" in values:
+                values["trains_on"] = say_again(values["trains_on"], _TRAINS_ON, lang)
+            return text(name, lang, **values)
     unknown = catalog.english()[UNKNOWN]
     if message.startswith(unknown):
         rest = message[len(unknown) :]

@@ -112,6 +112,9 @@ class Method:
     - ``section``: its config section (a ``engine.schema.Section``), read only when the run uses this method;
       ``section_help`` is that section's description.
     - ``rules``: checks across fields, each ``rule(config) -> [Problem]``, run when the config uses this method.
+    - ``rule_messages``: what its rules say, by name: English with ``{placeholders}`` for what varies, the one
+      definition each rule formats its message from; the studio says them in the visitor's language
+      (``rule.<name>``), so a name means one message across the methods (a rule the methods share, one name).
     - ``fits``: what the method asks of other sections' fields whose defaults its rules refuse (GRPO evaluates whole
       groups of answers: the eval batch size must be a multiple of the group's size), each
       ``fit(config) -> {dotted path: value}``, the smallest change that satisfies its rule ({} when nothing needs to
@@ -147,6 +150,7 @@ class Method:
     section: type[Section] | None = None
     section_help: str = ""
     rules: tuple[Callable[[RunConfig], list[Problem]], ...] = ()
+    rule_messages: dict[str, str] = field(default_factory=dict)
     fits: tuple[Callable[[RunConfig], dict[str, Any]], ...] = ()
     rows_batched: bool = False
     trains_on: str = ""

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from engine.schema import Problem
+from engine.training.methods import paired
 from engine.training.methods.base import Method, RunConfig
 from engine.training.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection
 from engine.training.methods.paired import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
+
+# What DPO's own rule says (engine.training.methods.base.Method.rule_messages).
+RULE_MESSAGES = {"label_smoothing_unused": "the {loss_type} loss ignores it; use {losses} or set it to 0"}
 
 
 def smoothing_problems(config: RunConfig) -> list[Problem]:
@@ -13,7 +17,8 @@ def smoothing_problems(config: RunConfig) -> list[Problem]:
     dpo = config.dpo
     if dpo.label_smoothing == 0 or dpo.loss_type in SMOOTHED_DPO_LOSSES:
         return []
-    message = f"the {dpo.loss_type} loss ignores it; use {', '.join(SMOOTHED_DPO_LOSSES)} or set it to 0"
+    losses = ", ".join(SMOOTHED_DPO_LOSSES)
+    message = RULE_MESSAGES["label_smoothing_unused"].format(loss_type=dpo.loss_type, losses=losses)
     return [Problem("dpo.label_smoothing", message)]
 
 
@@ -26,6 +31,7 @@ METHOD = Method(
     section=DpoSection,
     section_help="DPO's knobs (method dpo).",
     rules=(lm_head_problems, smoothing_problems),
+    rule_messages={**paired.RULE_MESSAGES, **RULE_MESSAGES},
     trains_on="whole pairs",
     charts=(*REWARD_CHARTS, ACCURACY_CHART),
     scoring="preference",

@@ -3,6 +3,7 @@ run's reward functions score them, and each answer is pushed up or down by how i
 
 from __future__ import annotations
 
+from engine.training.methods import online
 from engine.training.methods.base import Method
 from engine.training.methods.grpo.section import GrpoSection
 from engine.training.methods.online import group_fits, group_rules, sampling_charts
@@ -16,6 +17,7 @@ METHOD = Method(
     section=GrpoSection,
     section_help="GRPO's knobs and rewards (method grpo).",
     rules=(group_rules("grpo"),),
+    rule_messages=online.RULE_MESSAGES,
     fits=(group_fits("grpo"),),
     trains_on="sampled answers",
     charts=sampling_charts("grpo"),

@@ -14,6 +14,15 @@ from typing import Any
 from engine.schema import Problem
 from engine.training.methods.base import MetricChart, RunConfig
 
+# What the group rules say (each sampling method lists them in its ``rule_messages``), ``{method}`` the method's name.
+RULE_MESSAGES = {
+    "reward_missing": "{method} needs at least one reward function",
+    "generation_round": "each round of generation samples {samples} answers (batch size x processes x steps per "
+    "generation), which must be a multiple of {method}.num_generations ({num_generations})",
+    "eval_whole_groups": "must be a multiple of {method}.num_generations ({num_generations}): evaluation samples "
+    "whole groups",
+}
+
 
 def sampling_charts(name: str) -> tuple[MetricChart, ...]:
     """The charts a sampling method's trainer logs alike (TRL's keys), for the method ``name``: its KL chart only
@@ -63,26 +72,15 @@ def sampling_problems(config: RunConfig, name: str) -> list[Problem]:
     """What a sampling method cannot take: no reward, or batches that do not split into whole groups of answers
     (TRL 1.16 refuses those batch sizes only after the model has loaded)."""
     section, train = getattr(config, name), config.train
-    problems = []
+    problems, groups = [], {"method": name, "num_generations": section.num_generations}
     if not section.rewards:
-        problems.append(Problem(f"{name}.rewards", f"{name} needs at least one reward function"))
+        problems.append(Problem(f"{name}.rewards", RULE_MESSAGES["reward_missing"].format(method=name)))
     processes = config.launch.num_processes
     steps = section.steps_per_generation or train.gradient_accumulation_steps
     samples = train.per_device_batch_size * processes * steps
     if samples % section.num_generations:
-        problems.append(
-            Problem(
-                "train.per_device_batch_size",
-                f"each round of generation samples {samples} answers (batch size x processes x steps per "
-                f"generation), which must be a multiple of {name}.num_generations ({section.num_generations})",
-            )
-        )
+        message = RULE_MESSAGES["generation_round"].format(samples=samples, **groups)
+        problems.append(Problem("train.per_device_batch_size", message))
     if train.eval_strategy != "no" and (train.eval_batch_size * processes) % section.num_generations:
-        problems.append(
-            Problem(
-                "train.eval_batch_size",
-                f"must be a multiple of {name}.num_generations ({section.num_generations}): evaluation samples "
-                "whole groups",
-            )
-        )
+        problems.append(Problem("train.eval_batch_size", RULE_MESSAGES["eval_whole_groups"].format(**groups)))
     return problems

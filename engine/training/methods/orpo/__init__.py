@@ -1,6 +1,7 @@
 """Odds-ratio preference optimisation (method orpo): the supervised loss on the chosen answer plus a term on the
 odds of chosen over rejected; no reference model. ORPO is experimental in TRL 1.16 (``trl.experimental``)."""
 
+from engine.training.methods import paired
 from engine.training.methods.base import Method, MetricChart
 from engine.training.methods.orpo.section import OrpoSection
 from engine.training.methods.paired import ACCURACY_CHART, lm_head_problems
@@ -14,6 +15,7 @@ METHOD = Method(
     section=OrpoSection,
     section_help="ORPO's knobs (method orpo).",
     rules=(lm_head_problems,),
+    rule_messages=paired.RULE_MESSAGES,
     trains_on="whole pairs",
     charts=(
         MetricChart("log_odds_ratio", "Log odds ratio (chosen vs rejected)", "log odds"),

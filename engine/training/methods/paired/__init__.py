@@ -13,6 +13,11 @@ REWARD_CHARTS = (
     MetricChart("rewards/rejected", "Reward of rejected answers", "reward"),
 )
 ACCURACY_CHART = MetricChart("rewards/accuracies", "Preference accuracy (chosen ranked first)", "share")
+# What the shared rules say (each method lists them in its ``rule_messages``).
+RULE_MESSAGES = {
+    "lm_head_adapter": "{method} reads log-probabilities from lm_head's weight, so an adapter there would never "
+    "train; remove lm_head",
+}
 
 
 def lm_head_problems(config: RunConfig) -> list[Problem]:
@@ -20,8 +25,4 @@ def lm_head_problems(config: RunConfig) -> list[Problem]:
     modules = config.adapter.target_modules
     if config.adapter.method != "lora" or "lm_head" not in ([modules] if isinstance(modules, str) else modules):
         return []
-    message = (
-        f"{config.method} reads log-probabilities from lm_head's weight, so an adapter there would never train; "
-        "remove lm_head"
-    )
-    return [Problem("adapter.target_modules", message)]
+    return [Problem("adapter.target_modules", RULE_MESSAGES["lm_head_adapter"].format(method=config.method))]

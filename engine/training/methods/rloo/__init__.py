@@ -5,6 +5,7 @@ same prompt (Ahmadian et al., 2024). The charts, rules, prompts and samples are 
 
 from __future__ import annotations
 
+from engine.training.methods import online
 from engine.training.methods.base import Method
 from engine.training.methods.online import group_fits, group_rules, sampling_charts
 from engine.training.methods.rloo.section import RlooSection
@@ -19,6 +20,7 @@ METHOD = Method(
     section=RlooSection,
     section_help="RLOO's knobs and rewards (method rloo).",
     rules=(group_rules("rloo"),),
+    rule_messages=online.RULE_MESSAGES,
     fits=(group_fits("rloo"),),
     trains_on="sampled answers",
     charts=sampling_charts("rloo"),
