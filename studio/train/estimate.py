@@ -1,4 +1,6 @@
-"""The Train tab's Estimate button: parameters (a weightless copy of the model) and the predicted peak memory.
+"""The Train tab's Estimate button: parameters (a weightless copy of the model) and the predicted peak memory; for
+data with images also their tokens, which only the model's processor can count (the dataset panel shows rows with
+images without it: it would load torch on every check).
 
 Both come from ``engine.training.check.check_run``, the same report ``python -m engine check`` prints; the memory
 model itself is ``engine.training.memory`` (one definition, checked by benchmarks/memory_estimate.py).
@@ -75,5 +77,19 @@ def estimate_run(config: Any, lang: str = SOURCE) -> RunEstimate:
         text(PARAMETERS, lang, parameters=report.parameters),
         text(MEMORY, lang, memory=memory),
         text(DEVICE, lang, device=report.device, precision=report.precision, steps=f"{report.steps:,}"),
+        *image_token_lines(report.data, lang),
     ]
     return RunEstimate("\n\n".join(lines), {})
+
+
+def image_token_lines(data: Any, lang: str = SOURCE) -> list[str]:
+    """For data with images (a DataReport counted through the processor, images included): its tokens and what
+    max_length cuts or drops, in ``lang``; [] for text data, whose tokens the dataset panel shows."""
+    from engine.api import has_images
+    from studio.i18n.problems import translate_warning
+    from studio.train.dataset import TOKENS
+
+    if not has_images(data.format) or data.num_tokens is None:
+        return []
+    tokens = text(TOKENS, lang, tokens=f"{data.num_tokens:,}", loss=f"{data.num_loss_tokens:,}")
+    return [tokens, *(f"⚠ {translate_warning(warning, lang)}" for warning in data.warnings)]

@@ -33,7 +33,7 @@ _CARD_STYLE = "border:1px solid var(--border-color-primary,#ddd);border-radius:6
 
 
 def images_summary(num_images: int, lang: str = SOURCE) -> str:
-    """The summary's line on the training rows' images (their tokens are counted at launch, by the processor)."""
+    """The summary's line on the training rows' images (their tokens: the Estimate button, studio.train.estimate)."""
     return text(IMAGE_SUMMARY, lang, count=f"{num_images:,}")
 
 

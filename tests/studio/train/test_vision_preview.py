@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from PIL import Image, ImageChops, ImageStat
 
+from engine.config import RunConfig
 from engine.store.paths import PROJECT_ROOT
 from studio.form.values import default_values
 from studio.i18n.catalog import text
@@ -185,3 +186,27 @@ def test_a_dataset_holding_its_images_previews_as_its_files_do(
     assert held_check.examples == by_path.examples  # the same turns, thumbnails and file names
     assert str(cache) not in held_check.examples and str(tmp_path) not in held_check.examples
     assert any(cache.rglob("*.jpg"))
+
+
+def test_estimate_counts_the_tokens_of_rows_with_images() -> None:
+    """The panel shows rows with images without the processor; Estimate counts their tokens through it, as the
+    engine's check does, and says what max_length drops, in the page's language."""
+    from engine.config import load_config
+    from engine.training.check import check_run
+    from studio.i18n.problems import translate_warning
+    from studio.train.estimate import estimate_run
+
+    config = load_config(PROJECT_ROOT / "assets" / "presets" / "demo-vlm.yaml")
+    config = config.model_copy(update={"data": config.data.model_copy(update={"max_samples": 40})})
+    expected = check_run(config).data
+    shown = estimate_run(config).markdown
+    assert f"**Tokens** {expected.num_tokens:,}, of which {expected.num_loss_tokens:,} carry loss" in shown
+    assert "⚠" not in shown  # every row fits the preset's max_length
+
+    short = config.model_copy(update={"train": config.train.model_copy(update={"max_length": 38})})
+    cut = check_run(short).data
+    assert cut.warnings and cut.num_tokens < expected.num_tokens
+    japanese = estimate_run(short, "ja").markdown
+    for warning in cut.warnings:
+        assert translate_warning(warning, "ja") != warning and f"⚠ {translate_warning(warning, 'ja')}" in japanese
+    assert estimate_run(RunConfig()).markdown.count("**Tokens**") == 0  # text data: the panel shows its tokens
