@@ -5,6 +5,11 @@ studio.train.tab) on every change and sends them back once when it loads again, 
 back is a visitor's own input, so it is read as the form reads a loaded config: only the fields the form has, each
 of a kind its widget shows, a choice among its choices, and in demo mode with the fields the demo fixes set back.
 Nothing is trusted more than typing the same values would be: Start validates them again.
+
+The restore's answer comes back from the server while the visitor may already be typing (a slow page), so it does
+not write the widgets itself: the page applies it (``apply_script``) and leaves every field the visitor has changed
+since the page loaded as it is. The page notes those fields itself (``read_script``, run as the page loads) from
+the visitor's own input events only: the store script fires on every change, the restore's and a preset's too.
 """
 
 from __future__ import annotations
@@ -13,18 +18,24 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import gradio as gr
+
 from engine.api import INIT_FROM_FIELD
 from studio.demo.caller import Caller
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.train.actions import upload_names, upload_paths
 
 STORAGE_KEY = "ts-train-form"  # the browser's localStorage key
-# Set on <html> (data-form-ready) once the kept form is restored: what is typed before then may be replaced by the
-# stored form when the page loads slowly (the browser tests wait for it before they type).
+# Set on <html> (data-form-ready) once the kept form is restored, by the page's READY_SCRIPT: the browser tests wait
+# for it to see what came back.
 FORM_READY = "formReady"
-# The page's scripts: read the stored form as the page loads (beside the visitor), and mark the restore done.
-READ_SCRIPT = f"(visitor, _stored) => [visitor, localStorage.getItem({json.dumps(STORAGE_KEY)})]"
 READY_SCRIPT = f"() => {{ document.documentElement.dataset.{FORM_READY} = '1'; }}"
+# The page's own record of the fields the visitor has changed since it loaded (a Set of paths on window).
+TOUCHED = "tsKeptFormTouched"
+# Keys that change a field without an input event of its own: a dropdown's pick, a token removed from a list.
+CHANGING_KEYS = ("Enter", "Backspace", "Delete")
+# What a pointer presses to change a field without an input event of its own: a dropdown's option, a clear button.
+PICKS = "[role=option], button, [role=button]"
 # A run to continue from is not brought back: it may be gone, and continuing is a choice made for one run.
 NOT_KEPT = (INIT_FROM_FIELD,)
 _SCALARS = (str, int, float, bool, type(None))
@@ -78,4 +89,52 @@ def store_script(paths: list[str]) -> str:
       paths.forEach((path, i) => {{ kept[path] = values[i]; }});
       try {{ localStorage.setItem({json.dumps(STORAGE_KEY)}, JSON.stringify(kept)); }} catch (error) {{}}
       return [];
+    }}"""
+
+
+def read_script(components: Mapping[str, gr.components.Component]) -> str:
+    """The page's script run as it loads (the restore's ``js``): it starts noting the fields the visitor changes
+    (``components``: path -> the field's widget, found in the page by its ``elem_id``) and reads the stored form,
+    which it sends beside the visitor."""
+    fields = {component.elem_id: path for path, component in components.items() if component.elem_id}
+    return f"""(visitor, _stored) => {{
+      if (!window.{TOUCHED}) {{
+        const touched = window.{TOUCHED} = new Set();
+        const fields = new Map(Object.entries({json.dumps(fields)}));
+        const note = (event) => {{
+          // Only the visitor's own doing: a script's update (the restore, a preset, a loaded config) is untrusted
+          // or fires no DOM event at all.
+          if (!event.isTrusted) return;
+          const path = event.composedPath();
+          const field = path.find((node) => node instanceof Element && fields.has(node.id));
+          if (!field) return;
+          // A click that only opens or focuses a field, or Tab and the arrows moving through it, change nothing.
+          if (event.type === 'pointerdown' && !path.some((node) => node instanceof Element && node.matches(
+            {json.dumps(PICKS)}))) return;
+          if (event.type === 'keydown' && !{json.dumps(CHANGING_KEYS)}.includes(event.key)) return;
+          touched.add(fields.get(field.id));
+        }};
+        for (const type of ['input', 'change', 'pointerdown', 'keydown']) {{
+          document.addEventListener(type, note, true);
+        }}
+      }}
+      return [visitor, localStorage.getItem({json.dumps(STORAGE_KEY)})];
+    }}"""
+
+
+def restored_text(components: Mapping[str, gr.components.Component], values: Mapping[str, Any]) -> str:
+    """``values`` (from ``restored_values``) as the widgets show them, in a JSON text for ``apply_script``: each
+    goes through its widget's ``postprocess``, as an event's output does."""
+    return json.dumps({path: components[path].postprocess(value) for path, value in values.items()})
+
+
+def apply_script(paths: list[str]) -> str:
+    """The page's script that shows the restored form (``restored_text``) in the widgets of ``paths``: a field
+    the visitor has changed since the page loaded keeps what it holds, and so does a field not restored."""
+    return f"""(restored) => {{
+      const values = JSON.parse(restored || '{{}}');
+      const touched = window.{TOUCHED} || new Set();
+      const kept = {{__type__: 'update'}};  // an update that changes nothing (Python's gr.skip())
+      return {json.dumps(paths)}.map((path) => (
+        touched.has(path) || !Object.hasOwn(values, path) ? kept : values[path]));
     }}"""

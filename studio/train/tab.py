@@ -81,7 +81,8 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
 
 def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     """Keep the form in the browser (studio.train.kept_form): stored by the page itself on every change, sent back
-    to the server once, when the page loads, and shown again.
+    to the server once, when the page loads, checked there as any input is, and shown again by the page, which
+    leaves a field the visitor changed while the answer was on the way as it is.
 
     Stored by a script, not by an event that outputs to a gr.BrowserState: that round trip made the form's change
     events fire again, so an open page sent its form to the server several times a second, without end.
@@ -91,14 +92,17 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     gr.on(triggers, None, form.inputs, None, js=store, trigger_mode="always_last", **PRIVATE)
 
     stored = gr.Textbox(visible=False)  # carries the stored form to the load event below
+    restored = gr.Textbox(visible=False)  # carries what may come back of it to the page's script
 
-    def restore(caller: Caller, text: str | None) -> list[Any]:
-        return form.value_updates(kept_form.restored_values(caller, kept_form.parse_stored(text)))
+    def restore(caller: Caller, text: str | None) -> str:
+        values = kept_form.restored_values(caller, kept_form.parse_stored(text))
+        return kept_form.restored_text(form.components, values)
 
     page = get_blocks_context().root_block
-    quiet = {"js": kept_form.READ_SCRIPT, "show_progress": "hidden", **PRIVATE}
-    restored = page.load(ctx.handler(restore), ctx.inputs(stored), form.inputs, **quiet)
-    restored.then(None, None, None, js=kept_form.READY_SCRIPT, **PRIVATE)
+    quiet = {"js": kept_form.read_script(form.components), "show_progress": "hidden", **PRIVATE}
+    answered = page.load(ctx.handler(restore), ctx.inputs(stored), restored, **quiet)
+    shown = answered.then(None, restored, form.inputs, js=kept_form.apply_script(form.paths), **PRIVATE)
+    shown.then(None, None, None, js=kept_form.READY_SCRIPT, **PRIVATE)
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:

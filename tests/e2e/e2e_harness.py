@@ -59,7 +59,7 @@ class PatientBrowser:
 
 def wait_for_form(page: Any, state: str = "visible") -> None:
     """Wait for the Train form (its Start button in ``state``) and for the kept form to be restored into it (the
-    page's data-form-ready, studio.train.kept_form.FORM_READY): what is typed before then may be replaced by it."""
+    page's data-form-ready, studio.train.kept_form.FORM_READY): a field not typed into may change until then."""
     page.locator("#train-start").wait_for(state=state)
     page.locator("html[data-form-ready]").wait_for(state="attached")
 
