@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
-
-import gradio as gr
+from typing import TYPE_CHECKING, Any
 
 from engine.api import INIT_FROM_FIELD
 from studio.demo.caller import Caller
@@ -39,6 +37,9 @@ PICKS = "[role=option], button, [role=button]"
 # A run to continue from is not brought back: it may be gone, and continuing is a choice made for one run.
 NOT_KEPT = (INIT_FROM_FIELD,)
 _SCALARS = (str, int, float, bool, type(None))
+
+if TYPE_CHECKING:  # the widgets are built in studio.train.tab; here only their ids and postprocess are read
+    import gradio as gr
 
 
 def parse_stored(text: str | None) -> Any:

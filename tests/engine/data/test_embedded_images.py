@@ -17,6 +17,7 @@ from engine.data import DataError, load_rows
 from engine.data.embedded_images import IMAGE_CACHE_ENV
 from engine.data.images import MAX_DECODE_PIXELS
 from engine.store.paths import PROJECT_ROOT
+from tests.helpers.images_inside import images_inside, write_image_parquet
 
 DEMO_TRAIN = PROJECT_ROOT / "assets" / "datasets" / "demo_vlm_train.jsonl"
 
@@ -35,34 +36,13 @@ def demo_rows(count: int) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-def embedded(rows: list[dict[str, Any]], base: Path, keep_names: bool = True) -> list[dict[str, Any]]:
-    """The rows with each image's bytes in place of its path, as the datasets library's Image feature holds them."""
-    return [
-        {
-            **row,
-            "images": [
-                {"bytes": (base / name).read_bytes(), "path": Path(name).name if keep_names else None}
-                for name in row["images"]
-            ],
-        }
-        for row in rows
-    ]
-
-
-def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path:
-    """Rows written as a hub dataset's Parquet file is: through the datasets library, images as its Image feature."""
-    dataset = datasets.Dataset.from_list(rows).cast_column("images", datasets.Sequence(datasets.Image()))
-    dataset.to_parquet(str(path))
-    return path
-
-
 def loaded(path: Path) -> Any:
     return load_rows(RunConfig(data={"path": str(path)}).data)
 
 
 def test_a_parquet_of_embedded_images_reads_as_its_json_with_paths_does(tmp_path: Path, cache: Path):
     rows = demo_rows(12)
-    parquet = write_parquet(embedded(rows, DEMO_TRAIN.parent), tmp_path / "train.parquet")
+    parquet = write_image_parquet(images_inside(rows, DEMO_TRAIN.parent), tmp_path / "train.parquet")
     assert b"PNG" in parquet.read_bytes()  # the images travel inside the file
     from_paths, from_bytes = loaded(DEMO_TRAIN), loaded(parquet)
     assert from_bytes.format == from_paths.format == "vision"
@@ -76,7 +56,7 @@ def test_a_parquet_of_embedded_images_reads_as_its_json_with_paths_does(tmp_path
 
 
 def test_loading_the_same_data_again_writes_nothing(tmp_path: Path, cache: Path):
-    parquet = write_parquet(embedded(demo_rows(6), DEMO_TRAIN.parent), tmp_path / "train.parquet")
+    parquet = write_image_parquet(images_inside(demo_rows(6), DEMO_TRAIN.parent), tmp_path / "train.parquet")
     first = [path for row in loaded(parquet).rows for path in row["images"]]
     stamps = {path: Path(path).stat().st_mtime_ns for path in first}
     again = [path for row in loaded(parquet).rows for path in row["images"]]
@@ -86,8 +66,8 @@ def test_loading_the_same_data_again_writes_nothing(tmp_path: Path, cache: Path)
 
 
 def test_an_image_without_a_name_and_a_column_of_raw_bytes(tmp_path: Path, cache: Path):
-    rows = embedded(demo_rows(2), DEMO_TRAIN.parent, keep_names=False)
-    unnamed = loaded(write_parquet(rows, tmp_path / "unnamed.parquet")).rows
+    rows = images_inside(demo_rows(2), DEMO_TRAIN.parent, keep_names=False)
+    unnamed = loaded(write_image_parquet(rows, tmp_path / "unnamed.parquet")).rows
     assert [Path(row["images"][0]).name for row in unnamed] == ["image.png", "image.png"]
     raw = [{"messages": row["messages"], "image": row["images"][0]["bytes"]} for row in rows]
     datasets.Dataset.from_list(raw).to_parquet(str(tmp_path / "raw.parquet"))
@@ -95,11 +75,11 @@ def test_an_image_without_a_name_and_a_column_of_raw_bytes(tmp_path: Path, cache
 
 
 def test_a_bad_embedded_image_is_named_by_its_row(tmp_path: Path, cache: Path):
-    rows = embedded(demo_rows(3), DEMO_TRAIN.parent)
+    rows = images_inside(demo_rows(3), DEMO_TRAIN.parent)
     rows[1]["images"][0]["bytes"] = rows[1]["images"][0]["bytes"][:200]  # cut short
     rows[2]["images"][0] = {"bytes": b"not an image at all", "path": "notes.png"}
     with pytest.raises(DataError) as refused:
-        loaded(write_parquet(rows, tmp_path / "bad.parquet"))
+        loaded(write_image_parquet(rows, tmp_path / "bad.parquet"))
     message = str(refused.value)
     assert "row 2: images[0] train_0002.png is corrupt or truncated" in message
     assert "row 3: images[0] notes.png is not an image file Pillow can read" in message
@@ -116,7 +96,7 @@ def test_a_decompression_bomb_held_in_the_data_is_refused_by_its_header(tmp_path
         }
     ]
     with pytest.raises(DataError, match=rf"row 1: images\[0\] large.png is {side} x {side} pixels"):
-        loaded(write_parquet(rows, tmp_path / "bomb.parquet"))
+        loaded(write_image_parquet(rows, tmp_path / "bomb.parquet"))
 
 
 def test_embedded_images_load_where_image_paths_are_confined(
@@ -127,7 +107,7 @@ def test_embedded_images_load_where_image_paths_are_confined(
     data_folder.mkdir()
     monkeypatch.setenv("STUDIO_IMAGE_ROOTS", str(data_folder))
     rows = demo_rows(2)
-    parquet = write_parquet(embedded(rows, DEMO_TRAIN.parent), data_folder / "train.parquet")
+    parquet = write_image_parquet(images_inside(rows, DEMO_TRAIN.parent), data_folder / "train.parquet")
     assert len(loaded(parquet).rows) == 2
     outside = data_folder / "outside.jsonl"
     row = {**rows[0], "images": [str(DEMO_TRAIN.parent / rows[0]["images"][0])]}
@@ -139,7 +119,7 @@ def test_embedded_images_load_where_image_paths_are_confined(
 def test_a_hub_dataset_gives_its_images_as_bytes():
     """What a hub dataset's rows hold once loaded (engine.data.loading reads them with ``to_list``): the Image
     feature's bytes and name, not decoded images, so they take the same path as a Parquet file's."""
-    rows = embedded(demo_rows(1), DEMO_TRAIN.parent)
+    rows = images_inside(demo_rows(1), DEMO_TRAIN.parent)
     dataset = datasets.Dataset.from_list(rows).cast_column("images", datasets.Sequence(datasets.Image()))
     image = dataset.to_list()[0]["images"][0]
     assert image == rows[0]["images"][0]

@@ -22,6 +22,7 @@ from engine.training.modality import is_vision_model, model_modality
 from engine.training.modeling import load_model, load_tokenizer, make_trainable
 from engine.training.vision import LANGUAGE, PROJECTOR, TOWER, vision_parts
 from tests.engine.training.test_preference_training import train_cli, train_events
+from tests.helpers.images_inside import images_inside, write_image_parquet
 from tests.helpers.run_progress import stop_then_resume
 
 pytestmark = pytest.mark.integration
@@ -131,17 +132,9 @@ def test_llama_factory_mllm_demo_trains_on_the_demo_vlm(tmp_path: Path):
 def test_a_dataset_holding_its_images_trains_as_its_files_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The bundled set as a hub dataset stores it (Parquet, each image's bytes inside) trains to the losses of the
     JSON lines that name the same images by path: the worker reads the images the check wrote out."""
-    import datasets
-
     monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(tmp_path / "image-cache"))
     rows = [json.loads(line) for line in (PROJECT_ROOT / TRAIN).read_text(encoding="utf-8").splitlines()[:16]]
-    folder = (PROJECT_ROOT / TRAIN).parent
-    held = [
-        {**row, "images": [{"bytes": (folder / name).read_bytes(), "path": name} for name in row["images"]]}
-        for row in rows
-    ]
-    parquet = tmp_path / "train.parquet"
-    datasets.Dataset.from_list(held).cast_column("images", datasets.Sequence(datasets.Image())).to_parquet(str(parquet))
+    parquet = write_image_parquet(images_inside(rows, (PROJECT_ROOT / TRAIN).parent), tmp_path / "train.parquet")
     short = {"max_steps": 2, "save_steps": 2}
     losses = []
     for name, path in (("paths", TRAIN), ("held", str(parquet))):

@@ -22,6 +22,7 @@ from studio.form.values import default_values
 from studio.i18n.catalog import text
 from studio.train import dataset as dp
 from studio.train.image_rows import IMAGE_MARKER
+from tests.helpers.images_inside import images_inside, write_image_parquet
 
 MLLM_DEMO = Path("/work/shared/datasets/mllm_demo.json")  # LLaMA-Factory's demo set: 6 rows, 3 JPEGs
 needs_demo = pytest.mark.skipif(not MLLM_DEMO.is_file(), reason=f"{MLLM_DEMO} is not on this machine")
@@ -168,18 +169,10 @@ def test_a_dataset_holding_its_images_previews_as_its_files_do(
 ) -> None:
     """mllm_demo.json as a hub dataset stores it (Parquet, each image's bytes inside): the same thumbnails, in the
     same order, and neither the image cache's folder nor the data's reaches the page."""
-    import datasets
-
     cache = tmp_path / "image-cache"
     monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(cache))
     rows = json.loads(MLLM_DEMO.read_text(encoding="utf-8"))
-    held = [
-        {**row, "images": [{"bytes": (MLLM_DEMO.parent / name).read_bytes(), "path": name} for name in row["images"]]}
-        for row in rows
-    ]
-    parquet = tmp_path / "mllm_demo.parquet"
-    dataset = datasets.Dataset.from_list(held).cast_column("images", datasets.Sequence(datasets.Image()))
-    dataset.to_parquet(str(parquet))
+    parquet = write_image_parquet(images_inside(rows, MLLM_DEMO.parent), tmp_path / "mllm_demo.parquet")
     by_path = dp.check_dataset(vision_values(MLLM_DEMO), with_tokens=True, num_examples=3)
     held_check = dp.check_dataset(vision_values(parquet), with_tokens=True, num_examples=3, workspace=tmp_path)
     assert held_check.error == "" and held_check.format == "vision" and "**Images** 8" in held_check.summary
@@ -210,3 +203,39 @@ def test_estimate_counts_the_tokens_of_rows_with_images() -> None:
     for warning in cut.warnings:
         assert translate_warning(warning, "ja") != warning and f"⚠ {translate_warning(warning, 'ja')}" in japanese
     assert estimate_run(RunConfig()).markdown.count("**Tokens**") == 0  # text data: the panel shows its tokens
+
+
+def test_a_demo_visitor_uploads_a_dataset_holding_its_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In demo mode: the Parquet file (images inside) is stored in the visitor's folder, its images are written to
+    the workspace's image cache, and previewed; a dataset naming a file of that cache by path is refused (the
+    cache is no folder a visitor's data may read images from)."""
+    from engine.data import DataError, load_rows
+    from studio.demo.caller import Caller
+    from studio.path_guard import confine_images
+    from studio.train import actions
+    from tests.helpers.visitors import ALICE, DEMO
+
+    workspace, uploads = tmp_path / "workspace", tmp_path / "gradio"
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
+    for name in ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    confine_images(workspace, demo=True)
+    data = PROJECT_ROOT / "assets" / "datasets" / "demo_vlm_train.jsonl"
+    rows = [json.loads(line) for line in data.read_text(encoding="utf-8").splitlines()[:8]]
+    (uploads / "f00d").mkdir(parents=True)
+    upload = write_image_parquet(images_inside(rows, data.parent), uploads / "f00d" / "shapes.parquet")
+    alice = Caller(workspace, DEMO, ALICE)
+    name, error = actions.upload_dataset(alice, upload)
+    assert error == "" and name == "shapes.parquet"
+    check = actions.check_data(alice, vision_values(Path(name), data__eval_size=0.0))
+    assert check.error == "" and check.format == "vision" and len(cards(check.examples)) == 3
+    cache = workspace.resolve() / "cache" / "images"
+    written = sorted(path.name for path in cache.rglob("*.png"))
+    assert written == sorted({Path(name).name for row in rows for name in row["images"]})
+    assert str(workspace) not in check.examples + check.summary
+
+    snooping = workspace / "visitors" / "snoop.jsonl"
+    row = {**rows[0], "images": [str(next(cache.rglob("*.png")))]}
+    snooping.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="is outside the folders the studio may read images from"):
+        load_rows(RunConfig(data={"path": str(snooping)}).data)
