@@ -9,8 +9,10 @@ tower, so a parameter belongs to the projector first.
 
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -177,10 +179,22 @@ def images_only_processor(source: str, revision: str | None, trust_remote_code: 
     except OSError:
         video_settings = None
 
+    # A family whose __init__ requires its video processor (SmolVLM's) is given None for it; ProcessorMixin then
+    # sets only the attributes left (it pairs positional arguments with get_attributes(), and the extra is unused).
+    required = inspect.signature(family.__init__).parameters.get("video_processor")
+    none_for_video = {"video_processor": None} if required and required.default is inspect.Parameter.empty else {}
+
     class ImagesOnly(family):  # type: ignore[misc, valid-type] - a class known at run time
         @classmethod
         def get_attributes(cls) -> list[str]:
             return [name for name in super().get_attributes() if name != "video_processor"]
+
+        @property
+        def video_processor(self) -> SimpleNamespace:
+            """The video processor's settings alone: SmolVLM's apply_chat_template reads its frame count and rate
+            even for a conversation without video (transformers reads the video processor itself only for
+            videos, which the studio never gives)."""
+            return SimpleNamespace(**{"num_frames": None, "fps": None, **(video_settings or {})})
 
         def to_dict(self) -> dict[str, Any]:
             settings = super().to_dict()
@@ -190,7 +204,9 @@ def images_only_processor(source: str, revision: str | None, trust_remote_code: 
 
     ImagesOnly.__name__ = ImagesOnly.__qualname__ = family.__name__
     try:
-        return ImagesOnly.from_pretrained(source, revision=revision, trust_remote_code=trust_remote_code)
+        return ImagesOnly.from_pretrained(
+            source, revision=revision, trust_remote_code=trust_remote_code, **none_for_video
+        )
     except Exception:  # noqa: BLE001 - the caller reports the processor's first error, the real cause
         return None
 

@@ -14,7 +14,6 @@ transformers loads their PIL versions, as it does for a real checkpoint on this 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,14 +37,6 @@ class Family:
     projector: str
     image_token: str  # the token the processor repeats once per image token
     build: Callable[[Path], None]
-
-    def missing(self) -> str | None:
-        """Why the family cannot be built or loaded here (a package its processor needs), or None."""
-        needs = REQUIREMENTS.get(self.name, ())
-        absent = [package for package in needs if importlib.util.find_spec(package) is None]
-        if not absent:
-            return None
-        return f"{self.name}'s processor needs {', '.join(absent)}, which is not installed (nor in requirements.txt)"
 
 
 def tokenizer_with(tokens: list[str], named: dict[str, str] | None = None, eos: str | None = None) -> Any:
@@ -347,10 +338,6 @@ FAMILIES = {
         ),
     )
 }
-
-# Packages a family's processor needs beyond the studio's requirements (SmolVLMProcessor refuses to start without
-# num2words, which it uses to write the timestamps of video frames).
-REQUIREMENTS = {"smolvlm": ("num2words",)}
 
 
 def build_tiny_vlm(name: str, folder: Path) -> Path:

@@ -7,8 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from engine.config import RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.training.hardware import Hardware
@@ -18,11 +16,6 @@ from tests.helpers.tiny_vlms import FAMILIES
 CPU = Hardware(gpu_count=0, bf16_supported=False)
 DEMO_VLM = PROJECT_ROOT / "assets" / "demo-vlm"
 NAMES = list(FAMILIES)
-# The families whose processor can be built here (SmolVLM's needs num2words).
-WITH_PROCESSOR = [
-    pytest.param(name, marks=pytest.mark.skip(reason=FAMILIES[name].missing())) if FAMILIES[name].missing() else name
-    for name in NAMES
-]
 COLOURS = {"red": (220, 30, 30), "green": (30, 200, 60), "blue": (30, 60, 220), "yellow": (230, 220, 40)}
 QUESTION = "What colour is it?"
 # A first exchange long enough that the image of the turn after it starts past every short row's end.

@@ -4,8 +4,8 @@ the modality and model class, where the vision tower and projector are, what LoR
 check's token counts against TRL's collator, and a row cut inside its image. Training, Evaluate, the merged export
 and QLoRA of the same families: test_vision_families_training.py.
 
-SmolVLM's processor needs num2words, which the studio does not install: its model-side tests run, its
-processor-side ones are skipped with that reason.
+Without torchvision (the studio does not install it) each family's processor is loaded without its video processor
+(engine.training.vision.images_only_processor), SmolVLM's too.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from tests.helpers.vision_families import (
     COLOURS,
     CPU,
     NAMES,
-    WITH_PROCESSOR,
     assert_lora_trains,
     family_config,
     part_names,
@@ -155,7 +154,7 @@ def trl_batch(config: RunConfig) -> tuple[Any, dict[str, Any]]:
     return processor, collator([train[index] for index in range(len(train))])
 
 
-@pytest.mark.parametrize("name", WITH_PROCESSOR)
+@pytest.mark.parametrize("name", NAMES)
 def test_the_check_counts_the_tokens_trls_collator_trains(name: str, model_dir: Callable[[str], Path], data_dir: Path):
     family = FAMILIES[name]
     config = family_config(model_dir(name), data_dir / "train.jsonl")
@@ -174,7 +173,7 @@ def test_the_check_counts_the_tokens_trls_collator_trains(name: str, model_dir: 
     assert not (batch["labels"] == image_token).any()
 
 
-@pytest.mark.parametrize("name", WITH_PROCESSOR)
+@pytest.mark.parametrize("name", NAMES)
 def test_a_row_cut_among_its_image_tokens_is_dropped(name: str, model_dir: Callable[[str], Path], data_dir: Path):
     """max_length falls inside the image of a row's second question: the check drops that row (the processor would
     refuse its cut image tokens in the collator), the four short rows stay and collate."""

@@ -21,7 +21,7 @@ from engine.training.modeling import load_model, make_trainable
 from engine.training.vision import LANGUAGE, PROJECTOR, TOWER, VisionParts, vision_parts
 from tests.engine.training.test_preference_training import train_events
 from tests.helpers.tiny_vlms import FAMILIES
-from tests.helpers.vision_families import CPU, NAMES, QUESTION, WITH_PROCESSOR, assert_lora_trains, family_config
+from tests.helpers.vision_families import CPU, NAMES, QUESTION, assert_lora_trains, family_config
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ def trained_run(
     return trained
 
 
-@pytest.mark.parametrize("name", WITH_PROCESSOR)
+@pytest.mark.parametrize("name", NAMES)
 def test_a_few_steps_train_and_save_the_adapter_with_the_processor(
     name: str, model_dir: Callable[[str], Path], trained_run: Callable[[str], Path], data_dir: Path
 ):
@@ -103,7 +103,7 @@ def test_a_few_steps_train_and_save_the_adapter_with_the_processor(
     assert rendered[0]["input_ids"] == rendered[1]["input_ids"]
 
 
-@pytest.mark.parametrize("name", WITH_PROCESSOR)
+@pytest.mark.parametrize("name", NAMES)
 def test_evaluate_and_the_merged_export_read_the_trained_family(
     name: str, model_dir: Callable[[str], Path], trained_run: Callable[[str], Path], tmp_path: Path
 ):
