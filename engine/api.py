@@ -40,7 +40,7 @@ from engine.config import (
 from engine.config.names import name_problem
 from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL
 from engine.config.stopping import STOPPING_MESSAGES
-from engine.data.embedded_images import IMAGE_CACHE_ENV
+from engine.data.embedded_images import EMBEDDED_IMAGES_ENV, IMAGE_CACHE_ENV
 from engine.data.errors import DataError
 from engine.data.images import IMAGE_ROOTS_ENV
 from engine.data.loading import decoded_bytes
@@ -150,6 +150,7 @@ __all__ = [
     "METRICS_FILE",
     "MISFIT_ADVICE",
     "MODALITY_MISFIT",
+    "EMBEDDED_IMAGES_ENV",
     "IMAGE_CACHE_ENV",
     "IMAGE_ROOTS_ENV",
     "OLDER_COMPLETIONS_FILE",

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from engine.api import (
+    EMBEDDED_IMAGES_ENV,
     IMAGE_CACHE_ENV,
     IMAGE_ROOTS_ENV,
     PROJECT_ROOT,
@@ -82,9 +83,13 @@ def confine_images(workspace: Path, demo: bool) -> None:
     """Hold this process's dataset checks, and the runs and jobs it starts, to ``image_roots`` (the engine reads
     IMAGE_ROOTS_ENV): a dataset the page may read cannot make the engine open any other file as an image. The
     images datasets hold are written inside the workspace (IMAGE_CACHE_ENV), unless whoever started the studio
-    chose a cache."""
+    chose a cache; a demo refuses them (EMBEDDED_IMAGES_ENV)."""
     os.environ[IMAGE_ROOTS_ENV] = os.pathsep.join(str(root) for root in image_roots(workspace, demo))
     os.environ.setdefault(IMAGE_CACHE_ENV, str(image_cache_of(workspace)))
+    if demo:  # a few kB of a visitor's Parquet could hold thousands of images to write (engine.data.embedded_images)
+        os.environ[EMBEDDED_IMAGES_ENV] = "refuse"
+    else:
+        os.environ.pop(EMBEDDED_IMAGES_ENV, None)
 
 
 def path_problem(value: str, roots: list[Path]) -> str | None:

@@ -26,9 +26,9 @@ pytest_plugins = ["tests.helpers.small_disk"]
 @pytest.fixture(autouse=True, scope="module")
 def _image_roots_kept_to_the_module():
     """A studio built in a test module confines images for its whole process, and writes the images datasets hold
-    into its workspace (studio.path_guard.confine_images); the next module starts without either again, as a
-    process without a studio does."""
-    names = ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE")
+    into its workspace or, in demo mode, refuses them (studio.path_guard.confine_images); the next module starts
+    without any of it again, as a process without a studio does."""
+    names = ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE", "STUDIO_EMBEDDED_IMAGES")
     before = {name: os.environ.get(name) for name in names}
     yield
     for name, value in before.items():

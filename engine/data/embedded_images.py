@@ -13,6 +13,11 @@ The cache is STUDIO_IMAGE_CACHE when set (the studio sets it inside its workspac
 ``$XDG_CACHE_HOME/tuning-studio/images``. Embedded images are the data's own, not paths a visitor chose, so the
 folders a studio confines image paths to (engine.data.images.IMAGE_ROOTS_ENV) do not apply to their files; their
 bytes still go through the same check as any image file (size cap before decoding, a full decode).
+
+A public demo refuses them (STUDIO_EMBEDDED_IMAGES=refuse, set by the studio in demo mode): a Parquet file of 0.3 MB
+held 20,000 distinct one-pixel PNGs, which took 5.8 s to write and check and 160 MB of disk (a file and a folder
+each), so the 20 MB a visitor may upload could fill gigabytes; a visitor's own images never reached a demo before
+either (image paths there are held to the bundled sets).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 IMAGE_CACHE_ENV = "STUDIO_IMAGE_CACHE"
+EMBEDDED_IMAGES_ENV = "STUDIO_EMBEDDED_IMAGES"  # "refuse": images inside the data are refused (a public demo)
 _UNSAFE = re.compile(r"[^\w.-]+")
 _MAX_NAME = 100
 
@@ -47,9 +53,19 @@ def embedded_bytes(reference: Any) -> bytes | None:
     return None
 
 
+class EmbeddedImagesRefused(ValueError):
+    """Images held inside the data, where this process takes images by path only (EMBEDDED_IMAGES_ENV)."""
+
+
 def written_image(data: bytes, name_hint: Any = None) -> Path:
     """The cache file holding ``data`` (written now if it is not there yet), named after ``name_hint`` (the Image
-    feature's path) or, without one, ``image.<format>`` as Pillow reads the header."""
+    feature's path) or, without one, ``image.<format>`` as Pillow reads the header. Raises EmbeddedImagesRefused
+    where they are refused."""
+    if os.environ.get(EMBEDDED_IMAGES_ENV) == "refuse":
+        raise EmbeddedImagesRefused(
+            "holds its image inside the data, which this studio does not take (a public demo takes the images of "
+            "its bundled sets only); train on it in a studio of your own"
+        )
     digest = hashlib.sha256(data).hexdigest()
     folder = image_cache_dir() / digest[:2] / digest
     path = folder / _file_name(name_hint, data)

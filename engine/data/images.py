@@ -22,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from engine.data.embedded_images import embedded_bytes, written_image
+from engine.data.embedded_images import EmbeddedImagesRefused, embedded_bytes, written_image
 from engine.data.errors import kind_of
 from engine.store.paths import PathNotAllowed, confine, env_roots
 
@@ -56,6 +56,8 @@ def resolve_image(reference: Any, base: Path | None) -> Path:
     if data is not None:
         try:
             return written_image(data, reference.get("path") if isinstance(reference, dict) else None).resolve()
+        except EmbeddedImagesRefused as exc:
+            raise ImageProblem(str(exc)) from None
         except OSError as exc:
             raise ImageProblem(f"holds an image that cannot be written to the image cache ({exc})") from None
     if isinstance(reference, dict) and isinstance(reference.get("path"), str):

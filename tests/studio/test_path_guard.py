@@ -155,11 +155,14 @@ def test_resolve_run_refuses_paths_outside_the_workspace(tmp_path: Path) -> None
 def test_a_studio_writes_the_images_datasets_hold_into_its_workspace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Unless whoever started it chose a cache (STUDIO_IMAGE_CACHE), its runs and checks inherit the workspace's."""
-    monkeypatch.delenv("STUDIO_IMAGE_CACHE", raising=False)
-    monkeypatch.delenv("STUDIO_IMAGE_ROOTS", raising=False)
+    """Unless whoever started it chose a cache (STUDIO_IMAGE_CACHE), its runs and checks inherit the workspace's; a
+    demo refuses images held inside the data."""
+    for name in ("STUDIO_IMAGE_CACHE", "STUDIO_IMAGE_ROOTS", "STUDIO_EMBEDDED_IMAGES"):
+        monkeypatch.delenv(name, raising=False)
     confine_images(tmp_path, demo=True)
     assert Path(os.environ["STUDIO_IMAGE_CACHE"]) == tmp_path.resolve() / "cache" / "images"
+    assert os.environ["STUDIO_EMBEDDED_IMAGES"] == "refuse"  # a demo takes none (test_vision_preview.py)
     monkeypatch.setenv("STUDIO_IMAGE_CACHE", str(tmp_path / "chosen"))
     confine_images(tmp_path, demo=False)
     assert os.environ["STUDIO_IMAGE_CACHE"] == str(tmp_path / "chosen")
+    assert "STUDIO_EMBEDDED_IMAGES" not in os.environ

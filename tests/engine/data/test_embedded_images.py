@@ -123,3 +123,20 @@ def test_a_hub_dataset_gives_its_images_as_bytes():
     dataset = datasets.Dataset.from_list(rows).cast_column("images", datasets.Sequence(datasets.Image()))
     image = dataset.to_list()[0]["images"][0]
     assert image == rows[0]["images"][0]
+
+
+def test_where_images_inside_the_data_are_refused_none_is_written(
+    tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A public demo's setting (STUDIO_EMBEDDED_IMAGES=refuse): each row holding its image is named, the cache stays
+    empty, and images by path load as before."""
+    parquet = write_image_parquet(images_inside(demo_rows(3), DEMO_TRAIN.parent), tmp_path / "train.parquet")
+    monkeypatch.setenv("STUDIO_EMBEDDED_IMAGES", "refuse")
+    with pytest.raises(DataError) as refused:
+        loaded(parquet)
+    for number in (1, 2, 3):
+        assert f"row {number}: images[0] holds its image inside the data, which this studio does not take" in str(
+            refused.value
+        )
+    assert not cache.exists()
+    assert len(loaded(DEMO_TRAIN).rows) > 3

@@ -205,11 +205,10 @@ def test_estimate_counts_the_tokens_of_rows_with_images() -> None:
     assert estimate_run(RunConfig()).markdown.count("**Tokens**") == 0  # text data: the panel shows its tokens
 
 
-def test_a_demo_visitor_uploads_a_dataset_holding_its_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In demo mode: the Parquet file (images inside) is stored in the visitor's folder, its images are written to
-    the workspace's image cache, and previewed; a dataset naming a file of that cache by path is refused (the
-    cache is no folder a visitor's data may read images from)."""
-    from engine.data import DataError, load_rows
+def test_a_demo_refuses_a_dataset_holding_its_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In demo mode a visitor's Parquet file holding its images is stored (it is a dataset like any) but its check
+    refuses the images, naming the row, and writes none: a few kB could hold thousands of images to write
+    (engine.data.embedded_images). A demo takes the bundled sets' images only, as before."""
     from studio.demo.caller import Caller
     from studio.path_guard import confine_images
     from studio.train import actions
@@ -217,7 +216,7 @@ def test_a_demo_visitor_uploads_a_dataset_holding_its_images(tmp_path: Path, mon
 
     workspace, uploads = tmp_path / "workspace", tmp_path / "gradio"
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(uploads))
-    for name in ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE"):
+    for name in ("STUDIO_IMAGE_ROOTS", "STUDIO_IMAGE_CACHE", "STUDIO_EMBEDDED_IMAGES"):
         monkeypatch.delenv(name, raising=False)
     confine_images(workspace, demo=True)
     data = PROJECT_ROOT / "assets" / "datasets" / "demo_vlm_train.jsonl"
@@ -228,14 +227,6 @@ def test_a_demo_visitor_uploads_a_dataset_holding_its_images(tmp_path: Path, mon
     name, error = actions.upload_dataset(alice, upload)
     assert error == "" and name == "shapes.parquet"
     check = actions.check_data(alice, vision_values(Path(name), data__eval_size=0.0))
-    assert check.error == "" and check.format == "vision" and len(cards(check.examples)) == 3
-    cache = workspace.resolve() / "cache" / "images"
-    written = sorted(path.name for path in cache.rglob("*.png"))
-    assert written == sorted({Path(name).name for row in rows for name in row["images"]})
-    assert str(workspace) not in check.examples + check.summary
-
-    snooping = workspace / "visitors" / "snoop.jsonl"
-    row = {**rows[0], "images": [str(next(cache.rglob("*.png")))]}
-    snooping.write_text(json.dumps(row) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match="is outside the folders the studio may read images from"):
-        load_rows(RunConfig(data={"path": str(snooping)}).data)
+    assert "row 1: images[0] holds its image inside the data, which this studio does not take" in check.error
+    assert check.examples == "" and not (workspace / "cache").exists()  # nothing written
+    assert actions.check_data(alice, vision_values(data, data__eval_size=0.0)).error == ""  # the bundled set's paths
