@@ -134,7 +134,10 @@ class DataSection(Section):
         description="Column mapping when the names differ from the usual ones (also for listed datasets without one).",
     )
     split: str = Field(
-        "train", min_length=1, description="Split to read from a hub dataset.", json_schema_extra=advanced()
+        "train",
+        min_length=1,
+        description="Split to read from a hub dataset; a slice reads only its first rows (train[:5000]).",
+        json_schema_extra=advanced(),
     )
     eval_path: str | None = Field(None, description="Separate evaluation file (or hub id); overrides eval_size.")
     eval_size: float = Field(
