@@ -7,7 +7,8 @@ The public API:
   with ``input_ids`` and ``completion_mask`` (1 = the token carries loss).
 - ``preview_examples(config, tokenizer, n=3) -> list[PreviewExample]`` and ``to_text``: rows as the model
   sees them, loss-bearing parts marked.
-- ``load_rows(data, path=None) -> LoadedRows``: one file's validated rows in canonical form (messages or text).
+- ``load_rows(data, path=None, first=None) -> LoadedRows``: one file's validated rows in canonical form (messages or
+  text); ``first``: only a hub dataset's first rows (engine.data.hub streams them).
 
 ``data.path`` names one file or hub id, or lists several datasets (engine.data.mixture): each is loaded on its own,
 capped and weighted, and their rows concatenated; ``DataReport.datasets`` reports each.

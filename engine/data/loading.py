@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.data.errors import DataError, kind_of
+from engine.data.hub import read_hub_rows
 from engine.store.limits import Limits, OverLimit, run_limited
 from engine.store.paths import PROJECT_ROOT, is_hub_id
 
@@ -52,8 +53,9 @@ def looks_like_hub_id(path: str) -> bool:
     return is_hub_id(path) and Path(path).suffix.lower() not in SUPPORTED_SUFFIXES
 
 
-def read_rows(path: str, split: str = "train") -> tuple[list[dict[str, Any]], str]:
-    """Read every row of a local file or hub dataset.
+def read_rows(path: str, split: str = "train", first: int | None = None) -> tuple[list[dict[str, Any]], str]:
+    """Read every row of a local file or hub dataset; of a hub dataset only the first ``first`` rows when given
+    (engine.data.hub: a large one is not downloaded whole). A local file is read whole.
 
     Returns the rows (dicts of plain Python values) and the source: the resolved file path, or the hub id.
     Raises DataError for a missing, empty, binary, non-UTF-8 or malformed file.
@@ -61,7 +63,7 @@ def read_rows(path: str, split: str = "train") -> tuple[list[dict[str, Any]], st
     local = resolve_path(path)
     if local is None:
         if looks_like_hub_id(path):
-            return _load_hub(path, split), path
+            return read_hub_rows(path, split, first), path
         raise DataError(f"data file not found: {path}{_where_looked(path)}")
     if local.is_dir():
         raise DataError(f"{local} is a directory; give a data file ({', '.join(SUPPORTED_SUFFIXES)})")
@@ -234,23 +236,6 @@ def _parse_parquet(path: Path, data: bytes) -> list[dict[str, Any]]:
         return pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
     except (pa.ArrowException, OSError) as exc:
         raise DataError(f"{path} is not a valid Parquet file: {_first_line(exc)}") from None
-
-
-def _load_hub(dataset_id: str, split: str) -> list[dict[str, Any]]:
-    """A hub dataset through ``datasets.load_dataset``; offline or unknown ids become a DataError."""
-    import datasets
-
-    try:
-        dataset = datasets.load_dataset(dataset_id, split=split)
-    except Exception as exc:  # datasets raises many types (hub, network, config); all mean "cannot load"
-        raise DataError(
-            f"{dataset_id} is not a local file, and loading it as a hub dataset (split {split}) failed: "
-            f"{_first_line(exc)}"
-        ) from None
-    rows = dataset.to_list()
-    if not rows:
-        raise DataError(f"hub dataset {dataset_id} (split {split}) has no rows")
-    return rows
 
 
 def _first_line(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ def load_training_rows(data: DataSection, seed: int, accept: AcceptDataset | Non
     ``accept`` may refuse a dataset (raise) before the rows are combined. Raises DataError naming the dataset
     (``data.path.N``) and its file."""
     if isinstance(data.path, str):
-        loaded = load_rows(data)
+        loaded = load_rows(data, first=_rows_that_can_train(data))
         size = len(loaded.rows)
         loaded.datasets = [DatasetRows("data.path", loaded.source, loaded.format, size, size)]
         if accept is not None:
@@ -58,9 +58,16 @@ def _load_entry(data: DataSection, entry: DatasetEntry, label: str) -> LoadedRow
         update={"path": entry.path, "format": entry.format, "columns": entry.columns, "split": entry.split}
     )
     try:
-        return load_rows(section)
+        return load_rows(section, first=entry.max_samples)
     except DataError as exc:
         raise DataError(f"{label}: {exc}") from None
+
+
+def _rows_that_can_train(data: DataSection) -> int | None:
+    """How many of a plain data.path's first rows can train: data.max_samples when no rows are held out of it (the
+    eval rows come from data.eval_path or nowhere), so the rest need not be read; None: every row may."""
+    holds_out = not data.eval_path and data.eval_size > 0
+    return None if holds_out else data.max_samples
 
 
 def weighted_indices(num_rows: int, entry: DatasetEntry, seed: int, number: int) -> list[int]:

@@ -76,13 +76,14 @@ class LoadedRows:
         return self.extras[index] if self.extras is not None else {}
 
 
-def load_rows(data: DataSection, path: str | None = None) -> LoadedRows:
+def load_rows(data: DataSection, path: str | None = None, first: int | None = None) -> LoadedRows:
     """Load, detect, validate and normalise one file: ``path``, else the plain ``data.path``; raise DataError if
-    unusable. ``data``'s format, columns, split and placeholders apply. A data.path that lists several datasets
-    is loaded by engine.data.mixture.load_training_rows (each through here)."""
+    unusable. ``data``'s format, columns, split and placeholders apply; ``first``: of a hub dataset, only its first
+    rows are read (a local file is read whole). A data.path that lists several datasets is loaded by
+    engine.data.mixture.load_training_rows (each through here)."""
     if path is None and not isinstance(data.path, str):
         raise TypeError("data.path lists several datasets: load them with engine.data.mixture.load_training_rows")
-    raw, source = read_rows(path or data.path, data.split)
+    raw, source = read_rows(path or data.path, data.split, first)
     columns = list(dict.fromkeys(key for row in raw for key in row))
     fmt = VISION_FORMAT if is_vision_dataset(raw, data, source) else detect_format(raw, data, source)
     validate_rows(raw, fmt, data.columns, source)
