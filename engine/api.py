@@ -56,6 +56,7 @@ from engine.runs.jobs import JobStatus
 from engine.runs.lineage import FIELD as INIT_FROM_FIELD
 from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, runs_with_weights, source_label
 from engine.runs.queue import limit_reached
+from engine.runs.status import RunSummary
 from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
 from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
 from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
@@ -188,6 +189,7 @@ __all__ = [
     "RewardSpec",
     "RunConfig",
     "RunStatus",
+    "RunSummary",
     "SamplingParams",
     "SpaceEntry",
     "SweepConfig",

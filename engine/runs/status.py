@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from engine.store.hosts import HEARTBEAT_LEASE_S, heartbeat_fresh, is_remote
 from engine.store.processes import is_alive, pid_alive
@@ -111,6 +111,9 @@ def read_metrics(run_dir: Path, offset: int = 0) -> tuple[list[dict[str, Any]], 
     return _read_metrics(Path(run_dir), offset)
 
 
+Summary = TypeVar("Summary", bound="RunSummary")
+
+
 @dataclass(frozen=True)
 class RunSummary:
     """One line of the run list."""
@@ -127,24 +130,37 @@ class RunSummary:
     started_at: float | None
     ended_at: float | None
 
+    @classmethod
+    def from_status(
+        cls: type[Summary],
+        run_dir: Path,
+        current: RunStatus,
+        last_loss: float | None,
+        best_loss: float | None,
+        **more: Any,
+    ) -> Summary:
+        """The line of a run whose status is ``current``; ``more``: the fields a subclass adds."""
+        return cls(
+            run_id=run_dir.name,
+            run_dir=run_dir,
+            name=current.name or run_dir.name,
+            state=current.state or "unknown",
+            step=current.step or 0,
+            max_steps=current.max_steps or 0,
+            last_loss=last_loss,
+            best_loss=best_loss,
+            created_at=current.created_at,
+            started_at=current.started_at,
+            ended_at=current.ended_at,
+            **more,
+        )
+
 
 def summarize(run_dir: Path) -> RunSummary:
     """The run list's view of one run (reads its whole metrics file; fine for a list refresh)."""
-    current = status(run_dir)
     losses = [e["loss"] for e in iter_metrics(run_dir) if e.get("event") == "train" and "loss" in e]
-    return RunSummary(
-        run_id=run_dir.name,
-        run_dir=run_dir,
-        name=current.name or run_dir.name,
-        state=current.state or "unknown",
-        step=current.step or 0,
-        max_steps=current.max_steps or 0,
-        last_loss=losses[-1] if losses else None,
-        best_loss=min(losses) if losses else None,
-        created_at=current.created_at,
-        started_at=current.started_at,
-        ended_at=current.ended_at,
-    )
+    last, best = (losses[-1], min(losses)) if losses else (None, None)
+    return RunSummary.from_status(run_dir, status(run_dir), last, best)
 
 
 def run_dirs(workspace: Path) -> list[Path]:

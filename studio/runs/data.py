@@ -25,6 +25,7 @@ from engine.api import (
     ConfigError,
     RunConfig,
     RunStatus,
+    RunSummary,
     evaluations,
     iter_metrics,
     load_config,
@@ -66,20 +67,10 @@ def columns(lang: str = SOURCE) -> list[str]:
     return [text(name, lang) for name in COLUMN_WORDS]
 
 
-@dataclass
-class RunRow:
-    """One run as the list shows it."""
+@dataclass(frozen=True)
+class RunRow(RunSummary):
+    """One run as the list shows it: the engine's line of the run list and what the studio's list adds."""
 
-    run_id: str
-    name: str
-    state: str
-    step: int
-    max_steps: int
-    last_loss: float | None
-    best_loss: float | None
-    created_at: float | None
-    started_at: float | None
-    ended_at: float | None
     earlier_seconds: float | None = None  # how long the run trained before its latest resume
     evaluation: str = ""  # the newest evaluation's summary, base → tuned (engine.evaluate.summary_text)
     owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
@@ -179,17 +170,11 @@ class RunIndex:
         if tail.method is None:
             config = run_config(run_dir)
             tail.method = method_of(config).name if config is not None else ""
-        return RunRow(
-            run_id=run_dir.name,
-            name=status.name or run_dir.name,
-            state=status.state or "unknown",
-            step=status.step or 0,
-            max_steps=status.max_steps or 0,
-            last_loss=tail.last_loss,
-            best_loss=tail.best_loss,
-            created_at=status.created_at,
-            started_at=status.started_at,
-            ended_at=status.ended_at,
+        return RunRow.from_status(
+            run_dir,
+            status,
+            tail.last_loss,
+            tail.best_loss,
             earlier_seconds=status.earlier_seconds,
             evaluation=tail.evaluation,
             owner=status.owner,
