@@ -7,9 +7,10 @@ called. The studio never writes a run's files itself: runs are created, started,
 
 The names, by concern:
 
-- the config: RunConfig and its parts, loading, saving and checking it, its validation messages and what its
+- the config: RunConfig and its parts, loading, saving and checking it, its validation messages, what its
   rules across fields say (``RULE_MESSAGES``, ``STOPPING_MESSAGES``, ``HARDWARE_MESSAGES``, ``TRACKER_MESSAGES``;
-  each method's in its record's ``rule_messages``);
+  each method's in its record's ``rule_messages``) and what its sections' own checks say, a sweep file's too
+  (``CHECK_MESSAGES``);
 - the methods: the registry (``METHODS``, ``method_of``, ``method_charts``) and a reward's config;
 - runs: ``runs`` (create, start, stop, resume, status, the run list), ``run_queue`` (runs waiting for devices),
   ``requests`` (Save now, Pause), ``init_from`` lineage, the run directory's files and states, a run's weights;
@@ -37,8 +38,10 @@ from engine.config import (
     parse_config,
     save_config,
 )
-from engine.config.names import name_problem
-from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL
+from engine.config.data import DATA_MESSAGES
+from engine.config.launch import LAUNCH_MESSAGES
+from engine.config.names import NAME_MESSAGES, name_problem
+from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL, FIELD_MESSAGES
 from engine.config.stopping import STOPPING_MESSAGES
 from engine.data.embedded_images import EMBEDDED_IMAGES_ENV, IMAGE_CACHE_ENV
 from engine.data.errors import DataError
@@ -58,6 +61,7 @@ from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, r
 from engine.runs.queue import limit_reached
 from engine.runs.status import RunSummary
 from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
+from engine.schema.secrets import SECRET_MESSAGES
 from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
 from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
 from engine.store.rundir import (
@@ -108,16 +112,16 @@ from engine.sweeps import (
     sweep_status,
     sweeps_dir,
 )
-from engine.sweeps.config import SweepConfig
+from engine.sweeps.config import SWEEP_MESSAGES, SweepConfig
 from engine.sweeps.control import compact_base, driver_log_tail, read_sweep_text, sweep_yaml
-from engine.sweeps.sections import SpaceEntry, entry_field
+from engine.sweeps.sections import SWEEP_SECTION_MESSAGES, SpaceEntry, entry_field
 from engine.sweeps.space import EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
 from engine.training.hardware import HARDWARE_MESSAGES
 from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
 from engine.training.methods import METHODS, Method, method_charts, method_of
-from engine.training.methods.reward_spec import RewardSpec
+from engine.training.methods.reward_spec import REWARD_MESSAGES, RewardSpec
 from engine.training.modality import VISION as VISION_MODALITY
 from engine.training.modality import model_modality
 from engine.training.trackers import TRACKER_MESSAGES
@@ -129,6 +133,20 @@ if TYPE_CHECKING:
     from engine.data.preview import ImageRows, TokenCheck
     from engine.training.check import CheckReport
 
+# What the config sections' own checks (their pydantic validators) say, a run's and a sweep file's, table by table:
+# each table is written beside its checks, English with ``{placeholders}`` (the studio says them in the visitor's
+# language, ``check.<name>``). A table of such messages added to the engine is added here.
+CHECK_MESSAGES: tuple[dict[str, str], ...] = (
+    SECRET_MESSAGES,
+    NAME_MESSAGES,
+    FIELD_MESSAGES,
+    DATA_MESSAGES,
+    LAUNCH_MESSAGES,
+    REWARD_MESSAGES,
+    SWEEP_SECTION_MESSAGES,
+    SWEEP_MESSAGES,
+)
+
 __all__ = [
     "ABORTED",
     "ACTIVE_STATES",
@@ -137,6 +155,7 @@ __all__ = [
     "CONFIG_FILE",
     "DATASETS_DIR",
     "BUNDLED_MODELS",
+    "CHECK_MESSAGES",
     "DEMO_MODEL",
     "EVAL_FILE_PREFIX",
     "EVAL_LABEL",

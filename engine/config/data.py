@@ -12,6 +12,13 @@ from engine.schema.secrets import refuse_secrets
 
 # The longest chat template a config may give (the longest in common use, with tool instructions, is ~20 kB).
 MAX_TEMPLATE_CHARS = 65536
+# What a dataset of a list is told when it names no path, by name: English, the one definition of each message (the
+# studio says it again in the visitor's language: studio.i18n.problems, keys ``check.<name>``). The braces are the
+# YAML to write, not placeholders.
+DATA_MESSAGES = {
+    "dataset_path_empty": "must not be empty: give a file or hub id",
+    "dataset_without_path": "needs a path: {path: FILE, weight: ..., max_samples: ...}",
+}
 
 
 class ColumnMap(Section):
@@ -81,11 +88,11 @@ class DatasetEntry(Section):
         at the item (data.path.N), where the user wrote it."""
         if isinstance(value, str):
             if not value.strip():
-                raise ValueError("must not be empty: give a file or hub id")
+                raise ValueError(DATA_MESSAGES["dataset_path_empty"])
             refuse_secrets(value)
             return {"path": value}
         if isinstance(value, dict) and "path" not in value:
-            raise ValueError("needs a path: {path: FILE, weight: ..., max_samples: ...}")
+            raise ValueError(DATA_MESSAGES["dataset_without_path"])
         return value
 
     def resolved(self, data: DataSection) -> DatasetEntry:

@@ -9,6 +9,9 @@ from pydantic import Field, field_validator
 from engine.schema import Section, advanced
 
 MAX_GPU_INDEX = 1023  # far above any machine's GPU count; a bound for the form
+# What the section's own check says, by name (the studio says it again in the visitor's language:
+# studio.i18n.problems, keys ``check.<name>``).
+LAUNCH_MESSAGES = {"devices_repeated": "name each GPU once"}
 
 
 class LaunchSection(Section):
@@ -42,5 +45,5 @@ class LaunchSection(Section):
     def _distinct_devices(cls, value: list[int] | None) -> list[int] | None:
         """Each GPU once; an empty list (a cleared form box) means any free GPU."""
         if value and len(set(value)) != len(value):
-            raise ValueError("name each GPU once")
+            raise ValueError(LAUNCH_MESSAGES["devices_repeated"])
         return value or None

@@ -17,6 +17,17 @@ DEMO_MODEL = "assets/demo-model"
 DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py
 BUNDLED_MODELS = (DEMO_MODEL, DEMO_VLM)
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+# What each field's own check below says, by name: English, the one definition of each message (the studio says it
+# again in the visitor's language: studio.i18n.problems, keys ``check.<name>``). The rules across fields keep theirs
+# in engine.config (RULE_MESSAGES).
+FIELD_MESSAGES = {
+    "target_modules_empty": "give auto, all-linear or at least one module name",
+    "eval_metric_name": "name an evaluation metric as logged, starting with eval_ (e.g. eval_loss)",
+    "max_steps_zero": "0 runs no step: give the number of optimizer steps (1 or more), or -1 to run num_epochs",
+    "report_to_none": "none means no tracker: leave it out when you pick trackers",
+    "trackio_project_name": "use letters, digits, - and _ only (it names trackio's database file)",
+    "trackio_space_id": "write the Space as user/name (letters, digits, -, _ and . in each part)",
+}
 
 
 class ModelSection(Section):
@@ -143,7 +154,7 @@ class AdapterSection(Section):
         if isinstance(value, str) and value.strip() not in ("auto", "all-linear"):
             names = [name.strip() for name in value.split(",") if name.strip()]
             if not names:
-                raise ValueError("give auto, all-linear or at least one module name")
+                raise ValueError(FIELD_MESSAGES["target_modules_empty"])
             return names
         if isinstance(value, str):
             return value.strip()
@@ -212,7 +223,7 @@ class EarlyStopping(Section):
     def _an_eval_metric(cls, value: str) -> str:
         """The name the Trainer logs the metric under: transformers reads it as ``eval_`` + the rest."""
         if not value.startswith("eval_") or value == "eval_" or any(char.isspace() for char in value):
-            raise ValueError("name an evaluation metric as logged, starting with eval_ (e.g. eval_loss)")
+            raise ValueError(FIELD_MESSAGES["eval_metric_name"])
         return value
 
     @property
@@ -361,7 +372,7 @@ class TrainSection(Section):
         """0 steps is no run at all (transformers trained one step and called it complete): refused, with the two
         values that run something."""
         if value == 0:
-            raise ValueError("0 runs no step: give the number of optimizer steps (1 or more), or -1 to run num_epochs")
+            raise ValueError(FIELD_MESSAGES["max_steps_zero"])
         return value
 
     @field_validator("report_to", mode="before")
@@ -373,7 +384,7 @@ class TrainSection(Section):
             value = [value]
         if isinstance(value, list) and "none" in value:
             if len(value) > 1:
-                raise ValueError("none means no tracker: leave it out when you pick trackers")
+                raise ValueError(FIELD_MESSAGES["report_to_none"])
             return []
         return value
 
@@ -391,7 +402,7 @@ class TrainSection(Section):
         if value is None or not value.strip():
             return None
         if not TRACKIO_PROJECT.fullmatch(value.strip()):
-            raise ValueError("use letters, digits, - and _ only (it names trackio's database file)")
+            raise ValueError(FIELD_MESSAGES["trackio_project_name"])
         return value.strip()
 
     @field_validator("trackio_space")
@@ -401,5 +412,5 @@ class TrainSection(Section):
         if value is None or not value.strip():
             return None
         if not TRACKIO_SPACE.fullmatch(value.strip()):
-            raise ValueError("write the Space as user/name (letters, digits, -, _ and . in each part)")
+            raise ValueError(FIELD_MESSAGES["trackio_space_id"])
         return value.strip()

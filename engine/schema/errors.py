@@ -97,6 +97,10 @@ def _describe(error: dict[str, Any], model: type[BaseModel]) -> str:
         key = str(error["loc"][-1])
         close = difflib.get_close_matches(key, _known_keys(model, tuple(error["loc"][:-1])), n=1)
         return UNKNOWN_KEY + (SUGGESTION.format(name=close[0]) if close else "")
+    if kind in ("value_error", "assertion_error") and "error" in ctx:
+        # A validator's own words (a template of the check that raised it), without the "Value error, " that
+        # pydantic puts before them in ``msg``: the studio reads them back into their template.
+        return str(ctx["error"])
     message = str(error.get("msg", kind))
     return message.removeprefix("Value error, ")
 

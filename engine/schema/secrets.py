@@ -16,6 +16,13 @@ SECRET_ENV_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "WANDB_API_KEY")
 _HF_TOKEN = re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}")
 # Shorter values are too likely to turn up by chance in ordinary text.
 _MIN_SECRET_LENGTH = 8
+# What a refused text is told, by name: English with ``{placeholders}``, the one definition of each message (the
+# studio says it again in the visitor's language: studio.i18n.problems, keys ``check.<name>``).
+SECRET_MESSAGES = {
+    "secret_env_value": "holds the value of ${name}; tokens are read from the environment and never saved in a config",
+    "secret_hf_token": "looks like a Hugging Face access token (hf_...); set HF_TOKEN in the environment instead, "
+    "tokens are never saved in a config",
+}
 
 
 def secret_problem(text: str) -> str | None:
@@ -23,12 +30,9 @@ def secret_problem(text: str) -> str | None:
     for name in SECRET_ENV_VARS:
         secret = os.environ.get(name, "")
         if len(secret) >= _MIN_SECRET_LENGTH and secret in text:
-            return f"holds the value of ${name}; tokens are read from the environment and never saved in a config"
+            return SECRET_MESSAGES["secret_env_value"].format(name=name)
     if _HF_TOKEN.search(text):
-        return (
-            "looks like a Hugging Face access token (hf_...); set HF_TOKEN in the environment instead, "
-            "tokens are never saved in a config"
-        )
+        return SECRET_MESSAGES["secret_hf_token"]
     return None
 
 

@@ -15,7 +15,7 @@ import yaml
 from pydantic import Field, ModelWrapValidatorHandler, ValidationError, field_validator, model_validator
 
 from engine.config import ConfigError, Problem, RunConfig, load_config
-from engine.config.names import check_name
+from engine.config.names import NAME_MESSAGES, check_name
 from engine.schema import Section
 from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
@@ -31,6 +31,12 @@ from engine.sweeps.space import check_sweep
 
 # A trial's run is named "<sweep>-trial-<number>"; a run name may take 120 characters (engine.config.names).
 MAX_SWEEP_NAME_CHARS = 100
+# What the sweep's own check across its base and executor says, by name (the studio says it again in the visitor's
+# language: studio.i18n.problems, keys ``check.<name>``); a name's problems are engine.config.names'.
+SWEEP_MESSAGES = {
+    "gpus_per_trial_below_processes": "{gpus} is fewer than the base's launch.num_processes ({processes}), one GPU "
+    "each",
+}
 
 
 class SweepConfig(Section):
@@ -88,7 +94,7 @@ class SweepConfig(Section):
         """The name becomes a folder and part of every trial's run name."""
         name = check_name(value)
         if len(name) > MAX_SWEEP_NAME_CHARS:
-            raise ValueError(f"too long: {len(name)} characters, at most {MAX_SWEEP_NAME_CHARS}")
+            raise ValueError(NAME_MESSAGES["name_too_long"].format(length=len(name), limit=MAX_SWEEP_NAME_CHARS))
         return name
 
     @field_validator("base", mode="before")
@@ -122,10 +128,9 @@ class SweepConfig(Section):
         executor, processes = config.executor, config.base.launch.num_processes
         if executor.kind == "ray" and 0 < executor.gpus_per_trial < processes:
             # Ray hides the other GPUs from the trial (CUDA_VISIBLE_DEVICES): its processes would share too few.
-            raise ValueError(
-                f"executor.gpus_per_trial: {executor.gpus_per_trial:g} is fewer than the base's "
-                f"launch.num_processes ({processes}), one GPU each"
-            )
+            words = SWEEP_MESSAGES["gpus_per_trial_below_processes"]
+            fewer = words.format(gpus=f"{executor.gpus_per_trial:g}", processes=processes)
+            raise ValueError(str(Problem("executor.gpus_per_trial", fewer)))
         # Values as the fields read them (YAML reads 3e-3 as text, the field as 0.003): one spelling per value,
         # so the study's parameters, and a later run of the same sweep, agree.
         return config.model_copy(update=changes)

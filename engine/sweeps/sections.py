@@ -14,6 +14,21 @@ from engine.schema import Section
 MAX_TRIALS = 10_000
 # The objective that Evaluate scores once a trial's run completes (engine.sweeps.evaluated), not read from metrics
 EXACT_MATCH = "exact_match"
+# What the sections' own checks below say, by name: English with ``{placeholders}`` for what varies (field names,
+# bounds), the one definition of each message (the studio says it again in the visitor's language:
+# studio.i18n.problems, keys ``check.<name>``). The braces of {low, high} and {choices: [...]} are YAML to write, not
+# placeholders.
+SWEEP_SECTION_MESSAGES = {
+    "range_and_choices": "give either choices or a range, not both (found choices and {fields})",
+    "range_or_choices": "give a range {low, high} (with log or step) or {choices: [...]}",
+    "range_low_not_below_high": "low ({low}) must be below high ({high})",
+    "log_range_low": "a log range needs low above 0 (got {low})",
+    "log_range_step": "a log range cannot have a step",
+    "executor_address": "one word without spaces: HOST:PORT, ray://HOST:PORT or auto",
+    "executor_ray_only": "{fields}: only for kind ray (local runs one trial at a time here)",
+    "executor_ray_missing": "kind ray needs the ray package, which is not installed: pip install 'ray[default]'",
+    "executor_no_resources": "a trial must hold some GPUs or CPUs (gpus_per_trial and cpus_per_trial are both 0)",
+}
 
 
 def entry_field(path: str) -> str:
@@ -45,17 +60,18 @@ class SpaceEntry(Section):
             ["log"] if self.log else []
         )
         if self.choices is not None and ranged:
-            raise ValueError(f"give either choices or a range, not both (found choices and {', '.join(ranged)})")
+            raise ValueError(SWEEP_SECTION_MESSAGES["range_and_choices"].format(fields=", ".join(ranged)))
         if self.choices is not None:
             return self
         if self.low is None or self.high is None:
-            raise ValueError("give a range {low, high} (with log or step) or {choices: [...]}")
+            raise ValueError(SWEEP_SECTION_MESSAGES["range_or_choices"])
         if self.low >= self.high:
-            raise ValueError(f"low ({self.low:g}) must be below high ({self.high:g})")
+            words = SWEEP_SECTION_MESSAGES["range_low_not_below_high"]
+            raise ValueError(words.format(low=f"{self.low:g}", high=f"{self.high:g}"))
         if self.log and self.low <= 0:
-            raise ValueError(f"a log range needs low above 0 (got {self.low:g})")
+            raise ValueError(SWEEP_SECTION_MESSAGES["log_range_low"].format(low=f"{self.low:g}"))
         if self.log and (self.step or 1) != 1:
-            raise ValueError("a log range cannot have a step")
+            raise ValueError(SWEEP_SECTION_MESSAGES["log_range_step"])
         return self
 
     @property
@@ -182,7 +198,7 @@ class ExecutorSection(Section):
     def _one_word(cls, value: str) -> str:
         """An address is one word (ray.init would fail later, with a less clear message)."""
         if value != value.strip() or any(char.isspace() for char in value):
-            raise ValueError("one word without spaces: HOST:PORT, ray://HOST:PORT or auto")
+            raise ValueError(SWEEP_SECTION_MESSAGES["executor_address"])
         return value
 
     @model_validator(mode="after")
@@ -191,10 +207,10 @@ class ExecutorSection(Section):
         if self.kind == "local":
             knobs = sorted(self.model_fields_set - {"kind"})
             if knobs:
-                raise ValueError(f"{', '.join(knobs)}: only for kind ray (local runs one trial at a time here)")
+                raise ValueError(SWEEP_SECTION_MESSAGES["executor_ray_only"].format(fields=", ".join(knobs)))
             return self
         if importlib.util.find_spec("ray") is None:
-            raise ValueError("kind ray needs the ray package, which is not installed: pip install 'ray[default]'")
+            raise ValueError(SWEEP_SECTION_MESSAGES["executor_ray_missing"])
         if self.gpus_per_trial == 0 and self.cpus_per_trial == 0:
-            raise ValueError("a trial must hold some GPUs or CPUs (gpus_per_trial and cpus_per_trial are both 0)")
+            raise ValueError(SWEEP_SECTION_MESSAGES["executor_no_resources"])
         return self

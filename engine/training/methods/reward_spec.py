@@ -27,6 +27,17 @@ REWARD_NEEDS: dict[str, tuple[str, ...]] = {
 REGEX_LIMITS = Limits(memory_bytes=256 * 2**20, cpu_s=1.0, wall_s=15.0)
 REGEX_CHILD = Path(__file__).with_name("regex_child.py")
 MAX_PATTERN_CHARS = 1000
+# What a reward's own check says, by name: English with ``{placeholders}``, the one definition of each message (the
+# studio says it again in the visitor's language: studio.i18n.problems, keys ``check.<name>``). The check names the
+# key at fault first (its error is the reward's); ``{problem}`` is another of these messages, said again in turn.
+REWARD_MESSAGES = {
+    "reward_needs": "{key}: a {kind} reward needs it",
+    "reward_pattern": "pattern: {problem}",
+    "pattern_invalid": "not a valid regular expression: {error}",
+    "pattern_memory": "this regular expression takes more than {mib} MiB to compile; simplify it (fewer nested "
+    "repeats)",
+    "pattern_slow": "this regular expression takes too long to compile; simplify it (fewer nested repeats)",
+}
 
 
 class RewardSpec(Section):
@@ -61,9 +72,9 @@ class RewardSpec(Section):
     def _has_what_its_kind_needs(self) -> RewardSpec:
         missing = [name for name in REWARD_NEEDS[self.kind] if getattr(self, name) in (None, "")]
         if missing:
-            raise ValueError(f"{missing[0]}: a {self.kind} reward needs it")
+            raise ValueError(REWARD_MESSAGES["reward_needs"].format(key=missing[0], kind=self.kind))
         if self.kind == "regex" and (problem := pattern_problem(self.pattern or "")):
-            raise ValueError(f"pattern: {problem}")
+            raise ValueError(REWARD_MESSAGES["reward_pattern"].format(problem=problem))
         return self
 
     @property
@@ -82,6 +93,7 @@ def pattern_problem(pattern: str) -> str | None:
     try:
         said = run_limited(REGEX_CHILD, pattern, REGEX_LIMITS).strip()
     except OverLimit as exc:
-        cost = f"more than {REGEX_LIMITS.memory_bytes // 2**20} MiB" if exc.kind == "memory" else "too long"
-        return f"this regular expression takes {cost} to compile; simplify it (fewer nested repeats)"
-    return None if said == "ok" else f"not a valid regular expression: {said}"
+        if exc.kind == "memory":
+            return REWARD_MESSAGES["pattern_memory"].format(mib=REGEX_LIMITS.memory_bytes // 2**20)
+        return REWARD_MESSAGES["pattern_slow"]
+    return None if said == "ok" else REWARD_MESSAGES["pattern_invalid"].format(error=said)
