@@ -6,8 +6,9 @@ kinds of English stay where they are written instead, and the other languages tr
 from where they come from: the config form's labels and help texts (the field's name and description in
 engine.config's schema: ``field.<path>.label`` / ``field.<path>.help``, ``dataset_field.<name>...`` for a dataset
 of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.schema.errors.MESSAGES:
-``problem.<kind>``; its rules across fields, the config's, the machine's and each method's: ``rule.<name>``), and
-the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).
+``problem.<kind>``; what the config sections' own checks say, a run's and a sweep file's: ``check.<name>``; its rules
+across fields, the config's, the machine's and each method's: ``rule.<name>``), and the titles of the training
+methods' own charts (``chart.<metric>``, ``unit.<unit>``).
 
 Every key the studio uses is declared where it is used, with ``key()`` (a module constant, for text the server
 builds) or ``studio.i18n.widgets.t()`` (a component's label), at import or while the page is built; ``used_keys()``
@@ -30,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.api import (
+    CHECK_MESSAGES,
     EVAL_FILE_PREFIX,
     EVAL_LABEL,
     FORMAT_MISFIT,
@@ -172,6 +174,22 @@ def problem_words() -> dict[str, str]:
 
 
 @functools.cache
+def check_words() -> dict[str, str]:
+    """The English of what the config sections' own checks say (``check.<name>``: a blank dataset path, a repeated
+    GPU, a run's or a sweep's name, a search range), from the tables written beside them (engine.api.CHECK_MESSAGES).
+    One key per distinct message: a check that says what one of pydantic's errors says is said by that key."""
+    said = set(problem_words().values())
+    words: dict[str, str] = {}
+    for messages in CHECK_MESSAGES:
+        for name, message in messages.items():
+            if message in said:
+                continue
+            if words.setdefault(f"check.{name}", message) != message:
+                raise ValueError(f"two checks are named {name!r} and say different things: rename one")
+    return words
+
+
+@functools.cache
 def rule_words() -> dict[str, str]:
     """The English of the rules across fields (``rule.<name>``): engine.config's and early stopping's, what this
     machine cannot run (engine.training.hardware, engine.training.trackers), and each method's own, from the registry
@@ -244,10 +262,10 @@ def chart_words() -> dict[str, str]:
 
 @functools.cache
 def english() -> dict[str, str]:
-    """Every English text: the studio's (en.json), the schema's, the engine's messages and rules, and its methods'
-    charts."""
-    engine = {**problem_words(), **rule_words(), **trains_on_words(), **warning_words(), **misfit_words()}
-    engine |= {**prune_words(), **chart_words()}
+    """Every English text: the studio's (en.json), the schema's, the engine's messages, checks and rules, and its
+    methods' charts."""
+    engine = {**problem_words(), **check_words(), **rule_words(), **trains_on_words(), **warning_words()}
+    engine |= {**misfit_words(), **prune_words(), **chart_words()}
     return {**language_file(SOURCE), **schema_words(), **engine}
 
 

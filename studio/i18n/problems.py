@@ -2,11 +2,13 @@
 batching; ...``) in the visitor's language, where the studio shows them next to a field.
 
 The engine writes English (the CLI stays English); each message it builds from a template is matched back to its
-template here and said again in ``lang`` with the same values: a field's own check (engine.schema.errors.MESSAGES),
-a rule across fields (the config's, early stopping's, what this machine cannot run, and each method's own:
+template here and said again in ``lang`` with the same values: a field's own check, pydantic's
+(engine.schema.errors.MESSAGES) and the sections' validators' (a run's name, a search range: catalog.check_words), a
+rule across fields (the config's, early stopping's, what this machine cannot run, and each method's own:
 catalog.rule_words), a dataset's warning (``translate_warning``) and the refusal of data the method does not train on
 (``translate_misfit``). Values stay as written (method names, counts, field paths), except what a method trains on,
-which is words of the engine's too. A message built otherwise (a dataset's error, trackio's own refusal of a project
+which is words of the engine's too, and a ``{problem}``, another of these messages that a message holds (``pattern:
+{problem}``), said again in turn. A message built otherwise (a dataset's error, trackio's own refusal of a project
 name) stays as the engine wrote it.
 """
 
@@ -15,12 +17,19 @@ from __future__ import annotations
 from studio.i18n import catalog
 from studio.i18n.catalog import key, say_again, template_pattern, text
 
-# Every template's pattern and key, declared in use at import: a field's own checks, then the rules across fields.
-_TEMPLATES = [
-    (template_pattern(words), key(name))
-    for name, words in {**catalog.problem_words(), **catalog.rule_words()}.items()
-    if name not in ("problem.unknown_key", "problem.suggestion")
-]
+# A value that is itself one of the engine's messages (``pattern: {problem}``).
+NESTED = "problem"
+# Every template's pattern and key, declared in use at import: a field's own checks (pydantic's, then the sections'),
+# then the rules across fields; a template that holds another message last, so that a message of a template of its
+# own (``pattern: a regex reward needs it``) is read as that one.
+_TEMPLATES = sorted(
+    (
+        (template_pattern(words), key(name))
+        for name, words in {**catalog.problem_words(), **catalog.check_words(), **catalog.rule_words()}.items()
+        if name not in ("problem.unknown_key", "problem.suggestion")
+    ),
+    key=lambda template: NESTED in template[0].groupindex,
+)
 # What a method trains on, which a rule names ({trains_on}): words the engine wrote, said again too.
 _TRAINS_ON = [key(name) for name in catalog.trains_on_words()]
 UNKNOWN, SUGGESTION = key("problem.unknown_key"), key("problem.suggestion")
@@ -33,11 +42,17 @@ def translate_problem(message: str, lang: str) -> str:
         return message
     for pattern, name in _TEMPLATES:
         found = pattern.fullmatch(message)
-        if found:
-            values = found.groupdict()
-            if "trains_on" in values:
-                values["trains_on"] = say_again(values["trains_on"], _TRAINS_ON, lang)
-            return text(name, lang, **values)
+        if not found:
+            continue
+        values = found.groupdict()
+        if NESTED in values:
+            inner = translate_problem(values[NESTED], lang)
+            if inner == values[NESTED]:  # not a message of the engine's: no template of this shape says it
+                continue
+            values[NESTED] = inner
+        if "trains_on" in values:
+            values["trains_on"] = say_again(values["trains_on"], _TRAINS_ON, lang)
+        return text(name, lang, **values)
     unknown = catalog.english()[UNKNOWN]
     if message.startswith(unknown):
         rest = message[len(unknown) :]

@@ -1,0 +1,375 @@
+"""The config sections' own checks (their pydantic validators) speak the visitor's language: each check is triggered
+through the engine's own validation (parse_config for a run's config, parse_sweep for a sweep file), and its English,
+said again by translate_problem in zh-CN, ja and ko, differs from the English, keeps the values it holds and leaves
+no placeholder unfilled. A validator that writes its message inline, or a table of such messages the catalog does not
+collect, fails here."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.api import CHECK_MESSAGES
+from engine.config import ConfigError, parse_config
+from engine.config.names import MAX_NAME_BYTES, MAX_NAME_CHARS
+from engine.store.paths import PROJECT_ROOT
+from engine.sweeps import parse_sweep
+from engine.sweeps.config import MAX_SWEEP_NAME_CHARS
+from engine.training.methods.reward_spec import REGEX_LIMITS
+from studio.i18n import catalog
+from studio.i18n.catalog import LANGUAGES, SOURCE, text, translations
+from studio.i18n.problems import translate_problem
+
+OTHERS = [lang for lang in LANGUAGES if lang != SOURCE]
+# Every check's template, by name, from the tables the engine writes beside its checks.
+TEMPLATES = {name: words for table in CHECK_MESSAGES for name, words in table.items()}
+# Where the engine's validators live: the run config's sections, the schema's base, the sweep file, the methods'.
+VALIDATOR_DIRS = ("engine/config", "engine/schema", "engine/sweeps", "engine/training/methods")
+RAY_INSTALLED = importlib.util.find_spec("ray") is not None
+SPACE = {"train.learning_rate": {"low": 1e-4, "high": 1e-3}}
+REGEX = {"method": "grpo", "grpo": {"rewards": [{"kind": "regex"}]}}
+
+
+@dataclass(frozen=True)
+class Case:
+    """A config that one check refuses, where the engine reports it, and the values its message must keep."""
+
+    check: str
+    field: str
+    data: dict[str, Any]
+    values: tuple[str, ...] = ()
+    kind: str = "config"  # config (parse_config) or sweep (parse_sweep)
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _sweep(**changes: Any) -> dict[str, Any]:
+    """A sweep file that passes every check but those ``changes`` break."""
+    return {"name": "s", "base": {}, "space": SPACE, "objective": {"metric": "train_loss"}, **changes}
+
+
+def _regex(pattern: str) -> dict[str, Any]:
+    return {"method": "grpo", "grpo": {"rewards": [{"kind": "regex", "pattern": pattern}]}}
+
+
+CASES = [
+    Case(
+        "secret_env_value",
+        "model.revision",
+        {"model": {"revision": "main-s3cr3t-value"}},
+        ("$HF_TOKEN",),
+        env={"HF_TOKEN": "s3cr3t-value"},
+    ),
+    Case("secret_hf_token", "model.revision", {"model": {"revision": "hf_" + "a" * 34}}),
+    Case("name_blank", "name", _sweep(name="  "), (), "sweep"),
+    Case("name_too_long", "name", {"name": "x" * 121}, ("121", str(MAX_NAME_CHARS))),
+    Case("name_not_unicode", "name", {"name": "run\ud800"}),
+    Case("name_too_many_bytes", "name", {"name": "é" * 101}, (str(MAX_NAME_BYTES),)),
+    Case("name_control_characters", "name", {"name": "a\tb"}),
+    Case("name_direction_marks", "name", {"name": "evil\u202egpj.exe"}),
+    Case("name_path_separator", "name", {"name": "a/b"}, ("/", "\\")),
+    Case("target_modules_empty", "adapter.target_modules", {"adapter": {"target_modules": " , "}}, ("auto",)),
+    Case("eval_metric_name", "train.early_stopping.metric", {"train": {"early_stopping": {"metric": "loss"}}}),
+    Case("max_steps_zero", "train.max_steps", {"train": {"max_steps": 0}}, ("num_epochs", "-1")),
+    Case("report_to_none", "train.report_to", {"train": {"report_to": ["none", "wandb"]}}, ("none",)),
+    Case("trackio_project_name", "train.trackio_project", {"train": {"trackio_project": "my project"}}, ("trackio",)),
+    Case("trackio_space_id", "train.trackio_space", {"train": {"trackio_space": "a/b/c"}}, ("user/name",)),
+    Case("dataset_path_empty", "data.path.0", {"data": {"path": ["  "]}}),
+    Case("dataset_without_path", "data.path.0", {"data": {"path": [{"weight": 2}]}}, ("{path: FILE",)),
+    Case("devices_repeated", "launch.devices", {"launch": {"devices": [0, 0]}}),
+    Case("reward_needs", "grpo.rewards.0", REGEX, ("pattern", "regex")),
+    Case("reward_pattern", "grpo.rewards.0", _regex("(x"), ("pattern", "missing ) at position 2")),
+    Case("pattern_invalid", "grpo.rewards.0", _regex("a[b"), ("unterminated character set at position 3",)),
+    Case(
+        "pattern_memory",
+        "grpo.rewards.0",
+        _regex("((a{100}){100}){100}"),
+        (str(REGEX_LIMITS.memory_bytes // 2**20),),
+    ),
+    Case(
+        "range_and_choices",
+        'space."train.learning_rate"',
+        _sweep(space={"train.learning_rate": {"choices": [1e-4], "low": 1e-4, "log": True}}),
+        ("low, log",),
+        "sweep",
+    ),
+    Case("range_or_choices", 'space."train.learning_rate"', _sweep(space={"train.learning_rate": {}}), (), "sweep"),
+    Case(
+        "range_low_not_below_high",
+        'space."train.learning_rate"',
+        _sweep(space={"train.learning_rate": {"low": 2e-3, "high": 1e-3}}),
+        ("0.002", "0.001"),
+        "sweep",
+    ),
+    Case(
+        "log_range_low",
+        'space."train.learning_rate"',
+        _sweep(space={"train.learning_rate": {"low": -1, "high": 1e-3, "log": True}}),
+        ("-1",),
+        "sweep",
+    ),
+    Case(
+        "log_range_step",
+        'space."adapter.r"',
+        _sweep(space={"adapter.r": {"low": 4, "high": 16, "log": True, "step": 2}}),
+        (),
+        "sweep",
+    ),
+    Case(
+        "executor_address",
+        "executor.address",
+        _sweep(executor={"kind": "ray", "address": "head node:6379"}),
+        ("HOST:PORT",),
+        "sweep",
+    ),
+    Case(
+        "executor_ray_only",
+        "executor",
+        _sweep(executor={"kind": "local", "gpus_per_trial": 2, "address": "head:6379"}),
+        ("address, gpus_per_trial",),
+        "sweep",
+    ),
+    Case(
+        "gpus_per_trial_below_processes",
+        "executor.gpus_per_trial",
+        _sweep(base={"launch": {"num_processes": 4}}, executor={"kind": "ray", "gpus_per_trial": 1.5}),
+        ("1.5", "4"),
+        "sweep",
+    ),
+]
+# The checks this machine reaches as one or the other: ray's absence, or a trial's resources once ray is here.
+RAY_CASES = {
+    "executor_ray_missing": Case(
+        "executor_ray_missing", "executor", _sweep(executor="ray"), ("ray[default]",), "sweep"
+    ),
+    "executor_no_resources": Case(
+        "executor_no_resources",
+        "executor",
+        _sweep(executor={"kind": "ray", "gpus_per_trial": 0, "cpus_per_trial": 0}),
+        ("gpus_per_trial",),
+        "sweep",
+    ),
+}
+RAY_CASE = RAY_CASES["executor_no_resources" if RAY_INSTALLED else "executor_ray_missing"]
+UNREACHED = "executor_ray_missing" if RAY_INSTALLED else "executor_no_resources"
+
+
+def template_of(check: str) -> str:
+    """The whole message a check writes: a pattern's problem is said inside the reward's ``pattern: {problem}``."""
+    words = TEMPLATES[check]
+    return TEMPLATES["reward_pattern"].format(problem=words) if check.startswith("pattern_") else words
+
+
+# Said by their templates alone: the other of the two above, and a pattern that takes too long to compile (within the
+# memory cap, past the CPU second: no pattern does that reliably on a machine of unknown speed).
+BY_TEMPLATE = {"pattern_slow": template_of("pattern_slow"), UNREACHED: template_of(UNREACHED)}
+TRIGGERED = [*CASES, RAY_CASE]
+
+
+def english_of(case: Case, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The message of the check ``case`` breaks, as the engine's validation writes it at the case's field."""
+    for name, value in case.env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as refused:
+        parse_sweep(case.data) if case.kind == "sweep" else parse_config(case.data)
+    problems = refused.value.problems
+    messages = [problem.message for problem in problems if problem.field == case.field]
+    assert len(messages) == 1, [str(problem) for problem in problems]
+    return messages[0]
+
+
+def assert_said_again(english: str, values: tuple[str, ...]) -> None:
+    """Each other language says ``english`` in its own words with ``values``, every placeholder filled in."""
+    for value in values:
+        assert value in english, (value, english)
+    for lang in OTHERS:
+        said = translate_problem(english, lang)
+        assert said != english and said == said.strip(), (lang, said)
+        assert catalog.placeholders(said) == set(), (lang, said)
+        for value in values:
+            assert value in said, (lang, value, said)
+    assert translate_problem(english, SOURCE) == english
+
+
+def test_every_check_has_a_case() -> None:
+    """Each template of CHECK_MESSAGES is triggered below, or said by its template alone (what this machine cannot
+    reach); a template added without a case fails here."""
+    covered = [case.check for case in TRIGGERED] + list(BY_TEMPLATE)
+    assert sorted(covered) == sorted(TEMPLATES)
+    assert len(TEMPLATES) >= 33
+
+
+@pytest.mark.parametrize("case", TRIGGERED, ids=[case.check for case in TRIGGERED])
+def test_a_refused_value_is_said_in_the_visitors_language(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
+    english = english_of(case, monkeypatch)
+    words = template_of(case.check)
+    assert catalog.template_pattern(words).fullmatch(english), (words, english)
+    assert not english.startswith("Value error"), english  # pydantic's prefix is not the check's words
+    assert_said_again(english, case.values)
+
+
+@pytest.mark.parametrize("name", sorted(BY_TEMPLATE))
+def test_a_check_this_machine_does_not_reach_is_said_by_its_template(name: str) -> None:
+    assert_said_again(BY_TEMPLATE[name], ())
+
+
+def test_the_values_are_said_again_as_the_engine_wrote_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    case = next(case for case in CASES if case.check == "name_too_long")
+    english = english_of(case, monkeypatch)
+    assert english == "too long: 121 characters, at most 120"
+    for lang in OTHERS:
+        assert translate_problem(english, lang) == text("check.name_too_long", lang, length="121", limit="120")
+
+
+def test_a_sweeps_name_is_held_to_its_own_length_with_the_same_words(monkeypatch: pytest.MonkeyPatch) -> None:
+    english = english_of(Case("name_too_long", "name", _sweep(name="s" * 101), (), "sweep"), monkeypatch)
+    assert english == f"too long: 101 characters, at most {MAX_SWEEP_NAME_CHARS}"
+    assert_said_again(english, ("101", str(MAX_SWEEP_NAME_CHARS)))
+
+
+def test_a_message_inside_a_message_is_said_again_in_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pattern: {problem}`` says the pattern's problem in the visitor's language; a reward's own message that
+    starts with ``pattern:`` is read as its own template, not as a problem inside another."""
+    invalid = english_of(next(case for case in CASES if case.check == "reward_pattern"), monkeypatch)
+    assert invalid == "pattern: not a valid regular expression: missing ) at position 2"
+    missing = english_of(next(case for case in CASES if case.check == "reward_needs"), monkeypatch)
+    assert missing == "pattern: a regex reward needs it"
+    for lang in OTHERS:
+        inner = text("check.pattern_invalid", lang, error="missing ) at position 2")
+        assert translate_problem(invalid, lang) == text("check.reward_pattern", lang, problem=inner)
+        assert translate_problem(missing, lang) == text("check.reward_needs", lang, key="pattern", kind="regex")
+    unknown = "pattern: some words no template wrote"
+    assert translate_problem(unknown, "ja") == unknown
+
+
+def test_a_check_that_says_what_pydantic_says_is_one_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name that is not valid Unicode reads as pydantic's string_unicode: the catalog keeps one key per message."""
+    assert "check.name_not_unicode" not in catalog.check_words()
+    english = english_of(next(case for case in CASES if case.check == "name_not_unicode"), monkeypatch)
+    assert english == catalog.problem_words()["problem.string_unicode"]
+    for lang in OTHERS:
+        assert translate_problem(english, lang) == text("problem.string_unicode", lang)
+
+
+def test_every_check_key_is_in_every_language() -> None:
+    names = set(catalog.check_words())
+    assert len(names) >= 32
+    for lang in LANGUAGES:
+        assert sorted(names - set(translations(lang))) == [], lang
+    for lang in OTHERS:
+        for name in names:
+            assert catalog.placeholders(translations(lang)[name]) == catalog.placeholders(catalog.english()[name])
+
+
+def test_the_checks_english_stays_in_the_engine() -> None:
+    """en.json holds the studio's words only: the checks' English is written beside the checks."""
+    assert sorted(set(catalog.check_words()) & set(catalog.language_file(SOURCE))) == []
+
+
+# --- no validator writes its message inline -------------------------------------------------------------------
+
+
+def _validator_modules() -> list[Path]:
+    return sorted(path for folder in VALIDATOR_DIRS for path in (PROJECT_ROOT / folder).rglob("*.py"))
+
+
+def _inline(node: ast.AST | None) -> bool:
+    """Whether ``node`` is text written in place: a string, an f-string, one joined with ``+`` or ``%``, a string's
+    ``.format(...)``, or one of them picked by ``... if ... else ...``."""
+    if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return True
+    if isinstance(node, ast.BinOp):
+        return _inline(node.left) or _inline(node.right)
+    if isinstance(node, ast.IfExp):
+        return _inline(node.body) or _inline(node.orelse)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _inline(node.func.value)
+    return False
+
+
+def _raises_inline(node: ast.AST) -> bool:
+    """Whether ``node`` raises a ValueError (or AssertionError, which pydantic reports too) with its words in place."""
+    if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args):
+        return False
+    return getattr(node.exc.func, "id", "") in ("ValueError", "AssertionError") and _inline(node.exc.args[0])
+
+
+def _is_validator(function: ast.FunctionDef) -> bool:
+    """A pydantic validator: decorated with field_validator / model_validator (called, or named alone)."""
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+        if name.endswith("_validator"):
+            return True
+    return False
+
+
+def _inline_messages(path: Path) -> list[str]:
+    """Where a validator of ``path`` raises a ValueError (or AssertionError) with its words written in place, and
+    where a ``*_problem`` function (the reason a value is refused: a name, a secret, a pattern) returns them."""
+    found = []
+    for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        validator, reason = _is_validator(function), function.name.endswith("_problem")
+        for node in ast.walk(function):
+            if (validator and _raises_inline(node)) or (
+                reason and isinstance(node, ast.Return) and _inline(node.value)
+            ):
+                found.append(f"{path.name}:{node.lineno} {function.name}")
+    return found
+
+
+def test_no_validator_writes_its_message_inline() -> None:
+    """A check's message is a named template beside it (a ``*_MESSAGES`` table), so the studio can say it again."""
+    modules = _validator_modules()
+    assert any(path.name == "sections.py" for path in modules)
+    found = [where for path in modules for where in _inline_messages(path)]
+    assert found == [], "write these messages as named templates beside their checks: " + ", ".join(found)
+
+
+def test_the_inline_check_finds_a_message_written_in_place(tmp_path: Path) -> None:
+    """The check above is no vacuous pass: a validator and a reason written the old way are found."""
+    source = tmp_path / "section.py"
+    source.write_text(
+        "class S:\n"
+        "    @field_validator('x')\n"
+        "    @classmethod\n"
+        "    def _x(cls, value):\n"
+        "        raise ValueError(f'bad {value}')\n"
+        "def name_problem(name):\n"
+        "    return 'give a name'\n"
+    )
+    assert sorted(_inline_messages(source)) == ["section.py:5 _x", "section.py:7 name_problem"]
+
+
+def _tables_defined(path: Path) -> list[str]:
+    """The names of the ``*_MESSAGES`` tables that ``path`` assigns at module level."""
+    names = []
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        names += [target.id for target in targets if isinstance(target, ast.Name) and target.id.endswith("_MESSAGES")]
+    return names
+
+
+def test_every_table_of_messages_is_collected() -> None:
+    """Each ``*_MESSAGES`` table of the modules with validators is the catalog's: a check's (engine.api's
+    CHECK_MESSAGES) or a rule across fields' (catalog.rule_words); a new table that neither collects fails here."""
+    rules, seen = set(catalog.rule_words()), 0
+    for path in _validator_modules():
+        names = _tables_defined(path)
+        if not names:
+            continue
+        module = importlib.import_module(".".join(path.relative_to(PROJECT_ROOT).with_suffix("").parts))
+        for name in names:
+            table, seen = getattr(module, name), seen + 1
+            collected = any(table is known for known in CHECK_MESSAGES)
+            assert collected or {f"rule.{rule}" for rule in table} <= rules, f"{path.name}: {name} is not collected"
+    assert seen >= len(CHECK_MESSAGES)
