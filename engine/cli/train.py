@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import shlex
@@ -19,7 +20,15 @@ from typing import TYPE_CHECKING
 from engine.cli.overrides import apply_overrides, parse_overrides
 from engine.config import ConfigError, Problem, RunConfig, parse_config, read_config_data, save_config
 from engine.store.paths import find_local_path
-from engine.store.rundir import ABORTED, COMPLETED, CONFIG_FILE, PRUNED, STOPPED
+from engine.store.rundir import (
+    ABORTED,
+    COMPLETED,
+    CONFIG_FILE,
+    PRUNED,
+    STOPPED,
+    TRAINER_STATE_FILE,
+    checkpoint_path,
+)
 
 if TYPE_CHECKING:
     from engine.training.check import CheckReport
@@ -188,7 +197,7 @@ def resume(args: argparse.Namespace) -> int:
         checkpoint = resume_point(run_dir, args.checkpoint)
     except RunError as exc:
         return error(str(exc))
-    _resumed_config(run_dir, args.set)  # checks and saves the --set changes
+    _resumed_config(run_dir, args.set, checkpoint)  # checks and saves the --set changes
     print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
     offset = log_offset(run_dir)
     try:
@@ -198,9 +207,10 @@ def resume(args: argparse.Namespace) -> int:
     return follow_run(run_dir, offset)
 
 
-def _resumed_config(run_dir: Path, sets: list[str] | None) -> RunConfig:
+def _resumed_config(run_dir: Path, sets: list[str] | None, checkpoint: int) -> RunConfig:
     """The run's config with the ``--set`` changes, saved as its config.yaml when there are any; ConfigError for
-    a field outside RESUME_SECTIONS."""
+    a field outside RESUME_SECTIONS, or a length that ends at or before ``checkpoint`` (checked before anything is
+    saved)."""
     path = run_dir / CONFIG_FILE
     overrides = parse_overrides(sets)
     fixed = [override.key for override in overrides if override.path[0] not in RESUME_SECTIONS]
@@ -212,9 +222,32 @@ def _resumed_config(run_dir: Path, sets: list[str] | None) -> RunConfig:
         )
         raise ConfigError([Problem(key, message) for key in fixed])
     config = parse_config(apply_overrides(read_config_data(path), overrides, RunConfig))
+    problems = _ends_by_checkpoint(config, run_dir, checkpoint)
+    if problems:
+        raise ConfigError(problems)
     if overrides:
         save_config(config, path)
     return config
+
+
+def _ends_by_checkpoint(config: RunConfig, run_dir: Path, checkpoint: int) -> list[Problem]:
+    """A length the checkpoint has already trained: the run would complete at once, without training, and a
+    completed run cannot be resumed again (``train.max_steps=60`` typed as "60 more" after step 103)."""
+    resumable = "the run would complete at once and could never be resumed again"
+    if config.train.max_steps > 0:
+        if config.train.max_steps > checkpoint:
+            return []
+        message = f"{config.train.max_steps} steps end by the checkpoint's step {checkpoint}: {resumable}; give more"
+        return [Problem("train.max_steps", message)]
+    try:
+        state = json.loads((checkpoint_path(run_dir, checkpoint) / TRAINER_STATE_FILE).read_text())
+        epoch = float(state["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return []  # the trainer reads the checkpoint and says what is wrong with it
+    if config.train.num_epochs > epoch + 1e-9:
+        return []
+    message = f"{config.train.num_epochs:g} epochs end by the checkpoint's epoch {epoch:.2f}: {resumable}; give more"
+    return [Problem("train.num_epochs", message)]
 
 
 def follow_run(run_dir: Path, offset: int) -> int:

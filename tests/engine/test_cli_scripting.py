@@ -146,6 +146,17 @@ def test_ctrl_c_stops_with_its_own_exit_code_and_resume_set_trains_on(tmp_path: 
         "model.name_or_path: cannot change on resume",
     )
     assert (run_dir / "config.yaml").read_text() == before and runs.status(run_dir).state == "stopped"
+    # A length the checkpoint has trained already ("N more steps" meant): refused, or the run would complete at
+    # once and never resume again. With max_steps -1, the epochs.
+    refused(
+        engine("resume", str(run_dir), "--set", f"train.max_steps={stopped.step}"),
+        f"train.max_steps: {stopped.step} steps end by the checkpoint's step {stopped.step}",
+    )
+    refused(
+        engine("resume", str(run_dir), "--set", "train.max_steps=-1", "--set", "train.num_epochs=0.001"),
+        "train.num_epochs: 0.001 epochs end by the checkpoint's epoch",
+    )
+    assert (run_dir / "config.yaml").read_text() == before and runs.status(run_dir).state == "stopped"
 
     target = stopped.step + 2
     resumed = engine("resume", str(run_dir), "--set", f"train.max_steps={target}")
