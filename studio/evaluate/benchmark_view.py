@@ -23,6 +23,7 @@ DEMO_LIMIT = 50  # documents per task in demo mode: a benchmark there takes seco
 COLUMNS = [key(f"benchmark.column.{name}") for name in ("task", "metric", "base", "tuned", "change", "samples")]
 EMPTY = key("benchmark.empty")
 NO_TASK, BAD_PATH = key("benchmark.refuse.no_task"), key("benchmark.refuse.bad_path")
+LIMIT = key("benchmark.limit")
 TUNED_AS = {"adapter": key("benchmark.note.adapter"), "model": key("benchmark.note.model")}
 CACHED, VERSION = key("benchmark.note.cached"), key("benchmark.note.version")
 

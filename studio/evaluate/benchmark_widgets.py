@@ -18,7 +18,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.evaluate import benchmark_view as view
 from studio.i18n.widgets import marked, t
-from studio.jobs.view import PICK_RUN, checkpoint_of, job_status, progress_html, running_job
+from studio.jobs.view import BAD_COUNT, PICK_RUN, bad_count, checkpoint_of, job_status, progress_html, running_job
 from studio.jobs.widgets import action_buttons, cancel_job
 from studio.markup import message_html
 from studio.path_guard import allowed_roots, path_problem
@@ -59,6 +59,8 @@ def benchmark_clicked(
     in the caller's language, the engine's reason as it wrote it."""
     if not run_id:
         return _refused(caller.say(PICK_RUN))
+    if bad_count(limit):
+        return _refused(caller.say(BAD_COUNT, field=caller.say(view.LIMIT)))
     demo = caller.policy.enabled
     request = view.make_request(tasks, task_file, limit, checkpoint_of(weights), demo)
     if request is None:
@@ -119,10 +121,8 @@ class BenchmarkSection:
                 )
                 self.limit = gr.Number(
                     view.DEMO_LIMIT if demo else view.DEFAULT_LIMIT,
-                    label=t("benchmark.limit"),
-                    minimum=1,
-                    maximum=view.DEMO_LIMIT if demo else None,
-                    precision=0,
+                    label=t(view.LIMIT),
+                    precision=0,  # no bounds: Gradio refuses past them in English; a demo caps it (make_request)
                     scale=1,
                     min_width=120,
                 )

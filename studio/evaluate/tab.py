@@ -24,7 +24,9 @@ from studio.evaluate.benchmark_widgets import BenchmarkSection
 from studio.i18n.catalog import SOURCE, key
 from studio.i18n.widgets import marked, t
 from studio.jobs.view import (
+    BAD_COUNT,
     PICK_RUN,
+    bad_count,
     checkpoint_of,
     finished_runs,
     job_status,
@@ -44,6 +46,7 @@ DATA_CHOICES = [
 DEFAULT_MAX_ROWS = 100
 DEMO_NO_FILE = key("evaluate.refuse.demo_file")
 NO_PATH, BAD_PATH = key("evaluate.refuse.no_path"), key("evaluate.refuse.bad_path")
+MAX_ROWS = key("evaluate.max_rows")
 JOB = "evaluation"  # the job's kind, as studio.jobs.view words its progress
 
 
@@ -97,6 +100,8 @@ def start_clicked(
     workspace = caller.workspace
     if not run_id:
         return _refused(caller.say(PICK_RUN))
+    if bad_count(max_rows):
+        return _refused(caller.say(BAD_COUNT, field=caller.say(MAX_ROWS)))
     if caller.policy.enabled and data == "file":
         return _refused(caller.say(DEMO_NO_FILE))
     choice = (path or "").strip() if data == "file" else data
@@ -173,9 +178,7 @@ class EvaluateTab:
                 scale=3,
                 elem_id="ts-eval-data",
             )
-            self.max_rows = gr.Number(
-                DEFAULT_MAX_ROWS, label=t("evaluate.max_rows"), minimum=1, precision=0, scale=1, min_width=100
-            )
+            self.max_rows = gr.Number(DEFAULT_MAX_ROWS, label=t(MAX_ROWS), precision=0, scale=1, min_width=100)
         self.path = gr.Textbox(
             label=t("evaluate.data_file"), placeholder=t("evaluate.data_file.placeholder"), visible=False
         )

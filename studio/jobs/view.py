@@ -33,6 +33,15 @@ from studio.path_guard import resolve_run
 FINAL_WEIGHTS = ""  # the weights choice that means "the run's final adapter / model"
 FINAL_LABEL, CHECKPOINT_LABEL = key("jobs.weights.final"), key("jobs.weights.checkpoint")
 PICK_RUN = key("jobs.pick_run")  # what both tabs say to a Start without a run
+BAD_COUNT = key("jobs.refuse.count")  # a count box (rows, documents) below 1
+
+
+def bad_count(value: float | None) -> bool:
+    """Whether a count box holds neither nothing (all) nor 1 or more. The boxes set no ``minimum``: Gradio would
+    refuse such a value itself, before the handler, in English and naming no field."""
+    return value is not None and not value >= 1
+
+
 UNKNOWN_ERROR = key("jobs.unknown_error")
 JOB_KINDS = ("evaluation", "export", "benchmark")  # a job's kind, as the tabs name it: the keys of its words
 # A job's outcome in words, by its kind and state (``{error}``: a failed job's error, as the engine wrote it).

@@ -16,7 +16,6 @@ from studio.context import StudioContext
 from studio.i18n.widgets import marked, t
 from studio.monitor.completions import (
     DEFAULT_SAMPLES,
-    READ_LIMIT,
     SHOW_CHOICES,
     SHOW_WORDS,
     TOTAL,
@@ -125,7 +124,11 @@ class MonitorLayout:
                     elem_id="ts-completions-show",
                 )
                 self.completions_count = gr.Number(
-                    DEFAULT_SAMPLES, label=t("monitor.completions.samples"), precision=0, minimum=1, maximum=READ_LIMIT
+                    # No minimum / maximum: Gradio would refuse a value past them in English; the count is clamped
+                    # to 1..READ_LIMIT where it is read (studio.monitor.completions).
+                    DEFAULT_SAMPLES,
+                    label=t("monitor.completions.samples"),
+                    precision=0,
                 )
             self.completions_table = gr.HTML(elem_id="ts-completions-table", elem_classes="ts-html")
         self.completions_timer = gr.Timer(COMPLETIONS_POLL_SECONDS, active=False)

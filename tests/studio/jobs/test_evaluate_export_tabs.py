@@ -21,6 +21,7 @@ from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
+from studio.evaluate import benchmark_widgets as benchmark_section
 from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab
@@ -113,6 +114,18 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
     weights, data, metrics_again, _, latest = evaluate_tab.run_changed(caller, RUN_ID)
     assert weights.value == "" and data.value == "eval" and latest["id"] == result["id"]
     assert metrics_again == metrics
+
+
+def test_a_count_below_one_is_refused_in_the_page_s_language(workspace, run_dir):
+    """Max rows (and the benchmark's documents per task) below 1: the handler refuses it, naming the box, in the
+    caller's language (the box sets no minimum: Gradio's own check would say it in English, naming nothing)."""
+    for lang, words in (("en", "Max rows: give 1 or more"), ("ko", "최대 행 수: 1 이상을")):
+        caller = Caller(workspace, NORMAL, None, lang)
+        for rows in (-5, 0):
+            refused = evaluate_tab.start_clicked(caller, RUN_ID, "", "eval", "", rows)
+            assert refused[0] is None and words in unescape(refused[2]), refused[2]
+        refused = benchmark_section.benchmark_clicked(caller, RUN_ID, "", ["heldout"], "", -1)
+        assert refused[0] is None and ("Documents per task" if lang == "en" else "작업당 문서 수") in refused[2]
 
 
 def test_evaluate_tab_cancel(workspace, run_dir):
