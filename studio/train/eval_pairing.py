@@ -42,6 +42,10 @@ PICKED = "picked"  # the ``source`` of a change that a pick of the list of datas
 CLEARED, CLEARED_LIST, KEPT, KEPT_LIST, PAIRED = (
     key(f"train.pairing.{name}") for name in ("cleared", "cleared_list", "kept", "kept_list", "paired")
 )
+HELD_OUT, HELD_OUT_LIST = key("train.pairing.held_out"), key("train.pairing.held_out_list")
+# The share of the training rows held out when the eval file is cleared while the run evaluates and holds out
+# nothing: without eval rows, Start would refuse the run the studio itself left without them.
+HOLD_OUT = 0.1
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class EvalFollow:
     eval_path: str | None  # the eval path to show; None: leave the field as it is
     note: str | None  # Markdown for the dataset panel; None: leave the note shown, "": clear it
     seen: tuple[str, str]  # (training path, eval path) that the next change is compared with
+    eval_size: float | None = None  # data.eval_size to show; None: leave the field as it is
 
 
 def training_partner(eval_path: str) -> Path | None:
@@ -111,13 +116,20 @@ def same_files(first: Sequence[str], second: Sequence[str]) -> bool:
 
 
 def follow_training_path(
-    seen: Sequence[str] | None, path: str, eval_path: str, source: str = "", lang: str = SOURCE
+    seen: Sequence[str] | None,
+    path: str,
+    eval_path: str,
+    source: str = "",
+    lang: str = SOURCE,
+    holds_out: bool = True,
 ) -> EvalFollow:
     """The eval path after the form's training data became ``path``: one path, or a YAML list of datasets (see the
     module's rule); the note in ``lang``.
 
     ``seen`` is the (training path, eval path) pair of the previous call, None at first; ``source`` is ``LOADED``
     for a config load, whose eval path is kept as it is, and ``PICKED`` for a pick of the list of datasets.
+    ``holds_out`` False: the run evaluates and data.eval_size holds out nothing, so a cleared eval file is
+    replaced by HOLD_OUT of the training rows.
     """
     path, eval_path = (path or "").strip(), (eval_path or "").strip()
     now = (path, eval_path)
@@ -139,14 +151,22 @@ def follow_training_path(
     if partner is not None and own_eval is not None:  # another set's eval file: this set's own takes its place
         return _paired(path, own_eval, lang)
     if partner is not None:
-        cleared = CLEARED_LIST if len(files) > 1 else CLEARED
-        note = text(cleared, lang, eval_file=_shown(eval_path), partner=partner.name)
-        return EvalFollow("", note, (path, ""))
+        return _cleared(path, eval_path, partner, len(files) > 1, holds_out, lang)
     if any(same_file(old, file) for old in old_files for file in files):
         return EvalFollow(None, "", now)  # chosen with a training file that still trains: it still fits
     names = ", ".join(f"`{_shown(Path(old).name)}`" for old in old_files)
     note = text(KEPT if len(old_files) == 1 else KEPT_LIST, lang, eval_file=_shown(eval_path), names=names)
     return EvalFollow(None, note, now)
+
+
+def _cleared(path: str, eval_path: str, partner: Path, several: bool, holds_out: bool, lang: str) -> EvalFollow:
+    """The eval path cleared, with a note that says whose it was; HOLD_OUT of the training rows held out instead
+    when nothing else would evaluate."""
+    words = {"eval_file": _shown(eval_path), "partner": partner.name}
+    if holds_out:
+        return EvalFollow("", text(CLEARED_LIST if several else CLEARED, lang, **words), (path, ""))
+    note = text(HELD_OUT_LIST if several else HELD_OUT, lang, eval_size=HOLD_OUT, **words)
+    return EvalFollow("", note, (path, ""), eval_size=HOLD_OUT)
 
 
 def _paired(path: str, eval_path: str, lang: str) -> EvalFollow:

@@ -187,19 +187,33 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
         values = form.values(args)
         paths = values["data.path"], values["data.eval_path"]
-        follow = eval_pairing.follow_training_path(seen, *paths, source, caller.language)
+        holds_out = _holds_out(values)
+        follow = eval_pairing.follow_training_path(seen, *paths, source, caller.language, holds_out)
         values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
-        shown = [gr.skip() if follow.eval_path is None else follow.eval_path, follow.seen, _or_skip(follow.note)]
+        if follow.eval_size is not None:
+            values["data.eval_size"] = follow.eval_size
+        shown = [_or_skip(follow.eval_path), _or_skip(follow.eval_size), follow.seen, _or_skip(follow.note)]
         return check_outputs(actions.check_data(caller, values, with_tokens=False)) + shown
 
     def check_tokens(caller: Caller, *args: Any) -> list[Any]:
         return check_outputs(actions.check_data(caller, form.values(args), with_tokens=True))
 
     lane = {**RAW, **lanes.DATASET_CHECK}
-    follow_outputs = [form.components["data.eval_path"], panel.seen, panel.notice]
+    follow_outputs = [form.components["data.eval_path"], form.components["data.eval_size"], panel.seen, panel.notice]
     rows = ctx.inputs(panel.seen, *form.inputs)
     quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
     quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
+
+
+def _holds_out(values: dict[str, Any]) -> bool:
+    """Whether the form's run would still have eval rows without an eval file: it does not evaluate, or
+    data.eval_size holds out rows (a box that cannot be read counts as holding out: its own error is shown)."""
+    if str(values.get("train.eval_strategy") or "no") == "no":
+        return True
+    try:
+        return float(values.get("data.eval_size") or 0) > 0
+    except (TypeError, ValueError):
+        return True
 
 
 def _or_skip(value: Any) -> Any:

@@ -93,8 +93,8 @@ def test_picking_demo_dpo_train_on_the_page_pairs_demo_dpo_eval(tab: Any) -> Non
     assert run(blocks, pick, [DPO_TRAIN, SFT_TRAIN], state) == [DPO_TRAIN]
     values = {**actions.starting_values(), "data.path": DPO_TRAIN, "method": "dpo"}  # what the pick wrote
     out = run(blocks, rows_check, [None, None, *(values[path] for path in form.paths)], state)
-    eval_out, _, notice = out[-3:]
-    assert eval_out == DPO_EVAL
+    eval_out, eval_size_out, _, notice = out[-4:]
+    assert eval_out == DPO_EVAL and eval_size_out == {"__type__": "update"}  # paired: nothing held out
     assert notice == text(PAIRED, "en", eval_file="demo_dpo_eval.jsonl", train_file="demo_dpo_train.jsonl")
     assert "**Eval file** `" in out[0] and out[0].split("**Eval file** `")[1].startswith(str(PROJECT_ROOT / DPO_EVAL))
 

@@ -26,11 +26,11 @@ from engine.data.preview import check_tokens
 from engine.store.paths import PROJECT_ROOT
 from studio.context import StudioContext
 from studio.demo.policy import DemoPolicy
-from studio.form.values import default_values
+from studio.form.values import default_values, values_to_config
 from studio.i18n.widgets import marked
 from studio.train import actions
 from studio.train import dataset as dp
-from studio.train.eval_pairing import LOADED, follow_training_path, training_partner
+from studio.train.eval_pairing import HOLD_OUT, LOADED, follow_training_path, training_partner
 from studio.train.lengths import TRUNCATED_SHARE, suggest_max_length
 from studio.train.tab import build_train_tab
 
@@ -116,6 +116,21 @@ def test_an_upload_clears_the_demo_presets_eval_file_and_says_so(tmp_path: Path,
     # A second check of the same file (the path box losing focus again) changes nothing.
     again = follow_training_path(follow.seen, uploaded, "")
     assert (again.eval_path, again.note, again.seen) == (None, None, (uploaded, ""))
+
+
+def test_an_eval_file_cleared_while_the_run_evaluates_is_replaced_by_held_out_rows(tmp_path: Path, shared: Path):
+    """The demo preset evaluates every few steps: its eval file cleared with nothing held out would leave Start
+    refusing the run ("evaluation needs eval data"), so part of the training rows is held out instead."""
+    upload = tmp_path / "alpaca_en_demo.json"
+    shutil.copyfile(shared / "alpaca_en_demo.json", upload)
+    follow = follow_training_path((DEMO_TRAIN, DEMO_EVAL), str(upload), DEMO_EVAL, holds_out=False)
+    assert (follow.eval_path, follow.eval_size) == ("", HOLD_OUT)
+    assert f"cleared, and data.eval_size set to {HOLD_OUT}" in follow.note
+    values = {**actions.starting_values(), "data.path": str(upload), "data.eval_path": "", "data.eval_size": HOLD_OUT}
+    config = values_to_config(values)  # what Start validates: accepted
+    assert config.train.eval_strategy == "steps" and config.data.eval_size == HOLD_OUT
+    check = dp.check_dataset({**form(upload), "data.eval_size": HOLD_OUT}, with_tokens=False, workspace=tmp_path)
+    assert check.error == "" and "899 train / 100 eval" in check.summary, check.summary
 
 
 def test_a_bundled_pick_keeps_only_the_eval_file_of_the_picked_set() -> None:
@@ -254,8 +269,9 @@ def test_a_bundled_pick_on_the_page_clears_the_eval_field_and_shows_why(tab: Any
     state = SessionState(demo)
     values = {**actions.starting_values(), "data.path": PREFERENCE}  # what the pick wrote into the path field
     out = call(demo, rows_check, [None, None, *widgets(form_, values)], state)
-    eval_out, _, notice = out[-3:]
+    eval_out, eval_size_out, _, notice = out[-4:]
     assert eval_out == "" and "`demo_sft_train.jsonl`, not to this dataset: cleared" in notice
+    assert eval_size_out == HOLD_OUT  # the preset evaluates and held nothing out: rows are held out instead
     assert "demo_preference.jsonl is preference data" in out[2]  # the check ran on the picked file
     seen = next(i for i in rows_check.inputs if isinstance(i, gr.State) and i.value == (DEMO_TRAIN, DEMO_EVAL))
     assert state[seen._id] == (PREFERENCE, "")
