@@ -359,7 +359,15 @@ def parts_figure(
     parts' names as given, the other words in ``lang``."""
     layout = _layout(title, y_title, height, x_title=text(STEP, lang))
     layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
-    layout["legend"] = {**layout["legend"], "font": {"size": 10}}
+    # Inside the plot, at its foot: above it, in a column of four small charts, the legend ran over the title. A
+    # reward rises, so the lower right is where its lines are least.
+    layout["legend"] = {
+        **layout["legend"],
+        "y": 0.02,
+        "yanchor": "bottom",
+        "bgcolor": "rgba(255,255,255,0.75)",
+        "font": {"size": 10},
+    }
     fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
     traces = [_trace(total, text(WEIGHTED_SUM, lang), color, **fill)]
     others = [one for one in COLORS if one != color]
