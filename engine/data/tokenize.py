@@ -228,6 +228,9 @@ def encode_head(tokenizer: Any, text: str, max_length: int, **kwargs: Any) -> An
     The tokens kept (the first max_length) are those of the whole text: the margin keeps the cut far from them.
     A row cut this way still counts as truncated, since its head alone is longer than max_length.
     """
+    # The rows' lengths are counted and cut here against max_length (and reported by the check): the tokenizer's
+    # own warning about its model_max_length ("Token indices sequence length is longer than ...") only misleads.
+    kwargs.setdefault("verbose", False)
     budget = (max_length + _MARGIN_TOKENS) * _CHARS_PER_TOKEN
     if len(text) > budget:
         head = tokenizer(text[:budget], **kwargs)
@@ -263,7 +266,7 @@ def _tokenize_pieces(tokenizer: Any, full: str, spans: list[tuple[int, int]]) ->
     ids: list[int] = []
     mask: list[int] = []
     for start, end in zip(cuts, cuts[1:], strict=False):
-        piece = tokenizer(full[start:end], add_special_tokens=False)["input_ids"]
+        piece = tokenizer(full[start:end], add_special_tokens=False, verbose=False)["input_ids"]
         ids += piece
         mask += [int(_in_spans(start, end, spans))] * len(piece)
     return ids, mask

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,26 @@ def test_a_template_that_never_closes_the_answer_is_warned_about(tokenizer: Any,
         "so the model cannot learn where to stop; set data.chat_template to one that closes each turn"
     ]
     assert prepare_datasets(make_config(write_jsonl([chat("hi", "hello")])), tokenizer).report.warnings == []
+
+
+def test_a_row_past_the_model_s_length_is_cut_without_the_tokenizer_s_warning():
+    """The rows are counted and cut against max_length here (the check reports them): transformers' warning about
+    the tokenizer's model_max_length ("Token indices sequence length is longer than ...") would only mislead, and
+    ``python -m engine check`` printed it after its verdict. Read from transformers' own logger, whose records do not
+    propagate to pytest's."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DEMO_MODEL)
+    words = " ".join(["word"] * tokenizer.model_max_length)
+    cap = tokenizer.model_max_length * 4  # a run's max_length may pass the length the tokenizer's config states
+    records: list[logging.LogRecord] = []
+    heard = logging.Handler()
+    heard.emit = records.append  # type: ignore[method-assign]
+    library = logging.getLogger("transformers")
+    library.addHandler(heard)
+    try:
+        row = tokenized(tokenizer, chat(words, words), max_length=cap)
+    finally:
+        library.removeHandler(heard)
+    assert tokenizer.model_max_length < row.length < cap
+    assert [record.getMessage() for record in records if "Token indices" in record.getMessage()] == []
