@@ -3,9 +3,10 @@
     python benchmarks/gpu_summary.py WORK_DIR [--json OUT/summary.json]
 
 WORK_DIR holds what the steps wrote: ``throughput-87m.json`` and ``throughput-1b.json`` (throughput_real.py
---json), ``memory_estimate.txt``, ``gpu-tests.xml`` (pytest's JUnit report) and ``STEP.exit`` (each step's exit
-status: 124 when its time limit cut it). Each line says ``ok``, gives the figures, or ``FAILED: why``; a goal the
-figures miss is written NOT MET. Nothing here is measured: it only reads.
+--json), ``memory_estimate.txt``, ``gpu-tests.xml`` (pytest's JUnit report), ``STEP.exit`` (each step's exit
+status: 124 when its time limit cut it) and ``sweep.skipped`` (why the sweep test did not run: optuna not
+carried). Each line says ``ok``, gives the figures, or ``FAILED: why``; a goal the figures miss is written NOT MET.
+Nothing here is measured: it only reads.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from throughput_real import GOALS  # noqa: E402
 VARIANTS = ("engine-free", "engine-flex", "engine-grouped", "engine-fp32-weights", "engine-cudnn")
 MEMORY_ROW = re.compile(r"^(\S+)\s+\d+\s+[\d.]+GB\s+[\d.]+GB\s+([\d.]+)\s+(yes|NO)\b")
 MEMORY_FAILED = re.compile(r"^(\S+)\s+FAILED: (.*)$")
+SWEEP_TEST = "test_a_two_trial_sweep_completes_both_trials"  # tests/gpu/test_sweep_gpu.py
 
 
 def step_trouble(work: Path, step: str) -> str:
@@ -142,6 +144,26 @@ def tests_line(work: Path) -> str:
     return f"ok: {passed} passed, {skipped} skipped{cut}" if passed else f"FAILED: none passed{cut}"
 
 
+def sweep_line(work: Path) -> str:
+    """Item 4: the two-trial sweep test (it needs optuna, which the check may not carry: then skipped, and why)."""
+    skipped = work / "sweep.skipped"
+    if skipped.is_file():
+        return f"skipped: {skipped.read_text(errors='replace').strip()}"
+    path = work / "gpu-tests.xml"
+    if not path.is_file():
+        return f"FAILED: no test report ({step_trouble(work, 'gpu-tests')})"
+    for case in ElementTree.parse(path).getroot().iter("testcase"):
+        if case.get("name") != SWEEP_TEST:
+            continue
+        for outcome, verdict in (("failure", "FAILED"), ("error", "FAILED"), ("skipped", "skipped")):
+            found = case.find(outcome)
+            if found is not None:
+                message = (found.get("message") or found.text or "").strip().splitlines()
+                return f"{verdict}: {message[0][:120] if message else 'no message'}"
+        return "ok (among the tests above)"
+    return f"FAILED: not in the test report ({step_trouble(work, 'gpu-tests')})"
+
+
 def memory_line(work: Path) -> str:
     """Item 4: the memory estimate's rows against the measured peaks (every ratio within 0.8-1.2)."""
     path = work / "memory_estimate.txt"
@@ -167,6 +189,7 @@ def summary(work: Path) -> dict[str, str]:
         "2 Liger by width": liger_line(work),
         "3 goals at ~1B": goals_line(work, "1b"),
         "4 every method on the GPU": tests_line(work),
+        "4 two-trial sweep": sweep_line(work),
         "4 memory estimate": memory_line(work),
     }
 
