@@ -165,6 +165,11 @@ def main(argv: list[str] | None = None) -> None:
         server_port=args.port,
         share=args.share,
         auth=auth,
+        # Gradio's launch sends one HEAD request to the local URL with a 3 s timeout and, when that times out,
+        # refuses to start ("When localhost is not accessible, a shareable link must be created"): on a busy
+        # machine the freshly started server answered later and the studio exited with 1. The check is for hosted
+        # notebooks, which need a share link; ``_frontend=False`` skips only it (the one place gradio 6 reads it).
+        _frontend=False,
         **launch_options(args.workspace, policy),
     )
 
