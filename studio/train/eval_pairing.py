@@ -24,9 +24,10 @@ A config load sets both paths on purpose: it is only remembered (``LOADED``).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from engine.api import find_local_path
 from studio.form.yaml_lists import dataset_paths
@@ -167,6 +168,17 @@ def _cleared(path: str, eval_path: str, partner: Path, several: bool, holds_out:
         return EvalFollow("", text(CLEARED_LIST if several else CLEARED, lang, **words), (path, ""))
     note = text(HELD_OUT_LIST if several else HELD_OUT, lang, eval_size=HOLD_OUT, **words)
     return EvalFollow("", note, (path, ""), eval_size=HOLD_OUT)
+
+
+def holds_out(values: Mapping[str, Any]) -> bool:
+    """Whether the form's run (its widget values) would still have eval rows without an eval file: it does not
+    evaluate, or data.eval_size holds out rows (a box that cannot be read counts as holding out: its error shows)."""
+    if str(values.get("train.eval_strategy") or "no") == "no":
+        return True
+    try:
+        return float(values.get("data.eval_size") or 0) > 0
+    except (TypeError, ValueError):
+        return True
 
 
 def _paired(path: str, eval_path: str, lang: str) -> EvalFollow:

@@ -187,7 +187,7 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
         values = form.values(args)
         paths = values["data.path"], values["data.eval_path"]
-        holds_out = _holds_out(values)
+        holds_out = eval_pairing.holds_out(values)
         follow = eval_pairing.follow_training_path(seen, *paths, source, caller.language, holds_out)
         values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
         if follow.eval_size is not None:
@@ -203,17 +203,6 @@ def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: Dataset
     rows = ctx.inputs(panel.seen, *form.inputs)
     quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
     quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
-
-
-def _holds_out(values: dict[str, Any]) -> bool:
-    """Whether the form's run would still have eval rows without an eval file: it does not evaluate, or
-    data.eval_size holds out rows (a box that cannot be read counts as holding out: its own error is shown)."""
-    if str(values.get("train.eval_strategy") or "no") == "no":
-        return True
-    try:
-        return float(values.get("data.eval_size") or 0) > 0
-    except (TypeError, ValueError):
-        return True
 
 
 def _or_skip(value: Any) -> Any:
