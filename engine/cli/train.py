@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import shlex
@@ -26,8 +25,7 @@ from engine.store.rundir import (
     CONFIG_FILE,
     PRUNED,
     STOPPED,
-    TRAINER_STATE_FILE,
-    checkpoint_path,
+    checkpoint_epoch,
 )
 
 if TYPE_CHECKING:
@@ -239,12 +237,8 @@ def _ends_by_checkpoint(config: RunConfig, run_dir: Path, checkpoint: int) -> li
             return []
         message = f"{config.train.max_steps} steps end by the checkpoint's step {checkpoint}: {resumable}; give more"
         return [Problem("train.max_steps", message)]
-    try:
-        state = json.loads((checkpoint_path(run_dir, checkpoint) / TRAINER_STATE_FILE).read_text())
-        epoch = float(state["epoch"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return []  # the trainer reads the checkpoint and says what is wrong with it
-    if config.train.num_epochs > epoch + 1e-9:
+    epoch = checkpoint_epoch(run_dir, checkpoint)
+    if epoch is None or config.train.num_epochs > epoch + 1e-9:  # unreadable: the trainer says what is wrong
         return []
     message = f"{config.train.num_epochs:g} epochs end by the checkpoint's epoch {epoch:.2f}: {resumable}; give more"
     return [Problem("train.num_epochs", message)]

@@ -11,6 +11,7 @@ supervisor and the studio read these files without paying for torch.
 from engine.store.rundir.checkpoints import (
     TRAINER_STATE_FILE,
     WEIGHT_FILES,
+    checkpoint_epoch,
     checkpoint_path,
     checkpoint_steps,
     final_weights,
@@ -100,6 +101,7 @@ __all__ = [
     "WEIGHT_FILES",
     "RunStatus",
     "append_metrics",
+    "checkpoint_epoch",
     "checkpoint_path",
     "checkpoint_steps",
     "drop_partial_metrics_line",

@@ -69,6 +69,14 @@ def _is_complete(checkpoint: Path, step: int) -> bool:
     return _complete_cache[key]
 
 
+def checkpoint_epoch(run_dir: Path, step: int) -> float | None:
+    """The epoch the checkpoint saved at ``step`` reached (its trainer_state.json); None when it cannot be read."""
+    try:
+        return float(json.loads((checkpoint_path(run_dir, step) / TRAINER_STATE_FILE).read_bytes())["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def checkpoint_steps(run_dir: Path) -> list[int]:
     """Steps of the complete checkpoints of a run, ascending; a half-written one is never listed (resumed from)."""
     return sorted(step for step, path in _checkpoint_dirs(run_dir).items() if _is_complete(path, step))
