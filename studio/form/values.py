@@ -147,6 +147,8 @@ def from_widget(spec: FieldSpec, raw: Any) -> Any:
     if spec.kind == "datasets":
         return read_datasets(text)
     if spec.kind == "yaml":
+        if not text.strip() and isinstance(spec.default, list):
+            return []  # a list's box shows none as nothing (yaml_list_text): YAML would read it as null
         try:
             return yaml.safe_load(text)
         except (yaml.YAMLError, RecursionError):

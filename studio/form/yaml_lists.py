@@ -16,8 +16,8 @@ _YAML_STARTS = ("[", "{", "- ")
 
 def yaml_list_text(entries: list[Any]) -> str:
     """A list of sections (grpo.rewards) as its box shows it: one flow mapping per line, ``- {kind: regex, ...}``;
-    ``[]`` for none."""
-    return "\n".join(f"- {flow_yaml(entry)}" for entry in entries) if entries else "[]"
+    nothing for none (an empty box reads back as no entries, ``studio.form.values.from_widget``)."""
+    return "\n".join(f"- {flow_yaml(entry)}" for entry in entries)
 
 
 def flow_yaml(value: Any) -> str:

@@ -20,7 +20,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import CUSTOM_REWARD_REFUSAL, NORMAL
 from studio.form.schema import leaf_specs
-from studio.form.values import to_widget
+from studio.form.values import default_values, from_widget, to_widget, values_to_config
 from studio.train import actions, starting
 from studio.train import rewards as rw
 from studio.train.tab import build_train_tab
@@ -70,6 +70,15 @@ def test_the_box_shows_one_reward_per_line_and_the_demo_offers_no_custom_file() 
     assert shown.splitlines() == ["- {kind: exact_match}", "- {kind: regex, weight: 0.5, pattern: a|b}"]
     assert "custom" in dict(map(reversed, rw.reward_choices(NORMAL)))
     assert "custom" not in dict(map(reversed, rw.reward_choices(DEMO)))
+
+
+def test_a_box_without_rewards_is_empty_and_reads_back_as_no_rewards() -> None:
+    spec = next(spec for spec in leaf_specs() if spec.path == FIELD)
+    assert to_widget(spec, []) == "" and default_values()[FIELD] == ""  # not "[]"
+    assert from_widget(spec, "") == [] and from_widget(spec, " \n ") == [] and from_widget(spec, None) == []
+    assert from_widget(spec, "[]") == []  # what the box showed before, in a kept form or a pasted config
+    assert values_to_config({**default_values(), FIELD: ""}).grpo.rewards == []
+    assert rw.add_reward("", "length") == "- {kind: length, target_tokens: 16, weight: 0.1}"
 
 
 def test_check_rewards_passes_the_preset_and_names_a_custom_function_that_returns_text(tmp_path: Path) -> None:
