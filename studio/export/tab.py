@@ -36,7 +36,7 @@ from studio.jobs.view import (
     progress_html,
     weight_choices,
 )
-from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
+from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open, stale_outcome
 from studio.markup import message_html
 from studio.path_guard import private_copy
 
@@ -83,15 +83,17 @@ def options_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -
     return [picker, gr.Textbox(placeholder=name)]
 
 
-def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str) -> list[Any]:
-    """A run was picked: its weights (labelled in the caller's language) and the default export name (nothing for
-    another visitor's run)."""
+def run_changed(caller: Caller, run_id: str | None, kind: str, dtype: str, job_dir: str | None = None) -> list[Any]:
+    """A run was picked: its weights (labelled in the caller's language), the default export name (nothing for
+    another visitor's run), and the progress line emptied of an answer about the run picked before
+    (``stale_outcome``)."""
     if not caller.owns_run_id(run_id):
         run_id = None
     choices = weight_choices(caller.workspace, run_id, caller.language)
     return [
         gr.Dropdown(choices=choices, value=choices[0][1] if choices else None),
         gr.Textbox(placeholder=default_name(caller, run_id, kind, dtype)),
+        stale_outcome(job_dir),
     ]
 
 
@@ -282,7 +284,9 @@ class ExportTab:
             return cancel_job(caller, job, JOB)
 
         picked = ctx.inputs(self.run, self.kind, self.dtype)
-        self.run.change(ctx.handler(run_changed), picked, [self.weights, self.name], **private)
+        relisted = [self.weights, self.name, self.progress]
+        self.run.change(ctx.handler(run_changed), [*picked, self.job], relisted, **private)
+        self.name.input(stale_outcome, [self.job], [self.progress], show_progress="hidden", **private)
         for control in (self.kind, self.dtype):
             control.change(ctx.handler(options_changed), picked, [self.dtype, self.name], **private)
         outputs = [self.job, self.timer, self.progress, self.start, self.cancel, self.result, self.download]

@@ -27,6 +27,13 @@ def action_buttons(running: bool) -> list[Any]:
     return [gr.Button(interactive=not running), gr.Button(interactive=running)]
 
 
+def stale_outcome(job_dir: str | None) -> Any:
+    """The progress line once the request changed (another run picked, the name edited): emptied of the last
+    Start's answer (a refusal, or how the last job ended), which no longer answers what the form now asks; left
+    alone while a job runs (``job_dir``), whose progress it follows."""
+    return gr.skip() if job_dir else ""
+
+
 def cancel_job(caller: Caller, job_dir: str | None, what: str) -> str:
     """Ask the page's job (of kind ``what``, studio.jobs.view.JOB_KINDS) to stop; its timer reports when it has.
     Said in the caller's language."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -10,7 +11,9 @@ from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 
+import gradio as gr
 import pytest
+from gradio.state_holder import SessionState
 
 from engine import runs
 from engine.config import parse_config
@@ -18,6 +21,7 @@ from engine.export import exports
 from engine.runs.jobs import JOB_FILE, PROGRESS_FILE, jobs_dir
 from engine.store.rundir import update_status
 from engine.store.workspace import exports_dir, runs_dir
+from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.export import tab as export_tab
 
@@ -97,7 +101,7 @@ def test_the_export_tab_offers_and_starts_under_the_next_free_name(tmp_path: Pat
     outputs = export_tab.start_clicked(caller, RUN_ID, "", "adapter", "float32", "", "", "", True)
     assert outputs[0], unescape(outputs[2])  # started, not "already exists ... choose another name"
     assert [plan.target.name for plan in started] == [f"{RUN_ID}-adapter-2"]
-    _, name = export_tab.run_changed(caller, RUN_ID, "merged", "bfloat16")
+    _, name, _ = export_tab.run_changed(caller, RUN_ID, "merged", "bfloat16")
     assert name.placeholder == f"{RUN_ID}-merged-bfloat16"
 
 
@@ -108,3 +112,33 @@ def running_job(workspace: Path, pid: int) -> Path:
     (job_dir / JOB_FILE).write_text(json.dumps({"kind": exports.JOB_KIND, "labels": {}, "pid": pid}))
     (job_dir / PROGRESS_FILE).write_text(json.dumps({"state": "running"}))
     return job_dir
+
+
+def test_another_run_or_another_name_clears_the_last_refusal_but_not_a_running_exports_progress(
+    tmp_path: Path, job_pid: int
+) -> None:
+    finished_run(tmp_path)
+    caller = Caller(tmp_path)
+    refused = export_tab.start_clicked(caller, RUN_ID, "", "adapter", "float32", "../x", "", "", True)
+    assert refused[0] is None and "outside the workspace's exports directory" in unescape(refused[2])
+    *_, progress = export_tab.run_changed(caller, "another", "adapter", "float32", None)
+    assert progress == ""  # the refusal answered the request as it was, with another run and name
+    job = str(running_job(tmp_path, job_pid))
+    *_, progress = export_tab.run_changed(caller, RUN_ID, "adapter", "float32", job)
+    assert progress == gr.skip()  # the running export's progress stays in view
+
+
+def test_the_page_clears_the_refusal_when_the_run_is_picked_or_the_name_edited(tmp_path: Path) -> None:
+    """The events that carry it: picking a run (with no export running) and typing in the name box."""
+    finished_run(tmp_path)
+    with gr.Blocks() as page:
+        tab = export_tab.build_export_tab(StudioContext(tmp_path, visitor=gr.State(None)))
+    events = {target: fn for fn in page.fns.values() for target in fn.targets}
+
+    def run(event: tuple[int, str], args: list[object]) -> dict[object, object]:
+        fn = events[event]
+        data = asyncio.run(page.process_api(fn, args, state=SessionState(page)))["data"]
+        return dict(zip(fn.outputs, data, strict=True))
+
+    assert run((tab.run._id, "change"), [None, RUN_ID, "adapter", "float32", None])[tab.progress] == ""
+    assert run((tab.name._id, "input"), [None]) == {tab.progress: ""}
