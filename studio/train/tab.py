@@ -410,8 +410,8 @@ def _wire_dataset_list(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel
 
 
 def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
-    """Start: disable the button, validate and start (one at a time; queued in demo mode), re-enable; on success
-    show the Monitor."""
+    """Start: disable the button and clear the last answer, validate and start (one at a time; queued in demo
+    mode), re-enable; on success show the Monitor."""
     links = [component for component in (ctx.current_run, ctx.tabs) if component is not None]
 
     def on_start(caller: Caller, *args: Any) -> list[Any]:
@@ -434,7 +434,13 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     def enabled() -> Any:
         return gr.update(interactive=True, value=idle)
 
-    disable = side.start.click(lambda: gr.update(interactive=False, value=busy), None, side.start, queue=False, **quiet)
+    def starting_view() -> list[Any]:
+        """At the click, before the form is checked: Start busy, and the last Start's answer and problems gone (a
+        refusal left on screen would read as this start's answer while it is checked)."""
+        return [gr.update(interactive=False, value=busy), "", ""]
+
+    answer = [side.start, side.start_message, side.problems]
+    disable = side.start.click(starting_view, None, answer, queue=False, **quiet)
     started = disable.then(ctx.handler(on_start), ctx.inputs(*form.inputs), outputs, **RAW, **lanes.START)
     # Start comes back enabled with on_start's answer, not in an event of its own (each costs the browser's main
     # thread 65 ms or more, while the new run's first points are on their way); after a crash, by this one.

@@ -165,6 +165,20 @@ def test_start_is_enabled_again_after_a_crash_of_its_handler(tab: Any) -> None:
     assert button is start.outputs[-1] and after[0].fn()["interactive"] is True
 
 
+def test_a_new_start_clears_the_last_answer_at_once(tab: Any) -> None:
+    """The click's first event, answered without the queue, empties the message and problems of the last Start: a
+    refusal left on screen would read as this start's answer while the form is checked."""
+    demo, _, _ = tab
+    start = next(fn for fn in demo.fns.values() if fn.name == "on_start")
+    first = demo.fns[start.trigger_after]
+    message, problems = start.outputs[:2]  # where on_start says what happened
+    assert not first.queue and {message, problems} <= set(first.outputs)
+    data = asyncio.run(demo.process_api(first, [], state=SessionState(demo)))["data"]
+    shown = dict(zip(first.outputs, data, strict=True))
+    assert shown[message] == shown[problems] == ""
+    assert shown[start.outputs[-1]]["interactive"] is False  # and Start is busy
+
+
 def test_unknown_target_module_is_refused_at_start_next_to_the_field(tab: Any, monkeypatch: Any) -> None:
     demo, form, ctx = tab
     calls: list[Path] = []
