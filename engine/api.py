@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from engine import runs
 from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, chat_tools
 from engine.config import (
+    CONFIG_FILE_MESSAGES,
     RULE_MESSAGES,
     ConfigError,
     DatasetEntry,
@@ -60,7 +61,7 @@ from engine.runs.lineage import FIELD as INIT_FROM_FIELD
 from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, runs_with_weights, source_label
 from engine.runs.queue import limit_reached
 from engine.runs.status import RunSummary
-from engine.schema.errors import MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
+from engine.schema.errors import ABOUT_KEY, MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
 from engine.schema.secrets import SECRET_MESSAGES
 from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
 from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
@@ -115,7 +116,7 @@ from engine.sweeps import (
 from engine.sweeps.config import SWEEP_MESSAGES, SweepConfig
 from engine.sweeps.control import compact_base, driver_log_tail, read_sweep_text, sweep_yaml
 from engine.sweeps.sections import SWEEP_SECTION_MESSAGES, SpaceEntry, entry_field
-from engine.sweeps.space import EntryProblem, choice_labels, find_field
+from engine.sweeps.space import SPACE_MESSAGES, EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
 from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, outcome_text
 from engine.training.hardware import HARDWARE_MESSAGES
@@ -133,9 +134,10 @@ if TYPE_CHECKING:
     from engine.data.preview import ImageRows, TokenCheck
     from engine.training.check import CheckReport
 
-# What the config sections' own checks (their pydantic validators) say, a run's and a sweep file's, table by table:
-# each table is written beside its checks, English with ``{placeholders}`` (the studio says them in the visitor's
-# language, ``check.<name>``). A table of such messages added to the engine is added here.
+# What the config sections' own checks (their pydantic validators) say, a run's and a sweep file's (its search space's
+# too, and what reading a sweep's text and its base file says), table by table: each table is written beside its
+# checks, English with ``{placeholders}`` (the studio says them in the visitor's language, ``check.<name>``). A table
+# of such messages added to the engine is added here.
 CHECK_MESSAGES: tuple[dict[str, str], ...] = (
     SECRET_MESSAGES,
     NAME_MESSAGES,
@@ -145,9 +147,12 @@ CHECK_MESSAGES: tuple[dict[str, str], ...] = (
     REWARD_MESSAGES,
     SWEEP_SECTION_MESSAGES,
     SWEEP_MESSAGES,
+    SPACE_MESSAGES,
+    CONFIG_FILE_MESSAGES,
 )
 
 __all__ = [
+    "ABOUT_KEY",
     "ABORTED",
     "ACTIVE_STATES",
     "COMPLETED",

@@ -34,6 +34,7 @@ __all__ = [
     "METHOD_SECTIONS",
     "TrainingMethod",
     "AdapterSection",
+    "CONFIG_FILE_MESSAGES",
     "ConfigError",
     "DataSection",
     "DatasetEntry",
@@ -249,12 +250,25 @@ def _tracker_problems(config: RunConfig) -> list[Problem]:
     ]
 
 
+# What reading a config file says when it holds no config, by name: English with ``{placeholders}`` (the file's path,
+# the reader's own error as it wrote it), said again by the studio where it shows a sweep's base file (keys
+# ``check.<name>``).
+CONFIG_FILE_MESSAGES = {
+    "config_not_found": "config file not found: {path}",
+    "config_unreadable": "cannot read config file {path}: {error}",
+    "config_not_yaml": "{path} is not valid YAML: {error}",
+    "config_too_deep": "{path} is not a usable config: values nested too deeply",
+    "config_empty": "{path} is empty: write the sections to set (model, data, train, ...), or start from a preset",
+    "config_not_a_mapping": "the config must be a mapping of sections (model, data, train, ...)",
+}
+
+
 def parse_config(data: Any) -> RunConfig:
     """Validate a mapping (from YAML, a form or a test) into a RunConfig, or raise ConfigError."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError([Problem("", "the config must be a mapping of sections (model, data, train, ...)")])
+        raise ConfigError([Problem("", CONFIG_FILE_MESSAGES["config_not_a_mapping"])])
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
@@ -288,22 +302,26 @@ def read_config_data(path: str | Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError([Problem("", f"config file not found: {path}")]) from None
+        raise _unusable("config_not_found", path=path) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: a path with a NUL byte
-        raise ConfigError([Problem("", f"cannot read config file {path}: {exc}")]) from None
+        raise _unusable("config_unreadable", path=path, error=exc) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError([Problem("", f"{path} is not valid YAML: {exc}")]) from None
+        raise _unusable("config_not_yaml", path=path, error=exc) from None
     except RecursionError:  # PyYAML composes nested lists and mappings recursively
-        raise ConfigError([Problem("", f"{path} is not a usable config: values nested too deeply")]) from None
+        raise _unusable("config_too_deep", path=path) from None
     if data is None:
         # An empty file (or one of comments only) is more likely a mistake than a wish for every default.
-        empty = f"{path} is empty: write the sections to set (model, data, train, ...), or start from a preset"
-        raise ConfigError([Problem("", empty)])
+        raise _unusable("config_empty", path=path)
     if not isinstance(data, dict):
-        raise ConfigError([Problem("", "the config must be a mapping of sections (model, data, train, ...)")])
+        raise _unusable("config_not_a_mapping")
     return data
+
+
+def _unusable(message: str, /, **values: object) -> ConfigError:
+    """The ConfigError of a config file that holds no config: the message ``message`` of CONFIG_FILE_MESSAGES."""
+    return ConfigError([Problem("", CONFIG_FILE_MESSAGES[message].format(**values))])
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:

@@ -35,6 +35,8 @@ class ConfigError(ValueError):
 
 
 UNKNOWN_KEY, SUGGESTION = "unknown key", " (did you mean {name}?)"
+# A mapping's key at fault rather than its value: another of these messages about the key (the studio says both).
+ABOUT_KEY = "the key {problem}"
 # What each kind of pydantic error says, with its context's values in braces (the studio translates these).
 MESSAGES = {
     "greater_than": "must be > {gt}",
@@ -151,7 +153,8 @@ def problems_from_validation(exc: ValidationError, model: type[BaseModel]) -> li
     seen: set[str] = set()
     for error in exc.errors():
         field, about_key = _field_path(tuple(error["loc"]), model)
-        for message in (("the key " if about_key else "") + _describe(error, model)).split("\n"):
+        described = _describe(error, model)
+        for message in (ABOUT_KEY.format(problem=described) if about_key else described).split("\n"):
             if not field and ": " in message:
                 # Cross-field checks raise "section.field: message" lines so the studio can place each one.
                 problem = Problem(*message.split(": ", 1))

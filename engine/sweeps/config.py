@@ -31,11 +31,19 @@ from engine.sweeps.space import check_sweep
 
 # A trial's run is named "<sweep>-trial-<number>"; a run name may take 120 characters (engine.config.names).
 MAX_SWEEP_NAME_CHARS = 100
-# What the sweep's own check across its base and executor says, by name (the studio says it again in the visitor's
-# language: studio.i18n.problems, keys ``check.<name>``); a name's problems are engine.config.names'.
+# What the sweep's own check across its base and executor says, and what reading a sweep file's text and its base
+# says, by name (the studio says it again in the visitor's language: studio.i18n.problems, keys ``check.<name>``); a
+# name's problems are engine.config.names', a base file's engine.config's, each said again inside ``base_problem``. A
+# YAML error is as PyYAML wrote it.
 SWEEP_MESSAGES = {
     "gpus_per_trial_below_processes": "{gpus} is fewer than the base's launch.num_processes ({processes}), one GPU "
     "each",
+    "base_not_found": "run config not found: {path}",
+    "base_problem": "{problem} (in {path})",
+    "sweep_not_a_mapping": "a sweep file is a mapping: name, base, space, objective, trials, ...",
+    "sweep_too_deep": "not a usable sweep file: values nested too deeply",
+    "sweep_not_yaml_at": "not valid YAML (line {line}, column {column}): {error}",
+    "sweep_not_yaml": "not valid YAML: {error}",
 }
 
 
@@ -142,12 +150,16 @@ def load_base(value: str, folder: Path | None) -> RunConfig:
     beside = Path(folder) / value if folder is not None else None
     path = beside if beside is not None and beside.is_file() else find_local_path(value)
     if path is None or not path.is_file():
-        raise ConfigError([Problem("base", f"run config not found: {value}")])
+        raise ConfigError([Problem("base", SWEEP_MESSAGES["base_not_found"].format(path=value))])
     try:
         return load_config(path)
     except ConfigError as exc:
+        in_base = SWEEP_MESSAGES["base_problem"]
         raise ConfigError(
-            [Problem(f"base.{p.field}" if p.field else "base", f"{p.message} (in {path})") for p in exc.problems]
+            [
+                Problem(f"base.{p.field}" if p.field else "base", in_base.format(problem=p.message, path=path))
+                for p in exc.problems
+            ]
         ) from None
 
 
@@ -155,7 +167,7 @@ def parse_sweep(data: Any, folder: Path | None = None) -> SweepConfig:
     """Validate a mapping (from YAML or a test) into a SweepConfig, or raise ConfigError naming every key at
     fault. A ``base`` given as a path is looked up from ``folder`` (the sweep file's) first."""
     if not isinstance(data, dict):
-        raise ConfigError([Problem("", "a sweep file is a mapping: name, base, space, objective, trials, ...")])
+        raise ConfigError([Problem("", SWEEP_MESSAGES["sweep_not_a_mapping"])])
     if isinstance(data.get("base"), str):
         data = {**data, "base": load_base(data["base"], folder)}
     try:

@@ -37,7 +37,7 @@ from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.store.locks import file_lock
 from engine.store.processes import command_line, pid_alive, spawn_detached
 from engine.store.rundir import write_text_atomic
-from engine.sweeps.config import SweepConfig, parse_sweep
+from engine.sweeps.config import SWEEP_MESSAGES, SweepConfig, parse_sweep
 from engine.sweeps.study import (
     DRIVER_LOCK_FILE,
     SWEEP_FILE,
@@ -125,11 +125,16 @@ def read_sweep_text(text: str, folder: Path | None = None) -> tuple[SweepConfig,
     try:
         data = yaml.safe_load(text)
     except RecursionError:
-        raise ConfigError([Problem("", "not a usable sweep file: values nested too deeply")]) from None
+        raise ConfigError([Problem("", SWEEP_MESSAGES["sweep_too_deep"])]) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise ConfigError([Problem("", f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}")]) from None
+        mark, error = getattr(exc, "problem_mark", None), getattr(exc, "problem", None) or exc
+        if mark is None:
+            message = SWEEP_MESSAGES["sweep_not_yaml"].format(error=error)
+        else:
+            message = SWEEP_MESSAGES["sweep_not_yaml_at"].format(
+                line=mark.line + 1, column=mark.column + 1, error=error
+            )
+        raise ConfigError([Problem("", message)]) from None
     config = parse_sweep(data, folder)
     if isinstance(data.get("base"), str):
         return config, sweep_yaml({**data, "base": compact_base(config.base)})

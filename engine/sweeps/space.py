@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
+from engine.schema.errors import MESSAGES
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
 from engine.training.methods import method_of
 
@@ -29,6 +30,52 @@ Label = None | bool | int | float | str  # what optuna's categorical distributio
 # Evaluate's scorings that hold an exact match of generated answers (engine.evaluate.evaluations)
 EXACT_MATCH_SCORINGS = (SCORING_ANSWERS, SCORING_REWARDS)
 TRIAL_NAMED = "name"  # set by the sweep: each trial's run is named after the sweep and the trial's number
+# What the checks below say, by name: English with ``{placeholders}`` for what varies (a field's path, a value, a
+# bound), the one definition of each message (the studio says it again in the visitor's language:
+# studio.i18n.problems, keys ``check.<name>``). Every template here is filled in, so a brace of YAML to write is
+# doubled ({{choices: [...]}}); a ``{problem}`` is another of the engine's messages, said again in turn. A field the
+# run config lacks has a template with a close name and one without, in a section and in the whole config (whose
+# words are said again too, not given as a value).
+SPACE_MESSAGES = {
+    "entry_not_a_section": "{section} is a value, not a section: the run config has no {path}",
+    "entry_not_a_top_field_close": "not a field of the run config: the run config has no {name} (did you mean "
+    "{close}?)",
+    "entry_not_a_top_field": "not a field of the run config: the run config has no {name}",
+    "entry_not_a_field_close": "not a field of the run config: {section} has no {name} (did you mean {close}?)",
+    "entry_not_a_field": "not a field of the run config: {section} has no {name}",
+    "entry_named_by_sweep": "set by the sweep: each trial's run is named after the sweep and the trial's number",
+    "choice_twice": "the choice {value} is listed twice",
+    "range_on_bool": "{path} is true or false, not a number: use {{choices: [true, false]}}",
+    "range_on_literal": "{path} takes one of {values}: use {{choices: [...]}}",
+    "range_on_other": "{path} is not a number field: a range needs one; use {{choices: [...]}}",
+    "step_on_float": "step is for whole-number fields; {path} is a float: give {{low, high, log}}",
+    "range_not_whole": "{path} is a whole number: low and high must be whole numbers",
+    "range_off_step": "high - low ({span}) must be a multiple of step ({step})",
+    "low_beyond": "low {value} is outside the field's bounds: {path} {problem}",
+    "high_beyond": "high {value} is outside the field's bounds: {path} {problem}",
+    # Before a choice's refusal, which reads "low 0 is refused: ..." too (a choice is shown as JSON: never "low ...").
+    "low_refused": "low {value} is refused: {field}: {problem}",
+    "high_refused": "high {value} is refused: {field}: {problem}",
+    "value_refused": "{value} is refused: {field}: {problem}",
+    "objective_needs_eval": "eval_loss needs runs that evaluate: set base's train.eval_strategy to steps or epoch "
+    "(with eval data), or choose train_loss",
+    "objective_choice_no_eval": "the choice no logs no eval_loss, the objective",
+    "exact_match_method": "exact_match is scored on generated answers, and Evaluate scores {method} runs otherwise; "
+    "choose eval_loss or a metric the method logs",
+    "exact_match_eval_set": "exact_match is scored on the eval set: give base a data.eval_path or a data.eval_size",
+    "exact_match_direction": "exact_match is better when higher: set direction to maximize",
+    "grid_float_range": "the grid sampler needs choices or a whole-number range; give choices",
+    "first_not_in_space": "{path} is not an entry of the space ({entries})",
+    "first_grid_missing": "the grid sampler needs a value for every entry; {path} has none",
+    "first_not_a_choice": "{path}: {value} is not one of its choices",
+    "first_outside_range": "{path}: {value} is outside its range [{low}, {high}]",
+    "first_off_steps": "{path}: {value} is not on its steps (low {low}, step {step})",
+}
+
+
+def _said(message: str, /, **values: object) -> str:
+    """The message ``message`` of SPACE_MESSAGES with its values filled in."""
+    return SPACE_MESSAGES[message].format(**values)
 
 
 class EntryProblem(ValueError):
@@ -51,13 +98,13 @@ def find_field(path: str) -> FieldSpot:
     info: FieldInfo | None = None
     for index, part in enumerate(parts):
         if model is None:
-            raise EntryProblem(f"{'.'.join(parts[:index])} is a value, not a section: the run config has no {path}")
+            raise EntryProblem(_said("entry_not_a_section", section=".".join(parts[:index]), path=path))
         info = model.model_fields.get(part)
         if info is None:
             close = difflib.get_close_matches(part, list(model.model_fields), n=1)
-            where = ".".join(parts[:index]) or "the run config"
-            hint = f" (did you mean {'.'.join([*parts[:index], close[0]])}?)" if close else ""
-            raise EntryProblem(f"not a field of the run config: {where} has no {part}{hint}")
+            message = ("entry_not_a_field" if index else "entry_not_a_top_field") + ("_close" if close else "")
+            section, nearest = ".".join(parts[:index]), ".".join([*parts[:index], *close[:1]])
+            raise EntryProblem(_said(message, section=section, name=part, close=nearest))
         annotation = info.annotation
         model = annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
     assert info is not None
@@ -107,7 +154,9 @@ def canonical(base: dict[str, Any], path: str, value: Any) -> Any:
     try:
         config = build(base, path, value)
     except ConfigError as exc:
-        raise EntryProblem(f"{_shown(value)} is refused: {exc.problems[0]}") from None
+        problem = exc.problems[0]  # a config built from a mapping names the field of each of its problems
+        words = _said("value_refused", value=_shown(value), field=problem.field, problem=problem.message)
+        raise EntryProblem(words) from None
     return value_at(config.model_dump(mode="json"), path)
 
 
@@ -148,7 +197,7 @@ def check_entry(path: str, entry: SpaceEntry, base: dict[str, Any]) -> SpaceEntr
     """The entry with its choices as the field reads them, or EntryProblem: a path the run config does not have, a
     range on a field that is not a number, a bound beyond the field's own, a value the field refuses."""
     if path == TRIAL_NAMED:
-        raise EntryProblem("set by the sweep: each trial's run is named after the sweep and the trial's number")
+        raise EntryProblem(_said("entry_named_by_sweep"))
     spot = find_field(path)
     if entry.is_range:
         _check_range(spot, entry, base)
@@ -157,26 +206,26 @@ def check_entry(path: str, entry: SpaceEntry, base: dict[str, Any]) -> SpaceEntr
     labels = [choice_label(choice) for choice in choices]
     repeated = next((choice for choice, label in zip(choices, labels, strict=True) if labels.count(label) > 1), None)
     if repeated is not None:
-        raise EntryProblem(f"the choice {_shown(repeated)} is listed twice")
+        raise EntryProblem(_said("choice_twice", value=_shown(repeated)))
     return entry.model_copy(update={"choices": choices})
 
 
 def _check_range(spot: FieldSpot, entry: SpaceEntry, base: dict[str, Any]) -> None:
     low, high = float(entry.low or 0), float(entry.high or 0)
     if spot.kind == "bool":
-        raise EntryProblem(f"{spot.path} is true or false, not a number: use {{choices: [true, false]}}")
+        raise EntryProblem(_said("range_on_bool", path=spot.path))
     if spot.kind == "literal":
-        raise EntryProblem(f"{spot.path} takes one of {list(get_args(spot.info.annotation))}: use {{choices: [...]}}")
+        raise EntryProblem(_said("range_on_literal", path=spot.path, values=list(get_args(spot.info.annotation))))
     if spot.kind == "other":
-        raise EntryProblem(f"{spot.path} is not a number field: a range needs one; use {{choices: [...]}}")
+        raise EntryProblem(_said("range_on_other", path=spot.path))
     if spot.kind == "float" and entry.step is not None:
-        raise EntryProblem(f"step is for whole-number fields; {spot.path} is a float: give {{low, high, log}}")
+        raise EntryProblem(_said("step_on_float", path=spot.path))
     if spot.kind == "int":
         if not (low.is_integer() and high.is_integer()):
-            raise EntryProblem(f"{spot.path} is a whole number: low and high must be whole numbers")
+            raise EntryProblem(_said("range_not_whole", path=spot.path))
         step = entry.step or 1
         if (high - low) % step:
-            raise EntryProblem(f"high - low ({high - low:g}) must be a multiple of step ({step})")
+            raise EntryProblem(_said("range_off_step", span=f"{high - low:g}", step=step))
     beyond = _beyond_bounds(spot, low, high)
     if beyond:
         raise EntryProblem(beyond[0])
@@ -185,7 +234,9 @@ def _check_range(spot: FieldSpot, entry: SpaceEntry, base: dict[str, Any]) -> No
         try:
             build(base, spot.path, typed)
         except ConfigError as exc:
-            raise EntryProblem(f"{end} {typed:g} is refused: {exc.problems[0]}") from None
+            problem = exc.problems[0]
+            words = _said(f"{end}_refused", value=f"{typed:g}", field=problem.field, problem=problem.message)
+            raise EntryProblem(words) from None
 
 
 def _beyond_bounds(spot: FieldSpot, low: float, high: float) -> list[str]:
@@ -193,13 +244,17 @@ def _beyond_bounds(spot: FieldSpot, low: float, high: float) -> list[str]:
     found = []
     for rule in spot.info.metadata:
         if isinstance(rule, annotated_types.Ge) and low < rule.ge:
-            found.append(f"low {low:g} is outside the field's bounds: {spot.path} must be >= {rule.ge:g}")
+            bound = MESSAGES["greater_than_equal"].format(ge=f"{rule.ge:g}")
         elif isinstance(rule, annotated_types.Gt) and low <= rule.gt:
-            found.append(f"low {low:g} is outside the field's bounds: {spot.path} must be > {rule.gt:g}")
+            bound = MESSAGES["greater_than"].format(gt=f"{rule.gt:g}")
         elif isinstance(rule, annotated_types.Le) and high > rule.le:
-            found.append(f"high {high:g} is outside the field's bounds: {spot.path} must be <= {rule.le:g}")
+            bound = MESSAGES["less_than_equal"].format(le=f"{rule.le:g}")
         elif isinstance(rule, annotated_types.Lt) and high >= rule.lt:
-            found.append(f"high {high:g} is outside the field's bounds: {spot.path} must be < {rule.lt:g}")
+            bound = MESSAGES["less_than"].format(lt=f"{rule.lt:g}")
+        else:
+            continue
+        end, value = ("low", low) if isinstance(rule, (annotated_types.Ge, annotated_types.Gt)) else ("high", high)
+        found.append(_said(f"{end}_beyond", value=f"{value:g}", path=spot.path, problem=bound))
     return found
 
 
@@ -234,38 +289,21 @@ def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, 
     if objective.metric != "eval_loss":
         return []
     if base.train.eval_strategy == "no":
-        return [
-            Problem(
-                "objective.metric",
-                "eval_loss needs runs that evaluate: set base's train.eval_strategy to steps or epoch (with eval "
-                "data), or choose train_loss",
-            )
-        ]
+        return [Problem("objective.metric", _said("objective_needs_eval"))]
     strategy = space.get("train.eval_strategy")
     if strategy is not None and "no" in (strategy.choices or []):
-        return [Problem(entry_field("train.eval_strategy"), "the choice no logs no eval_loss, the objective")]
+        return [Problem(entry_field("train.eval_strategy"), _said("objective_choice_no_eval"))]
     return []
 
 
 def _exact_match_problems(base: RunConfig, objective: Objective) -> list[Problem]:
     """exact_match is scored by Evaluate on the run's eval set, by a method that scores answers (sft, grpo)."""
     if method_of(base).scoring not in EXACT_MATCH_SCORINGS:
-        return [
-            Problem(
-                "objective.metric",
-                f"exact_match is scored on generated answers, and Evaluate scores {base.method} runs otherwise; "
-                "choose eval_loss or a metric the method logs",
-            )
-        ]
+        return [Problem("objective.metric", _said("exact_match_method", method=base.method))]
     if not base.has_eval_data:
-        return [
-            Problem(
-                "objective.metric",
-                "exact_match is scored on the eval set: give base a data.eval_path or a data.eval_size",
-            )
-        ]
+        return [Problem("objective.metric", _said("exact_match_eval_set"))]
     if objective.direction != "maximize":
-        return [Problem("objective.direction", "exact_match is better when higher: set direction to maximize")]
+        return [Problem("objective.direction", _said("exact_match_direction"))]
     return []
 
 
@@ -274,7 +312,7 @@ def _grid_problems(sampler: str, space: dict[str, SpaceEntry]) -> list[Problem]:
     if sampler != "grid":
         return []
     return [
-        Problem(entry_field(path), "the grid sampler needs choices or a whole-number range; give choices")
+        Problem(entry_field(path), _said("grid_float_range"))
         for path, entry in space.items()
         if entry.is_range and find_field(path).kind == "float"
     ]
@@ -293,10 +331,10 @@ def _first_trials(
         try:
             unknown = [path for path in values if path not in space]
             if unknown:
-                raise EntryProblem(f"{unknown[0]} is not an entry of the space ({', '.join(space)})")
+                raise EntryProblem(_said("first_not_in_space", path=unknown[0], entries=", ".join(space)))
             missing = [path for path in space if path not in values]
             if sampler == "grid" and missing:
-                raise EntryProblem(f"the grid sampler needs a value for every entry; {missing[0]} has none")
+                raise EntryProblem(_said("first_grid_missing", path=missing[0]))
             # An entry refused itself is skipped: its problem is said at the entry.
             given = {path: value for path, value in values.items() if path in checked}
             normalized.append({path: _first_value(path, checked[path], base, value) for path, value in given.items()})
@@ -310,11 +348,13 @@ def _first_value(path: str, entry: SpaceEntry, base: dict[str, Any], value: Any)
     typed = canonical(base, path, value)
     if not entry.is_range:
         if typed not in (entry.choices or []):
-            raise EntryProblem(f"{path}: {_shown(typed)} is not one of its choices")
+            raise EntryProblem(_said("first_not_a_choice", path=path, value=_shown(typed)))
         return typed
     low, high = float(entry.low or 0), float(entry.high or 0)
     if not isinstance(typed, (int, float)) or not low <= typed <= high:
-        raise EntryProblem(f"{path}: {_shown(typed)} is outside its range [{low:g}, {high:g}]")
+        raise EntryProblem(
+            _said("first_outside_range", path=path, value=_shown(typed), low=f"{low:g}", high=f"{high:g}")
+        )
     if find_field(path).kind == "int" and (typed - low) % (entry.step or 1):
-        raise EntryProblem(f"{path}: {typed} is not on its steps (low {low:g}, step {entry.step or 1})")
+        raise EntryProblem(_said("first_off_steps", path=path, value=typed, low=f"{low:g}", step=entry.step or 1))
     return typed

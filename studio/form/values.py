@@ -13,9 +13,22 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from engine.api import ConfigError, Problem, RunConfig, parse_config, problems_from_validation
+from engine.api import MESSAGES, ConfigError, Problem, RunConfig, parse_config, problems_from_validation
 from studio.form.schema import FieldSpec, leaf_specs
-from studio.form.yaml_lists import datasets_text, entry_data, flow_yaml, read_datasets, yaml_list_text
+from studio.form.yaml_lists import LIST_MESSAGES, datasets_text, entry_data, flow_yaml, read_datasets, yaml_list_text
+
+# What the form says where a box's text cannot be read, by name: English with ``{placeholders}``, beside the checks
+# that say it (a dataset list's in studio.form.yaml_lists). The studio says it in the page's language as it says the
+# engine's checks (studio.i18n.catalog.check_words, keys ``check.<name>``); a number or a checkbox that cannot be read
+# is said in pydantic's words (engine.schema.errors.MESSAGES), and a JSON error keeps the parser's own detail.
+FORM_MESSAGES = {
+    "form_json_invalid": "not valid JSON: {error}",
+    "form_json_unusable": "not a usable JSON object",
+    "form_mapping_line": "line {number}: write key=value",
+    "form_pick_from_list": "pick values from the list",
+    "form_yaml_invalid": "not a valid YAML value",
+    **LIST_MESSAGES,
+}
 
 # --- config value -> widget value -------------------------------------------------------------------------
 
@@ -70,24 +83,22 @@ def _number(spec: FieldSpec, raw: Any) -> Any:
         try:
             raw = float(raw)
         except ValueError:
-            raise ValueError("must be a number") from None
+            raise ValueError(MESSAGES["float_parsing"]) from None
     if spec.kind == "int" and isinstance(raw, float) and math.isfinite(raw) and raw.is_integer():
         return int(raw)  # the browser sends 3.0 for 3; a real fraction is left for pydantic to refuse
     return raw
 
 
 def _mapping(text: str) -> dict[str, str]:
-    """``key=value`` lines (or a JSON object) -> dict."""
+    """``key=value`` lines (or a JSON object: text that starts with ``{`` and parses is one) -> dict."""
     text = text.strip()
     if text.startswith("{"):
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"not valid JSON: {exc.msg}") from None
+            raise ValueError(FORM_MESSAGES["form_json_invalid"].format(error=exc.msg)) from None
         except (RecursionError, ValueError):  # nested past the recursion limit, a number of 5000 digits
-            raise ValueError("not a usable JSON object") from None
-        if not isinstance(loaded, dict):
-            raise ValueError("write key=value lines or a JSON object")
+            raise ValueError(FORM_MESSAGES["form_json_unusable"]) from None
         return {str(key): str(value) for key, value in loaded.items()}
     result = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -95,7 +106,7 @@ def _mapping(text: str) -> dict[str, str]:
             continue
         key, sep, value = line.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"line {number}: write key=value")
+            raise ValueError(FORM_MESSAGES["form_mapping_line"].format(number=number))
         result[key.strip()] = value.strip()
     return result
 
@@ -112,7 +123,7 @@ def _boolean(raw: Any) -> bool:
         return bool(raw)
     if isinstance(raw, str) and raw.strip().lower() in _TRUE + _FALSE:
         return raw.strip().lower() in _TRUE
-    raise ValueError("must be true or false")
+    raise ValueError(MESSAGES["bool_parsing"])
 
 
 def _picked(raw: Any) -> list[Any]:
@@ -124,7 +135,7 @@ def _picked(raw: Any) -> list[Any]:
         return [raw]
     if isinstance(raw, (list, tuple)):
         return list(raw)
-    raise ValueError("pick values from the list")
+    raise ValueError(FORM_MESSAGES["form_pick_from_list"])
 
 
 def from_widget(spec: FieldSpec, raw: Any) -> Any:
@@ -152,7 +163,7 @@ def from_widget(spec: FieldSpec, raw: Any) -> Any:
         try:
             return yaml.safe_load(text)
         except (yaml.YAMLError, RecursionError):
-            raise ValueError("not a valid YAML value") from None
+            raise ValueError(FORM_MESSAGES["form_yaml_invalid"]) from None
     return text.strip() if spec.kind == "modules" else text
 
 

@@ -12,6 +12,11 @@ from pydantic import BaseModel
 
 # How a YAML list (or one mapping) of datasets starts in the data.path box; anything else is one path or hub id.
 _YAML_STARTS = ("[", "{", "- ")
+# What the data.path box says when its YAML cannot be read (one of studio.form.values.FORM_MESSAGES); the braces are
+# YAML to write, not placeholders.
+LIST_MESSAGES = {
+    "form_datasets_unreadable": "not a valid YAML list of datasets: write [{path: FILE, weight: 2}, {path: FILE}]",
+}
 
 
 def yaml_list_text(entries: list[Any]) -> str:
@@ -49,7 +54,7 @@ def read_datasets(text: str) -> str | list[Any]:
     try:
         value = yaml.safe_load(text)
     except (yaml.YAMLError, RecursionError):
-        raise ValueError("not a valid YAML list of datasets: write [{path: FILE, weight: 2}, {path: FILE}]") from None
+        raise ValueError(LIST_MESSAGES["form_datasets_unreadable"]) from None
     return value if isinstance(value, (str, list)) else [value]
 
 

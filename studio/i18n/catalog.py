@@ -6,9 +6,9 @@ kinds of English stay where they are written instead, and the other languages tr
 from where they come from: the config form's labels and help texts (the field's name and description in
 engine.config's schema: ``field.<path>.label`` / ``field.<path>.help``, ``dataset_field.<name>...`` for a dataset
 of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.schema.errors.MESSAGES:
-``problem.<kind>``; what the config sections' own checks say, a run's and a sweep file's: ``check.<name>``; its rules
-across fields, the config's, the machine's and each method's: ``rule.<name>``), and the titles of the training
-methods' own charts (``chart.<metric>``, ``unit.<unit>``).
+``problem.<kind>``; what the config sections' own checks say, a run's and a sweep file's, and the form's where a box
+cannot be read: ``check.<name>``; its rules across fields, the config's, the machine's and each method's:
+``rule.<name>``), and the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).
 
 Every key the studio uses is declared where it is used, with ``key()`` (a module constant, for text the server
 builds) or ``studio.i18n.widgets.t()`` (a component's label), at import or while the page is built; ``used_keys()``
@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from engine.api import (
+    ABOUT_KEY,
     CHECK_MESSAGES,
     EVAL_FILE_PREFIX,
     EVAL_LABEL,
@@ -53,6 +54,7 @@ from engine.api import (
     SamplingParams,
 )
 from studio.form.schema import FieldSpec, SectionSpec, schema_tree
+from studio.form.values import FORM_MESSAGES
 from studio.path_guard import ASSETS_DIR
 
 LOCALES_DIR = ASSETS_DIR / "locales"
@@ -166,7 +168,11 @@ def schema_nodes(section: SectionSpec) -> Iterator[FieldSpec | SectionSpec]:
 @functools.cache
 def problem_words() -> dict[str, str]:
     """The English of the engine's validation messages (one key per distinct message), ``{placeholders}`` and all."""
-    words = {"problem.unknown_key": UNKNOWN_KEY, "problem.suggestion": SUGGESTION.strip()}
+    words = {
+        "problem.unknown_key": UNKNOWN_KEY,
+        "problem.suggestion": SUGGESTION.strip(),
+        "problem.about_key": ABOUT_KEY,
+    }
     for kind, message in MESSAGES.items():
         if message not in words.values():
             words[f"problem.{kind}"] = message
@@ -176,11 +182,12 @@ def problem_words() -> dict[str, str]:
 @functools.cache
 def check_words() -> dict[str, str]:
     """The English of what the config sections' own checks say (``check.<name>``: a blank dataset path, a repeated
-    GPU, a run's or a sweep's name, a search range), from the tables written beside them (engine.api.CHECK_MESSAGES).
-    One key per distinct message: a check that says what one of pydantic's errors says is said by that key."""
+    GPU, a run's or a sweep's name, a search range), from the tables written beside them (engine.api.CHECK_MESSAGES),
+    and of what the form says where a box's text cannot be read (studio.form.values.FORM_MESSAGES). One key per
+    distinct message: a check that says what one of pydantic's errors says is said by that key."""
     said = set(problem_words().values())
     words: dict[str, str] = {}
-    for messages in CHECK_MESSAGES:
+    for messages in (*CHECK_MESSAGES, FORM_MESSAGES):
         for name, message in messages.items():
             if message in said:
                 continue
@@ -308,14 +315,21 @@ def placeholders(words: str) -> set[str]:
 def template_pattern(words: str, shapes: tuple[tuple[str, str], ...] = ()) -> re.Pattern[str]:
     """A regular expression that reads a text made from ``words`` (a text with ``{names}``) back into its values;
     ``shapes`` gives a name a regular expression of its own, as (name, expression) pairs (a number, a value that
-    may be ""); any other value is any text of one character or more."""
+    may be ""); any other value is any text of one character or more. A doubled brace (``{{``, as str.format writes
+    one in a template it fills in) reads as one brace."""
     pieces = _PLACEHOLDER.split(words)  # literal, name, literal, name, ...
     own = dict(shapes)
     return re.compile(
         "".join(
-            f"(?P<{piece}>{own.get(piece, '.+?')})" if odd % 2 else re.escape(piece) for odd, piece in enumerate(pieces)
+            f"(?P<{piece}>{own.get(piece, '.+?')})" if odd % 2 else re.escape(_one_brace(piece))
+            for odd, piece in enumerate(pieces)
         )
     )
+
+
+def _one_brace(literal: str) -> str:
+    """A template's literal text as the filled-in text has it: ``{{`` and ``}}`` as one brace each."""
+    return literal.replace("{{", "{").replace("}}", "}")
 
 
 def read_english(shown: str, names: Iterable[str]) -> tuple[str, dict[str, str]] | None:

@@ -3,13 +3,14 @@ batching; ...``) in the visitor's language, where the studio shows them next to 
 
 The engine writes English (the CLI stays English); each message it builds from a template is matched back to its
 template here and said again in ``lang`` with the same values: a field's own check, pydantic's
-(engine.schema.errors.MESSAGES) and the sections' validators' (a run's name, a search range: catalog.check_words), a
-rule across fields (the config's, early stopping's, what this machine cannot run, and each method's own:
-catalog.rule_words), a dataset's warning (``translate_warning``) and the refusal of data the method does not train on
-(``translate_misfit``). Values stay as written (method names, counts, field paths), except what a method trains on,
-which is words of the engine's too, and a ``{problem}``, another of these messages that a message holds (``pattern:
-{problem}``), said again in turn. A message built otherwise (a dataset's error, trackio's own refusal of a project
-name) stays as the engine wrote it.
+(engine.schema.errors.MESSAGES, ``the key ...`` where a mapping's key is at fault) and the sections' validators' (a
+run's name, a search range, a sweep's search space and base file, and the form's where a box cannot be read:
+catalog.check_words), a rule across fields (the config's, early stopping's, what this machine cannot run, and each
+method's own: catalog.rule_words), a dataset's warning (``translate_warning``) and the refusal of data the method does
+not train on (``translate_misfit``). Values stay as written (method names, counts, field paths, a parser's own error),
+except what a method trains on, which is words of the engine's too, and a ``{problem}``, another of these messages
+that a message holds (``pattern: {problem}``), said again in turn. A message built otherwise (a dataset's error,
+trackio's own refusal of a project name) stays as the engine wrote it.
 """
 
 from __future__ import annotations
@@ -19,17 +20,32 @@ from studio.i18n.catalog import key, say_again, template_pattern, text
 
 # A value that is itself one of the engine's messages (``pattern: {problem}``).
 NESTED = "problem"
+# Values that may run over several lines: a parser's own error (PyYAML's names the line and column on lines of its
+# own), and a message that holds one (``{problem} (in {path})``, a sweep's base file that is not YAML).
+MULTILINE = ((NESTED, r"(?s:.+?)"), ("error", r"(?s:.+?)"))
+
+
+def _turn(words: str) -> int:
+    """When a template is tried: one that adds words after another message first (``{problem} (in {path})``: a
+    template that ends with a value would read those words as part of it, ``must be > 0.0 (in run.yaml)``); one that
+    holds no other message next; one that holds another message after words of its own last, so that a message of a
+    template of its own (``pattern: a regex reward needs it``) is read as that one."""
+    held = "{" + NESTED + "}"
+    if words.startswith(held):
+        return 0
+    return 2 if held in words else 1
+
+
 # Every template's pattern and key, declared in use at import: a field's own checks (pydantic's, then the sections'),
-# then the rules across fields; a template that holds another message last, so that a message of a template of its
-# own (``pattern: a regex reward needs it``) is read as that one.
-_TEMPLATES = sorted(
-    (
-        (template_pattern(words), key(name))
-        for name, words in {**catalog.problem_words(), **catalog.check_words(), **catalog.rule_words()}.items()
-        if name not in ("problem.unknown_key", "problem.suggestion")
-    ),
-    key=lambda template: NESTED in template[0].groupindex,
-)
+# then the rules across fields, in the turns above.
+_TEMPLATES = [
+    (template_pattern(words, MULTILINE), key(name))
+    for name, words in sorted(
+        {**catalog.problem_words(), **catalog.check_words(), **catalog.rule_words()}.items(),
+        key=lambda named: _turn(named[1]),
+    )
+    if name not in ("problem.unknown_key", "problem.suggestion")
+]
 # What a method trains on, which a rule names ({trains_on}): words the engine wrote, said again too.
 _TRAINS_ON = [key(name) for name in catalog.trains_on_words()]
 UNKNOWN, SUGGESTION = key("problem.unknown_key"), key("problem.suggestion")
