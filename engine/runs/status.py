@@ -127,7 +127,8 @@ class RunSummary:
     last_loss: float | None
     best_loss: float | None
     created_at: float | None
-    started_at: float | None
+    started_at: float | None  # the current segment's start (the latest resume)
+    first_started_at: float | None  # the run's first start
     ended_at: float | None
 
     @classmethod
@@ -151,6 +152,7 @@ class RunSummary:
             best_loss=best_loss,
             created_at=current.created_at,
             started_at=current.started_at,
+            first_started_at=current.first_started_at,
             ended_at=current.ended_at,
             **more,
         )

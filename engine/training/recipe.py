@@ -26,6 +26,7 @@ from engine.store.rundir import (
     drop_partial_metrics_line,
     incomplete_checkpoints,
     iter_metrics,
+    read_status,
     remove_checkpoint,
     reserve_space,
     result_dir,
@@ -176,11 +177,13 @@ def run(run_dir: Path, checkpoint_step: int | None = None, stop: StopRequest | N
     rank = current_rank()
     if rank.is_main:
         _prepare_run_dir(run_dir)
+        now = time.time()
         update_status(
             run_dir,
             state="starting",
             pid=os.getpid(),
-            started_at=time.time(),
+            started_at=now,
+            first_started_at=read_status(run_dir).first_started_at or now,
             error=None,
             exit_code=None,
             bad_loss_step=None,

@@ -82,7 +82,9 @@ class RunRow(RunSummary):
     def cells(self, now: float | None = None, lang: str = SOURCE) -> list[Any]:
         """The table cells, in COLUMNS order, their words in ``lang`` (the state stays the value the badge is made
         from; the evaluation's summary is the engine's)."""
-        started = self.started_at or self.created_at
+        # When the run first started, not its latest resume (runs made before first_started_at was kept: the
+        # latest start).
+        started = self.first_started_at or self.started_at or self.created_at
         return [
             text(STARTED_FROM, lang, name=self.name, source=self.started_from) if self.started_from else self.name,
             self.method,

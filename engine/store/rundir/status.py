@@ -52,6 +52,7 @@ class RunStatus:
     created_at: float | None = None
     updated_at: float | None = None
     started_at: float | None = None  # the worker began (each start and resume): the current segment's start
+    first_started_at: float | None = None  # the run's first worker began (kept across resumes): when it started
     ended_at: float | None = None  # the current (last) segment ended
     earlier_seconds: float | None = None  # how long the run's earlier segments ran (before its latest resume)
     pid: int | None = None  # the worker (rank 0)

@@ -136,6 +136,8 @@ def test_sigterm_stops_with_checkpoint_and_resume_matches(reference_run: Path, t
     # The first segment's time is kept: the total runs on from it, the current segment starts at the resume.
     assert finished.earlier_seconds == pytest.approx(stopped.ended_at - stopped.started_at)
     assert finished.started_at >= stopped.ended_at
+    # When the run started is its first start, kept across the resume (what the Runs tab's Started column shows).
+    assert stopped.first_started_at == stopped.started_at and finished.first_started_at == stopped.started_at
     assert finished.total_seconds() == pytest.approx(finished.earlier_seconds + finished.segment_seconds())
 
 

@@ -66,6 +66,18 @@ def test_duration_is_the_total_over_resumes_and_the_current_segment(tmp_path):
     assert duration == {"once": "2:10", "twice": "12:03 total · 2:10 this segment"}
 
 
+def test_started_is_the_run_s_first_start_not_its_latest_resume(tmp_path):
+    first, resumed = 1_700_000_000.0, 1_700_090_000.0  # a day apart
+    write_run(tmp_path, "resumed", 100.0, state="running", started_at=resumed, first_started_at=first)
+    write_run(tmp_path, "older-engine", 200.0, state="completed", started_at=resumed)  # no first start kept
+    started = {row.run_id: row.cells()[COLUMNS.index("Started")] for row in RunIndex(tmp_path).rows()}
+    shown = "%b %d %H:%M"  # English's runs.started_format
+    assert started == {
+        "resumed": time.strftime(shown, time.localtime(first)),
+        "older-engine": time.strftime(shown, time.localtime(resumed)),
+    }
+
+
 def test_pick_initial_run_prefers_the_newest_active_run(tmp_path, live_pid):
     assert pick_initial_run(tmp_path) is None
     write_run(tmp_path, "a-active", 100.0, state="running", supervisor_pid=live_pid)
