@@ -12,8 +12,16 @@ from typing import Any
 
 from engine.api import ChatClient, ChatError, ConfigError, SamplingParams, chat_tools
 from studio.chat.images import forget_images, image_refusal, kept_image, shown_turn, user_turn
-from studio.chat.models import holder_for, model_choices, remember_loaded, spec_for, worker_tag
-from studio.chat.status import LOAD, OTHERS_MODEL, status_html
+from studio.chat.models import (
+    holder_for,
+    loaded_run_gone,
+    model_choices,
+    remember_loaded,
+    shown_label,
+    spec_for,
+    worker_tag,
+)
+from studio.chat.status import LOAD, OTHERS_MODEL, RUN_DELETED, status_html
 from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
 from studio.form.values import values_to_config
@@ -157,7 +165,7 @@ def exchange(
         # Copies: the reply's message is edited in place as it streams, each yield must be a snapshot.
         return [[shown_turn(turn) for turn in turns] for turns in (chat, base, tuned)] + [histories, textbox, note]
 
-    problem = _refusal(client, message, mode, tag, lang)
+    problem = _refusal(client, message, mode, tag, lang) or _run_deleted(client, caller)
     sent_before = chat if mode != "Side by side" else base
     refused_image, image_path = image_refusal(client, image, sent_before, lang)
     problem = problem or refused_image
@@ -214,6 +222,15 @@ def _refusal(client: ChatClient, message: str, mode: str, tag: str | None = None
     if mode == "Side by side" and not client.info.is_adapter:
         return text(SIDE_NEEDS_ADAPTER, lang)
     return None
+
+
+def _run_deleted(client: ChatClient, caller: Caller) -> str | None:
+    """Why the loaded model answers no more (in the caller's language): its run was deleted since it was loaded,
+    and a reply from its weights, still in memory, would read as if the run were there; None otherwise."""
+    info = client.info
+    if info is None or not loaded_run_gone(client, caller):
+        return None
+    return caller.say(RUN_DELETED, label=shown_label(info.label, caller.language), load=caller.say(LOAD))
 
 
 def clear_clicked(histories: dict[str, Conversation] | None = None) -> list[Any]:

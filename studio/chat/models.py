@@ -109,6 +109,16 @@ def remember_loaded(client: ChatClient, key: str) -> None:
         _LOADED_FROM[client] = (client.info, key)
 
 
+def loaded_run_gone(client: ChatClient, caller: Caller) -> bool:
+    """Whether the loaded model was loaded from a run (``remember_loaded``) whose directory is gone since: deleted on
+    the Runs tab, its weights would still answer from the chat worker's memory as if the run existed."""
+    info_then, key = _LOADED_FROM.get(client, (None, ""))
+    if info_then is None or info_then is not client.info or not key.startswith("run:"):
+        return False
+    run_dir = spec_for(caller.workspace, key).run_dir
+    return run_dir is not None and not run_dir.is_dir()
+
+
 def loaded_pick(client: ChatClient, caller: Caller, choices: list[tuple[str, str]]) -> str | None:
     """The dropdown value (among ``choices``, the caller's ``model_choices``) of the model ``client`` has loaded; None
     when nothing is loaded, the caller may not use it (another visitor's, in demo mode) or it is not among them.

@@ -1,13 +1,13 @@
-"""The Chat tab's status line: what is loaded (its size, device, context and load time), the loading bar with the
-chat worker's steps, or that nothing is, each in the page's language; for a demo visitor, only that a model in use is
-not theirs."""
+"""The Chat tab's status line: what is loaded (its size, device, context and load time; or that its run was deleted
+since), the loading bar with the chat worker's steps, or that nothing is, each in the page's language; for a demo
+visitor, only that a model in use is not theirs."""
 
 from __future__ import annotations
 
 import html
 
 from engine.api import ChatClient
-from studio.chat.models import shown_label, worker_tag
+from studio.chat.models import loaded_run_gone, shown_label, worker_tag
 from studio.demo.caller import Caller
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
@@ -19,6 +19,7 @@ NO_MODEL, NO_MODEL_FOR_YOU = key("chat.status.none"), key("chat.status.none_for_
 LOADED, LOADING = key("chat.status.loaded"), key("chat.status.loading")
 PARAMETERS, CONTEXT, LOAD_TIME = key("chat.status.parameters"), key("chat.status.context"), key("chat.status.seconds")
 SIDE_AVAILABLE = key("chat.status.side_available")
+RUN_DELETED = key("chat.status.run_deleted")  # the loaded model's run was deleted since it was loaded
 # The steps the chat worker reports while it loads (engine.chat.client, engine.chat.worker), in its English.
 LOADING_STEPS = [key(f"chat.loading.{step}") for step in ("process", "imports", "tokenizer", "weights", "adapter")]
 
@@ -40,6 +41,9 @@ def status_html(client: ChatClient, caller: Caller) -> str:
     info = client.info
     if info is None:
         return message_html(_pointing_at_load(NO_MODEL, lang), "warn")
+    label = shown_label(info.label, lang)
+    if loaded_run_gone(client, caller):
+        return message_html(_pointing_at_load(RUN_DELETED, lang, label=label), "warn")
     facts = [
         text(PARAMETERS, lang, count=f"{info.parameters / 1e6:,.1f}"),
         info.device,
@@ -48,7 +52,6 @@ def status_html(client: ChatClient, caller: Caller) -> str:
     if info.context_length:
         facts.insert(2, text(CONTEXT, lang, tokens=info.context_length))
     side = f" · {text(SIDE_AVAILABLE, lang)}" if info.is_adapter else ""
-    label = shown_label(info.label, lang)
     return message_html([bold(text(LOADED, lang)), f" {label} — {' · '.join(facts)}{side}"], "ok")
 
 
