@@ -33,7 +33,7 @@ from studio.jobs.view import (
     progress_html,
     weight_choices,
 )
-from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open
+from studio.jobs.widgets import action_buttons, cancel_job, refresh_on_open, stale_outcome
 from studio.markup import message_html
 from studio.path_guard import allowed_roots, path_problem, resolve_run
 
@@ -60,9 +60,10 @@ def result_view(result: dict[str, Any] | None, which: str = tables.FILTERS[0], l
     return [cards.metrics_html(result, lang), table, result]
 
 
-def run_changed(caller: Caller, run_id: str | None) -> list[Any]:
-    """A run was picked: its weights, a sensible data choice, and its newest evaluation (nothing for another
-    visitor's run), in the caller's language."""
+def run_changed(caller: Caller, run_id: str | None, job_dir: str | None = None) -> list[Any]:
+    """A run was picked: its weights, a sensible data choice, its newest evaluation (nothing for another visitor's
+    run), in the caller's language, and the progress line emptied of an answer about the run picked before
+    (``stale_outcome``)."""
     workspace, lang = caller.workspace, caller.language
     if not caller.owns_run_id(run_id):
         run_id = None
@@ -78,7 +79,7 @@ def run_changed(caller: Caller, run_id: str | None) -> list[Any]:
         except (runs.RunError, ConfigError, OSError) as exc:  # a run deleted meanwhile
             gr.Warning(caller.shown(str(exc)))
     weights = gr.Dropdown(choices=choices, value=choices[0][1] if choices else None)
-    return [weights, data, *result_view(result, lang=lang)]
+    return [weights, data, *result_view(result, lang=lang), stale_outcome(job_dir)]
 
 
 def _refused(text: str, kind: str = "warn") -> list[Any]:
@@ -226,7 +227,8 @@ class EvaluateTab:
         def cancel(caller: Caller, job: str | None) -> str:
             return cancel_job(caller, job, JOB)
 
-        self.run.change(ctx.handler(run_changed), ctx.inputs(self.run), [self.weights, self.data, *shown], **private)
+        relisted = [self.weights, self.data, *shown, self.progress]
+        self.run.change(ctx.handler(run_changed), ctx.inputs(self.run, self.job), relisted, **private)
         self.data.change(lambda d: gr.Textbox(visible=d == "file"), [self.data], [self.path], **private)
         self.start.click(
             ctx.handler(start_clicked),

@@ -111,9 +111,18 @@ def test_evaluate_tab_refuses_then_evaluates_and_shows_predictions(workspace, ru
     _, filtered, _ = evaluate_tab.result_view(result, "Fine-tuned wrong")
     assert len(filtered.value["data"]) == wrong
 
-    weights, data, metrics_again, _, latest = evaluate_tab.run_changed(caller, RUN_ID)
+    weights, data, metrics_again, _, latest, progress = evaluate_tab.run_changed(caller, RUN_ID)
     assert weights.value == "" and data.value == "eval" and latest["id"] == result["id"]
     assert metrics_again == metrics
+    assert progress == ""  # how the last evaluation ended answered the run picked then, not the run picked now
+
+
+def test_picking_a_run_clears_the_last_refusal_but_not_a_running_evaluation_s_progress(workspace, run_dir):
+    caller = Caller(workspace, NORMAL)
+    refused = evaluate_tab.start_clicked(caller, RUN_ID, "", "eval", "", 0)
+    assert refused[0] is None and "Max rows" in refused[2]
+    assert evaluate_tab.run_changed(caller, RUN_ID, None)[-1] == ""
+    assert evaluate_tab.run_changed(caller, RUN_ID, str(workspace / "a-running-job"))[-1] == gr.skip()
 
 
 def test_a_count_below_one_is_refused_in_the_page_s_language(workspace, run_dir):
