@@ -27,6 +27,7 @@ CHROMIUM_ARGS = [
     "--disable-quic",
 ]
 ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "e2e"
+TIMINGS = bool(os.environ.get("STUDIO_E2E_TIMINGS"))  # print how long each wait_until took (with pytest -s)
 VIEWPORT = {"width": 1366, "height": 768}  # a common laptop screen: the page must look good here
 
 
@@ -68,10 +69,13 @@ def wait_until(check: Callable[[], Any], timeout: float, interval: float = 0.2, 
     """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds, stretched
     by how busy the machine is (``load_factor``): these waits say "it happens", never how fast."""
     timeout *= load_factor()
-    deadline = time.time() + timeout
+    began = time.time()
+    deadline = began + timeout
     while True:
         value = check()
         if value:
+            if TIMINGS:
+                print(f"[{time.strftime('%H:%M:%S')}] waited {time.time() - began:5.1f}s for {what}", flush=True)
             return value
         if time.time() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (load {os.getloadavg()[0]:.1f})")
