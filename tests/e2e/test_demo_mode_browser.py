@@ -20,10 +20,12 @@ from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, Studio, wait_for_form, wait
 
 from engine import runs
 from studio.demo.policy import DemoPolicy
+from tests.helpers.run_progress import wait_for_state, wait_for_step
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.e2e
-ALICE_STEPS = 60
+# Alice's run waits (Pause) at its first step while Bob queues behind it, so it need be no longer than that.
+ALICE_STEPS = 20
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +138,6 @@ def export_reaches_its_visitor_only(bob: Any, url: str, workspace: Path, run_dir
 def test_two_visitors_take_turns(
     demo_studio: Studio, browser: Any, demo_workspace: Path, artifacts: Path, tmp_path: Path
 ) -> None:
-    # Alice's run is long enough (60 steps, several seconds) for Bob to see his place in line while he waits.
     alice = open_visitor(browser, demo_studio.url, "alice-run", ALICE_STEPS)
     alice.screenshot(path=str(artifacts / "39-demo-train-tab.png"))
     # Fixed fields are shown but cannot be changed; the model is a pick among the bundled ones (no other can be
@@ -162,12 +163,17 @@ def test_two_visitors_take_turns(
     bob = open_visitor(browser, demo_studio.url, "bob-run", 2)
 
     alice.locator("#train-start").click()
-    wait_until(lambda: runs.run_dirs(demo_workspace), 30, what="Alice's run")
+    [alice_run] = wait_until(lambda: runs.run_dirs(demo_workspace), 30, what="Alice's run")
     bob.locator("#train-start").click()
+    # Alice's run waits at its first step until Bob has seen his place, however fast it would train its 20 steps.
+    wait_for_step(alice_run, 1, timeout=300)
+    assert runs.pause(alice_run)
+    wait_for_state(alice_run, "paused")
     wait_until(lambda: "run ahead of yours" in progress(bob), 30, what="Bob's place in line")
     assert "1 run ahead of yours" in progress(bob)
     assert bob.locator("#ts-stop").inner_text() == "Cancel"
     bob.screenshot(path=str(artifacts / "41-demo-queued-monitor.png"))
+    assert runs.resume_paused(alice_run)
 
     # Each visitor's Runs tab lists their own run only.
     wait_until(lambda: "alice-run" in runs_table(alice), 60, what="Alice's run in her list")
