@@ -110,8 +110,11 @@ def ray_head() -> Iterator[str]:
 def sweep_file(address: str) -> dict[str, Any]:
     """Three trials: two that learn (20 steps), then one whose learning rate leaves the eval loss where it starts,
     which the median pruner stops once both learners have finished (startup_trials 2: neither learner is judged
-    while the other still runs). One thread per trial: the machine has two cores, one for each trial."""
+    while the other still runs). One thread per trial: the machine has two cores, one for each trial. Evaluations
+    every 5 steps (the study's intermediate values); no checkpoint before the end (none is asserted but the one a
+    stop saves)."""
     base = demo_base(max_steps=20)
+    base["train"]["save_steps"] = 200
     base["launch"] = {"threads_per_process": 1}
     return {
         "name": "on-ray",
@@ -199,8 +202,9 @@ def test_ctrl_c_stops_the_trials_on_the_cluster_and_the_same_command_resumes_the
     workspace = tmp_path / "ws"
     base = sweep_file(ray_head)["base"]
     # Long enough that both trials train at once on a busy machine (one Ray worker may start seconds after the
-    # other), and that Ctrl-C comes before either ends.
-    base["train"]["max_steps"] = PAUSED_STEPS
+    # other), and that Ctrl-C comes before either ends. One evaluation (the trial's value) and one checkpoint at the
+    # end: the checkpoint asserted is the one Ctrl-C saves.
+    base["train"].update(max_steps=PAUSED_STEPS, eval_steps=PAUSED_STEPS, save_steps=PAUSED_STEPS)
     sweep = {
         **sweep_file(ray_head),
         "base": base,
