@@ -83,7 +83,7 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
     assert page.locator('.ts-answer[data-side="rejected"]').first.is_visible()
     page.screenshot(path=str(artifacts / "23-train-dpo-preset.png"))
 
-    set_number(page, "train.max_steps", "12")
+    set_number(page, "train.max_steps", "10")  # two logged steps at the preset's logging_steps of 5
     before = set(runs.run_dirs(workspace))
     page.locator("#train-start").click()
     wait_until(lambda: set(runs.run_dirs(workspace)) - before, 30, what="the DPO run directory")
@@ -91,7 +91,7 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
     assert "method: dpo" in (run_dir / "config.yaml").read_text()
     wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 30)
     final = runs.wait(run_dir, timeout=240)
-    assert final.state == "completed" and final.step == 12, final
+    assert final.state == "completed" and final.step == 10, final
     for key in ("rewards/margins", "rewards/accuracies"):
         logged = len([event for event in iter_metrics(run_dir) if event.get("event") == "train" and key in event])
         assert logged >= 2  # the preset logs every 5 steps
@@ -127,12 +127,15 @@ def test_a_grpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, 
     wait_until(lambda: "3 rewards load" in result.inner_text(), 60, what="the reward check")
     page.screenshot(path=str(artifacts / "25-train-grpo-rewards.png"))
 
-    set_number(page, "train.max_steps", "10")
+    set_number(page, "train.max_steps", "10")  # two logged steps at the preset's logging_steps of 5
+    # One prompt's group of 8 answers a step instead of the preset's 4: the charts and samples are the same kind.
+    set_number(page, "train.per_device_batch_size", "8")
     before = set(runs.run_dirs(workspace))
     page.locator("#train-start").click()
     wait_until(lambda: set(runs.run_dirs(workspace)) - before, 30, what="the GRPO run directory")
     [run_dir] = set(runs.run_dirs(workspace)) - before
-    assert "method: grpo" in (run_dir / "config.yaml").read_text()
+    config_text = (run_dir / "config.yaml").read_text()
+    assert "method: grpo" in config_text and "per_device_batch_size: 8" in config_text
     wait_until(lambda: page.get_by_role("tab", name="Monitor").get_attribute("aria-selected") == "true", 30)
     final = runs.wait(run_dir, timeout=240)
     assert final.state == "completed" and final.step == 10, final
