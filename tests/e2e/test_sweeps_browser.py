@@ -1,4 +1,4 @@
-"""The Sweeps tab in a real Chromium against a real studio: the Train form (cut to 10 steps) becomes a sweep's base,
+"""The Sweeps tab in a real Chromium against a real studio: the Train form (cut to 4 steps) becomes a sweep's base,
 a 2-trial sweep starts from the page, its trials table fills with completed trials, the parallel-coordinates and
 progress charts draw them, and a trial's row opens its run in the Monitor. A screenshot at 1366x768 goes to
 test-artifacts/e2e/."""
@@ -46,13 +46,13 @@ def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Pat
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(studio.url)
     wait_for_form(page)
-    set_number(page, "#cfg-train-max_steps", "10")  # the demo preset, cut short
-    set_number(page, "#cfg-train-eval_steps", "5")  # so each trial logs the objective, eval_loss
+    # The demo preset cut to 4 steps: each trial logs the objective, eval_loss, once, at its last step.
+    set_number(page, "#cfg-train-max_steps", "4")
 
     page.get_by_role("tab", name="Sweeps").click()
     page.locator("#ts-sweep-use-base").click()  # "Start from": the Train tab's form
     code = page.locator("#ts-sweep-yaml")
-    wait_until(lambda: "max_steps: 10" in text_now(code), 20, what="the form as the sweep's base")
+    wait_until(lambda: "max_steps: 4" in text_now(code), 20, what="the form as the sweep's base")
     set_number(page, "#ts-sweep-trials", "2")
     wait_until(lambda: "trials: 2" in text_now(code), 20, what="the trials in the YAML")
     wait_until(lambda: "Ready:" in text_now(page.locator("#ts-sweep-check")), 20, what="the YAML checked")
@@ -64,7 +64,7 @@ def test_build_start_and_watch_a_sweep(studio: Any, browser: Any, workspace: Pat
             wait_until(lambda: f"Started the sweep {name}" in text_now(message), 30, what="the sweep to start")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; the page says: {text_now(message)!r}") from None
-        # A trial at work, or one already done: a 10-step trial may run for only a second or two, between two of
+        # A trial at work, or one already done: a 4-step trial may run for only a second or two, between two of
         # the table's refreshes on a busy machine (the wait below still needs the table to show both ends).
         seen = {"queued", "starting", "running", "completed"}
         wait_until(lambda: seen & set(table_states(page)), 120, what="a trial in the table")
