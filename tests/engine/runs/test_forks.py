@@ -42,18 +42,35 @@ def _servers(socket: Path) -> list[int]:
     return [pid for pid in proc_pids() if "fork-server" in command_line(pid) and str(socket) in command_line(pid)]
 
 
+@pytest.fixture(scope="module")
+def module_server_key(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The key of one server for this module's tests that use one (an environment variable no other module sets
+    makes it), set for the rest of the module: its imports are paid once, not once a test. Killed at the end.
+    The keys here come from whole temp paths: a test's name alone recurs in the next session, whose starts then
+    found this one's marks (a recent start, a dead server's socket) in the shared sockets folder."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FORKS_TEST", str(tmp_path_factory.mktemp("forks")))
+        patch.delenv(forks.SWITCH_ENV, raising=False)
+        key = forks.server_key(engine_env())
+        try:
+            yield key
+        finally:
+            for pid in _servers(forks.socket_path(key)):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
-    """A server of its own for this test (an environment variable no other test sets makes its key); killed at
-    the end. Yields its key."""
-    monkeypatch.setenv("FORKS_TEST", tmp_path.name)
-    monkeypatch.delenv(forks.SWITCH_ENV, raising=False)
-    key = forks.server_key(engine_env())
-    forks.start_server(key)
+def server(module_server_key: str) -> str:
+    """The key of the module's server, listening (started on first use, and again should it have gone idle since)."""
+    return listening(module_server_key)
+
+
+def listening(key: str) -> str:
+    """``key``, its server listening: started unless it answers (a server idle for forks.IDLE_S exits)."""
+    if not forks._answers(forks.socket_path(key)):
+        forks.start_server(key)
     assert forks.wait_for_server(key, SERVER_UP_S), (forks.socket_path(key).parent / f"{key}.log").read_text()
-    yield key
-    for pid in _servers(forks.socket_path(key)):
-        os.kill(pid, signal.SIGKILL)
+    return key
 
 
 def cold_losses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config) -> dict[int, float]:
@@ -140,7 +157,7 @@ def test_a_server_forks_nothing_but_supervisors_and_exits_when_idle(tmp_path: Pa
 
 
 def test_without_a_server_a_start_is_cold_and_a_second_one_brings_one_up(monkeypatch, tmp_path: Path):
-    monkeypatch.setenv("FORKS_TEST", f"{tmp_path.name}-lazy")
+    monkeypatch.setenv("FORKS_TEST", f"{tmp_path}-lazy")
     key = forks.server_key(engine_env())
     args = ["supervise", str(tmp_path / "no-run")]
     try:
@@ -191,7 +208,7 @@ def test_a_held_server_outlives_its_idle_time_until_its_holder_is_gone(tmp_path:
 
 
 def test_a_studio_brings_its_server_up_at_once_and_holds_it(monkeypatch, tmp_path: Path):
-    monkeypatch.setenv("FORKS_TEST", f"{tmp_path.name}-held")
+    monkeypatch.setenv("FORKS_TEST", f"{tmp_path}-held")
     monkeypatch.delenv(forks.SWITCH_ENV, raising=False)
     key = forks.server_key(engine_env())
     socket = forks.socket_path(key)
@@ -308,6 +325,7 @@ def test_a_chat_worker_is_forked_warm_and_answers_as_a_cold_one(server: str, mon
         assert _loaded_torch(cold_client.pid)  # the worker itself
         cold_client.unload()
 
+    listening(server)  # a cold load can outlast the server's idle time on a busy machine
     before = set(_descendants(_servers(forks.socket_path(server))[0]))
     client = ChatClient()
     steps, reply = _chat(client)
