@@ -4,10 +4,13 @@ The demo preset, cut to 60 steps with a checkpoint every 30, trained through the
 (``python -m engine train CFG --run-dir DIR``). The first module that asks trains it; later modules get a
 copy in their own workspace, so each can write evaluations and exports without touching the others.
 ``tuned=True`` gives the whole preset (600 steps) instead, for tests that need a run that answers the task.
+Under xdist the workers share one cache (beside their own base temps), so a run is trained once per session, not
+once per worker that needs it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -69,11 +72,22 @@ def cached_run(
     tmp_path_factory: pytest.TempPathFactory, workspace: Path, cache: str, run_id: str, config: dict
 ) -> Path:
     """A completed run of ``config`` at ``workspace/runs/<run_id>``: trained through the CLI on first use in the
-    session (kept under ``cache`` in pytest's base temp), then copied."""
-    cached = tmp_path_factory.getbasetemp() / cache / "runs" / run_id
-    if not (cached / "adapter" / "adapter_model.safetensors").is_file():
-        shutil.rmtree(cached, ignore_errors=True)
-        _train(cached, config)
+    session (kept under ``cache`` in the session's temp folder, shared by its xdist workers), then copied."""
+    root = session_temp(tmp_path_factory) / cache
+    root.mkdir(parents=True, exist_ok=True)
+    cached = root / "runs" / run_id
+    # One worker trains while any other that needs the same run waits for it here, then copies it.
+    with (root / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (cached / "adapter" / "adapter_model.safetensors").is_file():
+            shutil.rmtree(cached, ignore_errors=True)
+            _train(cached, config)
     run_dir = Path(workspace) / "runs" / run_id
     shutil.copytree(cached, run_dir)
     return run_dir
+
+
+def session_temp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's temp folder: pytest's base temp, or under xdist the folder that holds every worker's."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
