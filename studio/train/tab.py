@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 from gradio.context import get_blocks_context
 
 from studio import lanes
@@ -28,6 +27,7 @@ from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import model_sections as ms
 from studio.train import rewards as rw
+from studio.train.dataset_widgets import or_skip, then_check, wire_dataset_list
 from studio.train.form_widgets import ConfigForm
 from studio.train.widgets import (
     PRIVATE,
@@ -39,7 +39,6 @@ from studio.train.widgets import (
     Sidebar,
     build_dataset_panel,
     build_sidebar,
-    check_outputs,
     field_overrides,
     render_method,
     render_modality_sections,
@@ -67,7 +66,7 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
             side = build_sidebar(ctx, form, first)
     _wire_form(ctx, form, panel, side)
     _wire_files(ctx, form, panel, side)
-    _wire_dataset_list(ctx, form, panel)
+    wire_dataset_list(ctx, form, panel)
     _wire_start(ctx, form, panel, side)
     _wire_init_from(ctx, form)
     _wire_method_fit(ctx, form, method_note)
@@ -177,39 +176,6 @@ def _wire_demo_help(ctx: StudioContext, form: ConfigForm) -> None:
     gr.on(None, ctx.handler(said), ctx.inputs(), widgets, show_progress="hidden", concurrency_limit=None, **PRIVATE)
 
 
-def _then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, source: str = "") -> None:
-    """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer).
-
-    The rows check first lets the eval path follow a new training path (studio.train.eval_pairing; ``source``
-    says what made the event), so both checks see the eval path that stays.
-    """
-
-    def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
-        values = form.values(args)
-        paths = values["data.path"], values["data.eval_path"]
-        holds_out = eval_pairing.holds_out(values)
-        follow = eval_pairing.follow_training_path(seen, *paths, source, caller.language, holds_out)
-        values["data.eval_path"] = values["data.eval_path"] if follow.eval_path is None else follow.eval_path
-        if follow.eval_size is not None:
-            values["data.eval_size"] = follow.eval_size
-        shown = [_or_skip(follow.eval_path), _or_skip(follow.eval_size), follow.seen, _or_skip(follow.note)]
-        return check_outputs(actions.check_data(caller, values, with_tokens=False)) + shown
-
-    def check_tokens(caller: Caller, *args: Any) -> list[Any]:
-        return check_outputs(actions.check_data(caller, form.values(args), with_tokens=True))
-
-    lane = {**RAW, **lanes.DATASET_CHECK}
-    follow_outputs = [form.components["data.eval_path"], form.components["data.eval_size"], panel.seen, panel.notice]
-    rows = ctx.inputs(panel.seen, *form.inputs)
-    quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
-    quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
-
-
-def _or_skip(value: Any) -> Any:
-    """``value`` as an output, or leave the component as it is for None."""
-    return gr.skip() if value is None else value
-
-
 def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPicker) -> None:
     """Add a filled-in reward of the picked kind to the rewards box; check every reward on the data's first rows
     (custom files load and run once) without starting anything; store an uploaded reward file in the workspace,
@@ -236,7 +202,7 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
         # Raw values (the form's numbers must reach pydantic as typed): the upload comes as Gradio's FileData.
         path = upload.get("path") if isinstance(upload, dict) else upload
         box_text, said = rw.upload_reward_file(caller, path, form.values(args), picker.field)
-        return [_or_skip(box_text), said]
+        return [or_skip(box_text), said]
 
     upload_inputs = ctx.inputs(picker.upload, *form.inputs)
     outputs = [box, picker.result]
@@ -266,13 +232,13 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
     # The method too: whether the data fits is a question of the method (preference data trains with dpo).
     picks = [form.components[path].input for path in ("data.format", "method")]
     triggers = [panel.path.submit, panel.path.blur, *picks, panel.check_button.click]
-    _then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
+    then_check(gr.on(triggers + [c.blur for c in columns], None, show_progress="hidden", **PRIVATE), ctx, form, panel)
 
     def on_use_max_length(tokens: int | None) -> Any:
         return tokens or gr.skip()
 
     use = panel.use_max_length.click(on_use_max_length, panel.suggestion, form.components["train.max_length"], **RAW)
-    _then_check(use, ctx, form, panel)
+    then_check(use, ctx, form, panel)
 
     def on_estimate(caller: Caller, *args: Any) -> list[Any]:
         from studio.train.estimate import estimate_run
@@ -303,13 +269,13 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
     upload_outputs = [panel.path, panel.error, panel.bundled]
     upload_inputs = ctx.inputs(panel.upload, panel.path)
     upload = panel.upload.upload(ctx.handler(on_upload), upload_inputs, upload_outputs, **PRIVATE)
-    _then_check(upload, ctx, form, panel)
+    then_check(upload, ctx, form, panel)
 
     def on_pick(choice: str | None, current: Any) -> Any:
         return dl.add_dataset(current, choice) if choice else gr.skip()
 
     pick = panel.bundled.input(on_pick, [panel.bundled, panel.path], panel.path, **PRIVATE)
-    _then_check(pick, ctx, form, panel, eval_pairing.PICKED)  # a picked set comes with its own eval set
+    then_check(pick, ctx, form, panel, eval_pairing.PICKED)  # a picked set comes with its own eval set
 
     def bundled_in_use(caller: Caller, path: Any) -> Any:
         choices, value = dl.in_use(caller, path)
@@ -348,7 +314,7 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         (side.config_upload, side.config_upload.upload),
     ):
         loaded = trigger(ctx.handler(on_load), ctx.inputs(source), load_outputs, **PRIVATE)
-        _then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
+        then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
     def on_save(caller: Caller, name: str, *args: Any) -> list[Any]:
         _, download, message = actions.save_config_as(caller, form.values(args), name or "")
@@ -368,45 +334,6 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         concurrency_limit=None,  # a directory listing: milliseconds
         **PRIVATE,
     )
-
-
-def _wire_dataset_list(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel) -> None:
-    """The list of datasets: its table follows the data.path box; add, set and remove rewrite the box, then check."""
-    controls = panel.datasets
-
-    def show(caller: Caller, path: Any) -> list[Any]:
-        lang = caller.language
-        rows = dl.table_rows(path, lang)
-        table = pd.DataFrame(rows, columns=dl.table_headers(lang))  # its header in the page's language too
-        return [table, gr.update(choices=dl.entry_choices(path), value=None), gr.update(visible=bool(rows))]
-
-    def start_list(caller: Caller, path: Any) -> tuple[Any, str]:
-        return dl.start_list(path, caller.language)
-
-    def set_dataset(caller: Caller, path: Any, index: Any, weight: Any, cap: Any) -> tuple[Any, str]:
-        return dl.set_dataset(path, index, weight, cap, caller.language)
-
-    def remove_dataset(caller: Caller, path: Any, index: Any) -> tuple[Any, str]:
-        return dl.remove_dataset(path, index, caller.language)
-
-    quiet = {"show_progress": "hidden", **PRIVATE}
-    panel.path.change(
-        ctx.handler(show), ctx.inputs(panel.path), [controls.table, controls.entry, controls.box], **quiet
-    )
-    controls.entry.input(dl.entry_settings, [panel.path, controls.entry], [controls.weight, controls.cap], **quiet)
-    noted = [panel.path, controls.note]
-    edits = [
-        controls.add.click(ctx.handler(start_list), ctx.inputs(panel.path), noted, **RAW),
-        controls.apply.click(
-            ctx.handler(set_dataset),
-            ctx.inputs(panel.path, controls.entry, controls.weight, controls.cap),
-            noted,
-            **RAW,
-        ),
-        controls.remove.click(ctx.handler(remove_dataset), ctx.inputs(panel.path, controls.entry), noted, **RAW),
-    ]
-    for edit in edits:
-        _then_check(edit, ctx, form, panel)
 
 
 def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
