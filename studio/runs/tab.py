@@ -374,7 +374,12 @@ class RunsTab:
             return ["", *form.value_updates(values), gr.Tabs(selected="train")]
 
         outputs = [self.message, *form.inputs, ctx.tabs]
-        self.continue_from.click(ctx.handler(on_continue), ctx.inputs(self.selected), outputs, api_visibility="private")
+        progress = {"show_progress_on": self.message}  # one of 131 outputs: see studio.train.tab._wire_form
+        picked = ctx.inputs(self.selected)
+        continued = self.continue_from.click(
+            ctx.handler(on_continue), picked, outputs, **progress, api_visibility="private"
+        )
+        form.after_write(continued)
 
 
 def build_runs_tab(ctx: StudioContext) -> RunsTab:

@@ -21,7 +21,8 @@ def then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetP
     """After ``event``, check the dataset: rows first (fast), then tokens and examples (loads the tokenizer).
 
     The rows check first lets the eval path follow a new training path (studio.train.eval_pairing; ``source``
-    says what made the event), so both checks see the eval path that stays.
+    says what made the event), so both checks see the eval path that stays. The form's preview follows the rows check
+    (ConfigForm.after_write): the event may have written the form, and the rows check may have moved the eval path.
     """
 
     def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
@@ -43,6 +44,7 @@ def then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetP
     rows = ctx.inputs(panel.seen, *form.inputs)
     quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
     quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
+    form.after_write(quick)
 
 
 def or_skip(value: Any) -> Any:

@@ -117,6 +117,7 @@ class ConfigForm:
         self.collapsed: dict[str, tuple[str, ...]] = {}
         self._headings: list[tuple[str, bool]] = []  # the groups being rendered: (heading, starts open)
         self._defaults = dict(initial) if initial is not None else default_values(model)
+        self._after_write: Callable[[Any], Any] | None = None
 
     def initial(self, path: str) -> Any:
         """The widget value a field shows first (rendered or not yet)."""
@@ -228,6 +229,18 @@ class ConfigForm:
     def values(self, args: Sequence[Any]) -> dict[str, Any]:
         """Positional event arguments (in ``inputs`` order) as path -> widget value."""
         return dict(zip(self.paths, args, strict=True))
+
+    def follow_writes(self, chain: Callable[[Any], Any]) -> None:
+        """Set what ``after_write`` chains onto an event that writes the form's values (the Train tab's preview)."""
+        self._after_write = chain
+
+    def after_write(self, event: Any) -> Any:
+        """Chain onto ``event``, one whose outputs write the form's values (a loaded config, a restored form, a
+        method's fit, a run to continue), what follows such a write: one live preview for the whole write. The
+        preview follows the visitor's own ``input`` events, not ``change``: a change fires once per field, so a
+        loaded preset sent up to fifteen previews, and each event costs the page a walk of its whole component tree
+        per input and output (Gradio 6's frontend): 12-23 s before a preset's method section showed."""
+        return self._after_write(event) if self._after_write is not None else event
 
     def value_updates(self, values: Mapping[str, Any]) -> list[Any]:
         """Outputs for ``inputs`` that show ``values``; paths not given are left as they are."""

@@ -1,15 +1,16 @@
 """The Train form kept in the browser: what a reload brings back.
 
-The page stores the form's values in the browser's own storage (localStorage, by a script wired in
-studio.train.tab) on every change and sends them back once when it loads again, as the language is kept. What comes
-back is a visitor's own input, so it is read as the form reads a loaded config: only the fields the form has, each
-of a kind its widget shows, a choice among its choices, and in demo mode with the fields the demo fixes set back.
+The page stores the form's values in the browser's own storage (localStorage, by the script that runs before each
+live preview, wired in studio.train.tab) after every change and sends them back once when it loads again, as the
+language is kept. What comes back is a visitor's own input, so it is read as the form reads a loaded config: only the
+fields the form has, each of a kind its widget shows, a choice among its choices, and in demo mode with the fields
+the demo fixes set back.
 Nothing is trusted more than typing the same values would be: Start validates them again.
 
 The restore's answer comes back from the server while the visitor may already be typing (a slow page), so it does
 not write the widgets itself: the page applies it (``apply_script``) and leaves every field the visitor has changed
 since the page loaded as it is. The page notes those fields itself (``read_script``, run as the page loads) from
-the visitor's own input events only: the store script fires on every change, the restore's and a preset's too.
+the visitor's own input events only: the store script runs after every change, the restore's and a preset's too.
 """
 
 from __future__ import annotations
@@ -83,13 +84,16 @@ def _fits(spec: FieldSpec, value: Any) -> bool:
 
 
 def store_script(paths: list[str]) -> str:
-    """The page's script that stores the form's values (in the order of ``paths``) on every change."""
-    return f"""(...values) => {{
+    """The page's script that stores the form's values before each live preview (the preview's ``js``: it follows
+    every input of the visitor's and every write of the studio's, so it sees every change). It takes the preview's
+    inputs, the form's values last in the order of ``paths``, and hands them on unchanged."""
+    return f"""(...inputs) => {{
       const paths = {json.dumps(paths)};
+      const values = inputs.slice(inputs.length - paths.length);
       const kept = {{}};
       paths.forEach((path, i) => {{ kept[path] = values[i]; }});
       try {{ localStorage.setItem({json.dumps(STORAGE_KEY)}, JSON.stringify(kept)); }} catch (error) {{}}
-      return [];
+      return inputs;
     }}"""
 
 

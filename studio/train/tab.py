@@ -79,17 +79,13 @@ def build_train_tab(ctx: StudioContext) -> ConfigForm:
 
 
 def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
-    """Keep the form in the browser (studio.train.kept_form): stored by the page itself on every change, sent back
-    to the server once, when the page loads, checked there as any input is, and shown again by the page, which
-    leaves a field the visitor changed while the answer was on the way as it is.
+    """Keep the form in the browser (studio.train.kept_form): stored by the page itself before each live preview
+    (wired in _wire_form), sent back to the server once, when the page loads, checked there as any input is, and
+    shown again by the page, which leaves a field the visitor changed while the answer was on the way as it is.
 
     Stored by a script, not by an event that outputs to a gr.BrowserState: that round trip made the form's change
     events fire again, so an open page sent its form to the server several times a second, without end.
     """
-    triggers = [component.change for component in form.inputs]
-    store = kept_form.store_script(form.paths)
-    gr.on(triggers, None, form.inputs, None, js=store, trigger_mode="always_last", **PRIVATE)
-
     stored = gr.Textbox(visible=False)  # carries the stored form to the load event below
     restored = gr.Textbox(visible=False)  # carries what may come back of it to the page's script
 
@@ -101,6 +97,7 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
     quiet = {"js": kept_form.read_script(form.components), "show_progress": "hidden", **PRIVATE}
     answered = page.load(ctx.handler(restore), ctx.inputs(stored), restored, **quiet)
     shown = answered.then(None, restored, form.inputs, js=kept_form.apply_script(form.paths), **PRIVATE)
+    form.after_write(shown)
     shown.then(None, None, None, js=kept_form.READY_SCRIPT, **PRIVATE)
 
 
@@ -125,21 +122,29 @@ def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
 def _wire_method_fit(ctx: StudioContext, form: ConfigForm, note: Any) -> None:
     """When the user picks a method, or changes a number of a method's section, set the fields of other sections
     that the method's rules refuse to what they take (studio.train.method_fit), and say so below the picker."""
-    from engine.api import METHODS
-
-    numbers = [
-        form.components[spec.path].input
-        for spec in leaf_specs()
-        if spec.path.partition(".")[0] in METHODS and spec.kind in ("int", "float") and not spec.text_number
-    ]
 
     def on_method_fit(caller: Caller, *args: Any) -> list[Any]:
         changes, said = method_fit.fitted_values(form.values(args), caller.language)
         return [said, *form.value_updates(changes)]
 
-    triggers = [form.components["method"].input, *numbers]
+    triggers = [form.components[path].input for path in _method_fit_paths()]
     outputs = [note, *form.inputs]
-    gr.on(triggers, ctx.handler(on_method_fit), ctx.inputs(*form.inputs), outputs, show_progress="hidden", **RAW)
+    inputs = ctx.inputs(*form.inputs)
+    quiet = {"show_progress": "hidden", "show_progress_on": note}  # one progress target: see _wire_form
+    form.after_write(gr.on(triggers, ctx.handler(on_method_fit), inputs, outputs, **quiet, **RAW))
+
+
+def _method_fit_paths() -> list[str]:
+    """The fields whose input makes the form fit the method (studio.train.method_fit): the method, and the numbers
+    of the methods' own sections."""
+    from engine.api import METHODS
+
+    numbers = [
+        spec.path
+        for spec in leaf_specs()
+        if spec.path.partition(".")[0] in METHODS and spec.kind in ("int", "float") and not spec.text_number
+    ]
+    return ["method", *numbers]
 
 
 def _wire_modality_sections(ctx: StudioContext, form: ConfigForm, boxes: dict[str, Any]) -> None:
@@ -192,7 +197,7 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
     def on_check(caller: Caller, *args: Any) -> str:
         return rw.check_rewards_message(caller, form.values(args))
 
-    picker.add.click(ctx.handler(on_add), ctx.inputs(box, picker.kind), box, **RAW)
+    form.after_write(picker.add.click(ctx.handler(on_add), ctx.inputs(box, picker.kind), box, **RAW))
     check_inputs = ctx.inputs(*form.inputs)
     picker.check.click(ctx.handler(on_check), check_inputs, picker.result, **RAW, **lanes.REWARD_CHECK)
     if picker.upload is None:  # demo mode: no custom reward files
@@ -206,11 +211,13 @@ def _wire_reward_picker(ctx: StudioContext, form: ConfigForm, picker: RewardPick
 
     upload_inputs = ctx.inputs(picker.upload, *form.inputs)
     outputs = [box, picker.result]
-    picker.upload.upload(ctx.handler(on_reward_upload), upload_inputs, outputs, **RAW, **lanes.REWARD_CHECK)
+    uploaded = picker.upload.upload(ctx.handler(on_reward_upload), upload_inputs, outputs, **RAW, **lanes.REWARD_CHECK)
+    form.after_write(uploaded)
 
 
 def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
-    """Live preview and per-field errors on every change; the dataset check; the estimate."""
+    """Live preview and per-field errors on every input of the visitor's and after every write of the studio's
+    (ConfigForm.after_write); the dataset check; the estimate."""
     inputs = ctx.inputs(*form.inputs)
 
     def on_change(caller: Caller, *args: Any) -> list[Any]:
@@ -218,15 +225,21 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
         slots, unplaced = form.error_updates(result.errors, caller.language)
         return [result.yaml, result.command, _problems(unplaced + result.warnings), *slots]
 
-    gr.on(
-        [component.change for component in form.inputs],
-        ctx.handler(on_change),
-        inputs=inputs,
-        outputs=[side.yaml, side.command, side.problems, *form.slots],
-        show_progress="hidden",
-        trigger_mode="always_last",
+    preview = {
+        "fn": ctx.handler(on_change),
+        "inputs": inputs,
+        "outputs": [side.yaml, side.command, side.problems, *form.slots],
+        "js": kept_form.store_script(form.paths),  # the page keeps what it previews
+        "show_progress": "hidden",
+        # One output shows the progress (of none): the page keeps a loading status for every output any event
+        # has had, and walks its whole component tree for each at every status change of every event.
+        "show_progress_on": side.yaml,
+        "trigger_mode": "always_last",
         **RAW,
-    )
+    }
+    form.follow_writes(lambda event: event.then(**preview))
+    fitted = set(_method_fit_paths())  # previewed once the method's fit has written the form
+    gr.on([form.components[p].input for p in form.paths if p not in fitted], **preview)
     # Text fields trigger on blur / Enter, not on every keystroke; the format dropdown on a user's pick.
     columns = [form.components[p] for p in form.paths if p.startswith("data.columns.") or p == "data.eval_path"]
     # The method too: whether the data fits is a question of the method (preference data trains with dpo).
@@ -252,7 +265,8 @@ def _wire_form(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: 
         return [caller.shown(message), _problems(unplaced + result.warnings), *slots]
 
     outputs = [side.estimate, side.problems, *form.slots]
-    side.estimate_button.click(ctx.handler(on_estimate), inputs, outputs, **RAW, **lanes.ESTIMATE)
+    estimate = {"show_progress_on": side.estimate, **RAW, **lanes.ESTIMATE}  # one progress target: see above
+    side.estimate_button.click(ctx.handler(on_estimate), inputs, outputs, **estimate)
 
 
 def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side: Sidebar) -> None:
@@ -313,7 +327,9 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         (side.config_choice, side.config_choice.input),
         (side.config_upload, side.config_upload.upload),
     ):
-        loaded = trigger(ctx.handler(on_load), ctx.inputs(source), load_outputs, **PRIVATE)
+        # One progress target (see _wire_form); the preview follows the rows check (then_check).
+        progress = {"show_progress_on": side.config_message}
+        loaded = trigger(ctx.handler(on_load), ctx.inputs(source), load_outputs, **progress, **PRIVATE)
         then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
     def on_save(caller: Caller, name: str, *args: Any) -> list[Any]:
@@ -368,7 +384,8 @@ def _wire_start(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
 
     answer = [side.start, side.start_message, side.problems]
     disable = side.start.click(starting_view, None, answer, queue=False, **quiet)
-    started = disable.then(ctx.handler(on_start), ctx.inputs(*form.inputs), outputs, **RAW, **lanes.START)
+    progress = {"show_progress_on": side.start_message}  # one progress target: see _wire_form
+    started = disable.then(ctx.handler(on_start), ctx.inputs(*form.inputs), outputs, **progress, **RAW, **lanes.START)
     # Start comes back enabled with on_start's answer, not in an event of its own (each costs the browser's main
     # thread 65 ms or more, while the new run's first points are on their way); after a crash, by this one.
     started.failure(enabled, None, side.start, **quiet)
