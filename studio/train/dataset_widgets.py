@@ -39,7 +39,8 @@ def then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetP
     def check_tokens(caller: Caller, *args: Any) -> list[Any]:
         return check_outputs(actions.check_data(caller, form.values(args), with_tokens=True))
 
-    lane = {**RAW, **lanes.DATASET_CHECK}
+    # The check's progress shows on its summary alone (one progress target: see studio.train.tab._wire_form).
+    lane = {"show_progress_on": panel.summary, **RAW, **lanes.DATASET_CHECK}
     follow_outputs = [form.components["data.eval_path"], form.components["data.eval_size"], panel.seen, panel.notice]
     rows = ctx.inputs(panel.seen, *form.inputs)
     quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)

@@ -324,7 +324,7 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
 
     load_outputs = [side.config_message, *form.inputs]
     for source, trigger in (
-        (side.config_choice, side.config_choice.input),
+        (side.config_choice, side.config_choice.select),  # a pick: once (its input event fires twice a pick)
         (side.config_upload, side.config_upload.upload),
     ):
         # One progress target (see _wire_form); the preview follows the rows check (then_check).

@@ -7,6 +7,7 @@ and wires their events.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 import gradio as gr
@@ -260,10 +261,10 @@ def render_method(ctx: StudioContext, form: ConfigForm, first: dict[str, Any]) -
                         pickers.append(_render_reward_picker(ctx, field))
                     form.render_children(form.section(name), columns=3)
 
-    def show(method: str) -> list[Any]:
-        return [gr.Column(visible=method == name) for name in boxes]
-
-    form.components["method"].change(show, form.components["method"], list(boxes.values()), **PRIVATE)
+    # The page shows the picked method's section itself: a script, no server event (each costs the page a walk of
+    # its component tree per output and status: studio.train.tab._wire_form).
+    show = f"(method) => {json.dumps(list(boxes))}.map((name) => ({{__type__: 'update', visible: method === name}}))"
+    form.components["method"].change(None, form.components["method"], list(boxes.values()), js=show, **PRIVATE)
     return pickers, note
 
 

@@ -7,7 +7,6 @@ input and output). These tests read the whole studio's wiring, every tab's event
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -74,8 +73,13 @@ def test_every_event_that_writes_the_form_is_followed_by_a_preview(studio: gr.Bl
         assert not many or len(writer.show_progress_on or writer.outputs) == 1, writer.name
 
 
-def test_a_preset_loads_in_one_event_and_one_preview(studio: gr.Blocks, tmp_path: Path) -> None:
-    """The events a preset pick sets off: the load, the rows check, one preview; no preview per changed field."""
+def test_a_preset_loads_in_one_event_and_one_preview(studio: gr.Blocks) -> None:
+    """The events a preset pick sets off: the load (once per pick: a dropdown's input fires twice), the rows check,
+    one preview; no preview per changed field; and the method's section shown by the page, without the server."""
     load = next(fn for fn in studio.fns.values() if fn.name == "on_load" and len(fn.outputs) > 100)
+    assert [event for _, event in load.targets] == ["select"]
     chain = followers(studio, load)
     assert [fn.name for fn in chain].count("on_change") == 1
+    method = next(field for field in load.outputs if field.elem_id == "cfg-method")
+    shows = [fn for fn in studio.fns.values() if (method._id, "change") in fn.targets]
+    assert shows and all(fn.fn is None and fn.js for fn in shows)
