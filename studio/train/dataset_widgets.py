@@ -22,7 +22,8 @@ def then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetP
 
     The rows check first lets the eval path follow a new training path (studio.train.eval_pairing; ``source``
     says what made the event), so both checks see the eval path that stays. The form's preview follows the rows check
-    (ConfigForm.after_write): the event may have written the form, and the rows check may have moved the eval path.
+    (ConfigForm.after_write): the event may have written the form, and the rows check may have moved the eval path;
+    not after a config's load, which keeps the config's eval path and has its preview follow the load itself.
     """
 
     def check_rows(caller: Caller, seen: Any, *args: Any) -> list[Any]:
@@ -45,7 +46,8 @@ def then_check(event: Any, ctx: StudioContext, form: ConfigForm, panel: DatasetP
     rows = ctx.inputs(panel.seen, *form.inputs)
     quick = event.then(ctx.handler(check_rows), rows, panel.outputs + follow_outputs, **lane)
     quick.then(ctx.handler(check_tokens), ctx.inputs(*form.inputs), panel.outputs, **lane)
-    form.after_write(quick)
+    if source != eval_pairing.LOADED:  # a loaded config keeps its eval path: its preview follows the load itself
+        form.after_write(quick)
 
 
 def or_skip(value: Any) -> Any:

@@ -327,9 +327,9 @@ def _wire_files(ctx: StudioContext, form: ConfigForm, panel: DatasetPanel, side:
         (side.config_choice, side.config_choice.select),  # a pick: once (its input event fires twice a pick)
         (side.config_upload, side.config_upload.upload),
     ):
-        # One progress target (see _wire_form); the preview follows the rows check (then_check).
-        progress = {"show_progress_on": side.config_message}
+        progress = {"show_progress_on": side.config_message}  # one progress target: see _wire_form
         loaded = trigger(ctx.handler(on_load), ctx.inputs(source), load_outputs, **progress, **PRIVATE)
+        form.after_write(loaded)  # beside the dataset check, not after it: the preview shows a second sooner
         then_check(loaded, ctx, form, panel, eval_pairing.LOADED)  # a config brings its own eval path
 
     def on_save(caller: Caller, name: str, *args: Any) -> list[Any]:
