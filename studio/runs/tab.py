@@ -375,9 +375,9 @@ class RunsTab:
 
         outputs = [self.message, *form.inputs, ctx.tabs]
         progress = {"show_progress_on": self.message}  # one of 131 outputs: see studio.train.tab._wire_form
-        picked = ctx.inputs(self.selected)
+        inputs = ctx.inputs(self.selected)
         continued = self.continue_from.click(
-            ctx.handler(on_continue), picked, outputs, **progress, api_visibility="private"
+            ctx.handler(on_continue), inputs, outputs, **progress, api_visibility="private"
         )
         form.after_write(continued)
 

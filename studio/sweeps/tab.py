@@ -218,8 +218,8 @@ class SweepsTab:
 
         outputs = [self.message, *form.inputs, ctx.tabs]
         progress = {"show_progress_on": self.message}  # one of 131 outputs: see studio.train.tab._wire_form
-        picked = self.best_run.click(ctx.handler(best_run), ctx.inputs(self.sweep), outputs, **progress, **PRIVATE)
-        form.after_write(picked)
+        filled = self.best_run.click(ctx.handler(best_run), ctx.inputs(self.sweep), outputs, **progress, **PRIVATE)
+        form.after_write(filled)
 
     def _wire_start(self) -> None:
         """The editor's Start: validate its YAML, start the driver and watch the sweep it started."""
