@@ -9,12 +9,15 @@ speed, and the test checks that the hold does delay the restore.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, wait_until
+from e2e_harness import VIEWPORT, Studio, wait_until
 
 from studio.train.kept_form import STORAGE_KEY
+from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -22,6 +25,16 @@ NAME = "kept-form-typed-while-loading"  # also marks the restore's request: it c
 STORED = {"method": "kto", "train.max_steps": 55, "name": NAME}  # a previous visit's form
 TYPED = "321"
 PICKED = "dpo"
+
+
+@pytest.fixture(scope="module")
+def studio(workspace: Path) -> Iterator[Studio]:
+    """A studio without its warm training process: nothing here starts a run, and on 2 cores its imports (several
+    CPU-seconds) would only slow the other worker's tests."""
+    server = Studio(workspace, free_port(), extra_args=("--no-standby",))
+    server.start()
+    yield server
+    server.kill()
 
 
 def is_restore(request: Any) -> bool:
