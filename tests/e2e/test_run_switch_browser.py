@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_harness import VIEWPORT, monitor_state, wait_until
+from e2e_harness import VIEWPORT, monitor_state, wait_for_form, wait_until
 
 from engine import runs
 from engine.config import parse_config
@@ -152,3 +152,32 @@ def test_the_runs_table_shows_durations_and_run_ids_whole_and_its_buttons_on_one
     assert buttons["Compare"]["x"] >= metric["x"] + metric["width"]  # beside the Metric picker, not over it
     assert max(box["x"] + box["width"] for box in buttons.values()) <= VIEWPORT["width"]
     page.close()
+
+
+def test_the_runs_list_is_polled_only_while_its_tab_is_on_screen(studio, browser, workspace):
+    """Gradio starts the Runs list's timer when the tab first shows and never stopped it: a page that had opened the
+    tab sent the list every 2 s while its visitor watched the Monitor. Nothing runs here, so the list's ticks are
+    the page's only events once a switch has settled. Counted by the page itself (its resource timing), which sees
+    every request as it is sent."""
+    page = browser.new_page(viewport=VIEWPORT)
+    page.add_init_script("performance.setResourceTimingBufferSize(100000)")  # the default 250 would fill up
+    page.goto(studio.url)
+    wait_for_form(page)
+
+    def events_while(tab: str) -> int:
+        page.get_by_role("tab", name=tab).click()
+        wait_until(lambda: page.evaluate(QUIET_MS) > 1000, 30, what="the switch's own events to end")
+        since = page.evaluate("performance.now()")
+        page.wait_for_timeout(5000)  # what is measured: the events of 5 s of watching (the timer ticks every 2 s)
+        return page.evaluate(EVENTS_SINCE, since)
+
+    assert events_while("Runs") >= 2
+    assert events_while("Monitor") == 0
+    assert events_while("Runs") >= 2  # and it ticks again once the tab is back
+    page.close()
+
+
+# The page's Gradio events: its requests to join the queue, as the page's resource timing lists them.
+EVENTS = "performance.getEntriesByType('resource').filter((entry) => entry.name.includes('/queue/join'))"
+EVENTS_SINCE = f"(since) => {EVENTS}.filter((entry) => entry.startTime >= since).length"
+QUIET_MS = f"() => performance.now() - Math.max(0, ...{EVENTS}.map((entry) => entry.startTime))"
