@@ -4,6 +4,7 @@ handler is wired to them (``handler``: the event's ``Caller`` built once, studio
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +54,24 @@ class StudioContext:
         if self.opened is not None:
             return self.opened.select
         return self.tabs.change if self.tabs is not None else None
+
+    def tick_while_shown(self, timer: Any, resume: bool = True) -> None:
+        """Stop ``timer`` (a ``gr.Timer`` of the tab being built) whenever another tab comes on screen; start it
+        again as its own tab comes back when ``resume`` (else the tab's own opening sets it). Gradio starts a tab's
+        timer as the tab first shows and never stops it: a page that had opened the Runs tab sent its list every
+        2 s while the visitor watched the Monitor, each an event that costs the page's main thread. The page reads
+        which tab is shown from the tab buttons (a script, no server event), once the switch is drawn."""
+        if self.tabs is None or self.opened is None or not self.opened.elem_id:
+            return
+        button = json.dumps(f"#{self.opened.elem_id}-button")
+        shown = "{__type__: 'update', active: true}" if resume else "{__type__: 'update'}"
+        script = f"""async () => {{
+          await new Promise((drawn) => setTimeout(drawn, 0));
+          const button = document.querySelector({button});
+          return button?.getAttribute('aria-selected') === 'true' ? {shown} : {{__type__: 'update', active: false}};
+        }}"""
+        # The tabs' change: clicks and the app's own switches alike.
+        self.tabs.change(None, None, timer, js=script, api_visibility="private")
 
     def caller(self, request: Any, token: str | None) -> Caller:
         """The ``Caller`` of an event: this studio's workspace and policy, the visitor's token, the language of

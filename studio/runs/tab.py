@@ -304,7 +304,7 @@ class RunsTab:
         self.refresh.click(**relist)
         if (on_open := ctx.on_open()) is not None:  # a table updated while hidden may not show it: again
             on_open(**relist)
-        self._tick_while_shown()
+        ctx.tick_while_shown(self.timer)  # the list follows the runs while the tab is on screen
 
         def on_select(who: str | None, event: gr.SelectData, request: gr.Request) -> list[Any]:
             row = event.row_value or []
@@ -381,22 +381,6 @@ class RunsTab:
             ctx.handler(on_continue), inputs, outputs, **progress, api_visibility="private"
         )
         form.after_write(continued)
-
-    def _tick_while_shown(self) -> None:
-        """The list's timer ticks while the tab is on screen only. Gradio starts it when the tab is first shown and
-        never stops it: a page that had opened the tab once sent the list every 2 s while its visitor watched the
-        Monitor, each an event that costs the page's main thread (studio.train.tab._wire_form says why). The page
-        reads which tab is shown from the tab buttons (a script, no server event), after the switch is drawn."""
-        ctx = self.ctx
-        if ctx.tabs is None or ctx.opened is None or not ctx.opened.elem_id:
-            return
-        button = json.dumps(f"#{ctx.opened.elem_id}-button")
-        shown = f"""async () => {{
-          await new Promise((drawn) => setTimeout(drawn, 0));
-          const button = document.querySelector({button});
-          return {{__type__: 'update', active: button?.getAttribute('aria-selected') === 'true'}};
-        }}"""
-        ctx.tabs.change(None, None, self.timer, js=shown, api_visibility="private")  # clicks and the app's switches
 
 
 def build_runs_tab(ctx: StudioContext) -> RunsTab:

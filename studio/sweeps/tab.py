@@ -181,6 +181,7 @@ class SweepsTab:
         # Opening the tab shows a driver started or ended meanwhile (by another page, the CLI, before a refresh).
         if (on_open := ctx.on_open()) is not None:
             on_open(ctx.handler(relist), ctx.inputs(self.sweep), [self.sweep, *shown], **QUIET)
+        ctx.tick_while_shown(self.timer, resume=False)  # back on screen, the opening's relist sets it again
 
         after = [self.message, self.sweep, *shown]
 
