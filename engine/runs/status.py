@@ -89,7 +89,10 @@ def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> RunStatus:
     deadline = time.time() + timeout
     while True:
         current = status(run_dir)
-        if ended(run_dir, current) or time.time() > deadline:
+        if ended(run_dir, current):
+            # Read again: the supervisor may have recorded the exit code between ``current`` and ``ended``'s read.
+            return status(run_dir)
+        if time.time() > deadline:
             return current
         time.sleep(poll)
 

@@ -164,16 +164,22 @@ def test_the_runs_list_is_polled_only_while_its_tab_is_on_screen(studio, browser
     page.goto(studio.url)
     wait_for_form(page)
 
-    def events_while(tab: str) -> int:
+    def switch_to(tab: str) -> float:
+        """Show ``tab``, wait for the switch's own events to end, and return the page's clock then."""
         page.get_by_role("tab", name=tab).click()
         wait_until(lambda: page.evaluate(QUIET_MS) > 1000, 30, what="the switch's own events to end")
-        since = page.evaluate("performance.now()")
-        page.wait_for_timeout(5000)  # what is measured: the events of 5 s of watching (the timer ticks every 2 s)
-        return page.evaluate(EVENTS_SINCE, since)
+        return page.evaluate("performance.now()")
 
-    assert events_while("Runs") >= 2
-    assert events_while("Monitor") == 0
-    assert events_while("Runs") >= 2  # and it ticks again once the tab is back
+    def ticks_again(tab: str) -> None:
+        # Waited for, not counted in a fixed window: on a busy machine the ticks come late (5 s once held one).
+        since = switch_to(tab)
+        wait_until(lambda: page.evaluate(EVENTS_SINCE, since) >= 2, 60, what=f"two ticks of the list on {tab}")
+
+    ticks_again("Runs")
+    since = switch_to("Monitor")
+    page.wait_for_timeout(5000)  # what is measured: 5 s of watching, two and a half of the timer's periods
+    assert page.evaluate(EVENTS_SINCE, since) == 0
+    ticks_again("Runs")  # and it ticks again once the tab is back
     page.close()
 
 
