@@ -6,6 +6,7 @@
 """
 
 from engine.runs.control import (
+    RunAlreadyRunning,
     RunError,
     abort,
     create_run,
@@ -33,6 +34,7 @@ from engine.runs.status import (
 )
 
 __all__ = [
+    "RunAlreadyRunning",
     "RunError",
     "RunSummary",
     "abort",

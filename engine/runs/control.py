@@ -40,6 +40,7 @@ from engine.store.rundir import (
     CONFIG_FILE,
     FAILED,
     STATUS_FILE,
+    RunStatus,
     checkpoint_steps,
     is_run_dir,
     next_segment,
@@ -54,6 +55,10 @@ ABORTED_BY_USER = "aborted by the user"
 
 class RunError(RuntimeError):
     """An action that does not fit the run's state (resume a running run, start a missing one, ...)."""
+
+
+class RunAlreadyRunning(RunError):
+    """A start of a run that another start has already begun."""
 
 
 def new_run_id(name: str | None) -> str:
@@ -145,10 +150,19 @@ def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | 
         raise RunError(f"{run_dir} is not a run directory (no {CONFIG_FILE})")
     current = status(run_dir)
     if current.is_active:
-        raise RunError("the run is already running")
+        raise RunAlreadyRunning("the run is already running")
     _wait_for_release(run_dir, current.supervisor_pid)
+    claimed: list[bool] = []
+
+    def unclaimed(stored: RunStatus) -> bool:
+        # Checked and written under the status lock: of two starts at once (the studio's queue and a script), one
+        # claims the run and the other is told it runs, instead of both starting a supervisor.
+        claimed.append(not stored.is_active)
+        return claimed[-1]
+
     update_status(
         run_dir,
+        when=unclaimed,
         state="starting",
         host=this_host(),  # the pids recorded from here on are this machine's (engine.store.hosts)
         error=None,
@@ -159,6 +173,8 @@ def start(run_dir: Path, checkpoint: int | None = None, devices: list[Device] | 
         devices=devices or pick_devices(run_dir, workspace_of(run_dir)),
         **next_segment(current),  # the elapsed time of earlier segments is kept, not restarted
     )
+    if not claimed[-1]:
+        raise RunAlreadyRunning("the run is already running")
     warm = _claim_standby(run_dir, checkpoint)
     if warm:  # the standby records itself as the supervisor before its worker touches the status
         keep_standby(workspace_of(run_dir))  # the next one warms up once this run is over

@@ -133,10 +133,17 @@ def _launch(turn: Turn, launcher: Launcher | None) -> bool:
         _fail(turn.run_dir, turn.error)
         return False
     checkpoint = read_status(turn.run_dir).resume_checkpoint
-    # Before the process exists, so nothing else writes the status meanwhile; the time limit counts from here.
-    update_status(turn.run_dir, launched_at=time.time(), devices=turn.devices)
+    # Before the process exists, so nothing else writes the status meanwhile; the time limit counts from here. Only
+    # while it is queued: a script may have started it itself since the round was planned (not under the lock).
+    written = update_status(
+        turn.run_dir, when=lambda stored: stored.state == QUEUED, launched_at=time.time(), devices=turn.devices
+    )
+    if written.state != QUEUED:
+        return False
     try:
         (launcher or _default_launcher)(turn.run_dir, checkpoint)
+    except runs.RunAlreadyRunning:
+        return False  # started by that script meanwhile: its start, not a failure of the run
     except (runs.RunError, OSError) as exc:
         _fail(turn.run_dir, str(exc))
         return False

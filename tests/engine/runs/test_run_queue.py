@@ -93,6 +93,45 @@ def test_a_run_that_cannot_start_fails_with_the_reason(tmp_path: Path) -> None:
     assert run_queue.queued_runs(tmp_path) == []
 
 
+def test_a_run_a_script_starts_while_the_queue_plans_is_left_to_the_script(
+    tmp_path: Path, processes: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script may start a queued run itself (engine.runs.start, outside the queue's lock) between the queue's
+    reading the line and its launch: the queue leaves the run alone instead of failing it with 'already running'."""
+    run_dir = new_run(tmp_path, "raced", 100.0)
+    script_pid = live_engine_process(processes)
+    planned = run_queue.schedule
+
+    def plan_then_the_script_starts(workspace: Path, gpus: tuple[int, ...], last: Path | None = None) -> Any:
+        turns = planned(workspace, gpus, last)
+        update_status(run_dir, state="running", pid=script_pid, supervisor_pid=script_pid, started_at=time.time())
+        return turns
+
+    monkeypatch.setattr(run_queue, "schedule", plan_then_the_script_starts)
+    calls: list[tuple[str, int | None]] = []
+    assert run_queue.start_next_queued(tmp_path, launcher(calls, processes)) == []
+    assert calls == []
+    status = runs.status(run_dir)
+    assert (status.state, status.supervisor_pid, status.error) == ("running", script_pid, None)
+
+
+def test_a_start_that_read_the_run_as_idle_before_another_claimed_it_starts_nothing(
+    tmp_path: Path, processes: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two starts at once: both read the run as idle; the one that writes 'starting' second is told it runs."""
+    from engine.runs import control
+
+    run_dir = new_run(tmp_path, "raced", 100.0)
+    idle = runs.status(run_dir)
+    first_pid = live_engine_process(processes)
+    update_status(run_dir, state="starting", supervisor_pid=first_pid)  # the first start's claim
+    monkeypatch.setattr(control, "status", lambda _run_dir: idle)  # what the second start read before it
+    with pytest.raises(runs.RunAlreadyRunning):
+        runs.start(run_dir)
+    stored = read_status(run_dir)
+    assert (stored.state, stored.supervisor_pid, stored.error) == ("starting", first_pid, None)
+
+
 def test_cancel_takes_a_queued_run_out_of_the_line(tmp_path: Path) -> None:
     first = new_run(tmp_path, "first", 100.0)
     second = new_run(tmp_path, "second", 200.0)
