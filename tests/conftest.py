@@ -10,6 +10,11 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The suite keeps both cores busy (two workers, each with its studios, browsers and training processes), where
+# OpenMP threads that spin while they wait for each other burn the time another process needs: with threads that
+# sleep instead, tests/engine/training took 111-114 s against 122-129 s (two rounds, arms alternated). Set before
+# torch loads OpenMP; every process a test starts inherits it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Seconds each test file took on 2 idle cores, written by `python -m pytest --store-file-seconds`. Files not in it
 # are guessed from their marks: a browser test drives a studio and a run, an integration test starts training
