@@ -13,7 +13,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The suite keeps both cores busy (two workers, each with its studios, browsers and training processes), where
 # OpenMP threads that spin while they wait for each other burn the time another process needs: with threads that
 # sleep instead, tests/engine/training took 111-114 s against 122-129 s (two rounds, arms alternated). Set before
-# torch loads OpenMP; every process a test starts inherits it.
+# torch loads OpenMP; every process a test starts inherits it. The whole suite: 17 min 9 s against 22 min 44 s. Not
+# for the studio's own runs: alone on the machine, sleeping threads halve a demo run's speed (benchmarks/throughput.py,
+# one round: 2,402 against 4,486 tokens/s); engine.training.cpu_share is how a run makes room for other programs.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # Seconds each test file took on 2 idle cores, written by `python -m pytest --store-file-seconds`. Files not in it
