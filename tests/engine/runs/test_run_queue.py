@@ -17,6 +17,7 @@ import pytest
 
 from engine import runs
 from engine.config import parse_config
+from engine.runs import control
 from engine.runs import queue as run_queue
 from engine.store.processes import is_alive
 from engine.store.rundir import read_status, update_status
@@ -119,8 +120,6 @@ def test_a_start_that_read_the_run_as_idle_before_another_claimed_it_starts_noth
     tmp_path: Path, processes: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two starts at once: both read the run as idle; the one that writes 'starting' second is told it runs."""
-    from engine.runs import control
-
     run_dir = new_run(tmp_path, "raced", 100.0)
     idle = runs.status(run_dir)
     first_pid = live_engine_process(processes)

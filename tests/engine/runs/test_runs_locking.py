@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -69,6 +70,30 @@ def test_delete_removes_a_finished_run_and_refuses_an_active_one(tmp_path: Path)
     assert not run_dir.exists()
     with pytest.raises(runs.RunError, match="is not a run"):
         runs.delete(run_dir)
+
+
+def test_wait_returns_the_exit_code_the_supervisor_records_while_it_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker writes the final state, then its supervisor the exit code: one that lands between wait's reading
+    the state and its asking whether the run has ended is in what wait returns."""
+    run_status = importlib.import_module("engine.runs.status")  # the module: engine.runs.status is its function too
+    run_dir = _demo_run(tmp_path)
+    supervisor = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "engine", "supervise"])
+    try:
+        update_status(run_dir, state="completed", supervisor_pid=supervisor.pid, exit_code=None)
+        ended = run_status.ended
+
+        def supervisor_records_then_ended(run: Path, current: object = None) -> bool:
+            update_status(run, exit_code=0)
+            return ended(run, current)
+
+        monkeypatch.setattr(run_status, "ended", supervisor_records_then_ended)
+        finished = runs.wait(run_dir, timeout=5)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+    assert (finished.state, finished.exit_code) == ("completed", 0)
 
 
 COUNTER = textwrap.dedent(
