@@ -275,7 +275,7 @@ class Replier:
 
     def _reply(self, request: dict[str, Any]) -> None:
         import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList
+        from transformers import StoppingCriteriaList
 
         request_id = request["id"]
         if request_id in self.cancelled:
@@ -289,12 +289,7 @@ class Replier:
         inputs, budget, dropped = self.model.prompt(request["messages"], sampling.max_new_tokens, request.get("tools"))
         ids = inputs["input_ids"]
         cancelled, closing = self.cancelled, self.closing
-
-        class Cancelled(StoppingCriteria):
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                stop = request_id in cancelled or closing.is_set()
-                return torch.full((input_ids.shape[0],), stop, dtype=torch.bool)
-
+        stop = stop_when(lambda: request_id in cancelled or closing.is_set())
         send = partial(self.channel.emit, "token", id=request_id)
         streamer = DeltaStreamer(self.model.tokenizer, lambda text: send(text=text))
         off = self.model.model.disable_adapter() if not request.get("adapter", True) else contextlib.nullcontext()
@@ -304,7 +299,7 @@ class Replier:
             output = self.model.model.generate(
                 **inputs,
                 streamer=streamer,
-                stopping_criteria=StoppingCriteriaList([Cancelled()]),
+                stopping_criteria=StoppingCriteriaList([stop]),
                 **_generation_kwargs(sampling, budget, self.model.tokenizer),
             )
         tokens = output.shape[1] - ids.shape[1]
@@ -313,6 +308,20 @@ class Replier:
         self.channel.emit(
             "done", id=request_id, reason=reason, tokens=tokens, dropped=dropped, threads=threads, prompt_tokens=prompt
         )
+
+
+def stop_when(stopped: Callable[[], bool]) -> Any:
+    """A generate() stopping criterion that ends every row once ``stopped()`` says so (a cancelled reply, a closing
+    worker). Its answer lies on the ids' device: generate() ORs it with its own flags there, and a CPU answer beside
+    a model on CUDA is an error (it was, on the first GPU run of Chat)."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class Stop(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            return torch.full((input_ids.shape[0],), stopped(), dtype=torch.bool, device=input_ids.device)
+
+    return Stop()
 
 
 def _generation_kwargs(sampling: SamplingParams, budget: int, tokenizer: Any) -> dict[str, Any]:
