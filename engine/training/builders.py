@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from engine.config import ConfigError, Problem, RunConfig
 from engine.training.hardware import (
     Hardware,
+    checkpointing_kwargs,
     resolve_device,
     resolve_dtype,
     resolve_gradient_checkpointing,
@@ -215,7 +216,7 @@ def common_training_kwargs(config: RunConfig, output_dir: str | Path, hardware: 
         "fp16": precision == "fp16",
         "use_cpu": resolve_device(config, hardware) == "cpu",
         "activation_checkpointing": resolve_gradient_checkpointing(config, hardware),
-        "activation_checkpointing_kwargs": {"use_reentrant": False},
+        "activation_checkpointing_kwargs": checkpointing_kwargs(config),
         "use_liger_kernel": resolve_liger(config, hardware),
         "tf32": resolve_tf32(config, hardware),
         "neftune_noise_alpha": train.neftune_noise_alpha,

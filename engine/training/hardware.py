@@ -107,6 +107,18 @@ def resolve_gradient_checkpointing(config: RunConfig, hardware: Hardware) -> boo
     return resolve_device(config, hardware) == "cuda" and config.quantization.mode != "none"
 
 
+def checkpointing_kwargs(config: RunConfig) -> dict[str, bool]:
+    """How checkpointed layers are recomputed: non-reentrant, except over an 8-bit base.
+
+    bitsandbytes' int8 matmul keeps its input as an attribute of its autograd context (``ctx.tensors`` on CUDA,
+    ``ctx.A`` on a CPU), out of reach of the saved-tensor hooks that non-reentrant checkpointing drops activations
+    with: every quantized projection's input then stays alive through the whole forward (measured on the ~100M
+    model: 204 MiB per 1,024 tokens in fp32; the 8-bit QLoRA row of benchmarks/memory_estimate.py at 0.67 on an H100
+    and an H200). A reentrant checkpoint runs the first forward without a graph, so no context is kept at all.
+    """
+    return {"use_reentrant": config.quantization.mode == "8bit"}
+
+
 def resolve_liger(config: RunConfig, hardware: Hardware) -> bool:
     """Liger's kernels: auto turns them on for a GPU run when liger-kernel is installed and the model is at least
     ``LIGER_MIN_HIDDEN_SIZE`` wide (liger_decision says why)."""

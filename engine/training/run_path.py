@@ -14,6 +14,7 @@ from engine.config import RunConfig
 from engine.training.attention import resolve_attn_implementation, resolve_cudnn_attention, resolve_padding_free
 from engine.training.hardware import (
     Hardware,
+    checkpointing_kwargs,
     liger_decision,
     resolve_device,
     resolve_dtype,
@@ -39,6 +40,7 @@ class RunPath:
     tf32: bool | None  # None: PyTorch's setting left alone
     checkpointing: bool
     liger_reason: str = ""
+    reentrant: bool = False  # checkpointed layers recomputed reentrantly (an 8-bit base: hardware.checkpointing_kwargs)
 
     def line(self) -> str:
         """The path in one line, e.g. ``cuda, bfloat16 weights, bf16 autocast, attention ..., sdpa without cuDNN,
@@ -49,6 +51,7 @@ class RunPath:
             f"{self.device}, {self.weights} weights{autocast}, attention {self.attention or DEFAULT_ATTENTION}, "
             f"{self.sdpa_text()}, padding-free {_on(self.padding_free)}, liger {liger}, tf32 {_tri(self.tf32)}, "
             f"gradient checkpointing {_on(self.checkpointing)}"
+            + (" (reentrant, for the 8-bit base)" if self.checkpointing and self.reentrant else "")
         )
 
     def sdpa_text(self) -> str:
@@ -72,6 +75,7 @@ def resolve_run_path(config: RunConfig, hardware: Hardware) -> RunPath:
         tf32=resolve_tf32(config, hardware),
         checkpointing=resolve_gradient_checkpointing(config, hardware),
         liger_reason=why,
+        reentrant=checkpointing_kwargs(config)["use_reentrant"],
     )
 
 

@@ -230,3 +230,8 @@ def test_the_path_line_shows_every_choice(tmp_path: Path) -> None:
         "cuda, float32 weights, bf16 autocast, attention transformers' default (sdpa), sdpa with cuDNN, "
         "padding-free off, liger off (liger-kernel not installed), tf32 on, gradient checkpointing on"
     )
+    # An 8-bit base is checkpointed reentrantly (its int8 matmul keeps its inputs from saved-tensor hooks)
+    eight = config(quantization={"mode": "8bit"})
+    on_gpu = resolve_run_path(eight, BARE_GPU).line()
+    assert on_gpu.endswith("gradient checkpointing on (reentrant, for the 8-bit base)")
+    assert resolve_run_path(eight, CPU_ONLY).line().endswith("gradient checkpointing off")
