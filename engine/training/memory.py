@@ -159,6 +159,24 @@ def layer_activation_bytes(shape: ModelShape, trainable_layer: bool, lora: dict[
     return units * width + norm_upcast + shape.heads * 4  # log-sum-exp: fp32 per head
 
 
+def int8_input_bytes(shape: ModelShape, lora: dict[str, Any] | None, width: int) -> float:
+    """Bytes one decoder layer over an 8-bit base keeps per token beyond ``layer_activation_bytes``: bitsandbytes'
+    int8 matmul keeps each quantized projection's input in its autograd context (shared inputs once), which
+    checkpointing drops only when reentrant (engine.training.hardware.checkpointing_kwargs).
+
+    Those are both RMSNorms' outputs (fp32: prepare_model_for_kbit_training upcasts the norms) and the MLP product
+    (fp32: the int8 matmul answers in its input's dtype); o_proj's input, the attention output, is kept anyway. A LoRA
+    adapter without dropout already keeps the same tensors as its shared inputs (counted there at ``width``).
+    """
+    h, i = shape.hidden, shape.intermediate
+    shared = 0
+    if lora is not None and lora["dropout"] == 0:
+        targets = lora["targets"]
+        shared += h * bool({"q_proj", "k_proj", "v_proj"} & targets) + h * bool({"gate_proj", "up_proj"} & targets)
+        shared += i * ("down_proj" in targets)
+    return (2 * h + i) * 4 - shared * width
+
+
 def estimate_memory(
     shape: ModelShape,
     *,
@@ -217,7 +235,8 @@ def estimate_memory(
     elif method == "freeze":  # layers below the trained ones build no graph at all
         per_layer = [layer_activation_bytes(shape, True, None, compute_bytes)] * min(freeze_layers, shape.layers)
     else:
-        per_layer = [layer_activation_bytes(shape, False, lora, compute_bytes)] * shape.layers
+        int8 = int8_input_bytes(shape, lora, compute_bytes) if quantization == "8bit" else 0.0
+        per_layer = [layer_activation_bytes(shape, False, lora, compute_bytes) + int8] * shape.layers
     if gradient_checkpointing and per_layer:
         # Each checkpointed layer keeps only its input; backward recomputes one layer at a time in full.
         activations = tokens * (len(per_layer) * shape.hidden * compute_bytes + max(per_layer))

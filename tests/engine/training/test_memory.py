@@ -16,6 +16,7 @@ from engine.training.memory import (
     config_dict,
     estimate_memory,
     estimate_run_memory,
+    int8_input_bytes,
     layer_activation_bytes,
 )
 from engine.training.memory_shape import lora_parameters, lora_targets, quantized_weight_bytes, read_shape
@@ -131,6 +132,69 @@ def test_activations_match_what_autograd_keeps(targets: str | None, dropout: flo
     per_layer = layer_activation_bytes(shape, targets is None, lora, 4)
     predicted = batch * length * (shape.layers * per_layer + shape.vocab * 4)
     assert predicted == pytest.approx(_saved_bytes(model, tokens), rel=0.1)
+
+
+def _held_bytes(model: Any, tokens: Any) -> int:
+    """Bytes of what a forward keeps for backward: the tensors autograd saves (saved-tensor hooks) and those custom
+    functions keep as attributes of their contexts (bitsandbytes' int8 matmul), each storage once, parameters left
+    out."""
+    import torch
+
+    storages: dict[int, int] = {}
+
+    def keep(tensor: Any) -> None:
+        storages.setdefault(tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
+
+    def pack(tensor: Any) -> Any:
+        keep(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        output = model(input_ids=tokens, labels=tokens, use_cache=False)
+    seen, stack = set(), [output.loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for value in getattr(node, "__dict__", {}).values():
+            for tensor in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
+                    keep(tensor)
+        stack.extend(parent for parent, _ in node.next_functions)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(size for pointer, size in storages.items() if pointer not in params)
+
+
+@pytest.mark.parametrize(("targets", "dropout"), [("auto", 0.05), ("all-linear", 0.0)])
+def test_an_8bit_base_keeps_what_its_int8_matmul_holds(targets: str, dropout: float) -> None:
+    """QLoRA 8-bit without checkpointing: the layers' saved tensors, the int8 matmul's inputs and log_softmax's
+    output (the CPU's MatMul8bitFp keeps ``ctx.A`` as CUDA's MatMul8bitLt keeps ``ctx.tensors``)."""
+    import torch
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import BitsAndBytesConfig
+
+    shape = demo_shape()
+    base = load_demo(quantization_config=BitsAndBytesConfig(load_in_8bit=True))
+    base = prepare_model_for_kbit_training(base, use_gradient_checkpointing=False)
+    config = LoraConfig(
+        task_type="CAUSAL_LM", r=8, lora_dropout=dropout, target_modules=None if targets == "auto" else targets
+    )
+    model = get_peft_model(base, config)
+    model.train()
+    lora = {"targets": lora_targets(shape, targets), "r": 8, "dropout": dropout}
+    batch, length = 2, 48
+    tokens = torch.randint(3, shape.vocab, (batch, length), generator=torch.Generator().manual_seed(0))
+    per_layer = layer_activation_bytes(shape, False, lora, 4) + int8_input_bytes(shape, lora, 4)
+    predicted = batch * length * (shape.layers * per_layer + shape.vocab * 4)
+    assert predicted == pytest.approx(_held_bytes(model, tokens), rel=0.1)
+    # The estimate adds it to 8-bit runs only (nothing where an adapter without dropout keeps the same inputs).
+    settings = {"method": "lora", "lora": lora, "batch_size": batch, "max_length": length}
+    added = (
+        _estimate(quantization="8bit", **settings).activations - _estimate(quantization="4bit", **settings).activations
+    )
+    assert added == batch * length * shape.layers * int8_input_bytes(shape, lora, 4)
+    assert (added > 0) == (dropout > 0)
 
 
 def _estimate(**overrides: Any) -> Any:
