@@ -20,6 +20,7 @@ from engine.config import parse_config
 from engine.training.builders import to_training_args
 from engine.training.hardware import CPU_ONLY
 from engine.training.modeling import build_model
+from tests.helpers.autograd_graph import context_tensors
 
 pytestmark = pytest.mark.integration
 
@@ -64,22 +65,8 @@ def _one_step(tmp_path: Path, kwargs: dict[str, bool] | None) -> dict[str, Any]:
 
 
 def _context_bytes(output: Any) -> int:
-    """Bytes of token-sized floating-point tensors held as attributes by the contexts of custom autograd functions
-    in the graph."""
-    storages: dict[int, int] = {}
-    seen, stack = set(), [output.loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for value in getattr(node, "__dict__", {}).values():
-            for tensor in value if isinstance(value, (tuple, list)) else (value,):
-                # Floating point only: a reentrant checkpoint keeps the RNG state (bytes) to recompute dropout.
-                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and tensor.numel() >= ROWS * LENGTH:
-                    storage = tensor.untyped_storage()
-                    storages[storage.data_ptr()] = storage.nbytes()
-        stack.extend(parent for parent, _ in node.next_functions)
+    """Bytes of the floating-point tensors that custom autograd functions' contexts in the graph hold as attributes."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in context_tensors(output.loss)}
     return sum(storages.values())
 
 

@@ -20,6 +20,7 @@ from engine.training.memory import (
     layer_activation_bytes,
 )
 from engine.training.memory_shape import lora_parameters, lora_targets, quantized_weight_bytes, read_shape
+from tests.helpers.autograd_graph import context_tensors
 
 DEMO = PROJECT_ROOT / "assets" / "demo-model"
 
@@ -151,17 +152,8 @@ def _held_bytes(model: Any, tokens: Any) -> int:
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
         output = model(input_ids=tokens, labels=tokens, use_cache=False)
-    seen, stack = set(), [output.loss.grad_fn]
-    while stack:
-        node = stack.pop()
-        if node is None or node in seen:
-            continue
-        seen.add(node)
-        for value in getattr(node, "__dict__", {}).values():
-            for tensor in value if isinstance(value, (tuple, list)) else (value,):
-                if isinstance(tensor, torch.Tensor) and tensor.is_floating_point():
-                    keep(tensor)
-        stack.extend(parent for parent, _ in node.next_functions)
+    for tensor in context_tensors(output.loss):
+        keep(tensor)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     return sum(size for pointer, size in storages.items() if pointer not in params)
 
