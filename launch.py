@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
     """Parse the flags, build the studio and serve it until interrupted."""
     args = parser().parse_args(argv)
     auth = logins(args)
-    from studio.app import build_app, launch_options  # after parsing: --help stays instant
+    from studio.app import build_app, launch_options, paced_queue  # after parsing: --help stays instant
 
     args.workspace.mkdir(parents=True, exist_ok=True)
     allow_paths(args.allow_path)
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
         keep_standby(args.workspace)  # imports the training libraries now, so that Start does not wait for them
     if args.host not in ("127.0.0.1", "localhost", "::1") and not auth and not os.environ.get("SPACE_ID"):
         print(f"warning: serving on {args.host} without --auth; anyone who can reach it can start and stop runs")
-    demo.queue().launch(
+    paced_queue(demo).launch(
         server_name=args.host,
         server_port=args.port,
         share=args.share,

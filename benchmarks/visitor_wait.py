@@ -94,7 +94,7 @@ def serve(workspace: Path) -> tuple[Any, str, str]:
     """A demo studio on a free port: it, its base URL, and the charts URL of a finished run of 2,000 points."""
     from chart_update import make_run
 
-    from studio.app import build_app, launch_options
+    from studio.app import build_app, launch_options, paced_queue
     from studio.demo.policy import DemoPolicy
     from studio.monitor.live import live_token
     from studio.monitor.routes import CHARTS_PATH
@@ -105,7 +105,8 @@ def serve(workspace: Path) -> tuple[Any, str, str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    demo.queue().launch(server_port=port, prevent_thread_lock=True, quiet=True, **launch_options(workspace, policy))
+    options = launch_options(workspace, policy)
+    paced_queue(demo).launch(server_port=port, prevent_thread_lock=True, quiet=True, **options)
     base = f"http://127.0.0.1:{port}"
     return demo, base, f"{base}{CHARTS_PATH}?run={live_token(run_dir)}&smoothing=0.6"
 

@@ -1,0 +1,96 @@
+"""CPU an idle studio's server process spends with no page open: the studio as launched (``launch.py``, its queue
+paced by ``studio.app.paced_queue``) against the same studio with Gradio's own queue pacing (a 1 ms idle poll on
+Linux and macOS), arms alternated.
+
+    python benchmarks/studio_idle_cpu.py [--rounds 3] [--seconds 20]
+
+Each arm starts ``launch.py --no-standby`` on a fresh workspace, waits until it serves the page and a few seconds
+more, then reads the server process's CPU time (/proc, Linux) over ``--seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTLE_S = 5.0
+# The baseline arm: launch.py with Gradio's own pacing (paced_queue swapped for a plain queue()).
+GRADIO_PACING = (
+    "import sys, launch, studio.app as app; app.paced_queue = lambda demo: demo.queue(); launch.main(sys.argv[1:])"
+)
+ARMS = {"paced": [str(ROOT / "launch.py")], "gradio": ["-c", GRADIO_PACING]}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_serving(url: str, process: subprocess.Popen, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the studio exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer in {timeout} s")
+
+
+def measure(arm: str, seconds: float) -> float:
+    """CPU-seconds per 10 s of an idle studio's server process in ``arm``."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as workspace:
+        args = [*ARMS[arm], "--no-standby", "--port", str(port), "--workspace", workspace]
+        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        try:
+            wait_serving(f"http://127.0.0.1:{port}/", process)
+            time.sleep(SETTLE_S)
+            before = cpu_seconds(process.pid)
+            time.sleep(seconds)
+            return (cpu_seconds(process.pid) - before) * 10 / seconds
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    for round_number in range(args.rounds):
+        order = list(ARMS) if round_number % 2 == 0 else list(reversed(ARMS))
+        for arm in order:
+            results[arm].append(measure(arm, args.seconds))
+            print(f"round {round_number + 1} {arm:>6}: {results[arm][-1]:.3f} CPU-s per 10 s", flush=True)
+    paced, gradio = (statistics.median(results[arm]) for arm in ("paced", "gradio"))
+    ratios = [p / g for p, g in zip(results["paced"], results["gradio"], strict=True)]
+    print(f"idle studio server, medians: paced {paced:.3f}, Gradio's pacing {gradio:.3f} CPU-s per 10 s")
+    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    print(f"paced / Gradio's pacing: {paced / gradio:.2f} of the medians, rounds {rounds}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
