@@ -60,12 +60,15 @@ def test_main_launches_with_the_resolved_options(clean_env: pytest.MonkeyPatch, 
         "head": str(workspace),
         "max_file_size": policy.upload_limit_mb,
     }
+    paced: list[FakeBlocks] = []
+    fake_app.paced_queue = lambda demo: paced.append(demo) or demo.queue()  # type: ignore[attr-defined]
     clean_env.setitem(sys.modules, "studio.app", fake_app)
     clean_env.setenv("STUDIO_NO_STANDBY", "1")
     launch.main(["--workspace", str(tmp_path / "ws"), "--port", "7999"])
     assert (launched["server_name"], launched["server_port"], launched["auth"]) == ("127.0.0.1", 7999, None)
     assert launched["share"] is False and launched["head"] == str(tmp_path / "ws")  # the options for this workspace
     assert launched["max_file_size"] == 2048  # one's own studio: a large cap
+    assert len(paced) == 1  # its queue at the studio's idle pace (studio.app.paced_queue)
     launch.main(["--workspace", str(tmp_path / "ws"), "--auth", "u:p", "--demo"])
     assert launched["auth"] == [("u", "p")] and launched["max_file_size"] == 20  # a small one in demo mode
     clean_env.setenv("STUDIO_MAX_UPLOAD_MB", "5")
