@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check of issue 29, one run on a lent H100 or H200 in about 8 minutes (benchmarks/README.md, "GPU figures"),
+# The GPU check of issue 29, one run on a lent H100 or H200 in about 9 minutes (benchmarks/README.md, "GPU figures"),
 # each step under its own time limit, a failing step not stopping the next; the order puts first what the first run
 # on an H200 (f3a0a11) left unmeasured or failed:
 #   1. at once: the GPU tests (tests/gpu: every method, a sweep, Chat, Evaluate, a merged export; and the CUDA cases
