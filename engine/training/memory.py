@@ -151,12 +151,19 @@ def layer_activation_bytes(shape: ModelShape, trainable_layer: bool, lora: dict[
         if dropout > 0:
             units += sum(2 * inputs[name] for name in targets)
         else:
-            units += h * bool({"q_proj", "k_proj", "v_proj"} & targets)
-            units += h * bool({"gate_proj", "up_proj"} & targets)
-            units += i * ("down_proj" in targets)  # o_proj's input is the attention output, kept anyway
+            units += shared_input_units(shape, targets)
         units += rank * len(targets)
     norm_upcast = 2 * 4 * h if width < 4 else 0
     return units * width + norm_upcast + shape.heads * 4  # log-sum-exp: fp32 per head
+
+
+def shared_input_units(shape: ModelShape, targets: frozenset[str] | set[str]) -> int:
+    """Values per token of the inputs LoRA adapters without dropout keep, one copy for the modules that share it:
+    q / k / v read the attention norm's output, gate / up the MLP norm's, down the MLP product (o_proj's input is
+    the attention output, kept anyway)."""
+    h = shape.hidden
+    units = h * bool({"q_proj", "k_proj", "v_proj"} & targets) + h * bool({"gate_proj", "up_proj"} & targets)
+    return units + shape.intermediate * ("down_proj" in targets)
 
 
 def int8_input_bytes(shape: ModelShape, lora: dict[str, Any] | None, width: int) -> float:
@@ -168,13 +175,8 @@ def int8_input_bytes(shape: ModelShape, lora: dict[str, Any] | None, width: int)
     (fp32: the int8 matmul answers in its input's dtype); o_proj's input, the attention output, is kept anyway. A LoRA
     adapter without dropout already keeps the same tensors as its shared inputs (counted there at ``width``).
     """
-    h, i = shape.hidden, shape.intermediate
-    shared = 0
-    if lora is not None and lora["dropout"] == 0:
-        targets = lora["targets"]
-        shared += h * bool({"q_proj", "k_proj", "v_proj"} & targets) + h * bool({"gate_proj", "up_proj"} & targets)
-        shared += i * ("down_proj" in targets)
-    return (2 * h + i) * 4 - shared * width
+    shared = shared_input_units(shape, lora["targets"]) if lora is not None and lora["dropout"] == 0 else 0
+    return (2 * shape.hidden + shape.intermediate) * 4 - shared * width
 
 
 def estimate_memory(

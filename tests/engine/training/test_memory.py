@@ -94,8 +94,9 @@ def test_quantized_weight_bytes_match_a_real_bitsandbytes_model(mode: str, doubl
     assert predicted == pytest.approx(real, rel=0.02)
 
 
-def _saved_bytes(model: Any, tokens: Any) -> int:
-    """Bytes of the tensors autograd keeps for backward (unique storages, parameters left out)."""
+def _saved_bytes(model: Any, tokens: Any, contexts: bool = False) -> int:
+    """Bytes of the tensors autograd keeps for backward (unique storages, parameters left out); with ``contexts``
+    also those custom functions keep as attributes of their contexts (bitsandbytes' int8 matmul)."""
     import torch
 
     storages: dict[int, int] = {}
@@ -105,7 +106,9 @@ def _saved_bytes(model: Any, tokens: Any) -> int:
         return tensor
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        model(input_ids=tokens, labels=tokens, use_cache=False)
+        output = model(input_ids=tokens, labels=tokens, use_cache=False)
+    for tensor in context_tensors(output.loss) if contexts else ():
+        pack(tensor)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     return sum(size for pointer, size in storages.items() if pointer not in params)
 
@@ -135,29 +138,6 @@ def test_activations_match_what_autograd_keeps(targets: str | None, dropout: flo
     assert predicted == pytest.approx(_saved_bytes(model, tokens), rel=0.1)
 
 
-def _held_bytes(model: Any, tokens: Any) -> int:
-    """Bytes of what a forward keeps for backward: the tensors autograd saves (saved-tensor hooks) and those custom
-    functions keep as attributes of their contexts (bitsandbytes' int8 matmul), each storage once, parameters left
-    out."""
-    import torch
-
-    storages: dict[int, int] = {}
-
-    def keep(tensor: Any) -> None:
-        storages.setdefault(tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
-
-    def pack(tensor: Any) -> Any:
-        keep(tensor)
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        output = model(input_ids=tokens, labels=tokens, use_cache=False)
-    for tensor in context_tensors(output.loss):
-        keep(tensor)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    return sum(size for pointer, size in storages.items() if pointer not in params)
-
-
 @pytest.mark.parametrize(("targets", "dropout"), [("auto", 0.05), ("all-linear", 0.0)])
 def test_an_8bit_base_keeps_what_its_int8_matmul_holds(targets: str, dropout: float) -> None:
     """QLoRA 8-bit without checkpointing: the layers' saved tensors, the int8 matmul's inputs and log_softmax's
@@ -179,7 +159,7 @@ def test_an_8bit_base_keeps_what_its_int8_matmul_holds(targets: str, dropout: fl
     tokens = torch.randint(3, shape.vocab, (batch, length), generator=torch.Generator().manual_seed(0))
     per_layer = layer_activation_bytes(shape, False, lora, 4) + int8_input_bytes(shape, lora, 4)
     predicted = batch * length * (shape.layers * per_layer + shape.vocab * 4)
-    assert predicted == pytest.approx(_held_bytes(model, tokens), rel=0.1)
+    assert predicted == pytest.approx(_saved_bytes(model, tokens, contexts=True), rel=0.1)
     # The estimate adds it to 8-bit runs only (nothing where an adapter without dropout keeps the same inputs).
     settings = {"method": "lora", "lora": lora, "batch_size": batch, "max_length": length}
     added = (
