@@ -290,11 +290,24 @@ class Progress:
             _write_json(self.job_dir / PROGRESS_FILE, self.state)
 
 
+# The cancel signals this process received. A library may catch the Cancelled raised inside it (a bare except around
+# an optional import) and fail later with an error of its own (an import of a half-imported module read
+# "ImportError: cannot import name io"): a job that fails after a cancel was cancelled, not crashed.
+_received_signals: list[str] = []
+
+
 def _raise_cancelled(signum: int, _frame: object) -> None:
     # Ignore further signals: the clean-up that follows must not be interrupted in turn.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise Cancelled(signal.Signals(signum).name)
+    _received_signals.append(signal.Signals(signum).name)
+    raise Cancelled(_received_signals[-1])
+
+
+def _finish_cancelled(progress: Progress) -> int:
+    progress.finish("cancelled", error="cancelled by the user")
+    print("cancelled", flush=True)
+    return EXIT_CANCELLED
 
 
 def run_job(job_dir: Path | None, work: Callable[[Progress], dict[str, Any]], input_errors: tuple[type, ...]) -> int:
@@ -311,23 +324,29 @@ def run_job(job_dir: Path | None, work: Callable[[Progress], dict[str, Any]], in
         progress.update("starting")
         result = work(progress)
     except Cancelled:
-        progress.finish("cancelled", error="cancelled by the user")
-        print("cancelled", flush=True)
-        return EXIT_CANCELLED
-    except (JobError, *input_errors) as exc:
+        return _finish_cancelled(progress)
+    except Exception as exc:  # noqa: BLE001 - any crash must end as a final state that says what happened
+        if _received_signals:  # the work's own error after the cancel (see _received_signals)
+            traceback.print_exc()
+            return _finish_cancelled(progress)
+        return _finish_failed(progress, exc, job_dir, input_errors)
+    progress.finish("completed", result=result)
+    return EXIT_OK
+
+
+def _finish_failed(progress: Progress, exc: Exception, job_dir: Path | None, input_errors: tuple[type, ...]) -> int:
+    """Record ``exc`` as a clear refusal (exit 2, message only) or a crash (exit 1, traceback in the log)."""
+    if isinstance(exc, (JobError, *input_errors)):
         progress.finish("failed", error=str(exc), result=getattr(exc, "result", None))
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
-    except Exception as exc:  # noqa: BLE001 - any crash must end as a failed state that says what happened
-        full = disk_full_words(exc, job_dir or Path.cwd(), saving=False)
-        if full is None:
-            traceback.print_exc()
-        # The half-written output is removed first (finish), which also frees the space to record the failure.
-        error = f"the disk is full: {full}. Free some space, then run it again" if full else None
-        progress.finish("failed", error=error or f"{type(exc).__name__}: {exc}")
-        if full:
-            with contextlib.suppress(OSError):  # the log may be on the full disk too
-                print(f"error: {error}", file=sys.stderr, flush=True)
-        return EXIT_FAILED
-    progress.finish("completed", result=result)
-    return EXIT_OK
+    full = disk_full_words(exc, job_dir or Path.cwd(), saving=False)
+    if full is None:
+        traceback.print_exc()
+    # The half-written output is removed first (finish), which also frees the space to record the failure.
+    error = f"the disk is full: {full}. Free some space, then run it again" if full else None
+    progress.finish("failed", error=error or f"{type(exc).__name__}: {exc}")
+    if full:
+        with contextlib.suppress(OSError):  # the log may be on the full disk too
+            print(f"error: {error}", file=sys.stderr, flush=True)
+    return EXIT_FAILED
