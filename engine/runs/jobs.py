@@ -290,9 +290,9 @@ class Progress:
             _write_json(self.job_dir / PROGRESS_FILE, self.state)
 
 
-# The cancel signals this process received. A library may catch the Cancelled raised inside it (a bare except around
-# an optional import) and fail later with an error of its own (an import of a half-imported module read
-# "ImportError: cannot import name io"): a job that fails after a cancel was cancelled, not crashed.
+# The cancel signals this process received. A library may catch the Cancelled raised inside it and fail later with
+# an error of its own (a benchmark job cancelled while lm-eval loaded its task once ended "ImportError: cannot import
+# name io"): a job that fails after a cancel was cancelled, not crashed. One that completes anyway keeps its result.
 _received_signals: list[str] = []
 
 
