@@ -24,15 +24,17 @@ pytestmark = pytest.mark.e2e
 
 def finished_run(workspace: Path, name: str, steps: int, last_loss: float, **status: Any) -> Path:
     """A completed run of ``steps`` logged steps whose loss falls to ``last_loss``."""
-    run_dir = runs.create_run(parse_config({"name": name}), workspace=workspace)
     now = time.time()
     events = [
         {"event": "train", "step": step, "time": now - 100 + step, "loss": last_loss + (steps - step) / 100}
         for step in range(1, steps + 1)
     ]
-    (run_dir / METRICS_FILE).write_text("".join(json.dumps(event) + "\n" for event in events))
     times = {"started_at": now - 95, "ended_at": now - 5, "created_at": now - 100 + len(name)}
-    update_status(run_dir, name=name, state="completed", step=steps, max_steps=steps, **(times | status))
+    # Under the start lock: a new run is queued, and the studio's scheduler would start it before it reads completed.
+    with runs.start_lock(workspace):
+        run_dir = runs.create_run(parse_config({"name": name}), workspace=workspace)
+        (run_dir / METRICS_FILE).write_text("".join(json.dumps(event) + "\n" for event in events))
+        update_status(run_dir, name=name, state="completed", step=steps, max_steps=steps, **(times | status))
     return run_dir
 
 
