@@ -34,6 +34,7 @@ from studio.i18n.catalog import key, text
 from studio.i18n.widgets import head_script, i18n, language_picker, marked, t, wire_language_picker
 from studio.monitor.routes import live_routes
 from studio.monitor.tab import build_monitor_tab
+from studio.page_prelude import PagePrelude
 from studio.path_guard import ASSETS_DIR, confine_images
 from studio.queue.scheduler import ensure_scheduler
 from studio.runs import api
@@ -46,6 +47,7 @@ CSS_PATH = ASSETS_DIR / "studio.css"
 TOOLS_CSS_PATH = ASSETS_DIR / "evaluate_export.css"
 CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
 LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
+TRACKER_PACING_JS = ASSETS_DIR / "tracker_pacing.js"
 TITLE = "Tuning Studio"
 WORKSPACE, DEMO, DEMO_MODEL, DEMO_STEPS, DEMO_RULES = (
     key(f"header.{name}") for name in ("workspace", "demo", "demo_model", "demo_steps", "demo_rules")
@@ -242,8 +244,10 @@ def paced_queue(demo: gr.Blocks) -> gr.Blocks:
 
 
 def middleware(policy: DemoPolicy) -> list[Middleware]:
-    """The studio's own ASGI middleware: in demo mode, the cap on the bytes one address sends an hour."""
-    return [Middleware(SentBudget, policy=policy)] if policy.enabled else []
+    """The studio's own ASGI middleware: the page scripts that run before Gradio's (studio.page_prelude), and in
+    demo mode the cap on the bytes one address sends an hour."""
+    prelude = Middleware(PagePrelude, scripts=[TRACKER_PACING_JS.read_text(encoding="utf-8")])
+    return [prelude, Middleware(SentBudget, policy=policy)] if policy.enabled else [prelude]
 
 
 def trust_no_forwarded_headers() -> None:

@@ -1,0 +1,129 @@
+"""CPU an idle studio tab costs the browser: the studio as launched (its page prelude paces Gradio's StatusTracker
+frames, assets/tracker_pacing.js) against the same studio without the prelude, arms alternated.
+
+    python benchmarks/idle_tab_cpu.py [--rounds 3] [--seconds 20]
+
+Each arm is one ``launch.py --no-standby`` on a fresh workspace. Each round opens the Train tab in a new headless
+Chromium (Debian's, as the browser tests use it) at 1366x768, waits for the form and a few seconds more, then reads
+the CPU time of that Chromium's processes (the browser and all it started; /proc, Linux) over ``--seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from studio_idle_cpu import ROOT, SETTLE_S, cpu_seconds, free_port, wait_serving
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+# The baseline arm: launch.py without the studio's middleware (the prelude; no demo mode here, so nothing else).
+NO_PRELUDE = "import sys, launch, studio.app as app; app.middleware = lambda policy: []; launch.main(sys.argv[1:])"
+ARMS = {"paced": [str(ROOT / "launch.py")], "gradio": ["-c", NO_PRELUDE]}
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = [root], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
+def tree_cpu(root: int) -> float:
+    total = 0.0
+    for pid in descendants(root):
+        try:
+            total += cpu_seconds(pid)
+        except (OSError, IndexError, ValueError):  # ended meanwhile
+            continue
+    return total
+
+
+def browser_pid(user_data_dir: str) -> int:
+    """The Chromium whose command line names ``user_data_dir`` and whose parent does not (the browser process)."""
+    mine = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if user_data_dir.encode() in (entry / "cmdline").read_bytes():
+                    mine.append(int(entry.name))
+            except OSError:
+                continue
+    return min(mine)
+
+
+def measure(url: str, seconds: float) -> float:
+    """Chromium's CPU-seconds per 10 s with the studio page at ``url`` open and idle."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport={"width": 1366, "height": 768}
+        )
+        try:
+            page = context.new_page()
+            page.goto(url)
+            page.locator("#train-start").wait_for(timeout=180_000)
+            time.sleep(SETTLE_S)
+            root = browser_pid(profile)
+            before = tree_cpu(root)
+            time.sleep(seconds)
+            return (tree_cpu(root) - before) * 10 / seconds
+        finally:
+            context.close()
+
+
+def start(arm: str, workspace: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    args = [*ARMS[arm], "--no-standby", "--port", str(port), "--workspace", workspace]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    wait_serving(url, process)
+    return process, url
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    with tempfile.TemporaryDirectory() as paced_ws, tempfile.TemporaryDirectory() as gradio_ws:
+        studios = {"paced": start("paced", paced_ws), "gradio": start("gradio", gradio_ws)}
+        try:
+            for round_number in range(args.rounds):
+                order = list(ARMS) if round_number % 2 == 0 else list(reversed(ARMS))
+                for arm in order:
+                    results[arm].append(measure(studios[arm][1], args.seconds))
+                    print(f"round {round_number + 1} {arm:>6}: {results[arm][-1]:.3f} CPU-s per 10 s", flush=True)
+        finally:
+            for process, _url in studios.values():
+                process.terminate()
+                process.wait(timeout=30)
+    paced, gradio = (statistics.median(results[arm]) for arm in ARMS)
+    ratios = [p / g for p, g in zip(results["paced"], results["gradio"], strict=True)]
+    print(f"idle studio tab, Chromium, medians: paced {paced:.3f}, without the prelude {gradio:.3f} CPU-s per 10 s")
+    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    print(f"paced / without: {paced / gradio:.2f} of the medians, rounds {rounds}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
