@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from studio_idle_cpu import ROOT, SETTLE_S, cpu_seconds, free_port, wait_serving
+from studio_idle_cpu import ROOT, SETTLE_S, alternated, cpu_seconds, free_port, print_ratio, wait_serving
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -104,24 +103,15 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
-    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory() as paced_ws, tempfile.TemporaryDirectory() as gradio_ws:
         studios = {"paced": start("paced", paced_ws), "gradio": start("gradio", gradio_ws)}
         try:
-            for round_number in range(args.rounds):
-                order = list(ARMS) if round_number % 2 == 0 else list(reversed(ARMS))
-                for arm in order:
-                    results[arm].append(measure(studios[arm][1], args.seconds))
-                    print(f"round {round_number + 1} {arm:>6}: {results[arm][-1]:.3f} CPU-s per 10 s", flush=True)
+            results = alternated(list(ARMS), args.rounds, lambda arm: measure(studios[arm][1], args.seconds))
         finally:
             for process, _url in studios.values():
                 process.terminate()
                 process.wait(timeout=30)
-    paced, gradio = (statistics.median(results[arm]) for arm in ARMS)
-    ratios = [p / g for p, g in zip(results["paced"], results["gradio"], strict=True)]
-    print(f"idle studio tab, Chromium, medians: paced {paced:.3f}, without the prelude {gradio:.3f} CPU-s per 10 s")
-    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
-    print(f"paced / without: {paced / gradio:.2f} of the medians, rounds {rounds}")
+    print_ratio(results, "idle studio tab, Chromium", "without the prelude")
     return 0
 
 

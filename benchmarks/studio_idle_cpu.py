@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -73,22 +74,33 @@ def measure(arm: str, seconds: float) -> float:
             process.wait(timeout=30)
 
 
+def alternated(arms: list[str], rounds: int, measure: Callable[[str], float]) -> dict[str, list[float]]:
+    """``measure(arm)`` (CPU-seconds per 10 s) of every arm ``rounds`` times, arms alternated (reversed every other
+    round), each figure printed as it comes."""
+    results: dict[str, list[float]] = {arm: [] for arm in arms}
+    for round_number in range(rounds):
+        for arm in arms if round_number % 2 == 0 else list(reversed(arms)):
+            results[arm].append(measure(arm))
+            print(f"round {round_number + 1} {arm:>6}: {results[arm][-1]:.3f} CPU-s per 10 s", flush=True)
+    return results
+
+
+def print_ratio(results: dict[str, list[float]], what: str, baseline: str) -> None:
+    """The two arms' medians ("paced" against "gradio", named ``baseline``) and their ratio, overall and per round."""
+    paced, gradio = (statistics.median(results[arm]) for arm in ("paced", "gradio"))
+    ratios = [p / g for p, g in zip(results["paced"], results["gradio"], strict=True)]
+    print(f"{what}, medians: paced {paced:.3f}, {baseline} {gradio:.3f} CPU-s per 10 s")
+    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    print(f"paced / {baseline}: {paced / gradio:.2f} of the medians, rounds {rounds}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
-    results: dict[str, list[float]] = {arm: [] for arm in ARMS}
-    for round_number in range(args.rounds):
-        order = list(ARMS) if round_number % 2 == 0 else list(reversed(ARMS))
-        for arm in order:
-            results[arm].append(measure(arm, args.seconds))
-            print(f"round {round_number + 1} {arm:>6}: {results[arm][-1]:.3f} CPU-s per 10 s", flush=True)
-    paced, gradio = (statistics.median(results[arm]) for arm in ("paced", "gradio"))
-    ratios = [p / g for p, g in zip(results["paced"], results["gradio"], strict=True)]
-    print(f"idle studio server, medians: paced {paced:.3f}, Gradio's pacing {gradio:.3f} CPU-s per 10 s")
-    rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
-    print(f"paced / Gradio's pacing: {paced / gradio:.2f} of the medians, rounds {rounds}")
+    results = alternated(list(ARMS), args.rounds, lambda arm: measure(arm, args.seconds))
+    print_ratio(results, "idle studio server", "Gradio's pacing")
     return 0
 
 
