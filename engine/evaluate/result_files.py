@@ -10,10 +10,16 @@ from typing import Any
 
 from engine.store.rundir import write_text_atomic
 
+_last_micros = [0]  # the last id's time, so that one process never makes an id twice nor one that sorts earlier
+
 
 def new_result_id() -> str:
-    """A sortable id: the newest result sorts last."""
-    return f"{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}"
+    """A sortable id from one reading of the clock, to the microsecond: the newest result sorts last, also among
+    results saved within one second (the latest evaluation is the last one saved)."""
+    micros = max(time.time_ns() // 1000, _last_micros[0] + 1)
+    _last_micros[0] = micros
+    seconds, fraction = divmod(micros, 10**6)
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(seconds))}-{fraction:06d}"
 
 
 def result_header(run_id: str, weights: str, began: float) -> dict[str, Any]:
