@@ -27,26 +27,27 @@ NO_PRELUDE = "import sys, launch, studio.app as app; app.middleware = lambda pol
 ARMS = {"paced": [str(ROOT / "launch.py")], "gradio": ["-c", NO_PRELUDE]}
 
 
-def descendants(root: int) -> list[int]:
-    """``root`` and every process below it."""
-    parents: dict[int, int] = {}
+def parents() -> dict[int, int]:
+    """Every process's parent (/proc)."""
+    found: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
+                found[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):  # ended meanwhile
                 continue
-    found, frontier = [root], [root]
-    while frontier:
-        children = [pid for pid, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
     return found
 
 
 def tree_cpu(root: int) -> float:
+    """CPU-seconds of ``root`` and every process below it."""
+    parent_of = parents()
+    tree, frontier = [root], [root]
+    while frontier:
+        frontier = [pid for pid, parent in parent_of.items() if parent in frontier]
+        tree += frontier
     total = 0.0
-    for pid in descendants(root):
+    for pid in tree:
         try:
             total += cpu_seconds(pid)
         except (OSError, IndexError, ValueError):  # ended meanwhile
@@ -55,16 +56,17 @@ def tree_cpu(root: int) -> float:
 
 
 def browser_pid(user_data_dir: str) -> int:
-    """The Chromium whose command line names ``user_data_dir`` and whose parent does not (the browser process)."""
-    mine = []
+    """The Chromium whose command line names ``user_data_dir`` and whose parent's does not (the browser process)."""
+    mine = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if user_data_dir.encode() in (entry / "cmdline").read_bytes():
-                    mine.append(int(entry.name))
+                    mine.add(int(entry.name))
             except OSError:
                 continue
-    return min(mine)
+    parent_of = parents()
+    return next(pid for pid in mine if parent_of.get(pid) not in mine)
 
 
 def measure(url: str, seconds: float) -> float:

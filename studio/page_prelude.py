@@ -3,7 +3,8 @@
 Gradio adds ``launch(head=...)`` to the page from its frontend, after its modules have loaded, so a script there
 comes too late to wrap a browser function those modules keep a reference to (assets/tracker_pacing.js does). This
 ASGI middleware puts such scripts at the very start of the served ``<head>`` instead. Only whole, uncompressed HTML
-answers are touched; every other answer (the queue's event stream, files, JSON) passes through as it comes.
+pages (200 answers to GET) are touched; every other answer (the queue's event stream, files, JSON) passes through as
+it comes.
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ def with_prelude(page: bytes, prelude: bytes) -> bytes:
     return page if found is None else page[: found.end()] + prelude + page[found.end() :]
 
 
-def _is_plain_html(start: dict[str, Any]) -> bool:
+def _is_plain_page(start: dict[str, Any]) -> bool:
+    """Whether a response (its start message) is a whole HTML page as it is: 200, text/html, not compressed."""
     headers = MutableHeaders(raw=list(start.get("headers", [])))
-    return headers.get("content-type", "").startswith("text/html") and "content-encoding" not in headers
+    html = headers.get("content-type", "").startswith("text/html")
+    return start.get("status") == 200 and html and "content-encoding" not in headers
 
 
 class PagePrelude:
@@ -43,7 +46,7 @@ class PagePrelude:
 
         async def send_with_prelude(message: dict[str, Any]) -> None:
             nonlocal start
-            if message["type"] == "http.response.start" and _is_plain_html(message):
+            if message["type"] == "http.response.start" and _is_plain_page(message):
                 start = message  # held back until the whole page is here: its length changes
                 return
             if start is None or message["type"] != "http.response.body":

@@ -1,6 +1,6 @@
 """studio.page_prelude against a real Starlette app: the prelude goes first into the <head> of an HTML answer (whole
-or in chunks) with its length corrected, and nothing else is touched (JSON, a compressed page, a POST, an event
-stream)."""
+or in chunks) with its length corrected, and nothing else is touched (JSON, a compressed page, a POST, an error
+page, an event stream)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ ROUTES = [
     Route("/", lambda request: HTMLResponse(PAGE), methods=["GET", "POST"]),
     Route("/chunked", lambda request: StreamingResponse(chunks(), media_type="text/html")),
     Route("/json", lambda request: JSONResponse({"html": "<head>"})),
+    Route("/missing", lambda request: HTMLResponse(PAGE, status_code=404)),
     Route(
         "/gzip",
         lambda request: Response(
@@ -54,4 +55,5 @@ def test_other_answers_pass_untouched():
     assert CLIENT.get("/json").json() == {"html": "<head>"}
     assert CLIENT.get("/gzip").text == PAGE  # the client decompressed what the server sent as it was
     assert CLIENT.post("/").text == PAGE
+    assert CLIENT.get("/missing").text == PAGE
     assert CLIENT.get("/events").text == "data: <head>\n\n"
