@@ -11,14 +11,12 @@ the CPU time of that Chromium's processes (the browser and all it started; /proc
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from studio_idle_cpu import ROOT, SETTLE_S, alternated, cpu_seconds, free_port, print_ratio, wait_serving
+from studio_idle_cpu import ROOT, SETTLE_S, alternated, cpu_seconds, print_ratio, start_studio
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
@@ -90,23 +88,13 @@ def measure(url: str, seconds: float) -> float:
             context.close()
 
 
-def start(arm: str, workspace: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    args = [*ARMS[arm], "--no-standby", "--port", str(port), "--workspace", workspace]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    wait_serving(url, process)
-    return process, url
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=20.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as paced_ws, tempfile.TemporaryDirectory() as gradio_ws:
-        studios = {"paced": start("paced", paced_ws), "gradio": start("gradio", gradio_ws)}
+        studios = {"paced": start_studio(ARMS["paced"], paced_ws), "gradio": start_studio(ARMS["gradio"], gradio_ws)}
         try:
             results = alternated(list(ARMS), args.rounds, lambda arm: measure(studios[arm][1], args.seconds))
         finally:

@@ -56,15 +56,28 @@ def wait_serving(url: str, process: subprocess.Popen, timeout: float = 180) -> N
     raise TimeoutError(f"{url} did not answer in {timeout} s")
 
 
+def start_studio(command: list[str], workspace: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``python COMMAND`` (launch.py, or ``-c`` code that runs it) without its warm training process, on a free port,
+    for ``workspace``, once it serves its page: the process and the page's URL (the process is ended if it fails)."""
+    port = free_port()
+    args = [*command, "--no-standby", "--port", str(port), "--workspace", workspace]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_serving(url, process)
+    except BaseException:
+        process.terminate()
+        process.wait(timeout=30)
+        raise
+    return process, url
+
+
 def measure(arm: str, seconds: float) -> float:
     """CPU-seconds per 10 s of an idle studio's server process in ``arm``."""
-    port = free_port()
     with tempfile.TemporaryDirectory() as workspace:
-        args = [*ARMS[arm], "--no-standby", "--port", str(port), "--workspace", workspace]
-        env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
-        process = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+        process, _url = start_studio(ARMS[arm], workspace)
         try:
-            wait_serving(f"http://127.0.0.1:{port}/", process)
             time.sleep(SETTLE_S)
             before = cpu_seconds(process.pid)
             time.sleep(seconds)
