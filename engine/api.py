@@ -42,6 +42,8 @@ from engine.config import (
 from engine.config.data import DATA_MESSAGES
 from engine.config.launch import LAUNCH_MESSAGES
 from engine.config.names import NAME_MESSAGES, name_problem
+from engine.config.schema.errors import ABOUT_KEY, MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
+from engine.config.schema.secrets import SECRET_MESSAGES
 from engine.config.sections import BUNDLED_MODELS, DEMO_MODEL, FIELD_MESSAGES
 from engine.config.stopping import STOPPING_MESSAGES
 from engine.data.embedded_images import EMBEDDED_IMAGES_ENV, IMAGE_CACHE_ENV
@@ -61,8 +63,6 @@ from engine.runs.lineage import FIELD as INIT_FROM_FIELD
 from engine.runs.lineage import init_from_problems, pinned, resolve_init_from, runs_with_weights, source_label
 from engine.runs.queue import limit_reached
 from engine.runs.status import RunSummary
-from engine.schema.errors import ABOUT_KEY, MESSAGES, SUGGESTION, UNKNOWN_KEY, problems_from_validation
-from engine.schema.secrets import SECRET_MESSAGES
 from engine.store.completions import COMPLETIONS_FILE, OLDER_COMPLETIONS_FILE, latest_completions
 from engine.store.paths import PROJECT_ROOT, PathNotAllowed, confine, env_roots, find_local_path, is_hub_id
 from engine.store.rundir import (

@@ -186,7 +186,7 @@ def test_only_the_page_builders_import_gradio() -> None:
 ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("engine",),
     ("engine.store*",),
-    ("engine.schema*",),
+    ("engine.config.schema*",),
     ("engine.training.methods*",),
     ("engine.config*",),
     ("engine.data*", "engine.runs*"),

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
+from engine.config.schema import advanced
+from engine.config.schema.errors import problems_from_validation
 from engine.data.tools import parse_tools, tools_problems
-from engine.schema import advanced
-from engine.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
 from engine.store.rundir import (
     CONFIG_FILE,

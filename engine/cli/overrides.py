@@ -19,8 +19,8 @@ from typing import Any, get_args, get_origin
 import yaml
 from pydantic import BaseModel
 
-from engine.schema import ConfigError, Problem
-from engine.schema.section import members_of
+from engine.config.schema import ConfigError, Problem
+from engine.config.schema.section import members_of
 
 SET_HELP = (
     "change one field for this command: KEY=VALUE, KEY a dotted path (train.max_steps=5), VALUE read as YAML "

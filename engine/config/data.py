@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, SerializationInfo, Tag, field_serializer, field_validator, model_validator
 
-from engine.schema import MAX_COUNT, Section, advanced
-from engine.schema.secrets import refuse_secrets
+from engine.config.schema import MAX_COUNT, Section, advanced
+from engine.config.schema.secrets import refuse_secrets
 
 # The longest chat template a config may give (the longest in common use, with tool instructions, is ~20 kB).
 MAX_TEMPLATE_CHARS = 65536

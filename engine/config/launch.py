@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from engine.schema import Section, advanced
+from engine.config.schema import Section, advanced
 
 MAX_GPU_INDEX = 1023  # far above any machine's GPU count; a bound for the form
 # What the section's own check says, by name (the studio says it again in the visitor's language:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from engine.schema import MAX_COUNT, Section, advanced
+from engine.config.schema import MAX_COUNT, Section, advanced
 
 DEMO_MODEL = "assets/demo-model"
 DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from engine.schema.errors import Problem
+from engine.config.schema.errors import Problem
 
 if TYPE_CHECKING:
     from engine.config import RunConfig

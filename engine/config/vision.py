@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.schema import Section
+from engine.config.schema import Section
 
 # 1,003,520 pixels (1280 x 28 x 28): Qwen2-VL's own default cap, about 1000 x 1000.
 DEFAULT_MAX_PIXELS = 1_003_520

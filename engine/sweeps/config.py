@@ -16,8 +16,8 @@ from pydantic import Field, ModelWrapValidatorHandler, ValidationError, field_va
 
 from engine.config import ConfigError, Problem, RunConfig, load_config
 from engine.config.names import NAME_MESSAGES, check_name
-from engine.schema import Section
-from engine.schema.errors import problems_from_validation
+from engine.config.schema import Section
+from engine.config.schema.errors import problems_from_validation
 from engine.store.paths import find_local_path
 from engine.sweeps.sections import (
     MAX_TRIALS,

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from engine.schema import Section
+from engine.config.schema import Section
 
 MAX_TRIALS = 10_000
 # The objective that Evaluate scores once a trial's run completes (engine.sweeps.evaluated), not read from metrics

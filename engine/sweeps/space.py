@@ -20,8 +20,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
+from engine.config.schema.errors import MESSAGES
 from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
-from engine.schema.errors import MESSAGES
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
 from engine.training.methods import method_of
 

@@ -20,7 +20,7 @@ from studio.form.yaml_lists import LIST_MESSAGES, datasets_text, entry_data, flo
 # What the form says where a box's text cannot be read, by name: English with ``{placeholders}``, beside the checks
 # that say it (a dataset list's in studio.form.yaml_lists). The studio says it in the page's language as it says the
 # engine's checks (studio.i18n.catalog.check_words, keys ``check.<name>``); a number or a checkbox that cannot be read
-# is said in pydantic's words (engine.schema.errors.MESSAGES), and a JSON error keeps the parser's own detail.
+# is said in pydantic's words (engine.config.schema.errors.MESSAGES), and a JSON error keeps the parser's own detail.
 FORM_MESSAGES = {
     "form_json_invalid": "not valid JSON: {error}",
     "form_json_unusable": "not a usable JSON object",

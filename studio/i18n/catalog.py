@@ -5,7 +5,7 @@ One JSON file per language in ``assets/locales/`` maps a stable key to its text 
 kinds of English stay where they are written instead, and the other languages translate them under keys made
 from where they come from: the config form's labels and help texts (the field's name and description in
 engine.config's schema: ``field.<path>.label`` / ``field.<path>.help``, ``dataset_field.<name>...`` for a dataset
-of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.schema.errors.MESSAGES:
+of a list, engine.config.DatasetEntry), and the engine's validation messages (engine.config.schema.errors.MESSAGES:
 ``problem.<kind>``; what the config sections' own checks say, a run's and a sweep file's, and the form's where a box
 cannot be read: ``check.<name>``; its rules across fields, the config's, the machine's and each method's:
 ``rule.<name>``), and the titles of the training methods' own charts (``chart.<metric>``, ``unit.<unit>``).

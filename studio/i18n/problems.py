@@ -3,8 +3,8 @@ batching; ...``) in the visitor's language, where the studio shows them next to 
 
 The engine writes English (the CLI stays English); each message it builds from a template is matched back to its
 template here and said again in ``lang`` with the same values: a field's own check, pydantic's
-(engine.schema.errors.MESSAGES, ``the key ...`` where a mapping's key is at fault) and the sections' validators' (a
-run's name, a search range, a sweep's search space and base file, and the form's where a box cannot be read:
+(engine.config.schema.errors.MESSAGES, ``the key ...`` where a mapping's key is at fault) and the sections' validators'
+(a run's name, a search range, a sweep's search space and base file, and the form's where a box cannot be read:
 catalog.check_words), a rule across fields (the config's, early stopping's, what this machine cannot run, and each
 method's own: catalog.rule_words), a dataset's warning (``translate_warning``) and the refusal of data the method does
 not train on (``translate_misfit``). Values stay as written (method names, counts, field paths, a parser's own error),

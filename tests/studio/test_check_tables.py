@@ -15,8 +15,8 @@ from studio.i18n import catalog
 from studio.i18n.catalog import LANGUAGES, SOURCE, translations
 
 OTHERS = [lang for lang in LANGUAGES if lang != SOURCE]
-# Where the engine's validators live: the run config's sections, the schema's base, the sweep file, the methods'.
-VALIDATOR_DIRS = ("engine/config", "engine/schema", "engine/sweeps", "engine/training/methods")
+# Where the engine's validators live: the run config (its sections and the schema's base), the sweep file, the methods'.
+VALIDATOR_DIRS = ("engine/config", "engine/sweeps", "engine/training/methods")
 
 
 def test_every_check_key_is_in_every_language() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.config import ConfigError, parse_config, vision_problems
-from engine.schema import Problem
+from engine.config.schema import Problem
 from engine.training.hardware import CPU_ONLY, Hardware, hardware_problems
 from engine.training.packages import installed
 from engine.training.trackers import TRACKER_MODULES, tracker_problems

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.schema import Problem, Section
+    from engine.config.schema import Problem, Section
     from engine.training.methods.reward_spec import RewardSpec
 
 # A run's config (engine.config.RunConfig) as the methods see it. engine.config composes RunConfig from the methods'
@@ -109,7 +109,7 @@ class Method:
     - ``summary``: what it trains on, for the ``method`` field's help.
     - ``formats``: the dataset formats it trains on (``engine.data`` detects them); data in another format is
       refused before launch.
-    - ``section``: its config section (a ``engine.schema.Section``), read only when the run uses this method;
+    - ``section``: its config section (a ``engine.config.schema.Section``), read only when the run uses this method;
       ``section_help`` is that section's description.
     - ``rules``: checks across fields, each ``rule(config) -> [Problem]``, run when the config uses this method.
     - ``rule_messages``: what its rules say, by name: English with ``{placeholders}`` for what varies, the one

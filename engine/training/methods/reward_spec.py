@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from engine.schema import MAX_COUNT, Section
+from engine.config.schema import MAX_COUNT, Section
 from engine.store.limits import Limits, OverLimit, run_limited
 
 RewardKind = Literal["exact_match", "math_match", "regex", "length", "contains", "custom"]

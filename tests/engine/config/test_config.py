@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config, save_config
-from engine.schema import Section
+from engine.config.schema import Section
 from engine.store.paths import PROJECT_ROOT
 
 

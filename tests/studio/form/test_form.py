@@ -12,8 +12,8 @@ from gradio.i18n import I18nData
 from pydantic import BaseModel, Field
 
 from engine.config import ConfigError, RunConfig, load_config, parse_config
+from engine.config.schema import Section, advanced
 from engine.config.sections import TrainSection
-from engine.schema import Section, advanced
 from engine.store.paths import PROJECT_ROOT
 from studio.form.schema import humanise, leaf_specs
 from studio.form.values import config_to_values, default_values, from_widget, values_to_config

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.schema import Problem
+from engine.config.schema import Problem
 from engine.training.methods import paired
 from engine.training.methods.base import Method, RunConfig
 from engine.training.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection

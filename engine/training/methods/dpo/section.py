@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from engine.schema import Section, advanced
+from engine.config.schema import Section, advanced
 
 # DPOConfig.loss_type in TRL 1.16 (trl/trainer/dpo_config.py); one at a time here.
 DpoLoss = Literal[

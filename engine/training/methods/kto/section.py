@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from engine.schema import Section, advanced
+from engine.config.schema import Section, advanced
 
 
 class KtoSection(Section):

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from engine.schema import Problem
+from engine.config.schema import Problem
 from engine.training.methods.base import MetricChart, RunConfig
 
 # What the group rules say (each sampling method lists them in its ``rule_messages``), ``{method}`` the method's name.

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from engine.schema import MAX_COUNT, Section, advanced
+from engine.config.schema import MAX_COUNT, Section, advanced
 from engine.training.methods.reward_spec import RewardSpec
 
 

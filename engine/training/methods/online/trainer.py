@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
-    from engine.schema import Section
+    from engine.config.schema import Section
     from engine.training.methods.base import TrainerParts
 
 SAMPLES_PER_LOG = 16

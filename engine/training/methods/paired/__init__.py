@@ -3,7 +3,7 @@ and the rules every one of them follows. TRL computes their log-probabilities fr
 
 from __future__ import annotations
 
-from engine.schema import Problem
+from engine.config.schema import Problem
 from engine.training.methods.base import MetricChart, RunConfig
 
 # The reward charts DPO and KTO log alike (TRL: beta times the policy's log-ratio to the reference).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from engine.schema import Section
+from engine.config.schema import Section
 
 
 class RmSection(Section):

@@ -12,7 +12,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from engine.schema.secrets import refuse_secrets
+from engine.config.schema.secrets import refuse_secrets
 
 # Upper bound of counts (steps, rows): what the C integers of torch and the Trainer hold.
 MAX_COUNT = 2**31 - 1
