@@ -124,7 +124,11 @@ def load_custom_function(
 
 
 def _import_file(path: Path, shown: str, name: str) -> ModuleType:
-    """Execute a Python file as a fresh module; an exception while importing is a RewardError."""
+    """Execute a Python file as a fresh module; an exception while importing is a RewardError.
+
+    The source is compiled as it is now, not through the import system's loader: that one writes ``__pycache__/``
+    beside the file (into the workspace's rewards/, which the studio lists) and trusts its cached bytecode while the
+    file keeps its size and its modification second, so a file edited within a second could run its old code."""
     module_name = f"_studio_reward_{next(_module_numbers)}"
     import_spec = importlib.util.spec_from_file_location(module_name, path)
     if import_spec is None or import_spec.loader is None:
@@ -132,7 +136,7 @@ def _import_file(path: Path, shown: str, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(import_spec)
     sys.modules[module_name] = module  # dataclasses and pickle look a class's module up by name
     try:
-        import_spec.loader.exec_module(module)
+        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), vars(module))
     except (Exception, SystemExit) as exc:
         del sys.modules[module_name]
         raise RewardError(f"reward {name}: importing {shown} raised {_describe(exc)}") from exc

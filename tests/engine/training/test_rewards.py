@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -257,6 +259,20 @@ def test_a_custom_function_must_return_one_number_per_completion(
 def test_none_and_plain_numbers_pass(custom: Callable[..., RewardSpec], tokenizer: Any) -> None:
     reward = only(custom("def my_fn(prompts, completions, **kwargs):\n    return (True, None, 2)\n"), tokenizer)
     assert score(reward, ["a", "b", "c"]) == [1.0, None, 2.0]
+
+
+def test_a_reward_file_is_read_as_it_is_now_and_leaves_no_bytecode_beside_it(
+    custom: Callable[..., RewardSpec], tmp_path: Path, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # Python's default (PYTHONDONTWRITEBYTECODE unset)
+    spec = custom("def my_fn(prompts, completions, **kwargs):\n    return [1.0] * len(completions)\n")
+    assert score(only(spec, tokenizer), ["a"]) == [1.0]
+    # Edited in place at the same size and modification time: what a bytecode cache would take for unchanged.
+    path, stamp = Path(spec.file or ""), Path(spec.file or "").stat()
+    path.write_text(path.read_text(encoding="utf-8").replace("1.0", "2.0"), encoding="utf-8")
+    os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert score(only(spec, tokenizer), ["a"]) == [2.0]
+    assert [found.name for found in tmp_path.iterdir()] == ["my_rewards.py"]
 
 
 def test_a_missing_file_fails_when_the_functions_are_built(tokenizer: Any, tmp_path: Path) -> None:
