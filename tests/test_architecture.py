@@ -312,3 +312,30 @@ def test_the_engine_api_imports_no_training_library() -> None:
     code = f"import sys, engine.api; print([m for m in {heavy!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def _python(code: str) -> str:
+    """What a fresh interpreter in the project prints running ``code``."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize("first", ["engine.training.methods", "engine.training.methods.dpo.section", "engine.config"])
+def test_the_config_and_the_methods_import_in_either_order(first: str) -> None:
+    """The methods' sections build on engine.config.schema, whose package composes RunConfig from the methods: the
+    package hands RunConfig on when first asked for (engine/config/__init__.py), so a fresh process may import
+    either side first."""
+    code = (
+        f"import sys, {first}; methods_first = 'engine.training.methods' in sys.modules\n"
+        "from engine.config import RunConfig, parse_config\n"
+        "print(methods_first, sorted(RunConfig.model_fields) == sorted(parse_config({}).model_dump()))"
+    )
+    assert _python(code).split() == [str(first != "engine.config"), "True"]
+
+
+def test_the_config_schema_imports_no_method() -> None:
+    assert _python("import sys, engine.config.schema; print('engine.training.methods' in sys.modules)") == "False"
