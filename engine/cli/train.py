@@ -150,7 +150,7 @@ def folder_problem(path: Path) -> str | None:
 def train(args: argparse.Namespace) -> int:
     """``train CONFIG``: check the config, create the run, start it and follow it to its end."""
     from engine.data import DataError
-    from engine.runs.control import RunError, create_run, new_run_dir_problem, start, start_lock
+    from engine.runs.control import RunError, create_and_start, new_run_dir_problem
     from engine.store.workspace import workspace_of
 
     config = load_run_config(args.config, args.set, args.init_from)
@@ -170,15 +170,12 @@ def train(args: argparse.Namespace) -> int:
     except (ConfigError, DataError) as exc:
         return error(str(exc))
     print("\n".join([*report.lines(), *starting_run_note(args, config)]), flush=True)
-    workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
     try:
-        # Under the start lock, and never queued: a studio's queue would otherwise start this run a second time.
-        with start_lock(workspace) if workspace is not None else contextlib.nullcontext():
-            run_dir = create_run(config, workspace=args.workspace, run_dir=args.run_dir)
-            start(run_dir)
+        run_dir = create_and_start(config, workspace=args.workspace, run_dir=args.run_dir)
     except RunError as exc:
         return error(str(exc))
     except OSError as exc:  # the workspace's lock file cannot be made (a read-only workspace)
+        workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
         return error(f"cannot start a run in {workspace}: {exc.strerror or exc}")
     print(f"run directory: {run_dir}", flush=True)
     return follow_run(run_dir, 0)

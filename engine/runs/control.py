@@ -101,6 +101,20 @@ def create_run(
     return run_dir
 
 
+def create_and_start(config: RunConfig, workspace: Path | None = None, run_dir: Path | None = None) -> Path:
+    """``create_run`` and then ``start``, under the workspace's start lock; returns the run directory.
+
+    A run is created ``queued``, and a studio open on the workspace starts queued runs by itself (engine.runs.queue):
+    between the two calls it could start this one, and the ``start`` here would then fail with RunAlreadyRunning.
+    Under the lock the run is ``starting`` before any scheduler sees it. A run directory outside every workspace
+    has no scheduler and needs no lock."""
+    workspace_locked = workspace if run_dir is None else workspace_of(Path(run_dir))
+    with start_lock(workspace_locked) if workspace_locked is not None else contextlib.nullcontext():
+        made = create_run(config, workspace=workspace, run_dir=run_dir)
+        start(made)
+    return made
+
+
 def new_run_dir_problem(run_dir: Path) -> str | None:
     """Why a new run cannot be made in ``run_dir`` (it holds a run, or other files: a run writes checkpoints, logs
     and its result there, and Delete removes the whole folder); None for a new or empty folder."""

@@ -74,14 +74,10 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def start_run(workspace: Path) -> Callable[..., Path]:
-    """Create and start a demo run through engine.runs, as the Train tab does."""
+    """Create and start a demo run through engine.runs (create_and_start: the studio's scheduler, every second,
+    never sees it queued)."""
 
     def start(name: str, max_steps: int, batch_size: int = 4) -> Path:
-        # Under the start lock, as the Train tab does: a new run is queued, and the studio's scheduler (every second)
-        # would otherwise start it between the two calls, and this start would find it running.
-        with runs.start_lock(workspace):
-            run_dir = runs.create_run(demo_config(name, max_steps, batch_size), workspace=workspace)
-            runs.start(run_dir)
-        return run_dir
+        return runs.create_and_start(demo_config(name, max_steps, batch_size), workspace=workspace)
 
     return start

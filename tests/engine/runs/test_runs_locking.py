@@ -16,6 +16,7 @@ from engine import runs
 from engine.config import parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import status_lock, update_status
+from tests.engine.runs.fault_checks import wait_until
 from tests.helpers.machine_load import load_factor
 
 HOLDER = textwrap.dedent(
@@ -214,3 +215,48 @@ def test_a_frozen_holder_of_the_status_lock_blocks_no_one_for_good(tmp_path: Pat
     finally:
         holder.kill()
         holder.wait()
+
+
+SCHEDULER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from engine.runs.control import start_lock
+    from engine.store.rundir import read_status
+    workspace, journal, done = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+    with journal.open("a", buffering=1) as out:
+        out.write("watching\\n")
+        while not done.exists():
+            with start_lock(workspace):  # what a studio's queue sees: queued runs, under the lock
+                for run_dir in sorted((workspace / "runs").glob("*/")):
+                    out.write(f"{run_dir.name} {read_status(run_dir).state}\\n")
+            time.sleep(0.002)
+    """
+)
+
+
+def test_create_and_start_never_shows_a_scheduler_the_run_queued(tmp_path: Path) -> None:
+    """A process that looks at the workspace's runs under the start lock, as a studio's queue does before it starts
+    the queued ones, sees the new run only once it is starting, never queued: the queue cannot start it a second
+    time between create_run and start (the race scripts met: RunAlreadyRunning)."""
+    workspace, journal, done = tmp_path / "ws", tmp_path / "journal.txt", tmp_path / "done"
+    workspace.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    scheduler = subprocess.Popen([sys.executable, "-c", SCHEDULER, str(workspace), str(journal), str(done)], env=env)
+    seen: list[str] = []
+    try:
+        wait_until(lambda: journal.is_file() and "watching" in journal.read_text(), 60, "the scheduler to watch")
+        # A dataset that does not exist: the run is refused by its worker at once, so nothing trains.
+        config = parse_config({"model": {"name_or_path": "assets/demo-model"}, "data": {"path": "absent.jsonl"}})
+        run_dir = runs.create_and_start(config, workspace=workspace)
+        seen = wait_until(
+            lambda: [line for line in journal.read_text().splitlines() if run_dir.name in line],
+            60,
+            "the scheduler to see the run",
+        )
+        ended = runs.wait(run_dir, timeout=120)
+    finally:
+        done.touch()
+        scheduler.wait(timeout=60)
+    assert ended.state == "failed" and "absent.jsonl" in (ended.error or ""), ended
+    assert seen and not any(line.endswith(" queued") for line in seen), seen
