@@ -1,8 +1,8 @@
 """The headless command line.
 
-    python -m engine train CONFIG.yaml [--run-dir DIR] [--set KEY=VALUE ...] [--init-from RUN]
-                                                         train in the foreground, writing DIR
-    python -m engine resume DIR [--checkpoint N] [--set train.KEY=VALUE ...]
+    python -m engine train CONFIG.yaml [--run-dir DIR] [--set KEY=VALUE ...] [--init-from RUN] [--detach]
+                                                         train in the foreground (or start it), writing DIR
+    python -m engine resume DIR [--checkpoint N] [--set train.KEY=VALUE ...] [--detach]
                                                          continue a stopped, aborted or crashed run
     python -m engine check CONFIG.yaml [--workspace DIR] [--set KEY=VALUE ...] [--init-from RUN]
                                                          validate config and dataset without training
@@ -23,6 +23,7 @@
     python -m engine stop RUN [--workspace DIR]          stop a run after its step, with a checkpoint
     python -m engine metrics RUN [--workspace DIR] [--follow]
                                                          a run's metric events, one JSON object a line
+    python -m engine wait RUN [--workspace DIR]          until the run has ended; exit code as train's
 
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
 command continues the sweep, as it does after the driver was killed.
@@ -34,7 +35,8 @@ HF_TOKEN only.
 ``--set`` changes one field of the file for this command (engine.cli.overrides). ``train`` and ``resume`` start
 the run as the studio does and follow it (engine.cli.train): its log on stdout, with its method's own metrics in
 each step's line; Ctrl-C, SIGTERM or a closed terminal stop it with a checkpoint, and ``resume`` continues it. Their
-exit code says how the run ended (engine.cli.train.EXIT_CODES_HELP).
+exit code says how the run ended (engine.cli.train.EXIT_CODES_HELP). With ``--detach`` they start the run and return,
+and ``wait`` gives the same exit code later.
 ``supervise`` and ``worker`` are the internal halves of a run (engine.runs.start starts ``supervise`` in the
 background; it starts ``worker``). ``chat-worker`` serves one model to engine.chat.client.ChatClient.
 """
@@ -52,7 +54,7 @@ from engine.cli import runs as cli_runs
 from engine.cli import train as cli_train
 from engine.cli.benchmark import add_benchmark_command, benchmark
 from engine.cli.overrides import SET_HELP, apply_overrides, parse_overrides
-from engine.cli.train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
+from engine.cli.train import EXIT_CODES_HELP, EXIT_INTERRUPTED, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
 from engine.export.exports import DTYPES, KINDS
 from engine.export.gguf.quant_types import DEFAULT_GGUF_TYPE, GGUF_TYPES
@@ -60,7 +62,6 @@ from engine.export.gguf.quant_types import DEFAULT_GGUF_TYPE, GGUF_TYPES
 if TYPE_CHECKING:
     from engine.sweeps.config import SweepConfig
 
-EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
 # The commands engine.runs, the studio and the fork server start; not for a person, so not in --help.
 INTERNAL_COMMANDS = ("supervise", "worker", "standby", "standby-worker", "fork-server", "chat-worker")
 
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--run-dir", type=Path, help="run directory to create (default: workspace/runs/<id>)")
     train.add_argument("--workspace", type=Path, default=Path("workspace"), help="where new runs go by default")
     _add_config_options(train)
+    _add_detach_option(train)
     resume = commands.add_parser(
         "resume", help="continue a stopped, aborted or crashed run from a checkpoint", epilog=EXIT_CODES_HELP
     )
@@ -85,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         f"{SET_HELP}; only {' and '.join(f'{name}.*' for name in RESUME_SECTIONS)} (train.max_steps=200 trains "
         "on to step 200), saved in the run's config.yaml",
     )
+    _add_detach_option(resume)
     check = commands.add_parser("check", help="validate a config and its dataset without training")
     check.add_argument("config", type=Path, help="the run's YAML config")
     check.add_argument(
@@ -97,6 +100,15 @@ def _parser() -> argparse.ArgumentParser:
     cli_runs.add_run_commands(commands)
     _add_internal_commands(commands)
     return parser
+
+
+def _add_detach_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--detach",
+        action="store_true",
+        help="start the run and return at once (exit 0), its directory alone on stdout, the rest on stderr; the run "
+        "goes on without this command: wait, status, metrics --follow and stop reach it",
+    )
 
 
 def _add_config_options(command: argparse.ArgumentParser) -> None:
@@ -357,10 +369,11 @@ def _sweep_status(args: argparse.Namespace) -> int:
 
 
 def _on_run(args: argparse.Namespace) -> int:
-    """status, stop and metrics; a RUN that names no run is refused with a message."""
+    """status, stop, metrics and wait; a RUN that names no run is refused with a message."""
     from engine.runs.control import RunError
 
-    command = {"status": cli_runs.status, "stop": cli_runs.stop, "metrics": cli_runs.metrics}[args.command]
+    command = {"status": cli_runs.status, "stop": cli_runs.stop, "metrics": cli_runs.metrics, "wait": cli_runs.wait}
+    command = command[args.command]
     try:
         return command(args)
     except RunError as exc:
@@ -402,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             return benchmark(args)
         if args.command == "sweep":
             return _sweep(args)
-        if args.command in ("status", "stop", "metrics"):
+        if args.command in ("status", "stop", "metrics", "wait"):
             return _on_run(args)
         if args.command == "sweep-status":
             return _sweep_status(args)

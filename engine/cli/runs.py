@@ -1,7 +1,7 @@
-"""The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), ``stop`` and
-``metrics``, for a script that started a run in the background or in a studio. A run is named by its id in the
-workspace (``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is refused with a message
-(run_dir_of), a NUL byte or a control character included."""
+"""The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), ``stop``,
+``metrics`` and ``wait``, for a script that started a run in the background (``train --detach``) or in a studio. A
+run is named by its id in the workspace (``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is
+refused with a message (run_dir_of), a NUL byte or a control character included."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ FOLLOW_POLL_S = 0.5
 
 
 def add_run_commands(commands: Any) -> None:
-    """The status, stop and metrics sub-commands."""
+    """The status, stop, metrics and wait sub-commands."""
     where = {"type": Path, "default": Path("workspace"), "help": "the workspace whose run ids RUN names"}
     run_help = "a run id of the workspace, or a run directory"
     status = commands.add_parser("status", help="a run's state and progress, or the workspace's runs")
@@ -36,6 +36,11 @@ def add_run_commands(commands: Any) -> None:
     metrics.add_argument("run", metavar="RUN", help=run_help)
     metrics.add_argument("--workspace", **where)
     metrics.add_argument("--follow", action="store_true", help="keep printing new events until the run has ended")
+    wait = commands.add_parser(
+        "wait", help="wait until a run has ended (a queued or paused one too); the exit code says how, as train's"
+    )
+    wait.add_argument("run", metavar="RUN", help=run_help)
+    wait.add_argument("--workspace", **where)
 
 
 def run_dir_of(name: str, workspace: Path) -> Path:
@@ -114,3 +119,28 @@ def metrics(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # ``metrics RUN | head``: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+
+
+def wait(args: argparse.Namespace) -> int:
+    """``wait RUN``: block until the run has ended, then print its state; the exit code says how it ended, as
+    train's (engine.cli.train.run_exit_code). Ctrl-C ends the waiting, not the run (130)."""
+    from engine.cli.train import EXIT_INTERRUPTED, run_exit_code
+    from engine.runs.status import ended
+    from engine.runs.status import status as run_status
+
+    run_dir = run_dir_of(args.run, args.workspace)
+    try:
+        if not ended(run_dir):
+            now = run_status(run_dir)
+            where = f"{now.state}, step {now.step or 0}/{now.max_steps or '?'}"
+            print(f"waiting for {run_dir.name} ({where}) to end; Ctrl-C ends the waiting, not the run", file=sys.stderr)
+        while not ended(run_dir):
+            time.sleep(FOLLOW_POLL_S)
+    except KeyboardInterrupt:
+        print(f"stopped waiting; {run_dir.name} goes on", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    current = run_status(run_dir)
+    print(f"{current.name}: {current.state}, step {current.step or 0}/{current.max_steps or '?'}", flush=True)
+    if current.error:
+        print(f"error: {current.error}", flush=True)
+    return run_exit_code(current)

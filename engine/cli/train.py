@@ -1,7 +1,8 @@
 """The CLI's run commands: ``check``, ``train`` and ``resume`` (see engine.cli for the parser and the others).
 
 ``train`` and ``resume`` start the run as the studio does and follow it (engine.runs.follow), and exit with a code
-that says how the run ended (RUN_EXIT_CODES), so a script can tell a stopped run from a completed one.
+that says how the run ended (run_exit_code), so a script can tell a stopped run from a completed one; with
+``--detach`` they return once it has started, and ``wait`` (engine.cli.runs) gives that code later.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import re
 import shlex
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,15 +31,18 @@ from engine.store.rundir import (
 )
 
 if TYPE_CHECKING:
+    from engine.store.rundir import RunStatus
     from engine.training.check import CheckReport
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_STOPPED, EXIT_ABORTED = 1, 2, 3, 4
 # How a followed run ended, as the command's exit code; a failed run exits 1 (2 when it refused its config).
 RUN_EXIT_CODES = {COMPLETED: 0, STOPPED: EXIT_STOPPED, PRUNED: EXIT_STOPPED, ABORTED: EXIT_ABORTED}
+EXIT_INTERRUPTED = 130  # the shell's code for a command ended by Ctrl-C
 EXIT_CODES_HELP = (
-    "exit codes of train and resume: 0 the run completed; 1 it failed; 2 refused (a bad config, data or argument: "
-    "nothing started); 3 stopped with a checkpoint (Ctrl-C, SIGTERM, a closed terminal or Stop elsewhere; resume "
-    "continues it); 4 aborted (killed without a checkpoint). check, status, stop and metrics: 0 done, 2 refused. "
+    "exit codes of train, resume and wait: 0 the run completed; 1 it failed; 2 refused (a bad config, data or "
+    "argument: nothing started); 3 stopped with a checkpoint (Ctrl-C, SIGTERM, a closed terminal or Stop elsewhere; "
+    "resume continues it); 4 aborted (killed without a checkpoint); train and resume with --detach: 0 started; wait: "
+    "130 when Ctrl-C ends the waiting (the run goes on). check, status, stop and metrics: 0 done, 2 refused. "
     "evaluate, export and sweep: 0 done, 1 crashed, 2 refused, 130 cancelled (Ctrl-C or SIGTERM)."
 )
 # The fields a resume may change: its checkpoint holds the weights of the run's model and adapter, trained on its
@@ -169,7 +174,8 @@ def train(args: argparse.Namespace) -> int:
         report = preflight(config, args.workspace)
     except (ConfigError, DataError) as exc:
         return error(str(exc))
-    print("\n".join([*report.lines(), *starting_run_note(args, config)]), flush=True)
+    say = _teller(args.detach)
+    say("\n".join([*report.lines(), *starting_run_note(args, config)]))
     try:
         run_dir = create_and_start(config, workspace=args.workspace, run_dir=args.run_dir)
     except RunError as exc:
@@ -177,8 +183,25 @@ def train(args: argparse.Namespace) -> int:
     except OSError as exc:  # the workspace's lock file cannot be made (a read-only workspace)
         workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
         return error(f"cannot start a run in {workspace}: {exc.strerror or exc}")
+    return _detached(run_dir) if args.detach else _followed(run_dir, 0)
+
+
+def _teller(detach: bool) -> Callable[[str], None]:
+    """Where the lines about a run go: stdout, or stderr for a detached start (its stdout is the run directory)."""
+    stream = sys.stderr if detach else sys.stdout
+    return lambda text: print(text, file=stream, flush=True)
+
+
+def _detached(run_dir: Path) -> int:
+    """A started run left to itself: its directory alone on stdout (``run=$(python -m engine train ... --detach)``)."""
+    print("the run goes on without this command: python -m engine wait RUN, status RUN or stop RUN", file=sys.stderr)
+    print(run_dir, flush=True)
+    return 0
+
+
+def _followed(run_dir: Path, offset: int) -> int:
     print(f"run directory: {run_dir}", flush=True)
-    return follow_run(run_dir, 0)
+    return follow_run(run_dir, offset)
 
 
 def resume(args: argparse.Namespace) -> int:
@@ -193,13 +216,13 @@ def resume(args: argparse.Namespace) -> int:
     except RunError as exc:
         return error(str(exc))
     _resumed_config(run_dir, args.set, checkpoint)  # checks and saves the --set changes
-    print(f"resuming {run_dir} from checkpoint {checkpoint}", flush=True)
+    _teller(args.detach)(f"resuming {run_dir} from checkpoint {checkpoint}")
     offset = log_offset(run_dir)
     try:
         start(run_dir, checkpoint)
     except RunError as exc:
         return error(str(exc))
-    return follow_run(run_dir, offset)
+    return _detached(run_dir) if args.detach else follow_run(run_dir, offset)
 
 
 def _resumed_config(run_dir: Path, sets: list[str] | None, checkpoint: int) -> RunConfig:
@@ -243,12 +266,17 @@ def _ends_by_checkpoint(config: RunConfig, run_dir: Path, checkpoint: int) -> li
 
 def follow_run(run_dir: Path, offset: int) -> int:
     """Follow the started run to its end (train.log's lines carry its method's metrics); the exit code for how
-    it ended (RUN_EXIT_CODES)."""
+    it ended (run_exit_code)."""
     from engine.runs.follow import follow
     from engine.runs.status import status
 
-    code = follow(run_dir, offset)
-    state = status(run_dir).state
-    if state in RUN_EXIT_CODES:
-        return RUN_EXIT_CODES[state]
-    return EXIT_BAD_INPUT if code == EXIT_BAD_INPUT else EXIT_FAILED
+    follow(run_dir, offset)
+    return run_exit_code(status(run_dir))
+
+
+def run_exit_code(ended: RunStatus) -> int:
+    """How an ended run ended, as train's exit code: RUN_EXIT_CODES, else a failure (2 when its worker refused the
+    config or the data, 1 otherwise)."""
+    if ended.state in RUN_EXIT_CODES:
+        return RUN_EXIT_CODES[ended.state]
+    return EXIT_BAD_INPUT if ended.exit_code == EXIT_BAD_INPUT else EXIT_FAILED

@@ -166,6 +166,44 @@ def test_ctrl_c_stops_with_its_own_exit_code_and_resume_set_trains_on(tmp_path: 
     assert f"train step {target}/{target}" in resumed.stdout
 
 
+def test_detach_starts_the_run_and_wait_says_later_how_it_ended(tmp_path: Path):
+    """``train --detach`` returns once the run is started, with the run directory alone on stdout; ``wait`` gives
+    train's exit code when the run has ended (3 stopped, 0 completed), and Ctrl-C ends the waiting, not the run."""
+    workspace, name = tmp_path / "ws", yaml.safe_load((PRESETS / "demo.yaml").read_text())["name"]
+    command = ["train", str(PRESETS / "demo.yaml"), "--workspace", str(workspace), *QUICK, "--detach"]
+    started = engine(*command, "--set", "train.max_steps=400", "--set", "train.save_steps=1000")
+    assert started.returncode == 0, started.stdout[-3000:] + started.stderr[-3000:]
+    run_dir = Path(started.stdout.strip())
+    assert started.stdout == f"{run_dir}\n" and run_dir.parent == (workspace / "runs").resolve()
+    assert "optimizer steps: 400" in started.stderr
+    wait_for_step(run_dir, 2, timeout=300)  # it trains on after the command has returned
+
+    waiting = subprocess.Popen(
+        engine_command("wait", run_dir.name, "--workspace", str(workspace)),
+        cwd=PROJECT_ROOT,
+        env=engine_env({"HF_HUB_OFFLINE": "1"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert f"waiting for {run_dir.name} (running, step " in (waiting.stderr.readline() if waiting.stderr else "")
+    waiting.send_signal(signal.SIGINT)  # Ctrl-C
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 130 and f"stopped waiting; {run_dir.name} goes on" in err, out + err
+    assert runs.status(run_dir).state == "running"
+
+    assert engine("stop", str(run_dir)).returncode == 0
+    stopped = engine("wait", str(run_dir))
+    step = runs.status(run_dir).step
+    assert (stopped.returncode, stopped.stdout) == (3, f"{name}: stopped, step {step}/400\n"), stopped.stderr
+
+    resumed = engine("resume", str(run_dir), "--set", f"train.max_steps={step + 2}", "--detach")
+    assert (resumed.returncode, resumed.stdout) == (0, f"{run_dir}\n"), resumed.stderr
+    assert f"resuming {run_dir} from checkpoint {step}" in resumed.stderr
+    completed = engine("wait", str(run_dir))
+    assert (completed.returncode, completed.stdout) == (0, f"{name}: completed, step {step + 2}/{step + 2}\n")
+
+
 def test_help_lists_only_public_commands_each_argument_explained_and_the_exit_codes():
     top = engine("--help")
     assert top.returncode == 0
@@ -173,7 +211,7 @@ def test_help_lists_only_public_commands_each_argument_explained_and_the_exit_co
     for internal in ("supervise", "worker", "standby", "fork-server", "chat-worker"):
         assert internal not in top.stdout
     assert "3 stopped with a checkpoint" in " ".join(top.stdout.split())
-    for command in ("train", "resume", "check", "evaluate", "export", "sweep", "sweep-status"):
+    for command in ("train", "resume", "check", "evaluate", "export", "sweep", "sweep-status", "wait"):
         shown = engine(command, "--help").stdout
         section = shown.split("positional arguments:\n", 1)[1].split("\n\n", 1)[0]
         names = re.findall(r"^  (\S+)(.*)$", section, re.MULTILINE)
