@@ -174,8 +174,7 @@ def train(args: argparse.Namespace) -> int:
         report = preflight(config, args.workspace)
     except (ConfigError, DataError) as exc:
         return error(str(exc))
-    say = _teller(args.detach)
-    say("\n".join([*report.lines(), *starting_run_note(args, config)]))
+    _teller(args.detach)("\n".join([*report.lines(), *starting_run_note(args, config)]))
     try:
         run_dir = create_and_start(config, workspace=args.workspace, run_dir=args.run_dir)
     except RunError as exc:
@@ -183,7 +182,10 @@ def train(args: argparse.Namespace) -> int:
     except OSError as exc:  # the workspace's lock file cannot be made (a read-only workspace)
         workspace = args.workspace if args.run_dir is None else workspace_of(args.run_dir)
         return error(f"cannot start a run in {workspace}: {exc.strerror or exc}")
-    return _detached(run_dir) if args.detach else _followed(run_dir, 0)
+    if args.detach:
+        return _detached(run_dir)
+    print(f"run directory: {run_dir}", flush=True)
+    return follow_run(run_dir, 0)
 
 
 def _teller(detach: bool) -> Callable[[str], None]:
@@ -197,11 +199,6 @@ def _detached(run_dir: Path) -> int:
     print("the run goes on without this command: python -m engine wait RUN, status RUN or stop RUN", file=sys.stderr)
     print(run_dir, flush=True)
     return 0
-
-
-def _followed(run_dir: Path, offset: int) -> int:
-    print(f"run directory: {run_dir}", flush=True)
-    return follow_run(run_dir, offset)
 
 
 def resume(args: argparse.Namespace) -> int:
