@@ -15,9 +15,10 @@
     python -m engine benchmark DIR [--task NAME ...] [--task-file PATH ...] [--limit N] [--num-fewshot N]
                                    [--chat-template] [--checkpoint N]
                                                          lm-eval tasks on the base and fine-tuned model
-    python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...]
+    python -m engine sweep SWEEP.yaml [--workspace DIR] [--set KEY=VALUE ...] [--detach]
                                                          run (or continue) a hyperparameter sweep
     python -m engine sweep-status WORKSPACE [NAME]       the sweeps, or one sweep's trials ranked
+    python -m engine sweep-stop WORKSPACE NAME           stop a sweep's driver (engine.cli.sweeps)
     python -m engine status [RUN] [--workspace DIR] [--json]
                                                          a run's state and progress, or the workspace's runs
     python -m engine stop RUN [--workspace DIR]          stop a run after its step, with a checkpoint
@@ -26,7 +27,7 @@
     python -m engine wait RUN [--workspace DIR]          until the run has ended; exit code as train's
 
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
-command continues the sweep, as it does after the driver was killed.
+command continues the sweep, as it does after the driver was killed (engine.cli.sweeps).
 
 Evaluate, export and benchmark print their progress; with ``--job-dir`` (set by engine.runs.jobs when the studio
 starts them) they also keep its progress.json. Ctrl-C or SIGTERM cancels them cleanly. A hub token is read from
@@ -48,19 +49,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from engine.cli import runs as cli_runs
 from engine.cli import train as cli_train
 from engine.cli.benchmark import add_benchmark_command, benchmark
-from engine.cli.overrides import SET_HELP, apply_overrides, parse_overrides
-from engine.cli.train import EXIT_CODES_HELP, EXIT_INTERRUPTED, RESUME_SECTIONS, error, folder_problem
+from engine.cli.overrides import SET_HELP, add_set_option
+from engine.cli.sweeps import add_sweep_commands, sweep, sweep_status, sweep_stop
+from engine.cli.train import EXIT_CODES_HELP, RESUME_SECTIONS, error, folder_problem
 from engine.config import ConfigError
 from engine.export.exports import DTYPES, KINDS
 from engine.export.gguf.quant_types import DEFAULT_GGUF_TYPE, GGUF_TYPES
-
-if TYPE_CHECKING:
-    from engine.sweeps.config import SweepConfig
 
 # The commands engine.runs, the studio and the fork server start; not for a person, so not in --help.
 INTERNAL_COMMANDS = ("supervise", "worker", "standby", "standby-worker", "fork-server", "chat-worker")
@@ -96,7 +95,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_options(check)
     _add_job_commands(commands)
     add_benchmark_command(commands, _count, _positive)
-    _add_sweep_commands(commands)
+    add_sweep_commands(commands)
     cli_runs.add_run_commands(commands)
     _add_internal_commands(commands)
     return parser
@@ -206,21 +205,6 @@ def _add_job_commands(commands: Any) -> None:
     export.add_argument("--job-dir", type=Path, help=argparse.SUPPRESS)
 
 
-def _add_sweep_commands(commands: Any) -> None:
-    """The sweep and sweep-status sub-commands."""
-    sweep = commands.add_parser("sweep", help="run (or continue) a hyperparameter sweep in the foreground")
-    sweep.add_argument("sweep", type=Path, help="the sweep's YAML file")
-    sweep.add_argument("--workspace", type=Path, default=Path("workspace"), help="where its runs and study go")
-    add_set_option(
-        sweep,
-        f"{SET_HELP}. KEY is a field of the sweep file: trials=2, base.train.max_steps=20 (its base run), "
-        'space."train.learning_rate".high=0.01',
-    )
-    status = commands.add_parser("sweep-status", help="the sweeps of a workspace, or one sweep's trials ranked")
-    status.add_argument("workspace", type=Path, help="the workspace whose sweeps to list")
-    status.add_argument("name", nargs="?", help="the sweep whose trials to list (default: list the sweeps)")
-
-
 def _quiet() -> None:
     import warnings
 
@@ -287,87 +271,6 @@ def exit_at_once(code: int) -> int:
     os._exit(code)
 
 
-def _sweep(args: argparse.Namespace) -> int:
-    import shlex
-    import signal
-    import threading
-
-    import optuna
-
-    from engine.sweeps import SweepError, execute_sweep
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the sweep prints its own line per trial
-    config, text = _load_sweep(args.sweep, args.set)
-    stop = threading.Event()
-
-    def request_stop(_signum: int, _frame: object) -> None:
-        if not stop.is_set():
-            print("stopping the current trial's run (it saves a checkpoint) ...", flush=True)
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, request_stop)
-    try:
-        result = execute_sweep(
-            config,
-            args.workspace,
-            sweep_text=text,
-            stop=stop,
-            echo=lambda line: print(line, flush=True),
-        )
-    except SweepError as exc:
-        return error(str(exc))
-    if result.interrupted:
-        sets = [part for item in args.set or () for part in ("--set", item)]
-        again = ["python", "-m", "engine", "sweep", str(args.sweep), "--workspace", str(args.workspace), *sets]
-        again = shlex.join(again)
-        print(f"to continue: {again}", flush=True)
-        return EXIT_INTERRUPTED
-    return 0
-
-
-def _load_sweep(path: Path, sets: list[str] | None) -> tuple[SweepConfig, str]:
-    """The sweep file with the command line's ``--set`` applied, and the text to keep as its sweep.yaml (the file
-    as it is, or, changed, the sweep written out with its base inline)."""
-    import yaml
-
-    from engine.sweeps.config import SweepConfig, load_base, load_sweep, parse_sweep
-    from engine.sweeps.control import config_yaml
-
-    overrides = parse_overrides(sets)
-    try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
-        return load_sweep(path), ""  # it raises ConfigError with its message for a file it cannot read
-    if not overrides:
-        return parse_sweep(data, path.parent), text
-    if not isinstance(data, dict):
-        return parse_sweep(data, path.parent), text  # the message for a file that is not a mapping
-    if isinstance(data.get("base"), str) and any(override.path[0] == "base" for override in overrides):
-        # A base named by its file is changed field by field: read it first, as the sweep would.
-        data = {**data, "base": yaml.safe_load(load_base(data["base"], path.parent).to_yaml())}
-    config = parse_sweep(apply_overrides(data, overrides, SweepConfig), path.parent)
-    return config, config_yaml(config)
-
-
-def _sweep_status(args: argparse.Namespace) -> int:
-    from engine.sweeps import SweepError, list_sweeps, sweep_status
-    from engine.sweeps.summary import progress_line, trials_table
-
-    if args.name is None:
-        sweeps = list_sweeps(args.workspace)
-        print("\n".join(map(progress_line, sweeps)) if sweeps else f"no sweeps in {args.workspace}")
-        return 0
-    try:
-        summary = sweep_status(args.workspace, args.name)
-    except SweepError as exc:
-        return error(str(exc))
-    print(progress_line(summary))
-    print("\n".join(trials_table(summary)))
-    return 0
-
-
 def _on_run(args: argparse.Namespace) -> int:
     """status, stop, metrics and wait; a RUN that names no run is refused with a message."""
     from engine.runs.control import RunError
@@ -414,11 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "benchmark":
             return benchmark(args)
         if args.command == "sweep":
-            return _sweep(args)
+            return sweep(args)
+        if args.command == "sweep-stop":
+            return sweep_stop(args)
         if args.command in ("status", "stop", "metrics", "wait"):
             return _on_run(args)
         if args.command == "sweep-status":
-            return _sweep_status(args)
+            return sweep_status(args)
         if args.command == "chat-worker":
             from engine.chat.spec import ModelSpec
             from engine.chat.worker import serve
@@ -450,8 +355,3 @@ def main(argv: list[str] | None = None) -> int:
         return exit_at_once(run(args.run_dir.resolve(), args.checkpoint, stop))
     except ConfigError as exc:
         return error(str(exc))
-
-
-def add_set_option(command: argparse.ArgumentParser, help_text: str) -> None:
-    """``--set KEY=VALUE``, repeatable (engine.cli.overrides reads it), with the command's own help."""
-    command.add_argument("--set", action="append", metavar="KEY=VALUE", help=help_text)

@@ -10,6 +10,7 @@ same pydantic model as the file, so an unknown key or a bad value is refused wit
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import re
@@ -160,3 +161,8 @@ def _child(node: Any, part: str) -> Any:
     if isinstance(node, list) and part.isdigit() and int(part) < len(node):
         return node[int(part)]
     return None
+
+
+def add_set_option(command: argparse.ArgumentParser, help_text: str) -> None:
+    """``--set KEY=VALUE``, repeatable (read by parse_overrides), with the command's own help."""
+    command.add_argument("--set", action="append", metavar="KEY=VALUE", help=help_text)

@@ -36,7 +36,7 @@ from engine.sweeps.control import (
     sweep_yaml,
 )
 from engine.sweeps.study import DRIVER_LOCK_FILE, SWEEP_FILE, sweep_record
-from tests.engine.sweeps.sweep_files import DEMO_PRESET, demo_base, metrics, wait_for
+from tests.engine.sweeps.sweep_files import DEMO_PRESET, demo_base, engine_cli, metrics, wait_for
 
 
 def sweep_text(name: str, **changes: Any) -> str:
@@ -156,6 +156,30 @@ def test_start_stop_mid_trial_and_continue_to_the_end(tmp_path: Path) -> None:
     assert [e["step"] for e in metrics(run_dir) if e["event"] == "resume"] == [stopped.checkpoints[-1]]
     assert f"trial 0: picking up its run {run_dir.name} (stopped)" in (folder / DRIVER_LOG).read_text()
     assert not driver_running(workspace, "bg")
+
+
+@pytest.mark.integration
+def test_the_command_line_starts_a_sweep_in_the_background_and_stops_it(tmp_path: Path) -> None:
+    """``sweep --detach`` starts the driver as the studio does (the sweep's folder alone on stdout); ``sweep-stop``
+    stops it, its trial's run saving a checkpoint, and says so when no driver runs."""
+    workspace, path = tmp_path / "ws", tmp_path / "cli-bg.yaml"
+    path.write_text(sweep_text("cli-bg"))
+    started = engine_cli("sweep", str(path), "--workspace", str(workspace), "--detach")
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.stdout == f"{sweep_dir(workspace, 'cli-bg').resolve()}\n" and driver_running(workspace, "cli-bg")
+        again = engine_cli("sweep", str(path), "--workspace", str(workspace), "--detach")
+        assert again.returncode == 2 and "the sweep cli-bg is already running" in again.stderr, again.stderr
+        run_dir = wait_for(lambda: training(workspace, "cli-bg", 0), "trial 0 to train")
+        stopped = engine_cli("sweep-stop", str(workspace), "cli-bg")
+        assert stopped.returncode == 0 and "stopping the sweep cli-bg" in stopped.stdout, stopped.stderr
+        wait_for(lambda: not driver_running(workspace, "cli-bg"), "the driver to end")
+    finally:
+        if driver_running(workspace, "cli-bg"):
+            stop_sweep(workspace, "cli-bg")
+    assert runs.status(run_dir).state == "stopped" and runs.status(run_dir).checkpoints
+    nothing = engine_cli("sweep-stop", str(workspace), "cli-bg")
+    assert nothing.returncode == 2 and "no driver runs the sweep cli-bg" in nothing.stderr, nothing.stderr
 
 
 def test_one_key_sections_keep_their_braces_and_read_back() -> None:
