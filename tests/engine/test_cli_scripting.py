@@ -211,7 +211,7 @@ def test_help_lists_only_public_commands_each_argument_explained_and_the_exit_co
     for internal in ("supervise", "worker", "standby", "fork-server", "chat-worker"):
         assert internal not in top.stdout
     assert "3 stopped with a checkpoint" in " ".join(top.stdout.split())
-    for command in ("train", "resume", "check", "evaluate", "export", "sweep", "sweep-status", "wait"):
+    for command in ("train", "resume", "check", "evaluate", "export", "sweep", "sweep-status", "sweep-stop", "wait"):
         shown = engine(command, "--help").stdout
         section = shown.split("positional arguments:\n", 1)[1].split("\n\n", 1)[0]
         names = re.findall(r"^  (\S+)(.*)$", section, re.MULTILINE)
