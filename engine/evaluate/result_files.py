@@ -8,18 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from engine.store.ids import time_id
 from engine.store.rundir import write_text_atomic
-
-_last_micros = [0]  # the last id's time, so that one process never makes an id twice nor one that sorts earlier
-
-
-def new_result_id() -> str:
-    """A sortable id from one reading of the clock, to the microsecond: the newest result sorts last, also among
-    results saved within one second (the latest evaluation is the last one saved)."""
-    micros = max(time.time_ns() // 1000, _last_micros[0] + 1)
-    _last_micros[0] = micros
-    seconds, fraction = divmod(micros, 10**6)
-    return f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(seconds))}-{fraction:06d}"
 
 
 def result_header(run_id: str, weights: str, began: float) -> dict[str, Any]:
@@ -27,7 +17,7 @@ def result_header(run_id: str, weights: str, began: float) -> dict[str, Any]:
     ``time.time()``), the run's id and the weights scored (adapter, model, checkpoint-N)."""
     now = time.time()
     return {
-        "id": new_result_id(),
+        "id": time_id(),  # sortable: the newest result sorts last, within one second too
         "created_at": now,
         "seconds": round(now - began, 2),
         "run_id": run_id,

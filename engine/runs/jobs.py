@@ -32,6 +32,7 @@ from typing import Any
 
 from engine.store import forks
 from engine.store.disk import disk_full_words
+from engine.store.ids import time_id
 from engine.store.processes import engine_command, exit_code_of, is_alive, signal_group, spawn_detached
 from engine.store.rundir import file_tail, reserve_space, write_text_atomic
 from engine.store.workspace import jobs_dir
@@ -66,7 +67,8 @@ def start(
     ``labels`` are stored for finding the job again (e.g. ``{"run_id": ...}``); ``env`` is added to the child's
     environment only (the place for secrets).
     """
-    job_dir = jobs_dir(workspace) / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}-{kind}"
+    # Newest first by name (list_jobs), within one second too; the random part keeps two processes' apart.
+    job_dir = jobs_dir(workspace) / f"{time_id()}-{os.urandom(1).hex()}-{kind}"
     try:
         job_dir.mkdir(parents=True)
         reserve_space(job_dir)  # so that the job can still record its failure when the disk fills up

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.evaluate.result_files import list_results, new_result_id, save_result
+from engine.evaluate.result_files import list_results, save_result
+from engine.store.ids import time_id
 
 
 def test_ids_made_one_after_another_sort_in_that_order_and_never_repeat():
-    ids = [new_result_id() for _ in range(5000)]  # thousands within one second
+    ids = [time_id() for _ in range(5000)]  # thousands within one second
     assert sorted(ids) == ids and len(set(ids)) == len(ids)
 
 
 def test_the_last_result_saved_is_listed_first(tmp_path: Path):
-    saved = [save_result(tmp_path, {"id": new_result_id(), "n": n}) for n in range(50)]
+    saved = [save_result(tmp_path, {"id": time_id(), "n": n}) for n in range(50)]
     assert list_results(tmp_path) == saved[::-1]

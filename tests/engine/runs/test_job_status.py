@@ -37,3 +37,13 @@ def test_a_job_gone_without_a_final_state_is_recorded_as_crashed(tmp_path: Path,
     monkeypatch.setattr(jobs, "is_alive", lambda pid: False)
     current = jobs.status(job_dir)
     assert current.state == "failed" and current.error.startswith("the job's process ended without finishing")
+
+
+def test_jobs_started_within_one_second_are_listed_newest_first(tmp_path: Path):
+    # A command that ends at once (status takes no --job-dir: refused, exit 2): only the folders' order is asked.
+    started = [jobs.start(tmp_path, "probe", ["status", "--workspace", str(tmp_path)]) for _ in range(6)]
+    try:
+        assert jobs.list_jobs(tmp_path, "probe") == started[::-1]
+    finally:
+        for job_dir in started:
+            jobs.wait(job_dir, timeout=120)
