@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 
 def add_sweep_commands(commands: Any) -> None:
     """The sweep, sweep-status and sweep-stop sub-commands."""
-    sweep = commands.add_parser("sweep", help="run (or continue) a hyperparameter sweep in the foreground")
+    sweep = commands.add_parser(
+        "sweep", help="run (or continue) a hyperparameter sweep in the foreground, or in the background (--detach)"
+    )
     sweep.add_argument("sweep", type=Path, help="the sweep's YAML file")
     sweep.add_argument("--workspace", type=Path, default=Path("workspace"), help="where its runs and study go")
     add_set_option(
