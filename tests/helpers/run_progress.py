@@ -34,11 +34,12 @@ def wait_for_state(run_dir: Path, state: str, timeout: float = 300) -> RunStatus
 
 
 def stop_then_resume(run_dir: Path, max_steps: int, timeout: float = 300) -> None:
-    """Start the created run, Pause it after its first step and Stop it there (a checkpoint before ``max_steps``,
-    however busy the machine: a Stop sent at a step seen from here could land after the last one), then Resume it
-    to completion."""
+    """Start the created run, Pause it as it begins to train and Stop it there (a checkpoint before ``max_steps``,
+    however busy or idle the machine: a Stop sent at a step seen from here could land after the last one), then
+    Resume it to completion. The pause is sent once the status reads ``running``, written as training begins; the
+    step in the status is written at most every so often, and a short run's steps can outrun it."""
     runs.start(run_dir)
-    wait_for_step(run_dir, 1, timeout)
+    wait_for_state(run_dir, "running", timeout)
     assert runs.pause(run_dir)
     paused = wait_for_state(run_dir, "paused", timeout)
     assert paused.step < max_steps, paused
