@@ -6,6 +6,7 @@ says a run is going while none of its processes lives is a crashed run, and is r
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -84,9 +85,10 @@ def _just_started(current: RunStatus) -> bool:
     return current.supervisor_pid is None and time.time() - (current.updated_at or 0) < 5
 
 
-def wait(run_dir: Path, timeout: float = 600, poll: float = 0.2) -> RunStatus:
-    """Block until the run has ended (see ``ended``) or the timeout passes; returns the status."""
-    deadline = time.time() + timeout
+def wait(run_dir: Path, timeout: float | None = None, poll: float = 0.2) -> RunStatus:
+    """Block until the run has ended (see ``ended``), or ``timeout`` seconds have passed (None: no limit); returns
+    the status, which is not final when the timeout ended the wait."""
+    deadline = time.time() + (math.inf if timeout is None else timeout)
     while True:
         current = status(run_dir)
         if ended(run_dir, current):
