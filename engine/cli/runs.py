@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs.control import RunError, find_run
-from engine.store.rundir import is_run_dir
+from engine.store.rundir import RunStatus, is_run_dir
 from engine.store.workspace import runs_dir
 
 FOLLOW_POLL_S = 0.5
@@ -78,8 +78,10 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(asdict(current), default=str, indent=1))
         return 0
-    progress = f"step {current.step or 0}/{current.max_steps or '?'}"
-    print(f"{current.name}: {current.state}, {progress}" + (f", epoch {current.epoch:.2f}" if current.epoch else ""))
+    print(
+        f"{current.name}: {current.state}, {_step_of(current)}"
+        + (f", epoch {current.epoch:.2f}" if current.epoch else "")
+    )
     if current.error:
         print(f"error: {current.error}")
     if current.checkpoints:
@@ -127,20 +129,24 @@ def wait(args: argparse.Namespace) -> int:
     from engine.cli.train import EXIT_INTERRUPTED, run_exit_code
     from engine.runs.status import ended
     from engine.runs.status import status as run_status
+    from engine.runs.status import wait as wait_for_end
 
     run_dir = run_dir_of(args.run, args.workspace)
     try:
         if not ended(run_dir):
             now = run_status(run_dir)
-            where = f"{now.state}, step {now.step or 0}/{now.max_steps or '?'}"
+            where = f"{now.state}, {_step_of(now)}"
             print(f"waiting for {run_dir.name} ({where}) to end; Ctrl-C ends the waiting, not the run", file=sys.stderr)
-        while not ended(run_dir):
-            time.sleep(FOLLOW_POLL_S)
+        current = wait_for_end(run_dir, poll=FOLLOW_POLL_S)
     except KeyboardInterrupt:
         print(f"stopped waiting; {run_dir.name} goes on", file=sys.stderr)
         return EXIT_INTERRUPTED
-    current = run_status(run_dir)
-    print(f"{current.name}: {current.state}, step {current.step or 0}/{current.max_steps or '?'}", flush=True)
+    print(f"{current.name}: {current.state}, {_step_of(current)}", flush=True)
     if current.error:
         print(f"error: {current.error}", flush=True)
     return run_exit_code(current)
+
+
+def _step_of(current: RunStatus) -> str:
+    """``step 12/400`` (``?`` for a length not known yet)."""
+    return f"step {current.step or 0}/{current.max_steps or '?'}"
