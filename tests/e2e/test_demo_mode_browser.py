@@ -20,7 +20,7 @@ from e2e_harness import EXPORT_TIMEOUT_MS, VIEWPORT, Studio, wait_for_form, wait
 
 from engine import runs
 from studio.demo.policy import DemoPolicy
-from tests.helpers.run_progress import wait_for_state, wait_for_step
+from tests.helpers.run_progress import wait_for_state
 from tests.helpers.servers import free_port
 
 pytestmark = pytest.mark.e2e
@@ -165,8 +165,9 @@ def test_two_visitors_take_turns(
     alice.locator("#train-start").click()
     [alice_run] = wait_until(lambda: runs.run_dirs(demo_workspace), 30, what="Alice's run")
     bob.locator("#train-start").click()
-    # Alice's run waits at its first step until Bob has seen his place, however fast it would train its 20 steps.
-    wait_for_step(alice_run, 1, timeout=300)
+    # Alice's run waits at its first step until Bob has seen his place, however fast it would train its 20 steps
+    # (paused once it reads "running", written as training begins: the step in the status comes later).
+    wait_for_state(alice_run, "running", timeout=300)
     assert runs.pause(alice_run)
     wait_for_state(alice_run, "paused")
     wait_until(lambda: "run ahead of yours" in progress(bob), 30, what="Bob's place in line")

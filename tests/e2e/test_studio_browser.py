@@ -17,7 +17,7 @@ from e2e_harness import ARTIFACTS, VIEWPORT, monitor_state, wait_until
 
 from engine import runs
 from engine.store.rundir import iter_metrics
-from tests.helpers.run_progress import wait_for_step
+from tests.helpers.run_progress import wait_for_state
 
 pytestmark = pytest.mark.e2e
 
@@ -124,7 +124,7 @@ def test_watch_stop_resume_complete(studio, browser, start_run, artifacts):
     # a browser has opened the page: the run waits at its first step (Pause) until the page is up, which then
     # watches it from there as it would from the start.
     run_dir = start_run("e2e-live", MAX_STEPS, batch_size=8)
-    wait_for_step(run_dir, 1)
+    wait_for_state(run_dir, "running")  # written as training begins; the step in the status comes later
     assert runs.pause(run_dir)
     page, monitor = open_studio(browser, studio.url)
     # An active run brings the Monitor to the front on page load.

@@ -23,7 +23,7 @@ from engine.runs.lineage import FIELD, checked_source, init_from_problems, pinne
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from tests.helpers.engine_cli import run_check
-from tests.helpers.run_progress import wait_for_step
+from tests.helpers.run_progress import stop_then_resume
 
 pytestmark = pytest.mark.integration
 
@@ -184,14 +184,7 @@ def test_stopped_dpo_run_resumes_from_its_checkpoint_not_from_the_sft_adapter(wo
     config = dpo_config(sft_run.name, train={"max_steps": 8, "save_steps": 2, "learning_rate": 5e-3})
     reference = run_to_end(config, workspace)
     run_dir = runs.create_run(parse_config({**config, "name": "dpo-stopped"}), workspace=workspace)
-    runs.start(run_dir)
-    wait_for_step(run_dir, 3, timeout=180)
-    assert runs.stop(run_dir)
-    stopped = runs.wait(run_dir, timeout=120)
-    assert stopped.state == "stopped" and stopped.checkpoints and stopped.step < 8, stopped
-    runs.resume(run_dir)
-    finished = runs.wait(run_dir, timeout=180)
-    assert finished.state == "completed", finished
+    stop_then_resume(run_dir, 8)
     expected, resumed = train_losses(reference), train_losses(run_dir)
     assert sorted(resumed) == list(range(1, 9))
     assert resumed == pytest.approx(expected, rel=1e-4, abs=1e-6)

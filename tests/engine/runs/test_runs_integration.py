@@ -20,7 +20,7 @@ from engine import runs
 from engine.config import RunConfig, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
-from tests.helpers.run_progress import wait_for_step
+from tests.helpers.run_progress import stop_then_resume, wait_for_step
 
 pytestmark = pytest.mark.integration
 
@@ -191,15 +191,7 @@ def test_two_processes_stop_together_and_resume(tmp_path: Path):
     """torchrun with 2 CPU processes (DDP over gloo): a stop reaches both ranks at the same step."""
     config = small_config(launch={"num_processes": 2}, train={"max_steps": 8})
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
-    runs.start(run_dir)
-    wait_for_step(run_dir, 2)
-    runs.stop(run_dir)
-    stopped = runs.wait(run_dir, timeout=120)
-    assert stopped.state == "stopped", stopped
-    assert stopped.checkpoints[-1] == stopped.step
-    runs.resume(run_dir)
-    finished = runs.wait(run_dir, timeout=180)
-    assert finished.state == "completed", finished
+    stop_then_resume(run_dir, 8)
     assert sorted(train_losses(run_dir)) == list(range(1, 9))
     log = (run_dir / "train.log").read_text()
     assert log.count("model: ") == 4  # two ranks, twice (start and resume)
