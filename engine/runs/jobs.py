@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -202,9 +203,10 @@ def cancel(job_dir: Path) -> bool:
     return signal_group(pid, signal.SIGTERM)
 
 
-def wait(job_dir: Path, timeout: float = 600, poll: float = 0.2) -> JobStatus:
-    """Block until the job is final (or the timeout passes); returns its status."""
-    deadline = time.time() + timeout
+def wait(job_dir: Path, timeout: float | None = None, poll: float = 0.2) -> JobStatus:
+    """Block until the job is final, or ``timeout`` seconds have passed (None: no limit, as ``engine.runs.wait``);
+    returns its status, which is not final when the timeout ended the wait."""
+    deadline = time.time() + (math.inf if timeout is None else timeout)
     while True:
         current = status(job_dir)
         if not is_running(current) or time.time() > deadline:

@@ -3,7 +3,9 @@ ends between the reader's look at progress.json and its check of the process kee
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,25 @@ def test_jobs_started_within_one_second_are_listed_newest_first(tmp_path: Path):
     finally:
         for job_dir in started:
             jobs.wait(job_dir, timeout=120)
+
+
+def test_wait_without_a_timeout_waits_for_the_end_and_with_one_says_the_job_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """As ``engine.runs.wait``: no default limit after which a job still running looks like an ended one."""
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    (job_dir / jobs.PROGRESS_FILE).write_text(json.dumps({"state": "running"}))
+    (job_dir / jobs.JOB_FILE).write_text(json.dumps({"kind": "export", "pid": os.getpid()}))  # alive throughout
+    assert jobs.wait(job_dir, timeout=0.3, poll=0.05).state == "running"
+
+    ticks = itertools.count(step=1000)  # a clock that runs 1000 s a look: a limit of its own would pass at once
+
+    def clock() -> float:
+        now = next(ticks)
+        if now >= 10_000:  # the job ends after a few hours of that clock
+            (job_dir / jobs.PROGRESS_FILE).write_text(json.dumps({"state": "completed"}))
+        return now
+
+    monkeypatch.setattr(jobs.time, "time", clock)
+    assert jobs.wait(job_dir, poll=0.01).state == "completed"
