@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from engine.runs import jobs
+from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - a fixture
 
 
 def test_a_job_that_records_its_end_while_being_read_keeps_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -52,13 +53,13 @@ def test_jobs_started_within_one_second_are_listed_newest_first(tmp_path: Path):
 
 
 def test_wait_without_a_timeout_waits_for_the_end_and_with_one_says_the_job_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, processes: list[subprocess.Popen[bytes]]
 ):
     """As ``engine.runs.wait``: no default limit after which a job still running looks like an ended one."""
     job_dir = tmp_path / "job"
     job_dir.mkdir()
     (job_dir / jobs.PROGRESS_FILE).write_text(json.dumps({"state": "running"}))
-    (job_dir / jobs.JOB_FILE).write_text(json.dumps({"kind": "export", "pid": os.getpid()}))  # alive throughout
+    (job_dir / jobs.JOB_FILE).write_text(json.dumps({"kind": "export", "pid": live_engine_process(processes)}))
     assert jobs.wait(job_dir, timeout=0.3, poll=0.05).state == "running"
 
     ticks = itertools.count(step=1000)  # a clock that runs 1000 s a look: a limit of its own would pass at once
