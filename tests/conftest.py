@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 from collections import defaultdict
 from pathlib import Path
 
@@ -28,6 +29,20 @@ OTHER_SECONDS = 0.2
 
 # Fixtures every test folder may use.
 pytest_plugins = ["tests.helpers.small_disk"]
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_kept_to_the_test():
+    """A test that calls a process's main function in-process (engine.runs.supervisor.supervise) sets that
+    process's signal handlers in the test process (its SIGTERM then forwarded to a worker long gone), and an
+    ignored signal would stay ignored in every child the next tests start. Each test starts with the handlers the
+    test process had."""
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD)
+    before = {signum: signal.getsignal(signum) for signum in handled}
+    yield
+    for signum, handler in before.items():
+        if handler is not None and signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True, scope="module")

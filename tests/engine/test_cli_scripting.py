@@ -166,6 +166,14 @@ def test_ctrl_c_stops_with_its_own_exit_code_and_resume_set_trains_on(tmp_path: 
     assert f"train step {target}/{target}" in resumed.stdout
 
 
+def ctrl_c_as_in_a_terminal() -> None:
+    """In the child before it runs: SIGINT as a terminal's program gets it. The test run may have been started
+    with SIGINT ignored (a non-interactive shell's background job is), an ignored signal stays ignored across exec,
+    and Python then installs no KeyboardInterrupt: a command that relies on it (``wait``) would not see this
+    Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_detach_starts_the_run_and_wait_says_later_how_it_ended(tmp_path: Path):
     """``train --detach`` returns once the run is started, with the run directory alone on stdout; ``wait`` gives
     train's exit code when the run has ended (3 stopped, 0 completed), and Ctrl-C ends the waiting, not the run."""
@@ -185,6 +193,7 @@ def test_detach_starts_the_run_and_wait_says_later_how_it_ended(tmp_path: Path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
     )
     assert f"waiting for {run_dir.name} (running, step " in (waiting.stderr.readline() if waiting.stderr else "")
     waiting.send_signal(signal.SIGINT)  # Ctrl-C
