@@ -39,6 +39,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed browser test leaves a screenshot of every page it had open (``failed-<test>-<n>.png``): a wait
+    that timed out says what it waited for, the page says what was there instead."""
+    outcome = yield
+    report = outcome.get_result()
+    browser = getattr(item, "funcargs", {}).get("browser")
+    if report.when != "call" or not report.failed or browser is None:
+        return
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    pages = [page for context in browser.contexts for page in context.pages if not page.is_closed()]
+    for number, page in enumerate(pages, 1):
+        try:
+            page.screenshot(path=str(ARTIFACTS / f"failed-{item.name}-{number}.png"), full_page=True, timeout=10_000)
+        except Exception as exc:  # noqa: BLE001 - a page that cannot be drawn must not hide the test's own failure
+            report.sections.append(("failed-page screenshot", f"page {number}: {exc}"))
+
+
 @pytest.fixture(scope="session")
 def artifacts() -> Path:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
