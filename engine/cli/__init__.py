@@ -21,7 +21,8 @@
     python -m engine sweep-stop WORKSPACE NAME           stop a sweep's driver (engine.cli.sweeps)
     python -m engine status [RUN] [--workspace DIR] [--json]
                                                          a run's state and progress, or the workspace's runs
-    python -m engine stop RUN [--workspace DIR]          stop a run after its step, with a checkpoint
+    python -m engine stop|pause|continue|save|abort RUN [--workspace DIR]
+                                                         the Monitor's controls (engine.cli.runs)
     python -m engine metrics RUN [--workspace DIR] [--follow]
                                                          a run's metric events, one JSON object a line
     python -m engine wait RUN [--workspace DIR]          until the run has ended; exit code as train's
@@ -272,11 +273,11 @@ def exit_at_once(code: int) -> int:
 
 
 def _on_run(args: argparse.Namespace) -> int:
-    """status, stop, metrics and wait; a RUN that names no run is refused with a message."""
+    """status, the run controls, metrics and wait; a RUN that names no run is refused with a message."""
     from engine.runs.control import RunError
 
-    command = {"status": cli_runs.status, "stop": cli_runs.stop, "metrics": cli_runs.metrics, "wait": cli_runs.wait}
-    command = command[args.command]
+    commands = {"status": cli_runs.status, "metrics": cli_runs.metrics, "wait": cli_runs.wait}
+    command = commands.get(args.command, cli_runs.control)
     try:
         return command(args)
     except RunError as exc:
@@ -320,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             return sweep(args)
         if args.command == "sweep-stop":
             return sweep_stop(args)
-        if args.command in ("status", "stop", "metrics", "wait"):
+        if args.command in cli_runs.RUN_COMMANDS:
             return _on_run(args)
         if args.command == "sweep-status":
             return sweep_status(args)

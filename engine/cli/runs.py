@@ -1,7 +1,9 @@
-"""The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), ``stop``,
-``metrics`` and ``wait``, for a script that started a run in the background (``train --detach``) or in a studio. A
-run is named by its id in the workspace (``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is
-refused with a message (run_dir_of), a NUL byte or a control character included."""
+"""The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), the Monitor's
+controls (``stop``, ``pause``, ``continue``, ``save``, ``abort``), ``metrics`` and ``wait``, for a script that
+started a run in the background (``train --detach``) or in a studio. A run is named by its id in the workspace
+(``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is refused with a message (run_dir_of), a
+NUL byte or a control character included. A control that does not apply to the run's state is refused (exit 2)
+with that state."""
 
 from __future__ import annotations
 
@@ -10,28 +12,75 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.runs.control import RunError, find_run
+from engine.runs.control import RunError, abort, find_run, stop
+from engine.runs.queue import QUEUED, cancel_queued
+from engine.runs.requests import pause, resume_paused, save_now
+from engine.runs.status import status as run_status
 from engine.store.rundir import RunStatus, is_run_dir
 from engine.store.workspace import runs_dir
 
 FOLLOW_POLL_S = 0.5
 
 
+@dataclass(frozen=True)
+class Control:
+    """One of the Monitor's controls as a command: its --help, the engine's call (False: it does not apply to the
+    run's state now), what it says when done ({} the run's id) and the state it wants."""
+
+    help: str
+    call: Callable[[Path], bool]
+    said: str
+    wants: str = "running"
+
+
+def _stop_or_cancel(run_dir: Path) -> bool:
+    """Stop a running run; a queued one leaves the line instead (the Monitor's Cancel)."""
+    return cancel_queued(run_dir) or stop(run_dir)
+
+
+CONTROLS = {
+    "stop": Control(
+        "stop a run after its current step; it saves a checkpoint (a queued run leaves the line)",
+        _stop_or_cancel,
+        "stopping {}: it saves a checkpoint after its current step (resume continues it)",
+    ),
+    "pause": Control(
+        "pause a run after its current step: it waits, holding its memory, until continue",
+        pause,
+        "pausing {} after its current step: it waits, holding its memory (continue goes on)",
+    ),
+    "continue": Control("let a paused run go on from the step where it waits", resume_paused, "{} goes on", "paused"),
+    "save": Control(
+        "save a checkpoint of a running or paused run at the end of its current step; it goes on",
+        save_now,
+        "{} saves a checkpoint at the end of its current step",
+    ),
+    "abort": Control(
+        "kill a run and every process it started, without a checkpoint",
+        abort,
+        "aborted {}: its processes are gone, no checkpoint saved",
+    ),
+}
+RUN_COMMANDS = ("status", *CONTROLS, "metrics", "wait")
+
+
 def add_run_commands(commands: Any) -> None:
-    """The status, stop, metrics and wait sub-commands."""
+    """The status, stop, pause, continue, save, abort, metrics and wait sub-commands."""
     where = {"type": Path, "default": Path("workspace"), "help": "the workspace whose run ids RUN names"}
     run_help = "a run id of the workspace, or a run directory"
     status = commands.add_parser("status", help="a run's state and progress, or the workspace's runs")
     status.add_argument("run", nargs="?", metavar="RUN", help=f"{run_help} (default: list the workspace's runs)")
     status.add_argument("--workspace", **where)
     status.add_argument("--json", action="store_true", help="print the status as JSON (status.json, reconciled)")
-    stop = commands.add_parser("stop", help="stop a run after its current step; it saves a checkpoint")
-    stop.add_argument("run", metavar="RUN", help=run_help)
-    stop.add_argument("--workspace", **where)
+    for name, known in CONTROLS.items():
+        command = commands.add_parser(name, help=known.help)
+        command.add_argument("run", metavar="RUN", help=run_help)
+        command.add_argument("--workspace", **where)
     metrics = commands.add_parser("metrics", help="a run's metric events (metrics.jsonl), one JSON object a line")
     metrics.add_argument("run", metavar="RUN", help=run_help)
     metrics.add_argument("--workspace", **where)
@@ -62,7 +111,6 @@ def run_dir_of(name: str, workspace: Path) -> Path:
 def status(args: argparse.Namespace) -> int:
     """``status [RUN]``: one run's state, step and error, or a line per run of the workspace."""
     from engine.runs.status import list_runs
-    from engine.runs.status import status as run_status
 
     if args.run is None:
         found = list_runs(args.workspace)
@@ -89,16 +137,17 @@ def status(args: argparse.Namespace) -> int:
     return 0
 
 
-def stop(args: argparse.Namespace) -> int:
-    """``stop RUN``: ask the run to stop after its current step (it saves a checkpoint); 2 when it is not going."""
+def control(args: argparse.Namespace) -> int:
+    """``stop``, ``pause``, ``continue``, ``save`` or ``abort`` RUN, as the Monitor's buttons: 0 asked (abort:
+    done), 2 when the control does not apply to the run's state (it is named)."""
     from engine.cli.train import error
-    from engine.runs.control import stop as stop_run
-    from engine.runs.status import status as run_status
 
     run_dir = run_dir_of(args.run, args.workspace)
-    if not stop_run(run_dir):
-        return error(f"{run_dir.name} is not running (it is {run_status(run_dir).state}); nothing to stop")
-    print(f"stopping {run_dir.name}: it saves a checkpoint after its current step (resume continues it)")
+    chosen, before = CONTROLS[args.command], run_status(run_dir).state
+    if not chosen.call(run_dir):
+        return error(f"{run_dir.name} is not {chosen.wants} (it is {before}); nothing to {args.command}")
+    queued = args.command == "stop" and before == QUEUED
+    print(f"took {run_dir.name} out of the line; it never started" if queued else chosen.said.format(run_dir.name))
     return 0
 
 
@@ -128,7 +177,6 @@ def wait(args: argparse.Namespace) -> int:
     train's (engine.cli.train.run_exit_code). Ctrl-C ends the waiting, not the run (130)."""
     from engine.cli.train import EXIT_INTERRUPTED, run_exit_code
     from engine.runs.status import ended
-    from engine.runs.status import status as run_status
     from engine.runs.status import wait as wait_for_end
 
     run_dir = run_dir_of(args.run, args.workspace)

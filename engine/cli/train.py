@@ -42,8 +42,9 @@ EXIT_CODES_HELP = (
     "exit codes of train, resume and wait: 0 the run completed; 1 it failed; 2 refused (a bad config, data or "
     "argument: nothing started); 3 stopped with a checkpoint (Ctrl-C, SIGTERM, a closed terminal or Stop elsewhere; "
     "resume continues it); 4 aborted (killed without a checkpoint); train and resume with --detach: 0 started; wait: "
-    "130 when Ctrl-C ends the waiting (the run goes on). check, status, stop, metrics, sweep-status and sweep-stop: "
-    "0 done, 2 refused. evaluate, export and sweep: 0 done, 1 crashed, 2 refused, 130 cancelled (Ctrl-C or "
+    "130 when Ctrl-C ends the waiting (the run goes on). check, status, metrics, sweep-status, sweep-stop and the "
+    "run controls (stop, pause, continue, save, abort): 0 done, 2 refused (a control that does not apply now). "
+    "evaluate, export and sweep: 0 done, 1 crashed, 2 refused, 130 cancelled (Ctrl-C or "
     "SIGTERM); sweep --detach: 0 started."
 )
 # The fields a resume may change: its checkpoint holds the weights of the run's model and adapter, trained on its

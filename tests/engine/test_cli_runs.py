@@ -1,10 +1,12 @@
-"""``python -m engine status / stop / metrics`` on existing runs, and the run-id resolver they share
-(engine.runs.find_run): every name that is no run, a NUL byte included, is refused with a message."""
+"""``python -m engine status``, the run controls (stop, pause, continue, save, abort), ``metrics`` and ``wait`` on
+existing runs, and the run-id resolver they share (engine.runs.find_run): every name that is no run, a NUL byte
+included, is refused with a message."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_command, engine_env
 from engine.store.rundir import iter_metrics, update_status
 from tests.engine.runs.test_runs_integration import small_config
-from tests.helpers.run_progress import wait_for_step
+from tests.helpers.run_progress import wait_for_state, wait_for_step
 
 
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
@@ -55,7 +57,7 @@ def test_find_run_refuses_a_link_out_of_the_runs_folder(workspace: Path, tmp_pat
         find_run(workspace, "linked")
 
 
-@pytest.mark.parametrize("command", ["status", "stop", "metrics"])
+@pytest.mark.parametrize("command", ["status", "stop", "pause", "continue", "save", "abort", "metrics", "wait"])
 @pytest.mark.parametrize("name", ["a\x00b", "first\x00", "a\x01b", "nope"])
 def test_a_name_that_is_no_run_gives_a_message_not_a_traceback(workspace: Path, capsys, command: str, name: str):
     assert main([command, name, "--workspace", str(workspace)]) == 2
@@ -74,6 +76,27 @@ def test_status_of_a_run_by_id_or_directory_and_of_the_workspace(workspace: Path
     assert capsys.readouterr().out == "first  stopped, step 3/8\n"
     assert main(["stop", "first", "--workspace", str(workspace)]) == 2
     assert "first is not running (it is stopped); nothing to stop" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("command", "wanted"), [("pause", "running"), ("continue", "paused"), ("save", "running"), ("abort", "running")]
+)
+def test_a_control_that_does_not_apply_names_the_state(workspace: Path, capsys, command: str, wanted: str):
+    assert main([command, "first", "--workspace", str(workspace)]) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", f"error: first is not {wanted} (it is stopped); nothing to {command}\n")
+    assert runs.status(workspace / "runs" / "first").state == "stopped"
+
+
+def test_stop_takes_a_queued_run_out_of_the_line(tmp_path: Path, capsys):
+    workspace = tmp_path / "ws"
+    run_dir = runs.create_run(small_config(), workspace=workspace)  # created queued: a studio would start it
+    assert runs.status(run_dir).state == "queued"
+    assert main(["stop", run_dir.name, "--workspace", str(workspace)]) == 0
+    assert capsys.readouterr().out == f"took {run_dir.name} out of the line; it never started\n"
+    cancelled = runs.status(run_dir)
+    assert (cancelled.state, cancelled.cancelled, cancelled.step) == ("stopped", True, None)
+    assert main(["stop", run_dir.name, "--workspace", str(workspace)]) == 2  # nothing left to stop
 
 
 @pytest.mark.integration
@@ -103,3 +126,41 @@ def test_stop_and_metrics_of_a_running_run_through_the_cli(tmp_path: Path):
     events = [json.loads(line) for line in lines]
     steps = [event["step"] for event in events if event["event"] == "train"]
     assert steps == list(range(1, final.step + 1)) and events == list(iter_metrics(run_dir))
+
+
+@pytest.mark.integration
+def test_pause_save_continue_and_abort_a_running_run_through_the_cli(tmp_path: Path):
+    """The Monitor's other controls, from a script: each acts on a real run and says what it did; ``wait`` then
+    gives the aborted run's exit code."""
+    workspace = tmp_path / "ws"
+    run_dir = runs.create_and_start(small_config(train={"max_steps": 400, "save_steps": 1000}), workspace=workspace)
+
+    def control(command: str) -> subprocess.CompletedProcess[str]:
+        return engine(command, run_dir.name, "--workspace", str(workspace))
+
+    wait_for_state(run_dir, "running", timeout=300)
+    paused = control("pause")
+    assert paused.returncode == 0 and f"pausing {run_dir.name} after its current step" in paused.stdout
+    wait_for_state(run_dir, "paused")
+    assert control("continue").returncode == 0  # asked while paused: it goes on...
+    wait_for_state(run_dir, "running")
+    refused = control("continue")  # ...and a running run has nothing to continue
+    assert refused.returncode == 2 and f"{run_dir.name} is not paused (it is running)" in refused.stderr
+
+    assert control("pause").returncode == 0
+    at = wait_for_state(run_dir, "paused").step
+    saved = control("save")  # a paused run saves at once and stays paused
+    assert saved.returncode == 0 and f"{run_dir.name} saves a checkpoint" in saved.stdout
+    deadline = time.time() + 120
+    while at not in runs.status(run_dir).checkpoints:
+        assert time.time() < deadline, f"no checkpoint of step {at}: {runs.status(run_dir)}"
+        time.sleep(0.1)
+    assert runs.status(run_dir).state == "paused" and runs.status(run_dir).step == at
+
+    aborted = control("abort")
+    assert aborted.returncode == 0 and f"aborted {run_dir.name}" in aborted.stdout
+    final = runs.status(run_dir)
+    assert (final.state, final.error, final.checkpoints) == ("aborted", "aborted by the user", [at])
+    assert engine("wait", run_dir.name, "--workspace", str(workspace)).returncode == 4
+    again = control("abort")
+    assert again.returncode == 2 and f"{run_dir.name} is not running (it is aborted)" in again.stderr
