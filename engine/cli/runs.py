@@ -152,7 +152,9 @@ def control(args: argparse.Namespace) -> int:
 
 
 def metrics(args: argparse.Namespace) -> int:
-    """``metrics RUN``: the run's metric events so far, one JSON object a line; ``--follow`` until it ends."""
+    """``metrics RUN``: the run's metric events so far, one JSON object a line; ``--follow`` until it ends (Ctrl-C
+    ends the following, not the run: 130, without a traceback)."""
+    from engine.cli.train import EXIT_INTERRUPTED
     from engine.runs.status import ended, read_metrics
 
     run_dir = run_dir_of(args.run, args.workspace)
@@ -170,6 +172,8 @@ def metrics(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # ``metrics RUN | head``: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
         return 0
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
 
 
 def wait(args: argparse.Namespace) -> int:

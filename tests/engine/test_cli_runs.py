@@ -5,6 +5,7 @@ included, is refused with a message."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_command, engine_env
 from engine.store.rundir import iter_metrics, update_status
 from tests.engine.runs.test_runs_integration import small_config
+from tests.helpers.engine_cli import ctrl_c_as_in_a_terminal
+from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - a fixture
 from tests.helpers.run_progress import wait_for_state, wait_for_step
 
 
@@ -76,6 +79,26 @@ def test_status_of_a_run_by_id_or_directory_and_of_the_workspace(workspace: Path
     assert capsys.readouterr().out == "first  stopped, step 3/8\n"
     assert main(["stop", "first", "--workspace", str(workspace)]) == 2
     assert "first is not running (it is stopped); nothing to stop" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_following_the_metrics_quietly(workspace: Path, processes: list[subprocess.Popen[bytes]]):
+    run_dir = workspace / "runs" / "first"
+    running_stand_in(processes)(run_dir)  # a live run that writes nothing more: --follow would never end
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"event": "train", "step": 1, "loss": 2.5}) + "\n")
+    follow = subprocess.Popen(
+        engine_command("metrics", "first", "--workspace", str(workspace), "--follow"),
+        cwd=PROJECT_ROOT,
+        env=engine_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=ctrl_c_as_in_a_terminal,
+    )
+    assert follow.stdout and json.loads(follow.stdout.readline())["loss"] == 2.5
+    follow.send_signal(signal.SIGINT)
+    out, err = follow.communicate(timeout=60)
+    assert (follow.returncode, out, err) == (130, "", "")  # the end of the following: no traceback
+    assert runs.status(run_dir).state == "running"
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from engine import runs
 from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_command, engine_env
 from engine.store.rundir import iter_metrics
+from tests.helpers.engine_cli import ctrl_c_as_in_a_terminal
 from tests.helpers.run_progress import wait_for_step
 
 pytestmark = pytest.mark.integration
@@ -164,14 +165,6 @@ def test_ctrl_c_stops_with_its_own_exit_code_and_resume_set_trains_on(tmp_path: 
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["train"]["max_steps"] == target
     assert (runs.status(run_dir).state, runs.status(run_dir).step) == ("completed", target)
     assert f"train step {target}/{target}" in resumed.stdout
-
-
-def ctrl_c_as_in_a_terminal() -> None:
-    """In the child before it runs: SIGINT as a terminal's program gets it. The test run may have been started
-    with SIGINT ignored (a non-interactive shell's background job is), an ignored signal stays ignored across exec,
-    and Python then installs no KeyboardInterrupt: a command that relies on it (``wait``) would not see this
-    Ctrl-C."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_detach_starts_the_run_and_wait_says_later_how_it_ended(tmp_path: Path):

@@ -1,8 +1,10 @@
-"""``python -m engine check`` in a subprocess, as a user runs it (a fresh process: imports, exit code, stderr)."""
+"""``python -m engine`` commands in a subprocess, as a user runs them (a fresh process: imports, exit code,
+stderr), and a terminal's Ctrl-C for one."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -33,3 +35,10 @@ def run_train(config: Path, run_dir: Path, timeout: float = 600) -> subprocess.C
         cwd=PROJECT_ROOT,
         env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT), HF_HUB_OFFLINE="1"),
     )
+
+
+def ctrl_c_as_in_a_terminal() -> None:
+    """A ``preexec_fn``: SIGINT in the child as a terminal's program gets it. The test run may have been started
+    with SIGINT ignored (a non-interactive shell's background job is), an ignored signal stays ignored across exec,
+    and Python then installs no KeyboardInterrupt: a command that relies on it would not see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
