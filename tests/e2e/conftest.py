@@ -41,14 +41,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failed browser test leaves a screenshot of every page it had open (``failed-<test>-<n>.png``): a wait
-    that timed out says what it waited for, the page says what was there instead."""
+    """A failed browser test leaves a screenshot of every page it had open (``failed-<test>-<n>.png``) and the
+    output of its studios (``failed-<test>-studio.log``): a wait that timed out says what it waited for, the page
+    says what was there instead, the studio whether a handler failed."""
     outcome = yield
     report = outcome.get_result()
-    browser = getattr(item, "funcargs", {}).get("browser")
-    if report.when != "call" or not report.failed or browser is None:
+    used = getattr(item, "funcargs", {})
+    if report.when != "call" or not report.failed:
         return
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    logs = [studio.log_path for studio in used.values() if isinstance(studio, Studio) and studio.log_path.is_file()]
+    if logs:
+        kept = ARTIFACTS / f"failed-{item.name}-studio.log"
+        kept.write_bytes(b"".join(log.read_bytes() for log in logs))
+        report.sections.append(("studio log", f"kept in {kept}"))
+    browser = used.get("browser")
+    if browser is None:
+        return
     pages = [page for context in browser.contexts for page in context.pages if not page.is_closed()]
     for number, page in enumerate(pages, 1):
         try:

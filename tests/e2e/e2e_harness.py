@@ -110,12 +110,16 @@ class Studio:
         self.url = f"http://127.0.0.1:{port}/"
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        # Beside the workspace (each worker's own temporary folder): a failed test copies it to the artifacts.
+        self.log_path = workspace.parent / f"studio-{workspace.name}.log"
 
     def start(self, timeout: float = 90) -> float:
-        """Start it and wait for the first HTTP 200; returns the seconds that took."""
+        """Start it and wait for the first HTTP 200; returns the seconds that took. Its output goes to
+        ``log_path``, each start's after the one before."""
         self.starts += 1
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        log = (ARTIFACTS / f"studio-{self.starts}.log").open("wb")
+        log = self.log_path.open("ab")
+        log.write(f"--- start {self.starts} on port {self.port}\n".encode())
+        log.flush()
         began = time.time()
         self.process = subprocess.Popen(
             [
@@ -137,7 +141,7 @@ class Studio:
 
     def _serves(self) -> bool:
         if self.process and self.process.poll() is not None:
-            raise AssertionError(f"the studio exited with {self.process.returncode}; see {ARTIFACTS}")
+            raise AssertionError(f"the studio exited with {self.process.returncode}; see {self.log_path}")
         try:
             with urllib.request.urlopen(self.url, timeout=2) as response:
                 return response.status == 200
