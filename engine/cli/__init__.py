@@ -26,6 +26,7 @@
     python -m engine metrics RUN [--workspace DIR] [--follow]
                                                          a run's metric events, one JSON object a line
     python -m engine wait RUN [--workspace DIR]          until the run has ended; exit code as train's
+    python -m engine delete RUN [--workspace DIR]        remove a run that is not going, checkpoints included
 
 A sweep prints a line per trial; Ctrl-C stops the current trial's run with a checkpoint (exit 130) and the same
 command continues the sweep, as it does after the driver was killed (engine.cli.sweeps).
@@ -273,11 +274,11 @@ def exit_at_once(code: int) -> int:
 
 
 def _on_run(args: argparse.Namespace) -> int:
-    """status, the run controls, metrics and wait; a RUN that names no run is refused with a message."""
+    """status, the run controls, metrics, wait and delete; a RUN that names no run is refused with a message."""
     from engine.runs.control import RunError
 
-    commands = {"status": cli_runs.status, "metrics": cli_runs.metrics, "wait": cli_runs.wait}
-    command = commands.get(args.command, cli_runs.control)
+    named = {"status": cli_runs.status, "metrics": cli_runs.metrics, "wait": cli_runs.wait, "delete": cli_runs.delete}
+    command = named.get(args.command, cli_runs.control)
     try:
         return command(args)
     except RunError as exc:

@@ -1,9 +1,9 @@
 """The CLI's commands on runs that already exist: ``status`` (one run, or the workspace's list), the Monitor's
-controls (``stop``, ``pause``, ``continue``, ``save``, ``abort``), ``metrics`` and ``wait``, for a script that
-started a run in the background (``train --detach``) or in a studio. A run is named by its id in the workspace
-(``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is refused with a message (run_dir_of), a
-NUL byte or a control character included. A control that does not apply to the run's state is refused (exit 2)
-with that state."""
+controls (``stop``, ``pause``, ``continue``, ``save``, ``abort``), ``metrics``, ``wait`` and ``delete``, for a
+script that started a run in the background (``train --detach``) or in a studio. A run is named by its id in the
+workspace (``WORKSPACE/runs/<id>``) or by its directory; every name that is neither is refused with a message
+(run_dir_of), a NUL byte or a control character included. A control that does not apply to the run's state is
+refused (exit 2) with that state."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.runs.control import RunError, abort, find_run, stop
+from engine.runs.control import delete as delete_run
 from engine.runs.queue import QUEUED, cancel_queued
 from engine.runs.requests import pause, resume_paused, save_now
 from engine.runs.status import status as run_status
@@ -66,11 +67,11 @@ CONTROLS = {
         "aborted {}: its processes are gone, no checkpoint saved",
     ),
 }
-RUN_COMMANDS = ("status", *CONTROLS, "metrics", "wait")
+RUN_COMMANDS = ("status", *CONTROLS, "metrics", "wait", "delete")
 
 
 def add_run_commands(commands: Any) -> None:
-    """The status, stop, pause, continue, save, abort, metrics and wait sub-commands."""
+    """The status, stop, pause, continue, save, abort, metrics, wait and delete sub-commands."""
     where = {"type": Path, "default": Path("workspace"), "help": "the workspace whose run ids RUN names"}
     run_help = "a run id of the workspace, or a run directory"
     status = commands.add_parser("status", help="a run's state and progress, or the workspace's runs")
@@ -90,6 +91,11 @@ def add_run_commands(commands: Any) -> None:
     )
     wait.add_argument("run", metavar="RUN", help=run_help)
     wait.add_argument("--workspace", **where)
+    delete = commands.add_parser(
+        "delete", help="remove a run's directory with its checkpoints (refused while the run is going)"
+    )
+    delete.add_argument("run", metavar="RUN", help=run_help)
+    delete.add_argument("--workspace", **where)
 
 
 def run_dir_of(name: str, workspace: Path) -> Path:
@@ -197,6 +203,15 @@ def wait(args: argparse.Namespace) -> int:
     if current.error:
         print(f"error: {current.error}", flush=True)
     return run_exit_code(current)
+
+
+def delete(args: argparse.Namespace) -> int:
+    """``delete RUN``: remove the run's directory, checkpoints included, as the Runs tab's Delete; a run that is
+    going (queued, running, paused) is refused (RunError: exit 2)."""
+    run_dir = run_dir_of(args.run, args.workspace)
+    delete_run(run_dir)
+    print(f"deleted {run_dir.name}")
+    return 0
 
 
 def _step_of(current: RunStatus) -> str:

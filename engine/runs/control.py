@@ -380,11 +380,14 @@ def start_lock(workspace: Path) -> Iterator[None]:
 
 
 def delete(run_dir: Path) -> None:
-    """Remove a run directory with its checkpoints; refuses (RunError) while the run is going."""
+    """Remove a run directory with its checkpoints; refuses (RunError) while the run is going. A queued run may
+    go: under the workspace's start lock, so no scheduler starts it while its folder is being removed."""
     run_dir = Path(run_dir)
-    if not (run_dir / CONFIG_FILE).is_file():
-        raise RunError(f"{run_dir.name} is not a run")
-    current = status(run_dir)
-    if current.is_active:
-        raise RunError(f"{current.name or run_dir.name} is {current.state}; stop it before deleting it")
-    shutil.rmtree(run_dir)
+    workspace = workspace_of(run_dir)
+    with start_lock(workspace) if workspace is not None else contextlib.nullcontext():
+        if not (run_dir / CONFIG_FILE).is_file():
+            raise RunError(f"{run_dir.name} is not a run")
+        current = status(run_dir)
+        if current.is_active:
+            raise RunError(f"{current.name or run_dir.name} is {current.state}; stop it before deleting it")
+        shutil.rmtree(run_dir)

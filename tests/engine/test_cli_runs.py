@@ -60,7 +60,9 @@ def test_find_run_refuses_a_link_out_of_the_runs_folder(workspace: Path, tmp_pat
         find_run(workspace, "linked")
 
 
-@pytest.mark.parametrize("command", ["status", "stop", "pause", "continue", "save", "abort", "metrics", "wait"])
+@pytest.mark.parametrize(
+    "command", ["status", "stop", "pause", "continue", "save", "abort", "metrics", "wait", "delete"]
+)
 @pytest.mark.parametrize("name", ["a\x00b", "first\x00", "a\x01b", "nope"])
 def test_a_name_that_is_no_run_gives_a_message_not_a_traceback(workspace: Path, capsys, command: str, name: str):
     assert main([command, name, "--workspace", str(workspace)]) == 2
@@ -109,6 +111,25 @@ def test_a_control_that_does_not_apply_names_the_state(workspace: Path, capsys, 
     out, err = capsys.readouterr()
     assert (out, err) == ("", f"error: first is not {wanted} (it is stopped); nothing to {command}\n")
     assert runs.status(workspace / "runs" / "first").state == "stopped"
+
+
+def test_delete_removes_an_ended_or_queued_run_and_refuses_a_running_one(
+    workspace: Path, capsys, processes: list[subprocess.Popen[bytes]]
+):
+    going = runs.create_run(small_config(), workspace=workspace)
+    running_stand_in(processes)(going)
+    assert main(["delete", going.name, "--workspace", str(workspace)]) == 2
+    assert "integration is running; stop it before deleting it" in capsys.readouterr().err  # its name
+    assert going.is_dir()
+
+    first = workspace / "runs" / "first"
+    (first / "checkpoints" / "checkpoint-3").mkdir(parents=True)
+    assert main(["delete", "first", "--workspace", str(workspace)]) == 0
+    assert capsys.readouterr().out == "deleted first\n"
+    assert not first.exists() and going.is_dir()
+    assert main(["delete", "first", "--workspace", str(workspace)]) == 2  # gone: no run of that name
+    queued = runs.create_run(small_config(), workspace=workspace)  # waiting in line: it may go (start_lock)
+    assert main(["delete", queued.name, "--workspace", str(workspace)]) == 0 and not queued.exists()
 
 
 def test_stop_takes_a_queued_run_out_of_the_line(tmp_path: Path, capsys):

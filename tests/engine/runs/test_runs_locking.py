@@ -1,4 +1,5 @@
-"""engine.runs.start_lock serialises starters across processes; engine.runs.delete refuses active runs."""
+"""engine.runs.start_lock serialises starters across processes; engine.runs.delete refuses active runs and waits
+for a starter."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -71,6 +73,33 @@ def test_delete_removes_a_finished_run_and_refuses_an_active_one(tmp_path: Path)
     assert not run_dir.exists()
     with pytest.raises(runs.RunError, match="is not a run"):
         runs.delete(run_dir)
+
+
+def test_a_queued_run_is_deleted_only_when_no_starter_holds_the_workspace(tmp_path: Path) -> None:
+    """A scheduler starts queued runs under the start lock: delete waits for it, so it never removes the folder of
+    a run being started."""
+    run_dir = runs.create_run(parse_config({"name": "queued"}), workspace=tmp_path / "ws")
+    assert runs.status(run_dir).state == "queued"
+    held, release = threading.Event(), threading.Event()
+
+    def starter() -> None:
+        with runs.start_lock(tmp_path / "ws"):
+            held.set()
+            release.wait(60)
+
+    holder = threading.Thread(target=starter)
+    holder.start()
+    deleter = threading.Thread(target=runs.delete, args=(run_dir,))
+    try:
+        assert held.wait(60)
+        deleter.start()
+        deleter.join(0.5)
+        assert deleter.is_alive() and run_dir.is_dir()  # it waits for the lock
+    finally:
+        release.set()
+        holder.join(60)
+    deleter.join(60)
+    assert not deleter.is_alive() and not run_dir.exists()
 
 
 def test_wait_returns_the_exit_code_the_supervisor_records_while_it_looks(
