@@ -117,25 +117,18 @@ class Studio:
         """Start it and wait for the first HTTP 200; returns the seconds that took. Its output goes to
         ``log_path``, each start's after the one before."""
         self.starts += 1
-        log = self.log_path.open("ab")
-        log.write(f"--- start {self.starts} on port {self.port}\n".encode())
-        log.flush()
         began = time.time()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "launch.py",
-                "--port",
-                str(self.port),
-                "--workspace",
-                str(self.workspace),
-                *self.extra_args,
-            ],
-            cwd=PROJECT_ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1"),
-        )
+        with self.log_path.open("ab") as log:  # the studio keeps its own copy of the file
+            log.write(f"--- start {self.starts} on port {self.port}\n".encode())
+            log.flush()
+            command = [sys.executable, "launch.py", "--port", str(self.port), "--workspace", str(self.workspace)]
+            self.process = subprocess.Popen(
+                [*command, *self.extra_args],
+                cwd=PROJECT_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1"),
+            )
         wait_until(self._serves, timeout, 0.2, "the studio to serve its page")
         return time.time() - began
 
