@@ -28,6 +28,8 @@ from transformers import TrainerCallback
 PROC_STAT = "/proc/stat"
 SELF_STAT = "/proc/self/stat"
 CHECK_SECONDS = 1.0
+# The shortest window the first reading is taken over: /proc/stat counts in ticks of 10 ms.
+FIRST_WINDOW_SECONDS = 0.2
 # Busy fields of /proc/stat's cpu line: user, nice, system, irq, softirq, steal (a hypervisor's other guests).
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 
@@ -82,22 +84,29 @@ class CpuShareCallback(TrainerCallback):
         start: CpuTimes,
         read: Callable[[], CpuTimes | None] = read_cpu_times,
         check_seconds: float = CHECK_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.cores, self.most = cores, most
-        self.set_threads, self.read, self.check_seconds = set_threads, read, check_seconds
+        self.set_threads, self.read, self.check_seconds, self.sleep = set_threads, read, check_seconds, sleep
         self.threads = most
         self._last = start  # the reading the first measured interval starts from
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         # Made before the data and the model were loaded: the load of that time decides the first step's threads.
-        self._adjust(min_seconds=0.2)
+        # A warm fork loads them in less than the window; it waits out the rest (a fraction of a second, once),
+        # or its first steps would run on every thread beside a busy program until the first check.
+        now = self.read()
+        if now is not None and now.wall - self._last.wall < FIRST_WINDOW_SECONDS:
+            self.sleep(FIRST_WINDOW_SECONDS - (now.wall - self._last.wall))
+            now = self.read()
+        self._adjust(now, min_seconds=FIRST_WINDOW_SECONDS)
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        self._adjust(min_seconds=self.check_seconds)
+        self._adjust(self.read(), min_seconds=self.check_seconds)
 
-    def _adjust(self, min_seconds: float) -> None:
-        """Set the threads from the load since the last reading, once at least ``min_seconds`` have passed."""
-        now = self.read()
+    def _adjust(self, now: CpuTimes | None, min_seconds: float) -> None:
+        """Set the threads from the load between the last reading and ``now``, once at least ``min_seconds`` have
+        passed."""
         if now is None or now.wall - self._last.wall < min_seconds:
             return
         load = others_load(self._last, now)

@@ -123,6 +123,26 @@ def test_callback_follows_the_load_both_ways():
     assert chosen == [1, 2] and share.threads == 2
 
 
+def test_the_first_reading_waits_out_its_window_when_the_run_loaded_at_once():
+    """A warm fork reaches its first step a few milliseconds after the start reading: the load is read over the
+    whole first window all the same, not left to the first check at a step's end."""
+    clock = {"wall": 0.05}  # the run began training 50 ms after the start reading
+    slept: list[float] = []
+
+    def read() -> CpuTimes:
+        return CpuTimes(machine_busy=clock["wall"] * 1.0, own=0.0, wall=clock["wall"])  # others: one core
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock["wall"] += seconds
+
+    chosen: list[int] = []
+    start = CpuTimes(machine_busy=0.0, own=0.0, wall=0.0)
+    share = CpuShareCallback(cores=2, most=2, set_threads=chosen.append, start=start, read=read, sleep=sleep)
+    share.on_train_begin(None, None, None)
+    assert slept == [pytest.approx(0.15)] and chosen == [1]
+
+
 def test_a_run_beside_a_busy_program_trains_on_the_free_core(tmp_path: Path):
     if len(os.sched_getaffinity(0)) != 2:
         pytest.skip("the figures below are for a 2-core machine")
