@@ -1,13 +1,12 @@
-"""``python -m engine status``, the run controls (stop, pause, continue, save, abort), ``metrics`` and ``wait`` on
-existing runs, and the run-id resolver they share (engine.runs.find_run): every name that is no run, a NUL byte
-included, is refused with a message."""
+"""``python -m engine status``, the run controls (stop, pause, continue, save, abort), ``metrics``, ``wait`` and
+``delete`` on existing runs, and the run-id resolver they share (engine.runs.find_run): every name that is no run,
+a NUL byte included, is refused with a message."""
 
 from __future__ import annotations
 
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from engine.runs import RunError, find_run
 from engine.store.paths import PROJECT_ROOT
 from engine.store.processes import engine_command, engine_env
 from engine.store.rundir import iter_metrics, update_status
+from tests.engine.runs.fault_checks import wait_until
 from tests.engine.runs.test_runs_integration import small_config
 from tests.helpers.engine_cli import ctrl_c_as_in_a_terminal
 from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - a fixture
@@ -195,10 +195,7 @@ def test_pause_save_continue_and_abort_a_running_run_through_the_cli(tmp_path: P
     at = wait_for_state(run_dir, "paused").step
     saved = control("save")  # a paused run saves at once and stays paused
     assert saved.returncode == 0 and f"{run_dir.name} saves a checkpoint" in saved.stdout
-    deadline = time.time() + 120
-    while at not in runs.status(run_dir).checkpoints:
-        assert time.time() < deadline, f"no checkpoint of step {at}: {runs.status(run_dir)}"
-        time.sleep(0.1)
+    wait_until(lambda: at in runs.status(run_dir).checkpoints, 120, f"the checkpoint of step {at}")
     assert runs.status(run_dir).state == "paused" and runs.status(run_dir).step == at
 
     aborted = control("abort")
