@@ -99,6 +99,7 @@ from engine.store.workspace import (
     recent_models_file,
     runs_dir,
     visitor_datasets_dir,
+    visitor_exports_dir,
     visitor_key_file,
     workspace_of,
 )
@@ -290,6 +291,7 @@ __all__ = [
     "sweeps_dir",
     "tracker_problems",
     "visitor_datasets_dir",
+    "visitor_exports_dir",
     "visitor_key_file",
     "workspace_of",
     "write_text_atomic",

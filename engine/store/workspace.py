@@ -4,7 +4,8 @@ files live. Standard library only.
 ```
 runs/<time>-<hex>-<name>/   one run directory each (engine.store.rundir)
 jobs/<time>-<hex>-<kind>/   evaluate and export jobs (engine.runs.jobs)
-exports/                    exported adapters and merged models, each with its .zip
+exports/                    exported adapters and merged models, each with its .zip (demo mode: the one export a
+                            visitor keeps, in exports/visitors/<owner>/)
 datasets/                   files uploaded on the Train tab (demo mode: visitors/<owner>/datasets/)
 configs/                    configs saved from the Train tab
 cache/images/               images held inside datasets, written out (engine.data.embedded_images; the studio's)
@@ -47,6 +48,11 @@ def jobs_dir(workspace: Path) -> Path:
 def exports_dir(workspace: Path) -> Path:
     """Where a workspace's exports go (resolved: exports are confined to it)."""
     return Path(workspace).resolve() / EXPORTS_DIR
+
+
+def visitor_exports_dir(workspace: Path, owner: str) -> Path:
+    """Where demo mode keeps one visitor's export (inside exports_dir, where every export must lie)."""
+    return exports_dir(workspace) / VISITORS_DIR / owner
 
 
 def datasets_dir(workspace: Path) -> Path:

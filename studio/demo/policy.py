@@ -31,6 +31,7 @@ from engine.api import (
     runs,
     runs_dir,
     visitor_datasets_dir,
+    visitor_exports_dir,
 )
 from studio.demo.budget import AddressBudget
 from studio.demo.identity import mint_token, verify_token, visitor_key
@@ -104,6 +105,9 @@ class DemoPolicy:
     visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
     sent_mb_per_hour: float = 400.0  # request bodies (uploads above all) from one client address in any hour
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
+    # Evaluations, benchmarks and exports of every visitor at once (each a process of its own beside the training
+    # run, about 0.5 GB); a visitor has one at a time.
+    max_jobs: int = 2
     new_visitors_per_window: int = 10  # new visitor tokens per client address ...
     new_visitor_window_minutes: float = 10.0  # ... in any window this long
     proxy_hops: int = 0  # trusted proxies in front of the studio (1 on a Hugging Face Space)
@@ -310,6 +314,12 @@ def visitor_uploads(workspace: Path, policy: DemoPolicy, visitor: str | None) ->
     """The folder that holds a visitor's uploaded datasets; None without a (signed) visitor token."""
     visitor = policy.visitor(visitor)
     return visitor_datasets_dir(Path(workspace).resolve(), owner_tag(visitor)) if visitor else None
+
+
+def visitor_exports(workspace: Path, policy: DemoPolicy, visitor: str | None) -> Path | None:
+    """The folder that holds the one export a visitor keeps; None without a (signed) visitor token."""
+    visitor = policy.visitor(visitor)
+    return visitor_exports_dir(Path(workspace).resolve(), owner_tag(visitor)) if visitor else None
 
 
 def widget_data_allowed(field: str, value: Any, uploads: Path | None) -> bool:

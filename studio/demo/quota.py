@@ -1,8 +1,9 @@
-"""Demo mode's disk quota: what one visitor's uploads and run directories may hold together.
+"""Demo mode's disk quota: what one visitor's uploads, run directories and export may hold together.
 
 A stranger on a shared Space must not fill its disk: an upload or a Start that would take a visitor past
 ``DemoPolicy.visitor_quota_mb`` is refused with a message that says the limit and what they use, and how to
-free space (delete a run on the Runs tab). The count walks the visitor's own folders only, a few files each.
+free space (delete a run on the Runs tab). The count walks the visitor's own folders only, a few files each. A visitor
+keeps one export (a new one replaces it: studio.demo.jobs), so it counts too but never grows past one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_uploads
+from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_exports, visitor_uploads
 from studio.i18n.catalog import SOURCE, key, text
 
 FILE_TOO_BIG, HOLDS_TOO_MUCH, UPLOAD_PAST_QUOTA, QUOTA_FULL = (
@@ -33,11 +34,12 @@ def tree_bytes(folder: Path | None) -> int:
 
 
 def visitor_usage(workspace: Path, policy: DemoPolicy, visitor: str | None) -> int:
-    """Bytes the visitor's uploads and runs hold now (0 outside demo mode or without a visitor)."""
+    """Bytes the visitor's uploads, runs and export hold now (0 outside demo mode or without a visitor)."""
     if not policy.enabled or policy.visitor(visitor) is None:
         return 0
     runs = sum(tree_bytes(run_dir) for run_dir in owned_run_dirs(workspace, policy, visitor))
-    return runs + tree_bytes(visitor_uploads(workspace, policy, visitor))
+    kept = (visitor_uploads(workspace, policy, visitor), visitor_exports(workspace, policy, visitor))
+    return runs + sum(tree_bytes(folder) for folder in kept)
 
 
 def _mb(size: float) -> str:

@@ -9,6 +9,7 @@ starts in a folder it knows is cut to what the visitor knows it by.
 | folder | a path in it reads | the folder itself |
 | --- | --- | --- |
 | a visitor's uploads, ``WORKSPACE/visitors/<owner>/datasets`` | the file's name, ``mine.jsonl`` | ``your uploads`` |
+| a visitor's export, ``WORKSPACE/exports/visitors/<owner>`` | ``workspace/exports/...`` | ``workspace/exports`` |
 | the workspace | ``workspace/runs/...`` | ``workspace`` |
 | Gradio's uploads and cache (``GRADIO_TEMP_DIR``) | the file's name (its own folder dropped) | ``the upload cache`` |
 | the system's temp dir | the file's name (a ``mkdtemp`` folder dropped) | ``temp`` |
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.api import DATASETS_DIR, PROJECT_ROOT, VISITORS_DIR
+from engine.api import DATASETS_DIR, PROJECT_ROOT, VISITORS_DIR, visitor_exports_dir
 from studio.path_guard import gradio_upload_dir
 
 T = TypeVar("T")
@@ -75,6 +76,12 @@ def uploads_root(workspace: str | Path) -> Root:
     return Root(pattern, "your uploads", "", len(f"{base}/{VISITORS_DIR}/") + 32 + len(f"/{DATASETS_DIR}"))
 
 
+def visitor_exports_root(workspace: str | Path) -> Root:
+    """Every visitor's export folder of ``workspace``: a path in it reads as one in ``workspace/exports/``."""
+    folder = f"{visitor_exports_dir(Path(workspace), '')}/"  # an empty owner: the folder that holds them all
+    return Root(re.escape(folder) + OWNER_PATTERN, "workspace/exports", "workspace/exports/", len(folder) + 32)
+
+
 def visible_paths(text: str, roots: Sequence[Root]) -> str:
     """``text`` with every absolute path in one of ``roots`` cut to what its root says (see the module's table);
     paths elsewhere stay as they are."""
@@ -111,9 +118,9 @@ def server_roots(
     both as given and with symlinks resolved; a folder that is the file system's root is left out (it would cut
     every path)."""
     candidates: list[tuple[Path, str, str, int]] = []
-    uploads: list[Root] = []
+    visitor_roots: list[Root] = []
     if workspace is not None:
-        uploads = [uploads_root(path) for path in _spellings(workspace)]
+        visitor_roots = [root(path) for path in _spellings(workspace) for root in (uploads_root, visitor_exports_root)]
         candidates.append((Path(workspace), "workspace", "workspace/", 0))
     candidates += [
         (Path(gradio or gradio_upload_dir()), "the upload cache", "", 1),
@@ -124,7 +131,7 @@ def server_roots(
         candidates.append((Path(library), Path(library).name, f"{Path(library).name}/", 0))
     candidates += [(folder, "~", "~/", 0) for folder in _optional(home, Path.home)]
     candidates += [(folder, ".", "", 0) for folder in _optional(cwd, Path.cwd)]
-    roots, seen = list(uploads), set()
+    roots, seen = list(visitor_roots), set()
     for folder, name, inside, skip in candidates:  # the first named wins: the workspace over the project it lies in
         for spelling in _spellings(folder):
             if spelling not in seen and len(Path(spelling).parts) > 1:

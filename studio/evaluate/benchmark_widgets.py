@@ -8,6 +8,7 @@ benchmark of the same run can go at once. Words in the page's language (studio.e
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import gradio as gr
 
 from engine.api import ArtifactError, benchmarks, jobs, runs
 from studio.context import StudioContext
+from studio.demo import jobs as demo_jobs
 from studio.demo.caller import Caller
 from studio.evaluate import benchmark_view as view
 from studio.i18n.widgets import marked, t
@@ -70,7 +72,8 @@ def benchmark_clicked(
         if problem:
             return _refused(caller.say(view.BAD_PATH, problem=problem), "error")
     try:
-        job_dir = benchmarks.start_benchmark(caller.run(run_id), request, caller.workspace)
+        start = partial(benchmarks.start_benchmark, caller.run(run_id), request, caller.workspace)
+        job_dir = demo_jobs.start_job(caller, start)
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
         return _refused(caller.shown(str(exc)), "error")
     status = jobs.status(job_dir)

@@ -11,6 +11,7 @@ here is in the page's language (studio.i18n), the engine's own messages (a job's
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import gradio as gr
 
 from engine.api import CONFIG_FILE, ArtifactError, ConfigError, evaluations, jobs, load_config, runs
 from studio.context import StudioContext
+from studio.demo import jobs as demo_jobs
 from studio.demo.caller import Caller
 from studio.evaluate import cards, tables
 from studio.evaluate.benchmark_widgets import BenchmarkSection
@@ -113,13 +115,9 @@ def start_clicked(
     if problem:
         return _refused(caller.say(BAD_PATH, problem=problem), "error")
     try:
-        job_dir = evaluations.start_evaluation(
-            caller.run(run_id),
-            choice,
-            checkpoint_of(weights),
-            int(max_rows) if max_rows else None,
-            workspace,
-        )
+        rows, run_dir = int(max_rows) if max_rows else None, caller.run(run_id)
+        start = partial(evaluations.start_evaluation, run_dir, choice, checkpoint_of(weights), rows, workspace)
+        job_dir = demo_jobs.start_job(caller, start)
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
         return _refused(caller.shown(str(exc)), "error")
     status = jobs.status(job_dir)

@@ -25,6 +25,7 @@ import gradio as gr
 
 from engine.api import ArtifactError, JobStatus, export, exports_dir, jobs, runs
 from studio.context import StudioContext
+from studio.demo import jobs as demo_jobs
 from studio.demo.caller import Caller
 from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.widgets import marked, t
@@ -128,21 +129,24 @@ def start_clicked(
     if demo and ((repo_id or "").strip() or (token or "").strip()):
         return _refused(caller.say(NO_PUSH))
     if demo:
-        name = ""  # the name box is hidden: the export goes to its default place in the workspace
-    try:
-        _, picked = type_choice(kind, dtype)  # the picker holds a GGUF type for the GGUF kinds
-        gguf = {"gguf_type": picked} if kind in GGUF_KINDS else {}
-        plan = export.plan_export(
-            caller.run(run_id),
-            kind,
-            "float32" if gguf else picked,
-            (name or "").strip() or None,
-            checkpoint_of(weights),
-            caller.workspace,
-            **gguf,
-        )
+        name = ""  # the name box is hidden: the export goes to the visitor's own folder under its default name
+    _, picked = type_choice(kind, dtype)  # the picker holds a GGUF type for the GGUF kinds
+    gguf = {"gguf_type": picked} if kind in GGUF_KINDS else {}
+
+    def start() -> Path:
+        run_dir = caller.run(run_id)
+        folder = demo_jobs.export_folder(caller)  # demo mode: emptied of the visitor's export before this one
+        out = folder / export.default_name(run_dir, kind, picked) if folder else (name or "").strip() or None
+        refusal = caller.start_refusal()  # the visitor's quota, which their export counts in
+        if refusal:
+            raise jobs.JobError(refusal)
+        merged_dtype = "float32" if gguf else picked
+        plan = export.plan_export(run_dir, kind, merged_dtype, out, checkpoint_of(weights), caller.workspace, **gguf)
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
-        job_dir = export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
+        return export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
+
+    try:
+        job_dir = demo_jobs.start_job(caller, start)
     except (ArtifactError, jobs.JobError, runs.RunError) as exc:
         return _refused(caller.shown(str(exc)))
     status = jobs.status(job_dir)

@@ -144,8 +144,8 @@ def export_reaches_its_visitor_only(bob: Any, url: str, workspace: Path, run_dir
     info.value.save_as(saved_in / name)
     with zipfile.ZipFile(saved_in / name) as archive:
         assert f"{run_dir.name}-adapter/adapter_model.safetensors" in archive.namelist()
-    exported = workspace / "exports" / name  # the name is easy to guess: no one may fetch it by URL
-    assert exported.is_file() and http_status(f"{url}gradio_api/file={exported}") == 403
+    [exported] = (workspace / "exports").glob(f"visitors/*/{name}")  # Bob's own folder (studio.demo.jobs)
+    assert http_status(f"{url}gradio_api/file={exported}") == 403  # its name is easy to guess: no one may fetch it
 
 
 def test_two_visitors_take_turns(

@@ -150,7 +150,7 @@ def test_uploads_and_runs_count_against_a_visitors_quota(busy_workspace: Path) -
     (run_dir / "checkpoints" / "more.bin").write_bytes(b"x" * int(0.1 * MB))
     update_status(run_dir, state="stopped", pid=None, supervisor_pid=None)
     refusal = start_refusal(busy_workspace, policy, ALICE)
-    assert refusal is not None and refusal.startswith("your uploads and runs use 1.0 MB")
+    assert refusal is not None and refusal.startswith("your uploads, runs and export use 1.0 MB")
     second, message = enqueue_run(demo_config("alice2"), busy_workspace, policy, ALICE, never_start)
     assert second is None and "the most a visitor may keep here is 1.0 MB" in message
 

@@ -59,6 +59,10 @@ BAD_JSONL = '{"text": "fine"}\n{"text": "cut short\n'
         ("python -m engine train config.yaml --run-dir /data/workspace/runs/my-run", "--run-dir workspace/runs/my-run"),
         ("/tmp/gradio/5f0c3e9a1b/mine.jsonl and /tmp/gradio/mine.jsonl", "mine.jsonl and mine.jsonl"),
         ("Saved /tmp/ts-export-k2j4/0101-ab-x-adapter.zip", "Saved 0101-ab-x-adapter.zip"),
+        (
+            f"Saved to /data/workspace/exports/visitors/{OWNER}/0101-ab-x-adapter: adapter_model.safetensors",
+            "Saved to workspace/exports/0101-ab-x-adapter: adapter_model.safetensors",
+        ),
         ("/srv/app/assets/datasets/demo_sft_train.jsonl", "assets/datasets/demo_sft_train.jsonl"),
         ("data file not found: x.jsonl (looked in /srv/app and /data/workspace)", "(looked in . and workspace)"),
         (

@@ -20,7 +20,7 @@ from engine.runs.jobs import JobStatus
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.caller import Caller
-from studio.demo.policy import NORMAL, DemoPolicy, owner_tag
+from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, visitor_exports
 from studio.evaluate import benchmark_widgets as benchmark_section
 from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab
@@ -226,7 +226,7 @@ def test_demo_export_is_delivered_to_its_visitor_only(workspace, run_dir, monkey
     job = export_tab.start_clicked(alice, RUN_ID, "", "adapter", "float32", "", "", "", True)[0]
     assert job
     download = poll_until_done(export_tab.poll, alice, job)[-1]
-    archive = workspace / "exports" / f"{RUN_ID}-adapter.zip"
+    archive = visitor_exports(workspace, DEMO, ALICE) / f"{RUN_ID}-adapter.zip"  # her own folder (studio.demo.jobs)
     assert download.visible and download.value["orig_name"] == archive.name
     [copy] = copies
     assert copy.name == archive.name and copy.read_bytes() == archive.read_bytes()
