@@ -35,7 +35,7 @@ from engine.store import forks
 from engine.store.disk import disk_full_words
 from engine.store.ids import time_id
 from engine.store.processes import engine_command, exit_code_of, is_alive, signal_group, spawn_detached
-from engine.store.rundir import file_tail, reserve_space, write_text_atomic
+from engine.store.rundir import file_tail, release_reserve, reserve_space, write_text_atomic
 from engine.store.workspace import jobs_dir
 
 JOB_FILE = "job.json"
@@ -164,6 +164,7 @@ def _crashed(job_dir: Path, record: dict[str, Any], progress: dict[str, Any]) ->
         progress.update(state="failed", error=f"the job's process ended without finishing ({why})", partials=[])
     progress["updated_at"] = time.time()
     _write_json(job_dir / PROGRESS_FILE, progress)
+    release_reserve(job_dir)
     return progress
 
 
@@ -287,6 +288,8 @@ class Progress:
         if result is not None:
             self.state["result"] = result
         self._write()
+        if self.job_dir is not None:
+            release_reserve(self.job_dir)  # the end is recorded: the space set aside for recording it goes back
 
     def _write(self) -> None:
         if self.job_dir is not None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.runs import jobs
+from engine.store.rundir import RESERVE_FILE, reserve_space
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - a fixture
 
 
@@ -50,6 +51,20 @@ def test_jobs_started_within_one_second_are_listed_newest_first(tmp_path: Path):
     finally:
         for job_dir in started:
             jobs.wait(job_dir, timeout=120)
+
+
+def test_a_job_gives_its_reserved_space_back_once_its_end_is_recorded(tmp_path: Path):
+    """The space a job sets aside for recording its end on a full disk (256 kB) goes back once that end is written:
+    by the job itself, or by the reader that finds its process gone. Kept, every job ever run held it."""
+    # status takes no --job-dir: the process exits before it records anything, and the reader records the end.
+    crashed = jobs.start(tmp_path, "probe", ["status", "--workspace", str(tmp_path)])
+    assert (crashed / RESERVE_FILE).is_file()
+    assert jobs.wait(crashed, timeout=120).state == "failed" and not (crashed / RESERVE_FILE).exists()
+    own = tmp_path / "own"
+    own.mkdir()
+    reserve_space(own)
+    assert jobs.run_job(own, lambda progress: {"answer": 42}, ()) == 0
+    assert jobs.status(own).result == {"answer": 42} and not (own / RESERVE_FILE).exists()
 
 
 def test_wait_without_a_timeout_waits_for_the_end_and_with_one_says_the_job_goes_on(
