@@ -102,7 +102,10 @@ class DemoPolicy:
     max_generations: int = 8  # answers sampled per prompt (GRPO)
     max_completion_tokens: int = 128  # the longest sampled answer (GRPO)
     max_upload_mb: float | None = None  # one uploaded file; None: DEMO_UPLOAD_MB, or STUDIO_UPLOAD_MB outside a demo
-    visitor_quota_mb: float = 200.0  # a visitor's uploads and run directories together
+    visitor_quota_mb: float = 200.0  # a visitor's uploads, run directories and export together
+    # Free space the workspace's disk keeps for the runs and jobs going on: an upload, Start, Resume or Export that
+    # would leave less is refused, whoever's quota it fits in.
+    min_free_disk_mb: float = 1024.0
     sent_mb_per_hour: float = 400.0  # request bodies (uploads above all) from one client address in any hour
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do
     # Evaluations, benchmarks and exports of every visitor at once (each a process of its own beside the training

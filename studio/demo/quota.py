@@ -9,13 +9,14 @@ keeps one export (a new one replaces it: studio.demo.jobs), so it counts too but
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_exports, visitor_uploads
 from studio.i18n.catalog import SOURCE, key, text
 
-FILE_TOO_BIG, HOLDS_TOO_MUCH, UPLOAD_PAST_QUOTA, QUOTA_FULL = (
-    key(f"demo.quota.{name}") for name in ("file_too_big", "holds_too_much", "upload_full", "full")
+FILE_TOO_BIG, HOLDS_TOO_MUCH, UPLOAD_PAST_QUOTA, QUOTA_FULL, DISK_LOW = (
+    key(f"demo.quota.{name}") for name in ("file_too_big", "holds_too_much", "upload_full", "full", "disk_low")
 )
 
 
@@ -63,15 +64,31 @@ def upload_refusal(
     if used + size > policy.visitor_quota_mb * MB:
         quota = _mb(policy.visitor_quota_mb * MB)
         return text(UPLOAD_PAST_QUOTA, lang, size=_mb(size), quota=quota, used=_mb(used))
-    return None
+    return disk_refusal(workspace, policy, lang, size)
 
 
 def start_refusal(workspace: Path, policy: DemoPolicy, visitor: str | None, lang: str = SOURCE) -> str | None:
-    """Why a Start or Resume is refused for the disk it would fill, in ``lang``; None when the visitor is under
-    quota."""
+    """Why a Start, Resume or Export is refused for the disk it would fill (the visitor's quota, or the disk's free
+    space), in ``lang``; None when the visitor is under quota and the disk has room."""
     if not policy.enabled:
         return None
     used = visitor_usage(workspace, policy, visitor)
-    if used < policy.visitor_quota_mb * MB:
+    if used >= policy.visitor_quota_mb * MB:
+        return text(QUOTA_FULL, lang, used=_mb(used), quota=_mb(policy.visitor_quota_mb * MB))
+    return disk_refusal(workspace, policy, lang)
+
+
+def disk_refusal(workspace: Path, policy: DemoPolicy, lang: str = SOURCE, size: int = 0) -> str | None:
+    """Why nothing more may be written now, in ``lang``: ``size`` more bytes would leave the workspace's disk less
+    free space than ``DemoPolicy.min_free_disk_mb``, which the runs and jobs going on keep for their checkpoints.
+    Every visitor's quota together can pass what a disk holds: this is the bound that keeps a full disk from
+    failing the runs already going. None when there is room (and outside demo mode)."""
+    if not policy.enabled:
         return None
-    return text(QUOTA_FULL, lang, used=_mb(used), quota=_mb(policy.visitor_quota_mb * MB))
+    folder = Path(workspace)
+    while not folder.exists() and folder != folder.parent:  # a workspace not made yet: the disk it will be on
+        folder = folder.parent
+    free = shutil.disk_usage(folder).free - size
+    if free >= policy.min_free_disk_mb * MB:
+        return None
+    return text(DISK_LOW, lang, free=_mb(max(free + size, 0)), floor=_mb(policy.min_free_disk_mb * MB))

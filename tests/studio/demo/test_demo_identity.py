@@ -1,11 +1,12 @@
 """Demo visitors are tokens the server signs: an id a client invents is nobody, a page gets a new token only a
-bounded number of times per address, the whole line of queued runs is capped, and uploads and runs have a
-per-visitor disk quota."""
+bounded number of times per address, the whole line of queued runs is capped, uploads and runs have a
+per-visitor disk quota, and the disk keeps a floor of free space for the runs going on."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import stat
 import urllib.error
 import urllib.request
@@ -153,6 +154,26 @@ def test_uploads_and_runs_count_against_a_visitors_quota(busy_workspace: Path) -
     assert refusal is not None and refusal.startswith("your uploads, runs and export use 1.0 MB")
     second, message = enqueue_run(demo_config("alice2"), busy_workspace, policy, ALICE, never_start)
     assert second is None and "the most a visitor may keep here is 1.0 MB" in message
+
+
+def test_nothing_more_is_written_once_the_disk_nears_its_floor(busy_workspace: Path) -> None:
+    """Every visitor's quota together can pass what the disk holds: an upload, Start or Resume that would leave the
+    disk less free space than the policy keeps for the runs going on is refused, whoever's quota it fits in."""
+    free = shutil.disk_usage(busy_workspace).free
+    roomy = {"visitor_quota_mb": 10**9, "max_upload_mb": 10**9, "key": DEMO.key}
+    # The floor 10 GB below what is free now: other tests writing meanwhile take far less than that.
+    policy = DemoPolicy(enabled=True, min_free_disk_mb=(free - 10 * 1024**3) / MB, **roomy)
+    assert upload_refusal(busy_workspace, policy, ALICE, MB) is None
+    assert start_refusal(busy_workspace, policy, ALICE) is None
+    past = upload_refusal(busy_workspace, policy, ALICE, 20 * 1024**3)
+    assert past is not None and past.startswith("this demo's disk is nearly full (")
+    full = DemoPolicy(enabled=True, min_free_disk_mb=(free + 10 * 1024**3) / MB, **roomy)
+    refusal = start_refusal(busy_workspace, full, ALICE)
+    assert refusal is not None and "try again later" in refusal
+    assert upload_refusal(busy_workspace, full, ALICE, 1) == refusal
+    run_dir, message = enqueue_run(demo_config("alice"), busy_workspace, full, ALICE, never_start)
+    assert run_dir is None and "this demo's disk is nearly full" in message
+    assert start_refusal(busy_workspace, DemoPolicy(min_free_disk_mb=(free + 10 * 1024**3) / MB), ALICE) is None
 
 
 def test_the_owner_is_a_digest_of_the_signed_token() -> None:
