@@ -26,6 +26,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.identity import client_address
 from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
+from studio.demo.retention import ensure_retention
 from studio.demo.sent_budget import SentBudget
 from studio.evaluate.tab import build_evaluate_tab
 from studio.export.tab import build_export_tab
@@ -164,6 +165,7 @@ def build_app(workspace: Path, policy: DemoPolicy = NORMAL) -> gr.Blocks:
         )
     # Queued runs start by themselves as their devices free up, in every mode (engine.runs.queue).
     ensure_scheduler(workspace)
+    ensure_retention(workspace, policy)  # demo mode: what visitors left alone for a week goes
     return demo
 
 
