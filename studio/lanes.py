@@ -25,6 +25,7 @@ ESTIMATE: dict[str, Any] = {"concurrency_id": "estimate", "concurrency_limit": S
 # The reward check loads the data's first rows and calls each reward once (built-ins only in the demo; a regex has a
 # time limit, engine.training.rewards.scoring).
 REWARD_CHECK: dict[str, Any] = {"concurrency_id": "reward-check", "concurrency_limit": SLOW_LANE_WIDTH}
-# Waiting on the chat worker: engine.chat.client lets a new load replace one under way and a new reply cancel the
-# one before (a model loaded for a visitor answers no one else), so a lane would only make others wait for nothing.
+# Waiting on the chat worker: engine.chat.client lets a new load replace one under way, and keeps its own line of
+# replies, first come first served, one place per caller (a new message takes the place of the caller's own before
+# it; a model loaded for a visitor answers no one else), so a lane would only make others wait for nothing.
 NO_LANE: dict[str, Any] = {"concurrency_limit": None}

@@ -21,7 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,6 +43,9 @@ from engine.store.processes import engine_command, engine_env
 
 LOAD_TIMEOUT = 600.0  # a large model from a slow disk; the demo model loads in seconds
 TOKEN_TIMEOUT = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy CPU)
+TURN_TIMEOUT = 300.0  # the longest a reply waits for the replies of other callers ahead of it
+BUSY = "the chat is busy answering others; try again in a moment"
+SUPERSEDED = "a newer message of the same caller took this one's place in line"
 
 
 CHILD_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -68,10 +71,13 @@ __all__ = [
 class ChatClient:
     """The parent's handle on one chat worker: load, generate (streamed), stop, unload. Thread-safe.
 
-    One model at a time: ``load`` replaces the loaded one. A new ``generate`` stops the reply still running,
-    so a client shared by several callers never waits on an abandoned reply. A model can be loaded for an
-    ``owner`` (an opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may
-    chat with it, stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
+    One model at a time: ``load`` replaces the loaded one. The worker writes one reply at a time: a new
+    ``generate`` stops the caller's own reply still running (a reply nobody reads any more must not hold the
+    worker) or waiting in line, and waits in line, first come first served, behind other callers' replies, so that
+    no caller can cut off or stop another's (a model open to everyone, on a public demo) and each holds at most one
+    place in line. A model can be loaded for an ``owner`` (an
+    opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may chat with it,
+    stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
     """
 
     def __init__(self, workspace: Path | None = None):
@@ -83,14 +89,23 @@ class ChatClient:
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None  # the worker's stderr
         self._lock = threading.RLock()
+        self._turn = threading.Condition(self._lock)  # notified whenever the reply being written ends
         self._ids = itertools.count(1)
         self._current: int | None = None
+        self._current_caller: str | None = None  # who asked for the reply being written
+        self._line: list[tuple[int, str | None]] = []  # the replies waiting for their turn, first come first
+        self._superseded: set[int] = set()  # waiting replies whose caller has asked again since
         self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
 
     @property
     def pid(self) -> int | None:
         """The worker's process id, while it runs."""
         return self._process.pid if self._process and self._process.poll() is None else None
+
+    @property
+    def waiting(self) -> int:
+        """How many replies wait in line for the worker (``generate``)."""
+        return len(self._line)
 
     def may_use(self, caller: str | None) -> bool:
         """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
@@ -228,16 +243,11 @@ class ChatClient:
             raise ChatError(str(exc)) from None
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         with self._lock:
-            if self.info is None:
-                raise ChatError("no model is loaded; load one first")
-            if not self.may_use(caller):
-                raise ChatError("the loaded model is someone else's; load one of yours")
-            if use_adapter is False and not self.info.is_adapter:
-                raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
-            if images and not self.info.vision:
-                raise ChatError(text_only_refusal(self.info.label))
-            self._cancel()  # a reply nobody reads any more must not hold the worker
-            request_id = self._current = next(self._ids)
+            self._check_request(caller, use_adapter, bool(images))
+            request_id = next(self._ids)
+            self._wait_for_turn(request_id, caller, lambda: self._check_request(caller, use_adapter, bool(images)))
+            self._cancel()  # the caller's own reply before this one: nobody reads it any more
+            self._current, self._current_caller = request_id, caller
             self._replies[request_id] = replies
             self._send(
                 {"op": "generate", "id": request_id, "messages": messages, "sampling": sampling.model_dump()}
@@ -264,19 +274,58 @@ class ChatClient:
                         self._cancel()  # the caller walked away mid-reply
                 if self._current == request_id:
                     self._current = None
+                    self._turn.notify_all()
+
+    def _check_request(self, caller: str | None, use_adapter: bool, images: bool) -> None:
+        """ChatError when the loaded model cannot take this request (call with the lock held)."""
+        if self.info is None:
+            raise ChatError("no model is loaded; load one first")
+        if not self.may_use(caller):
+            raise ChatError("the loaded model is someone else's; load one of yours")
+        if use_adapter is False and not self.info.is_adapter:
+            raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
+        if images and not self.info.vision:
+            raise ChatError(text_only_refusal(self.info.label))
+
+    def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None]) -> None:
+        """Wait (lock held, released while waiting) until the request is first in line and the reply being written,
+        if any, is the caller's own; ``recheck`` after each wake-up (the model may have changed meanwhile). The
+        caller's earlier request still in line gives up its place (ChatError SUPERSEDED there); ChatError BUSY
+        after TURN_TIMEOUT seconds."""
+        self._superseded.update(waiting for waiting, holder in self._line if holder == caller)
+        self._line.append((request_id, caller))
+        self._turn.notify_all()  # a request superseded just now leaves the line
+        deadline = time.monotonic() + TURN_TIMEOUT
+        try:
+            while True:
+                if request_id in self._superseded:
+                    raise ChatError(SUPERSEDED)
+                first = self._line[0][0] == request_id
+                if first and (self._current is None or self._current_caller == caller):
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ChatError(BUSY)
+                self._turn.wait(left)
+                recheck()
+        finally:
+            self._line.remove((request_id, caller))
+            self._superseded.discard(request_id)
+            self._turn.notify_all()  # the next in line may be free to go now
 
     def stop(self, caller: str | None = None) -> bool:
-        """End the reply being generated (it finishes with reason "cancelled"); False if none was running or
-        ``caller`` may not use the model (``may_use``)."""
+        """End the caller's reply being generated (it finishes with reason "cancelled"); False if none of theirs was
+        running (another caller's reply is theirs to stop) or ``caller`` may not use the model (``may_use``)."""
         with self._lock:
-            return self.may_use(caller) and self._cancel()
+            return self.may_use(caller) and self._current_caller == caller and self._cancel()
 
     def _cancel(self) -> bool:
-        """Cancel the reply being generated, whoever asked for it (call with the lock held)."""
+        """Cancel the reply being generated (call with the lock held; callers check whose it is)."""
         if self._current is None or self.pid is None:
             return False
         self._send({"op": "cancel", "id": self._current})
         self._current = None
+        self._turn.notify_all()
         return True
 
     def unload_for(self, caller: str | None, timeout: float = 10.0) -> bool:
@@ -302,6 +351,7 @@ class ChatClient:
         self._process, self._log = None, None
         self.info, self.owner, self.loading, self._current = None, None, None, None
         self._wake_replies("the model was unloaded")
+        self._turn.notify_all()  # the replies waiting in line learn it too
         return worker
 
     def _detach_if(self, process: subprocess.Popen[bytes]) -> tuple[subprocess.Popen[bytes] | None, IO[bytes] | None]:

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,20 @@ import pytest
 import yaml
 
 from engine import runs
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, parse_sampling, resolve_model
+from engine.chat.client import (
+    SUPERSEDED,
+    ChatClient,
+    ChatError,
+    ModelSpec,
+    SamplingParams,
+    parse_sampling,
+    resolve_model,
+)
 from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
+from tests.engine.runs.fault_checks import wait_until
 
 DEMO = str(PROJECT_ROOT / "assets" / "demo-model")
 PROMPT = [
@@ -139,6 +149,37 @@ def test_a_new_reply_takes_over_from_an_abandoned_one(base):
     next(abandoned)
     assert "".join(client.generate(PROMPT, GREEDY)) == reference()
     abandoned.close()
+
+
+def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_written(base):
+    """Two visitors on a model open to both (the demo's base model): Bob's message neither cuts off Alice's reply
+    nor may his Stop end it; his reply comes, whole, once hers is done; and he holds one place in line however
+    often he asks."""
+    client, _ = base
+    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
+    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
+    alone = "".join(client.generate(LONG, sampling, caller="alice"))
+    alice = client.generate(LONG, sampling, caller="alice")
+    received = [next(alice)]  # her reply is being written (and stays so until she has read all of it)
+    bob: list[str] = []
+
+    def ask() -> None:
+        try:
+            bob.append("".join(client.generate(PROMPT, GREEDY, caller="bob")))
+        except ChatError as exc:
+            bob.append(str(exc))
+
+    first, again = threading.Thread(target=ask), threading.Thread(target=ask)
+    first.start()
+    wait_until(lambda: client.waiting == 1, 60, "Bob's reply to wait in line")
+    assert not client.stop("bob") and client.waiting == 1  # not his to stop
+    again.start()
+    first.join(60)  # his newer message took its place
+    assert bob == [SUPERSEDED] and client.waiting == 1
+    received += list(alice)
+    assert "".join(received) == alone  # whole: not cut off by Bob's messages
+    again.join(120)
+    assert bob == [SUPERSEDED, reference()] and client.waiting == 0
 
 
 def test_worker_yields_to_an_active_training_run(base, workspace):
