@@ -75,7 +75,8 @@ class ChatClient:
     ``generate`` stops the caller's own reply still running (a reply nobody reads any more must not hold the
     worker) or waiting in line, and waits in line, first come first served, behind other callers' replies, so that
     no caller can cut off or stop another's (a model open to everyone, on a public demo) and each holds at most one
-    place in line. A model can be loaded for an ``owner`` (an
+    place in line. A load or an unload by a caller takes a place in the same line: it replaces the model only once
+    the replies ahead of it are written. A model can be loaded for an ``owner`` (an
     opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may chat with it,
     stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
     """
@@ -104,7 +105,7 @@ class ChatClient:
 
     @property
     def waiting(self) -> int:
-        """How many replies wait in line for the worker (``generate``)."""
+        """How many requests (replies, loads, unloads) wait in line for the worker."""
         return len(self._line)
 
     def may_use(self, caller: str | None) -> bool:
@@ -113,15 +114,21 @@ class ChatClient:
         owner = self.owner
         return owner is None or owner == caller
 
-    def load(self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT, owner: str | None = None) -> Iterator[LoadProgress]:
+    def load(
+        self, spec: ModelSpec, timeout: float = LOAD_TIMEOUT, owner: str | None = None, caller: str | None = None
+    ) -> Iterator[LoadProgress]:
         """Start a worker for ``spec``, yielding its progress until the model is ready (then ``info`` is set).
-        With ``owner``, the model serves that owner only (``may_use``), from its first progress line on.
+        With ``owner``, the model serves that owner only (``may_use``), from its first progress line on. The
+        replies of callers other than ``caller`` ahead in line are written first (never cut off).
 
-        Raises ChatError for a bad spec (before any process starts), when loading fails, or when an unload or
-        another load replaces this one meanwhile.
+        Raises ChatError for a bad spec (before any process starts), when loading fails, when the line does not
+        move for TURN_TIMEOUT seconds, or when an unload or another load replaces this one meanwhile.
         """
         resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
-        self.unload()  # the old model's memory is free before the new one loads
+        with self._lock:
+            self._wait_for_turn(next(self._ids), caller)
+            worker = self._detach()
+        self._end(worker)  # the old model's memory is free before the new one loads
         with self._lock:
             # The process, its owner and its progress line change in one step: the line names the model, so no
             # one else may ever read it under another owner. A load that began meanwhile is replaced.
@@ -287,9 +294,10 @@ class ChatClient:
         if images and not self.info.vision:
             raise ChatError(text_only_refusal(self.info.label))
 
-    def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None]) -> None:
-        """Wait (lock held, released while waiting) until the request is first in line and the reply being written,
-        if any, is the caller's own; ``recheck`` after each wake-up (the model may have changed meanwhile). The
+    def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None] = lambda: None) -> None:
+        """Wait (lock held, released while waiting) until the request (a reply, a load or an unload) is first in line
+        and the reply being written, if any, is the caller's own; ``recheck`` after each wake-up (the model may have
+        changed meanwhile). The
         caller's earlier request still in line gives up its place (ChatError SUPERSEDED there); ChatError BUSY
         after TURN_TIMEOUT seconds."""
         self._superseded.update(waiting for waiting, holder in self._line if holder == caller)
@@ -329,10 +337,15 @@ class ChatClient:
         return True
 
     def unload_for(self, caller: str | None, timeout: float = 10.0) -> bool:
-        """Unload the model when ``caller`` may use it (``may_use``); False, and it stays loaded, when not.
-        Checked and detached in one step, so a model someone else loads meanwhile is never the one unloaded."""
+        """Unload the model when ``caller`` may use it (``may_use``); False, and it stays loaded, when not. The
+        replies of other callers ahead in line are written first (ChatError when the line does not move for
+        TURN_TIMEOUT seconds). Checked and detached in one step, so a model someone else loads meanwhile is never
+        the one unloaded."""
         with self._lock:
             if not self.may_use(caller):
+                return False
+            self._wait_for_turn(next(self._ids), caller)
+            if not self.may_use(caller):  # someone else's model was loaded while this waited
                 return False
             worker = self._detach()
         self._end(worker, timeout)

@@ -52,8 +52,8 @@ def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterato
             raise ChatError(caller.say(PICK_FIRST))
         if key not in {value for _, value in model_choices(caller)}:
             raise ChatError(caller.say(NOT_LISTED))
-        spec = spec_for(caller.workspace, key)
-        for _ in client.load(spec, owner=holder_for(spec, worker_tag(caller))):
+        spec, tag = spec_for(caller.workspace, key), worker_tag(caller)
+        for _ in client.load(spec, owner=holder_for(spec, tag), caller=tag):  # others' replies are written first
             yield status_html(client, caller)
         remember_loaded(client, key)  # a page opened later shows this pick (studio.chat.models.loaded_pick)
     except ChatError as exc:
@@ -63,16 +63,19 @@ def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterato
 
 
 def unload_clicked(client: ChatClient, caller: Caller) -> str:
-    """Unload the model (its process exits, so its memory is freed); never another visitor's. Said in the
-    caller's language."""
+    """Unload the model (its process exits, so its memory is freed) once other visitors' replies ahead of it are
+    written; never another visitor's model. Said in the caller's language."""
     tag = worker_tag(caller)
     others = message_html(caller.say(NOTHING_OF_YOURS, others=caller.say(OTHERS_MODEL)), "warn")
     if not client.may_use(tag):
         return others
     if client.pid is None and client.loading is None:
         return message_html(caller.say(NOTHING_LOADED), "warn")
-    if not client.unload_for(tag):  # someone else's model was loaded since the check above
-        return others
+    try:
+        if not client.unload_for(tag):  # someone else's model was loaded since the check above
+            return others
+    except ChatError as exc:  # others' replies ahead of it took too long
+        return message_html(str(exc), "warn")
     return message_html(caller.say(UNLOADED), "ok")
 
 

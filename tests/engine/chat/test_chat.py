@@ -182,6 +182,26 @@ def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_writ
     assert bob == [SUPERSEDED, reference()] and client.waiting == 0
 
 
+def test_another_callers_load_or_unload_waits_for_the_reply_being_written(base):
+    """Bob loading a model, or unloading the one open to both, replaces it only once Alice's reply is written."""
+    client, _ = base
+    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
+    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
+    alone = "".join(client.generate(LONG, sampling, caller="alice"))
+    for bob in (lambda: list(client.load(ModelSpec(base=DEMO), caller="bob")), lambda: client.unload_for("bob")):
+        alice = client.generate(LONG, sampling, caller="alice")
+        received = [next(alice)]
+        thread = threading.Thread(target=bob)
+        thread.start()
+        wait_until(lambda: client.waiting == 1, 60, "Bob's request to wait in line")
+        received += list(alice)
+        assert "".join(received) == alone  # whole: the model stayed until her reply was written
+        thread.join(120)
+        assert client.waiting == 0
+    assert client.pid is None  # the unload went through after her reply
+    list(client.load(ModelSpec(base=DEMO)))  # the module's later tests chat on
+
+
 def test_worker_yields_to_an_active_training_run(base, workspace):
     client, _ = base
     assert os.getpriority(os.PRIO_PROCESS, client.info.pid) > os.getpriority(os.PRIO_PROCESS, os.getpid())

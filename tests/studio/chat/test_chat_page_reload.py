@@ -49,7 +49,9 @@ def with_adapter(run_dir: Path) -> Path:
 class StandInClient(ChatClient):
     """A chat client whose loads report what a worker would, with no worker behind them."""
 
-    def load(self, spec: ModelSpec, timeout: float = 1.0, owner: str | None = None) -> Iterator[LoadProgress]:
+    def load(
+        self, spec: ModelSpec, timeout: float = 1.0, owner: str | None = None, caller: str | None = None
+    ) -> Iterator[LoadProgress]:
         resolved = resolve_model(spec)  # the label the worker names the model by
         self.info, self.owner = None, owner
         yield LoadProgress(0.5, f"loading {resolved.label}")

@@ -276,7 +276,7 @@ class FailingChat:
     def may_use(self, caller: str | None) -> bool:
         return True
 
-    def load(self, spec: Any, owner: str | None = None) -> Any:
+    def load(self, spec: Any, owner: str | None = None, caller: str | None = None) -> Any:
         raise ChatError(f"could not load the weights: {PROJECT_ROOT}/assets/demo-model/model.safetensors is cut short")
 
 
