@@ -46,6 +46,7 @@ TOKEN_TIMEOUT = 300.0  # the longest wait for the next event of a reply (a big p
 TURN_TIMEOUT = 300.0  # the longest a reply waits for the replies of other callers ahead of it
 BUSY = "the chat is busy answering others; try again in a moment"
 SUPERSEDED = "a newer message of the same caller took this one's place in line"
+WITHDRAWN = "stopped before its turn came"
 
 
 CHILD_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -95,7 +96,7 @@ class ChatClient:
         self._current: int | None = None
         self._current_caller: str | None = None  # who asked for the reply being written
         self._line: list[tuple[int, str | None]] = []  # the replies waiting for their turn, first come first
-        self._superseded: set[int] = set()  # waiting replies whose caller has asked again since
+        self._withdrawn: dict[int, str] = {}  # waiting requests whose caller asked again or stopped: why
         self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
 
     @property
@@ -297,17 +298,15 @@ class ChatClient:
     def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None] = lambda: None) -> None:
         """Wait (lock held, released while waiting) until the request (a reply, a load or an unload) is first in line
         and the reply being written, if any, is the caller's own; ``recheck`` after each wake-up (the model may have
-        changed meanwhile). The
-        caller's earlier request still in line gives up its place (ChatError SUPERSEDED there); ChatError BUSY
-        after TURN_TIMEOUT seconds."""
-        self._superseded.update(waiting for waiting, holder in self._line if holder == caller)
+        changed meanwhile). The caller's earlier request still in line gives up its place (ChatError SUPERSEDED
+        there); ChatError WITHDRAWN when the caller stops meanwhile, BUSY after TURN_TIMEOUT seconds."""
+        self._withdraw(caller, SUPERSEDED)
         self._line.append((request_id, caller))
-        self._turn.notify_all()  # a request superseded just now leaves the line
         deadline = time.monotonic() + TURN_TIMEOUT
         try:
             while True:
-                if request_id in self._superseded:
-                    raise ChatError(SUPERSEDED)
+                if request_id in self._withdrawn:
+                    raise ChatError(self._withdrawn[request_id])
                 first = self._line[0][0] == request_id
                 if first and (self._current is None or self._current_caller == caller):
                     return
@@ -318,14 +317,26 @@ class ChatClient:
                 recheck()
         finally:
             self._line.remove((request_id, caller))
-            self._superseded.discard(request_id)
+            self._withdrawn.pop(request_id, None)
             self._turn.notify_all()  # the next in line may be free to go now
 
+    def _withdraw(self, caller: str | None, why: str) -> bool:
+        """Take the caller's requests waiting in line out of it (each raises ChatError ``why``; lock held); False
+        when none waited."""
+        mine = [waiting for waiting, holder in self._line if holder == caller and waiting not in self._withdrawn]
+        self._withdrawn.update(dict.fromkeys(mine, why))
+        self._turn.notify_all()
+        return bool(mine)
+
     def stop(self, caller: str | None = None) -> bool:
-        """End the caller's reply being generated (it finishes with reason "cancelled"); False if none of theirs was
-        running (another caller's reply is theirs to stop) or ``caller`` may not use the model (``may_use``)."""
+        """End the caller's reply being generated (it finishes with reason "cancelled") and take their replies
+        waiting in line out of it; False if none of theirs was running or waiting (another caller's reply is theirs
+        to stop) or ``caller`` may not use the model (``may_use``)."""
         with self._lock:
-            return self.may_use(caller) and self._current_caller == caller and self._cancel()
+            if not self.may_use(caller):
+                return False
+            withdrawn = self._withdraw(caller, WITHDRAWN)
+            return (self._current_caller == caller and self._cancel()) or withdrawn
 
     def _cancel(self) -> bool:
         """Cancel the reply being generated (call with the lock held; callers check whose it is)."""

@@ -21,6 +21,7 @@ import yaml
 from engine import runs
 from engine.chat.client import (
     SUPERSEDED,
+    WITHDRAWN,
     ChatClient,
     ChatError,
     ModelSpec,
@@ -153,8 +154,8 @@ def test_a_new_reply_takes_over_from_an_abandoned_one(base):
 
 def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_written(base):
     """Two visitors on a model open to both (the demo's base model): Bob's message neither cuts off Alice's reply
-    nor may his Stop end it; his reply comes, whole, once hers is done; and he holds one place in line however
-    often he asks."""
+    nor may his Stop end it (it takes his own message out of line); his reply comes, whole, once hers is done; and
+    he holds one place in line however often he asks."""
     client, _ = base
     sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
     sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
@@ -169,17 +170,21 @@ def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_writ
         except ChatError as exc:
             bob.append(str(exc))
 
-    first, again = threading.Thread(target=ask), threading.Thread(target=ask)
-    first.start()
+    asked = [threading.Thread(target=ask) for _ in range(3)]
+    asked[0].start()
     wait_until(lambda: client.waiting == 1, 60, "Bob's reply to wait in line")
-    assert not client.stop("bob") and client.waiting == 1  # not his to stop
-    again.start()
-    first.join(60)  # his newer message took its place
+    asked[1].start()
+    asked[0].join(60)  # his newer message took its place
     assert bob == [SUPERSEDED] and client.waiting == 1
+    assert client.stop("bob")  # his Stop takes his message out of the line, and leaves Alice's reply be
+    asked[1].join(60)
+    assert bob == [SUPERSEDED, WITHDRAWN] and client.waiting == 0
+    asked[2].start()
+    wait_until(lambda: client.waiting == 1, 60, "Bob's message again")
     received += list(alice)
-    assert "".join(received) == alone  # whole: not cut off by Bob's messages
-    again.join(120)
-    assert bob == [SUPERSEDED, reference()] and client.waiting == 0
+    assert "".join(received) == alone  # whole: not cut off by Bob's messages or his Stop
+    asked[2].join(120)
+    assert bob == [SUPERSEDED, WITHDRAWN, reference()] and client.waiting == 0
 
 
 def test_another_callers_load_or_unload_waits_for_the_reply_being_written(base):
