@@ -47,6 +47,8 @@ TURN_TIMEOUT = 300.0  # the longest a reply waits for the replies of other calle
 BUSY = "the chat is busy answering others; try again in a moment"
 SUPERSEDED = "a newer message of the same caller took this one's place in line"
 WITHDRAWN = "stopped before its turn came"
+MAX_WAITING = 8  # requests in line at once: each holds a thread of the studio's while it waits
+LINE_FULL = "the chat has {count} messages waiting for their turn already; try again in a moment"
 
 
 CHILD_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -82,8 +84,9 @@ class ChatClient:
     stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
     """
 
-    def __init__(self, workspace: Path | None = None):
+    def __init__(self, workspace: Path | None = None, max_waiting: int = MAX_WAITING):
         self.workspace = Path(workspace).resolve() if workspace is not None else None
+        self.max_waiting = max_waiting  # a request that finds this many in line is refused (ChatError LINE_FULL)
         self.info: ModelInfo | None = None
         self.loading: LoadProgress | None = None  # while a load is under way
         self.owner: str | None = None  # whom the loaded (or loading) model serves; None: everyone
@@ -106,8 +109,9 @@ class ChatClient:
 
     @property
     def waiting(self) -> int:
-        """How many requests (replies, loads, unloads) wait in line for the worker."""
-        return len(self._line)
+        """How many requests (replies, loads, unloads) wait in line for the worker (not counting those on their
+        way out of it)."""
+        return sum(request not in self._withdrawn for request, _ in self._line)
 
     def may_use(self, caller: str | None) -> bool:
         """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
@@ -299,8 +303,11 @@ class ChatClient:
         """Wait (lock held, released while waiting) until the request (a reply, a load or an unload) is first in line
         and the reply being written, if any, is the caller's own; ``recheck`` after each wake-up (the model may have
         changed meanwhile). The caller's earlier request still in line gives up its place (ChatError SUPERSEDED
-        there); ChatError WITHDRAWN when the caller stops meanwhile, BUSY after TURN_TIMEOUT seconds."""
+        there); ChatError LINE_FULL at once when ``max_waiting`` others wait, WITHDRAWN when the caller stops
+        meanwhile, BUSY after TURN_TIMEOUT seconds."""
         self._withdraw(caller, SUPERSEDED)
+        if self.waiting >= self.max_waiting:
+            raise ChatError(LINE_FULL.format(count=self.waiting))
         self._line.append((request_id, caller))
         deadline = time.monotonic() + TURN_TIMEOUT
         try:

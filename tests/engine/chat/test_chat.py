@@ -20,6 +20,7 @@ import yaml
 
 from engine import runs
 from engine.chat.client import (
+    MAX_WAITING,
     SUPERSEDED,
     WITHDRAWN,
     ChatClient,
@@ -176,6 +177,12 @@ def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_writ
     asked[1].start()
     asked[0].join(60)  # his newer message took its place
     assert bob == [SUPERSEDED] and client.waiting == 1
+    client.max_waiting = 1  # a line this short is full now: Carol is told so at once, not kept waiting
+    try:
+        with pytest.raises(ChatError, match="1 messages waiting for their turn already"):
+            list(client.generate(PROMPT, GREEDY, caller="carol"))
+    finally:
+        client.max_waiting = MAX_WAITING
     assert client.stop("bob")  # his Stop takes his message out of the line, and leaves Alice's reply be
     asked[1].join(60)
     assert bob == [SUPERSEDED, WITHDRAWN] and client.waiting == 0
