@@ -79,9 +79,9 @@ class ChatClient:
     worker) or waiting in line, and waits in line, first come first served, behind other callers' replies, so that
     no caller can cut off or stop another's (a model open to everyone, on a public demo) and each holds at most one
     place in line. A load or an unload by a caller takes a place in the same line: it replaces the model only once
-    the replies ahead of it are written. A model can be loaded for an ``owner`` (an
-    opaque tag; the studio's demo mode uses a digest of the visitor id): then only that owner may chat with it,
-    stop its replies or unload it (``may_use``). A model loaded without one is open to everyone.
+    the replies ahead of it are written. A model can be loaded for an ``owner`` (an opaque tag; the studio's demo
+    mode uses a digest of the visitor id): then only that owner may chat with it, stop its replies or unload it
+    (``may_use``). A model loaded without one is open to everyone.
     """
 
     def __init__(self, workspace: Path | None = None, max_waiting: int = MAX_WAITING):
@@ -98,7 +98,7 @@ class ChatClient:
         self._ids = itertools.count(1)
         self._current: int | None = None
         self._current_caller: str | None = None  # who asked for the reply being written
-        self._line: list[tuple[int, str | None]] = []  # the replies waiting for their turn, first come first
+        self._line: list[tuple[int, str | None]] = []  # requests waiting for their turn, and whose: first come first
         self._withdrawn: dict[int, str] = {}  # waiting requests whose caller asked again or stopped: why
         self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
 
