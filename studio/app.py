@@ -50,8 +50,8 @@ CHAT_CSS_PATH = ASSETS_DIR / "chat.css"
 LIVE_CHARTS_JS = ASSETS_DIR / "live_charts.js"
 TRACKER_PACING_JS = ASSETS_DIR / "tracker_pacing.js"
 TITLE = "Tuning Studio"
-WORKSPACE, DEMO, DEMO_MODEL, DEMO_STEPS, DEMO_RULES = (
-    key(f"header.{name}") for name in ("workspace", "demo", "demo_model", "demo_steps", "demo_rules")
+WORKSPACE, DEMO, DEMO_MODEL, DEMO_STEPS, DEMO_RULES, DEMO_KEPT = (
+    key(f"header.{name}") for name in ("workspace", "demo", "demo_model", "demo_steps", "demo_rules", "demo_kept")
 )
 F = TypeVar("F", bound=Callable[..., Any])
 # Gradio keeps every upload (a visitor's dataset before the studio copies it to their folder, or one that no event
@@ -64,9 +64,11 @@ def header_html(workspace: Path, policy: DemoPolicy = NORMAL, lang: str = catalo
     """The right of the slim bar at the top, in ``lang``: which workspace this studio serves (in demo mode the
     demo's rules instead: a visitor has no use for a server path)."""
     if policy.enabled:
+        kept = text(DEMO_KEPT, lang, days=f"{policy.keep_days:g}")  # studio.demo.retention
         where = (
             f"<b>{html.escape(text(DEMO, lang))}</b> · {html.escape(text(DEMO_MODEL, lang))} · "
             f"{html.escape(text(DEMO_STEPS, lang, steps=policy.max_steps))}<br>{html.escape(text(DEMO_RULES, lang))}"
+            f"<br>{html.escape(kept)}"
         )
     else:
         where = f"{html.escape(text(WORKSPACE, lang))}<br><code>{html.escape(str(workspace))}</code>"

@@ -1,6 +1,7 @@
 """Demo mode's retention on a real workspace: a visitor whose runs, uploads and export all stood untouched for
 keep_days loses them together (with their runs' jobs); a visitor who touched anything since, or whose run is still
-in line, keeps everything; a run no visitor owns stays; and a demo studio sweeps when it starts."""
+in line, keeps everything; a run no visitor owns stays; a demo studio sweeps when it starts, and says how long runs
+stay."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from engine.runs import jobs
 from engine.store.rundir import update_status
-from studio.app import build_app
+from studio.app import build_app, header_html
 from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, visitor_exports, visitor_uploads
 from studio.demo.retention import DAY_SECONDS, sweep
 from tests.engine.runs.fault_checks import wait_until
@@ -94,3 +95,10 @@ def test_a_demo_studio_sweeps_when_it_starts(tmp_path: Path) -> None:
     build_app(tmp_path / "demo", DemoPolicy(enabled=True))
     wait_until(lambda: not left.exists(), 60, "the demo studio's first sweep")
     assert kept.exists()
+
+
+def test_the_demo_says_how_long_runs_stay() -> None:
+    policy = DemoPolicy(enabled=True, keep_days=3)
+    assert "your runs stay 3 days after your last change" in header_html(Path("/srv/workspace"), policy)
+    assert "3 天" in header_html(Path("/srv/workspace"), policy, "zh-CN")
+    assert "days" not in header_html(Path("/srv/workspace"))  # one's own studio keeps everything
