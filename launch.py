@@ -1,9 +1,10 @@
 """Start the Tuning Studio in a browser: ``python launch.py [--host H] [--port P] [--workspace DIR] ...``.
 
 Every flag has an environment variable (STUDIO_HOST, STUDIO_PORT, STUDIO_WORKSPACE, STUDIO_AUTH,
-STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS, STUDIO_DEMO, STUDIO_MAX_UPLOAD_MB); a flag
-wins over its variable. It is also the Hugging Face Space entry point (``app_file: launch.py``): with SPACE_ID set
-it binds 0.0.0.0:7860 as a Space must, and serves the public demo mode unless STUDIO_DEMO=0.
+STUDIO_AUTH_FILE, STUDIO_SHARE, STUDIO_NO_STANDBY, STUDIO_ALLOWED_PATHS, STUDIO_DEMO, STUDIO_MAX_UPLOAD_MB,
+STUDIO_DEMO_LIMITS); a flag wins over its variable. It is also the Hugging Face Space entry point
+(``app_file: launch.py``): with SPACE_ID set it binds 0.0.0.0:7860 as a Space must, and serves the public demo mode
+unless STUDIO_DEMO=0.
 The default binds 127.0.0.1 only: the studio starts processes on this machine, so it is not exposed to the
 network unless asked (and then, please, with --auth).
 """
@@ -111,17 +112,29 @@ def parser() -> argparse.ArgumentParser:
         metavar="MB",
         help="largest file a page may upload (default 2048; 20 in demo mode; env STUDIO_MAX_UPLOAD_MB)",
     )
+    p.add_argument(
+        "--demo-limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one of demo mode's limits, a number field of DemoPolicy in studio/demo/policy.py: keep_days=14, "
+        "visitor_quota_mb=500, max_jobs=1, max_steps=300, ... (repeatable; env STUDIO_DEMO_LIMITS, comma-separated; "
+        "a flag wins over the variable)",
+    )
     return p
 
 
 def studio_policy(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> DemoPolicy:
     """The rules the studio serves under: demo mode's (one trusted proxy in front of a Space) or none, with the
-    upload cap of --max-upload-mb."""
+    upload cap of --max-upload-mb and the limits of STUDIO_DEMO_LIMITS, then --demo-limit. ValueError names a
+    limit that is not one or a value it cannot take."""
     from studio.demo.policy import DemoPolicy
 
     env = os.environ if environ is None else environ
     proxy_hops = 1 if env.get("SPACE_ID") else 0  # a Space's proxy appends the visitor's address
-    return DemoPolicy(enabled=bool(args.demo), max_upload_mb=args.max_upload_mb, proxy_hops=proxy_hops)
+    limits = [item for item in env.get("STUDIO_DEMO_LIMITS", "").split(",") if item.strip()] + args.demo_limit
+    policy = DemoPolicy(enabled=bool(args.demo), max_upload_mb=args.max_upload_mb, proxy_hops=proxy_hops)
+    return policy.with_limits(limits)
 
 
 def allow_paths(folders: list[Path]) -> None:
@@ -150,7 +163,10 @@ def main(argv: list[str] | None = None) -> None:
 
     args.workspace.mkdir(parents=True, exist_ok=True)
     allow_paths(args.allow_path)
-    policy = studio_policy(args)
+    try:
+        policy = studio_policy(args)
+    except ValueError as exc:
+        parser().error(f"--demo-limit / STUDIO_DEMO_LIMITS: {exc}")
     if policy.enabled:
         print(f"demo mode: the bundled model only, at most {policy.max_steps} steps, one run at a time in a queue")
     demo = build_app(args.workspace, policy)

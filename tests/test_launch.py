@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.cookiejar
 import os
+import re
 import subprocess
 import sys
 import time
@@ -20,6 +21,7 @@ import pytest
 
 import launch
 from engine.store.paths import PROJECT_ROOT
+from studio.demo.policy import DemoPolicy
 from studio.path_guard import ALLOWED_PATHS_ENV
 from tests.helpers.servers import free_port
 
@@ -28,7 +30,7 @@ FAKE_TOKENS = {"HF_TOKEN": "hf_FakeTokenForTests0123456789abcdef", "WANDB_API_KE
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in ("STUDIO_HOST", "SPACE_ID", "STUDIO_AUTH", "STUDIO_AUTH_FILE", ALLOWED_PATHS_ENV):
+    for name in ("STUDIO_HOST", "SPACE_ID", "STUDIO_AUTH", "STUDIO_AUTH_FILE", "STUDIO_DEMO_LIMITS", ALLOWED_PATHS_ENV):
         monkeypatch.delenv(name, raising=False)
     return monkeypatch
 
@@ -80,6 +82,34 @@ def test_a_space_trusts_one_proxy_for_visitor_addresses(clean_env: pytest.Monkey
     args = launch.parser().parse_args(["--demo"])
     assert launch.studio_policy(args, {}).proxy_hops == 0  # no proxy: X-Forwarded-For is the client's to invent
     assert launch.studio_policy(args, {"SPACE_ID": "user/space"}).proxy_hops == 1
+
+
+def policy_of(*flags: str, env: dict[str, str] | None = None) -> DemoPolicy:
+    """The policy launch.py serves under for these flags and environment."""
+    return launch.studio_policy(launch.parser().parse_args(list(flags)), env or {})
+
+
+def test_demo_limits_come_from_the_environment_then_the_flags(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env = {"STUDIO_DEMO_LIMITS": "visitor_quota_mb=500, max_jobs=3"}
+    policy = policy_of("--demo", "--demo-limit", "keep_days=14", "--demo-limit", "max_jobs=1", env=env)
+    assert (policy.keep_days, policy.max_jobs, policy.visitor_quota_mb) == (14, 1, 500)  # the flag wins: max_jobs 1
+    assert policy_of("--demo") == DemoPolicy(enabled=True)  # none given: the policy's own
+    assert policy_of("--demo-limit", "min_free_disk_mb=0").min_free_disk_mb == 0  # no floor: the host's choice
+    refusals = {
+        "nope=1": "expected NAME=VALUE, NAME one of max_steps,",
+        "max_jobs=1.5": "max_jobs: '1.5' is not a whole number",
+        "keep_days=-1": "keep_days: '-1' must be above 0",
+        "max_jobs=0": "max_jobs: '0' must be above 0",
+        "keep_days=nan": "keep_days: 'nan' is not a finite number",
+        "proxy_hops=2": "'proxy_hops=2': expected NAME=VALUE",  # follows from where the studio runs
+    }
+    for item, message in refusals.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            policy_of("--demo-limit", item)
+    clean_env.setenv("STUDIO_DEMO_LIMITS", "max_jobs=lots")
+    with pytest.raises(SystemExit) as exit_info:  # the studio does not start: argparse's error, exit 2
+        launch.main(["--workspace", str(tmp_path / "ws"), "--demo"])
+    assert exit_info.value.code == 2
 
 
 def test_logins_come_from_flags_a_file_and_the_environment(clean_env: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Collection, Mapping
+import math
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -118,6 +119,28 @@ class DemoPolicy:
     proxy_hops: int = 0  # trusted proxies in front of the studio (1 on a Hugging Face Space)
     key: bytes = field(default=b"", repr=False, compare=False)  # signs visitor tokens; set by bound_to
     limiter: AddressBudget | None = field(default=None, repr=False, compare=False)
+
+    def with_limits(self, items: Iterable[str]) -> DemoPolicy:
+        """This policy with the ``NAME=VALUE`` limits of ``items`` set (``limit_names()``; a later one of the same
+        name wins); ValueError names the item at fault and why."""
+        changes: dict[str, float] = {}
+        kinds = limit_kinds()
+        for item in items:
+            name, sep, value = (part.strip() for part in item.partition("="))
+            if not sep or name not in kinds:
+                raise ValueError(f"{item.strip()!r}: expected NAME=VALUE, NAME one of {', '.join(kinds)}")
+            kind = kinds[name]
+            try:
+                number = kind(value)
+            except ValueError:
+                words = "a whole number" if kind is int else "a number"
+                raise ValueError(f"{name}: {value!r} is not {words}") from None
+            if not math.isfinite(number):
+                raise ValueError(f"{name}: {value!r} is not a finite number")
+            if number < 0 or (number == 0 and name not in MAY_BE_ZERO):
+                raise ValueError(f"{name}: {value!r} must be {'0 or more' if name in MAY_BE_ZERO else 'above 0'}")
+            changes[name] = number
+        return dataclasses.replace(self, **changes)
 
     def bound_to(self, workspace: Path) -> DemoPolicy:
         """This policy with the workspace's signing key and a fresh limiter of new visitors (demo mode only)."""
@@ -299,6 +322,19 @@ def _locked_message(path: str, lang: str = SOURCE) -> str:
     value = LOCKED[path]
     shown = text(LOCKED_EMPTY, lang) if value is None else text(LOCKED_NONE, lang) if value == [] else f"{value}"
     return text(LOCKED_FIELD, lang, value=shown)
+
+
+# The policy's numbers a host sets (launch.py --demo-limit / STUDIO_DEMO_LIMITS): all but the upload cap, which has
+# a flag of its own, and the proxy hops, which follow from where the studio runs.
+NOT_LIMITS = ("max_upload_mb", "proxy_hops")
+MAY_BE_ZERO = ("min_free_disk_mb",)  # 0: no floor of free disk space
+
+
+def limit_kinds() -> dict[str, type]:
+    """The limits a host may set, each with its kind (int or float), in the policy's order."""
+    kinds = {"int": int, "float": float}
+    found = dataclasses.fields(DemoPolicy)
+    return {item.name: kinds[item.type] for item in found if item.type in kinds and item.name not in NOT_LIMITS}
 
 
 def _field_help(spec: FieldSpec, lang: str) -> str:
