@@ -170,7 +170,8 @@ def test_nothing_more_is_written_once_the_disk_nears_its_floor(busy_workspace: P
     full = DemoPolicy(enabled=True, min_free_disk_mb=(free + 10 * 1024**3) / MB, **roomy)
     refusal = start_refusal(busy_workspace, full, ALICE)
     assert refusal is not None and "try again later" in refusal
-    assert upload_refusal(busy_workspace, full, ALICE, 1) == refusal
+    upload = upload_refusal(busy_workspace, full, ALICE, 1)  # the free space it names moves as others write
+    assert upload is not None and upload.startswith("this demo's disk is nearly full (") and "Runs tab" in upload
     run_dir, message = enqueue_run(demo_config("alice"), busy_workspace, full, ALICE, never_start)
     assert run_dir is None and "this demo's disk is nearly full" in message
     assert start_refusal(busy_workspace, DemoPolicy(min_free_disk_mb=(free + 10 * 1024**3) / MB), ALICE) is None
