@@ -122,19 +122,23 @@ def test_a_seed_repeats_a_sampled_reply(base):
     assert first and "".join(client.generate(LONG, sampling)) == first
 
 
-def _seed_of_a_long_reply(client: ChatClient, sampling: SamplingParams) -> int:
-    """A seed whose reply runs to max_new_tokens (searched, not assumed: the demo model may be rebuilt)."""
+@pytest.fixture(scope="module")
+def long_reply(base: Any) -> tuple[SamplingParams, str]:
+    """Sampling settings with a seed whose reply to LONG runs to max_new_tokens (searched, not assumed: the demo
+    model may be rebuilt), and that reply."""
+    client, _ = base
+    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
     for seed in range(40):
-        list(client.generate(LONG, sampling.model_copy(update={"seed": seed})))
+        seeded = sampling.model_copy(update={"seed": seed})
+        reply = "".join(client.generate(LONG, seeded))
         if client.last_finish["reason"] == "length":
-            return seed
+            return seeded, reply
     pytest.fail("no seed made the demo model write a long reply")
 
 
-def test_stop_ends_a_long_reply_early(base):
+def test_stop_ends_a_long_reply_early(base, long_reply):
     client, _ = base
-    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
-    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
+    sampling, _ = long_reply
     received = []
     for delta in client.generate(LONG, sampling):
         received.append(delta)
@@ -153,14 +157,12 @@ def test_a_new_reply_takes_over_from_an_abandoned_one(base):
     abandoned.close()
 
 
-def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_written(base):
+def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_written(base, long_reply):
     """Two visitors on a model open to both (the demo's base model): Bob's message neither cuts off Alice's reply
     nor may his Stop end it (it takes his own message out of line); his reply comes, whole, once hers is done; and
     he holds one place in line however often he asks."""
     client, _ = base
-    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
-    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
-    alone = "".join(client.generate(LONG, sampling, caller="alice"))
+    sampling, alone = long_reply
     alice = client.generate(LONG, sampling, caller="alice")
     received = [next(alice)]  # her reply is being written (and stays so until she has read all of it)
     bob: list[str] = []
@@ -194,12 +196,10 @@ def test_another_callers_reply_waits_its_turn_and_cannot_stop_the_one_being_writ
     assert bob == [SUPERSEDED, WITHDRAWN, reference()] and client.waiting == 0
 
 
-def test_another_callers_load_or_unload_waits_for_the_reply_being_written(base):
+def test_another_callers_load_or_unload_waits_for_the_reply_being_written(base, long_reply):
     """Bob loading a model, or unloading the one open to both, replaces it only once Alice's reply is written."""
     client, _ = base
-    sampling = SamplingParams(temperature=2, top_p=1, max_new_tokens=120)
-    sampling = sampling.model_copy(update={"seed": _seed_of_a_long_reply(client, sampling)})
-    alone = "".join(client.generate(LONG, sampling, caller="alice"))
+    sampling, alone = long_reply
     for bob in (lambda: list(client.load(ModelSpec(base=DEMO), caller="bob")), lambda: client.unload_for("bob")):
         alice = client.generate(LONG, sampling, caller="alice")
         received = [next(alice)]
