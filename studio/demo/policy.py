@@ -107,7 +107,7 @@ class DemoPolicy:
     # Free space the workspace's disk keeps for the runs and jobs going on: an upload, Start, Resume or Export that
     # would leave less is refused, whoever's quota it fits in.
     min_free_disk_mb: float = 1024.0
-    # A visitor whose runs, uploads and export all stood untouched this long loses them (studio.demo.retention).
+    # A visitor whose runs, uploads and export all stood unchanged this long loses them (studio.demo.retention).
     keep_days: float = 7.0
     sent_mb_per_hour: float = 400.0  # request bodies (uploads above all) from one client address in any hour
     max_queued_runs: int = 8  # every visitor's queued runs together: a bound on what many tokens can do

@@ -2,7 +2,7 @@
 
 A visitor's quota bounds what they hold at once and the per-address budgets what one address sends in an hour, but
 a Space that runs for months would still fill its disk with the runs of visitors who never come back. So a visitor
-whose runs, uploads and export have all stood untouched for ``DemoPolicy.keep_days`` loses them together: a
+whose runs, uploads and export have all stood unchanged for ``DemoPolicy.keep_days`` loses them together: a
 visitor's data is never cut in part (a run keeps the upload it names, and Resume its checkpoints). A visitor with a
 run not ended (queued, running, paused) keeps everything; a run no visitor owns (the host's own) is never touched.
 The sweep runs when the studio starts and every hour after, in a daemon thread.
@@ -68,7 +68,7 @@ def visitors_data(workspace: Path) -> dict[str, VisitorData]:
 
 
 def sweep(workspace: Path, policy: DemoPolicy, now: float | None = None) -> list[str]:
-    """Delete the runs, uploads, export and jobs of every visitor untouched for ``policy.keep_days``; returns the
+    """Delete the runs, uploads, export and jobs of every visitor unchanged for ``policy.keep_days``; returns the
     owner tags of those whose data went. Nothing outside demo mode."""
     if not policy.enabled:
         return []
@@ -111,7 +111,7 @@ class RetentionSweeper:
                 gone = sweep(self.workspace, self.policy)
                 if gone:
                     days = self.policy.keep_days
-                    log.info("retention: removed the data of %d visitor(s) untouched for %s days", len(gone), days)
+                    log.info("retention: removed the data of %d visitor(s) unchanged for %s days", len(gone), days)
             except Exception:  # noqa: BLE001 - one unreadable folder must not end the sweeps for good
                 log.exception("retention: a sweep failed")
             if self.stopped.wait(self.interval):
