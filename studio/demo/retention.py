@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.api import OPEN_STATES, VISITORS_DIR, jobs, read_status, runs, visitor_exports_dir
+from engine.api import OPEN_STATES, VISITORS_DIR, jobs, runs, visitor_exports_dir
 from studio.demo.policy import DemoPolicy
 
 log = logging.getLogger(__name__)
@@ -53,12 +53,12 @@ def visitors_data(workspace: Path) -> dict[str, VisitorData]:
     """Every visitor's runs and folders in ``workspace``, by owner tag (runs without an owner are left out)."""
     found: dict[str, VisitorData] = defaultdict(VisitorData)
     for run_dir in runs.run_dirs(workspace):
-        owner = read_status(run_dir).owner
-        if not owner:
+        status = runs.status(run_dir)
+        if not status.owner:
             continue
-        data = found[owner]
+        data = found[status.owner]
         data.runs.append(run_dir)
-        data.open_run = data.open_run or runs.status(run_dir).state in OPEN_STATES
+        data.open_run = data.open_run or status.state in OPEN_STATES
     for root in (Path(workspace) / VISITORS_DIR, visitor_exports_dir(Path(workspace), "")):  # "": their parent
         for folder in root.iterdir() if root.is_dir() else ():
             found[folder.name].folders.append(folder)
