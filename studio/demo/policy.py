@@ -121,7 +121,7 @@ class DemoPolicy:
     limiter: AddressBudget | None = field(default=None, repr=False, compare=False)
 
     def with_limits(self, items: Iterable[str]) -> DemoPolicy:
-        """This policy with the ``NAME=VALUE`` limits of ``items`` set (``limit_names()``; a later one of the same
+        """This policy with the ``NAME=VALUE`` limits of ``items`` set (``limit_kinds()``; a later one of the same
         name wins); ValueError names the item at fault and why."""
         changes: dict[str, float] = {}
         kinds = limit_kinds()

@@ -120,7 +120,8 @@ def server_roots(
     candidates: list[tuple[Path, str, str, int]] = []
     visitor_roots: list[Root] = []
     if workspace is not None:
-        visitor_roots = [root(path) for path in _spellings(workspace) for root in (uploads_root, visitor_exports_root)]
+        # An export's path is always the resolved one (engine.store.workspace.exports_dir): one root for both spellings.
+        visitor_roots = [*(uploads_root(path) for path in _spellings(workspace)), visitor_exports_root(workspace)]
         candidates.append((Path(workspace), "workspace", "workspace/", 0))
     candidates += [
         (Path(gradio or gradio_upload_dir()), "the upload cache", "", 1),
