@@ -18,7 +18,8 @@ The names, by concern:
 - data: the data error, and the checks of a run's data (rows with images previewed with thumbnails);
 - models: whether a base model reads images (``model_modality``);
 - jobs: ``jobs`` (evaluate, export and benchmark jobs), ``evaluations``, ``benchmarks`` (lm-eval base against tuned:
-  ``start_benchmark``, ``latest_benchmark``, ``table_rows``), ``export``; chat: ``ChatClient`` and its settings;
+  ``start_benchmark``, ``latest_benchmark``, ``table_rows``), ``export``;
+- chat: ``ChatClient`` and its settings, ``ChatSeats`` (a bound on the workers of several clients);
 - sweeps: starting, stopping and reading sweeps, and their search space.
 """
 
@@ -27,7 +28,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine import runs
-from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams, chat_tools
+from engine.chat.client import ChatClient, ChatError, ModelSpec, Reply, SamplingParams, chat_tools
+from engine.chat.seats import ChatSeats, NoSeat
 from engine.config import (
     CONFIG_FILE_MESSAGES,
     RULE_MESSAGES,
@@ -202,6 +204,7 @@ __all__ = [
     "ArtifactError",
     "ChatClient",
     "ChatError",
+    "ChatSeats",
     "ConfigError",
     "DataError",
     "DatasetEntry",
@@ -209,8 +212,10 @@ __all__ = [
     "JobStatus",
     "Method",
     "ModelSpec",
+    "NoSeat",
     "PathNotAllowed",
     "Problem",
+    "Reply",
     "RewardSpec",
     "RunConfig",
     "RunStatus",

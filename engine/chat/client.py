@@ -21,9 +21,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from engine.chat.images import ImageRefused, chat_images, text_only_refusal
 from engine.chat.spec import (
@@ -40,6 +40,9 @@ from engine.chat.spec import (
     resolve_model,
 )
 from engine.store.processes import engine_command, engine_env
+
+if TYPE_CHECKING:
+    from engine.chat.seats import ChatSeats
 
 LOAD_TIMEOUT = 600.0  # a large model from a slow disk; the demo model loads in seconds
 TOKEN_TIMEOUT = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy CPU)
@@ -63,12 +66,34 @@ __all__ = [
     "LoadProgress",
     "ModelInfo",
     "ModelSpec",
+    "Reply",
     "ResolvedModel",
     "SamplingParams",
     "chat_tools",
     "parse_sampling",
     "resolve_model",
 ]
+
+
+class Reply(Iterator[str]):
+    """One reply as it streams: iterate for its text deltas. ``finish`` then holds how it ended (the worker's
+    "done" event: ``reason`` "stop" (end of turn), "length" or "cancelled"; ``tokens``, ``prompt_tokens``,
+    ``dropped`` turns, ``threads``); empty until it has ended."""
+
+    def __init__(self, deltas: Generator[str, None, dict[str, Any]]):
+        self._deltas = deltas
+        self.finish: dict[str, Any] = {}
+
+    def __next__(self) -> str:
+        try:
+            return next(self._deltas)
+        except StopIteration as end:
+            self.finish = end.value or {}
+            raise
+
+    def close(self) -> None:
+        """Walk away from the reply: one still being written is cancelled."""
+        self._deltas.close()
 
 
 class ChatClient:
@@ -81,16 +106,24 @@ class ChatClient:
     place in line. A load or an unload by a caller takes a place in the same line: it replaces the model only once
     the replies ahead of it are written. A model can be loaded for an ``owner`` (an opaque tag; the studio's demo
     mode uses a digest of the visitor id): then only that owner may chat with it, stop its replies or unload it
-    (``may_use``). A model loaded without one is open to everyone.
+    (``may_use``). A model loaded without one is open to everyone. Clients given the same ``seats``
+    (engine.chat.seats) run at most that many workers at once; a model of theirs unused for long is unloaded when
+    another needs its seat.
     """
 
-    def __init__(self, workspace: Path | None = None, max_waiting: int = MAX_WAITING):
+    def __init__(self, workspace: Path | None = None, max_waiting: int = MAX_WAITING, seats: ChatSeats | None = None):
         self.workspace = Path(workspace).resolve() if workspace is not None else None
         self.max_waiting = max_waiting  # a request that finds this many in line is refused (ChatError LINE_FULL)
         self.info: ModelInfo | None = None
         self.loading: LoadProgress | None = None  # while a load is under way
         self.owner: str | None = None  # whom the loaded (or loading) model serves; None: everyone
-        self.last_finish: dict[str, Any] = {}  # the last "done" event: reason, tokens, dropped turns, threads
+        # The last reply to end, whoever asked for it: a look from outside (a caller reads its own Reply.finish).
+        self.last_finish: dict[str, Any] = {}
+        self.last_used = time.monotonic()  # when a load or a reply last began or ended
+        self.unused_label: str | None = None  # the model unloaded for being unused (seats), until the next load
+        self._seats = seats
+        if seats is not None:
+            seats.join(self)
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None  # the worker's stderr
         self._lock = threading.RLock()
@@ -130,9 +163,16 @@ class ChatClient:
         move for TURN_TIMEOUT seconds, or when an unload or another load replaces this one meanwhile.
         """
         resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
+        with self._seats.seat(self) if self._seats is not None else contextlib.nullcontext():
+            yield from self._load(spec, resolved, timeout, owner, caller)
+
+    def _load(
+        self, spec: ModelSpec, resolved: ResolvedModel, timeout: float, owner: str | None, caller: str | None
+    ) -> Iterator[LoadProgress]:
         with self._lock:
             self._wait_for_turn(next(self._ids), caller)
             worker = self._detach()
+            self.unused_label, self.last_used = None, time.monotonic()
         self._end(worker)  # the old model's memory is free before the new one loads
         with self._lock:
             # The process, its owner and its progress line change in one step: the line names the model, so no
@@ -150,6 +190,7 @@ class ChatClient:
                     current = self._process is process
                     if current and event["event"] == "ready":
                         self.info, self.loading = ModelInfo(**event["info"]), None
+                        self.last_used = time.monotonic()
                         return
                     if current and event["event"] == "progress":
                         self.loading = progress = LoadProgress(float(event["fraction"]), str(event["message"]))
@@ -239,14 +280,26 @@ class ChatClient:
         use_adapter: bool = True,
         caller: str | None = None,
         tools: Any = None,
-    ) -> Iterator[str]:
-        """Stream the reply to ``messages`` (system / user / assistant turns, ending with a user turn) as text
-        deltas. ``use_adapter=False`` answers with the base model under a loaded adapter. After the last delta,
-        ``last_finish`` tells why the reply ended: "stop" (end of turn), "length" or "cancelled". A model loaded
+    ) -> Reply:
+        """The reply to ``messages`` (system / user / assistant turns, ending with a user turn), streamed as text
+        deltas as it is iterated. ``use_adapter=False`` answers with the base model under a loaded adapter. After
+        the last delta, the reply's ``finish`` tells why it ended: "stop" (end of turn), "length" or "cancelled"
+        (and ``last_finish`` too, until another reply ends). A model loaded
         for an owner answers only when ``caller`` is that owner (checked with the request sent, so a model
         loaded by someone else in between never answers). ``tools``: the functions the model may call, rendered
         by its chat template as a tool-calling run was trained (``chat_tools``). A user turn may carry ``images``
-        (paths of image files, engine.chat.images) for a vision-language model; a text model refuses them here."""
+        (paths of image files, engine.chat.images) for a vision-language model; a text model refuses them here.
+        Nothing is checked or sent before the first delta is asked for."""
+        return Reply(self._reply(messages, sampling, use_adapter, caller, tools))
+
+    def _reply(
+        self,
+        messages: list[dict[str, Any]],
+        sampling: SamplingParams,
+        use_adapter: bool,
+        caller: str | None,
+        tools: Any,
+    ) -> Generator[str, None, dict[str, Any]]:
         check_messages(messages)
         offered = chat_tools(tools)
         try:
@@ -259,7 +312,7 @@ class ChatClient:
             request_id = next(self._ids)
             self._wait_for_turn(request_id, caller, lambda: self._check_request(caller, use_adapter, bool(images)))
             self._cancel()  # the caller's own reply before this one: nobody reads it any more
-            self._current, self._current_caller = request_id, caller
+            self._current, self._current_caller, self.last_used = request_id, caller, time.monotonic()
             self._replies[request_id] = replies
             self._send(
                 {"op": "generate", "id": request_id, "messages": messages, "sampling": sampling.model_dump()}
@@ -274,13 +327,14 @@ class ChatClient:
                 elif event["event"] == "done":
                     finished = True
                     self.last_finish = event
-                    return
+                    return event
                 else:
                     finished = True
                     raise ChatError(event.get("message") or "the chat process ended")
         finally:
             with self._lock:
                 self._replies.pop(request_id, None)
+                self.last_used = time.monotonic()
                 if not finished and self._current == request_id:
                     with contextlib.suppress(ChatError):
                         self._cancel()  # the caller walked away mid-reply
@@ -367,6 +421,19 @@ class ChatClient:
                 return False
             worker = self._detach()
         self._end(worker, timeout)
+        return True
+
+    def unload_if_unused(self, idle_s: float) -> bool:
+        """Unload the model when nothing has used it for ``idle_s`` seconds: no load, reply or request in line since
+        (``unused_label`` then names it); whether it was."""
+        with self._lock:
+            idle = self._current is None and not self._line and self.loading is None
+            if not idle or self.pid is None or time.monotonic() - self.last_used < idle_s:
+                return False
+            label = self.info.label if self.info is not None else None
+            worker = self._detach()
+            self.unused_label = label
+        self._end(worker)
         return True
 
     def unload(self, timeout: float = 10.0) -> None:

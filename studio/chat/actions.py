@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from engine.api import ChatClient, ChatError, ConfigError, SamplingParams, chat_tools
+from engine.api import ChatClient, ChatError, ConfigError, NoSeat, Reply, SamplingParams, chat_tools
 from studio.chat.images import forget_images, image_refusal, kept_image, shown_turn, user_turn
 from studio.chat.models import (
     holder_for,
@@ -36,17 +36,18 @@ NOTHING_OF_YOURS, NOTHING_LOADED, UNLOADED = key("chat.unload.others"), key("cha
 STOPPED, TOKEN_LIMIT, DROPPED = key("chat.finish.stopped"), key("chat.finish.length"), key("chat.finish.dropped")
 FIX_SAMPLING, REPLY_FAILED, FIX_TOOLS = key("chat.error.sampling"), key("chat.error.reply"), key("chat.error.tools")
 TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
-SIDE_NEEDS_ADAPTER = key("chat.refuse.side")
+SIDE_NEEDS_ADAPTER, NO_SEAT = key("chat.refuse.side"), key("chat.error.no_seat")
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn's image paths (studio.chat.images)
 
 
 def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterator[str]:
     """Load the picked model, yielding the status line as loading goes on. Only what the list offers loads:
-    a key is never taken as a path to anything else on this machine. It replaces whatever model is loaded (one
-    worker serves the studio); in demo mode a run's model then serves this visitor only, and a failure names the
-    run's files as the visitor knows them (``workspace/runs/...``), not by the server's paths. Its lines are in
-    the caller's language (the worker's own error stays English)."""
+    a key is never taken as a path to anything else on this machine. It replaces whatever model ``client`` has
+    loaded (the studio's, or in demo mode the visitor's own, studio.chat.pool); in demo mode a run's model serves
+    this visitor only, a load that finds every chat seat held by other visitors' models in use is refused, and a
+    failure names the run's files as the visitor knows them (``workspace/runs/...``), not by the server's paths.
+    Its lines are in the caller's language (the worker's own error stays English)."""
     try:
         if not key:
             raise ChatError(caller.say(PICK_FIRST))
@@ -56,6 +57,9 @@ def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterato
         for _ in client.load(spec, owner=holder_for(spec, tag), caller=tag):  # others' replies are written first
             yield status_html(client, caller)
         remember_loaded(client, key)  # a page opened later shows this pick (studio.chat.models.loaded_pick)
+    except NoSeat as exc:
+        yield message_html(caller.say(NO_SEAT, count=exc.seats, minutes=f"{exc.idle_s / 60:g}"), "warn")
+        return
     except ChatError as exc:
         yield message_html(caller.say(LOAD_FAILED, error=caller.shown(str(exc))), "error")
         return
@@ -105,31 +109,22 @@ def _conversation(system: str, history: Conversation) -> Conversation:
     return ([{"role": "system", "content": system.strip()}] if system.strip() else []) + history
 
 
-def _stream(
-    client: ChatClient,
-    system: str,
-    history: Conversation,
-    sampling: SamplingParams,
-    adapter: bool,
-    tag: str | None = None,
-    tools: list[dict[str, Any]] | None = None,
-) -> Iterator[None]:
-    """Append the assistant's reply to ``history`` as it streams; yields after each batch of deltas. ``tag``:
-    who asks, as the chat worker knows them (studio.chat.models.worker_tag)."""
-    prompt = _conversation(system, history)
+def _stream(reply: Reply, history: Conversation) -> Iterator[None]:
+    """Append the assistant's ``reply`` to ``history`` as it streams; yields after each batch of deltas."""
     history.append({"role": "assistant", "content": ""})
-    reply, shown = "", time.monotonic()
-    for delta in client.generate(prompt, sampling, use_adapter=adapter, caller=tag, tools=tools):
-        reply += delta
-        history[-1]["content"] = reply.lstrip()  # a tokenizer may start the reply with a space
+    written, shown = "", time.monotonic()
+    for delta in reply:
+        written += delta
+        history[-1]["content"] = written.lstrip()  # a tokenizer may start the reply with a space
         if time.monotonic() - shown >= STREAM_INTERVAL:
             shown = time.monotonic()
             yield
     yield
 
 
-def _finish_note(client: ChatClient, lang: str = SOURCE) -> str:
-    finish = client.last_finish
+def _finish_note(finish: dict[str, Any], lang: str = SOURCE) -> str:
+    """How the last reply ended, when it did not end its turn by itself (stopped, cut at the token limit), and the
+    turns left out of a long conversation."""
     reason = {"cancelled": STOPPED, "length": TOKEN_LIMIT}.get(finish.get("reason"))
     parts = text(reason, lang) if reason else ""
     if finish.get("dropped"):
@@ -188,17 +183,21 @@ def exchange(
     for history, _ in targets:
         history.append(user_turn(message.strip(), kept))
     yield view("", "")
+    finish: dict[str, Any] = {}
     try:
         for history, adapter in targets:
-            for _ in _stream(client, system, history, sampling, adapter, tag, offered):
+            prompt = _conversation(system, history)
+            reply = client.generate(prompt, sampling, use_adapter=adapter, caller=tag, tools=offered)
+            for _ in _stream(reply, history):
                 yield view()
-            if client.last_finish.get("reason") == "cancelled":
+            finish = reply.finish
+            if finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
     except ChatError as exc:
         note = message_html(text(REPLY_FAILED, lang, error=exc), "error")
         yield view(_take_back(targets, message), note)
         return
-    yield view(note=_finish_note(client, lang))
+    yield view(note=_finish_note(finish, lang))
 
 
 def _take_back(targets: list[tuple[Conversation, bool]], message: str) -> str | None:

@@ -1,6 +1,7 @@
 """The Chat tab's status line: what is loaded (its size, device, context and load time; or that its run was deleted
-since), the loading bar with the chat worker's steps, or that nothing is, each in the page's language; for a demo
-visitor, only that a model in use is not theirs."""
+since), the loading bar with the chat worker's steps, or that nothing is (or, for a demo visitor, that their model
+was unloaded for being unused), each in the page's language; for a demo visitor, only that a model in use is not
+theirs."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ LOADED, LOADING = key("chat.status.loaded"), key("chat.status.loading")
 PARAMETERS, CONTEXT, LOAD_TIME = key("chat.status.parameters"), key("chat.status.context"), key("chat.status.seconds")
 SIDE_AVAILABLE = key("chat.status.side_available")
 RUN_DELETED = key("chat.status.run_deleted")  # the loaded model's run was deleted since it was loaded
+UNUSED = key("chat.status.unused")  # a demo visitor's model was unloaded for being unused (engine.chat.seats)
 # The steps the chat worker reports while it loads (engine.chat.client, engine.chat.worker), in its English.
 LOADING_STEPS = [key(f"chat.loading.{step}") for step in ("process", "imports", "tokenizer", "weights", "adapter")]
 
@@ -39,6 +41,10 @@ def status_html(client: ChatClient, caller: Caller) -> str:
     if client.loading is not None:
         return _progress_html(client.loading.fraction, client.loading.message, lang)
     info = client.info
+    if info is None and client.unused_label is not None:
+        minutes = f"{caller.policy.chat_idle_minutes:g}"
+        label = shown_label(client.unused_label, lang)
+        return message_html(_pointing_at_load(UNUSED, lang, label=label, minutes=minutes), "warn")
     if info is None:
         return message_html(_pointing_at_load(NO_MODEL, lang), "warn")
     label = shown_label(info.label, lang)

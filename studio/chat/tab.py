@@ -2,9 +2,9 @@
 
 The model runs in a chat worker process (engine.chat.client), never in the studio: replies stream in without
 blocking the page, a training run keeps its cores, and Unload frees the memory. One worker serves the whole
-studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode a
-run's model is loaded for the visitor who picked it (studio.chat.models): another visitor is told only that someone
-else's model is in use, and cannot chat with it, stop it or unload it; the bundled base model is open to all.
+studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode each
+visitor has a worker of their own (studio.chat.pool), so no visitor's Load replaces another's model, and a run's
+model answers only the visitor who loaded it (studio.chat.models).
 The sampling widgets are built from ``engine.chat.client.SamplingParams`` (bounds, help text, validation; their
 words translated under ``sampling.<field>``, studio.i18n.catalog). What the server writes here (the status line,
 the notes, the worker's loading steps) is in the page's language; the worker's errors stay as it wrote them.
@@ -34,6 +34,7 @@ from studio.chat.actions import (
 )
 from studio.chat.images import IMAGE_LABEL, forget_images, takes_images
 from studio.chat.models import loaded_pick, model_choices
+from studio.chat.pool import ChatClients
 from studio.chat.status import LOAD, status_html
 from studio.context import StudioContext
 from studio.demo.caller import Caller
@@ -111,7 +112,8 @@ def page_view(client: ChatClient, caller: Caller) -> list[Any]:
 def opened_view(client: ChatClient, caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
     """The tab opened (or ↻ pressed): the status line, the picker with new choices, and the loaded model's pick.
     ``shown`` is the loaded model's pick the page showed last: when another model is loaded since (by another page:
-    one worker serves the studio), the picker shows it; else the caller's own ``pick`` stays (``_relisted``)."""
+    one worker serves every page of the studio, or of a visitor), the picker shows it; else the caller's own
+    ``pick`` stays (``_relisted``)."""
     choices = model_choices(caller)
     loaded = loaded_pick(client, caller, choices)
     if loaded is not None and loaded != shown:
@@ -137,11 +139,13 @@ def _sampling_widget(spec: FieldSpec) -> gr.components.Component:
 
 
 class ChatTab:
-    """The Chat tab's components and events; one chat worker for the whole studio."""
+    """The Chat tab's components and events; one chat worker for the whole studio (``client``), or in demo mode one
+    per visitor (``chats``)."""
 
     def __init__(self, ctx: StudioContext, client: ChatClient | None = None):
         self.ctx, self.workspace = ctx, ctx.workspace
-        self.client = client or ChatClient(ctx.workspace)
+        self.chats = ChatClients(ctx.workspace, ctx.policy, client)
+        self.client = self.chats.shared
         # The page's conversations; their kept images go when the page's session ends (Gradio keeps a closed page's
         # state an hour, for a reopened tab).
         self.histories = gr.State({}, delete_callback=forget_images)
@@ -200,7 +204,8 @@ class ChatTab:
         # and on a change of its inputs): the status line, in the picker the model that is loaded, and the image box
         # when that model reads images. Not a callable value: Gradio would publish that load event in the API.
         def page_loaded(caller: Caller) -> list[Any]:
-            return [*page_view(self.client, caller), image_box(self.client, caller)]
+            client = self.chats.for_caller(caller)
+            return [*page_view(client, caller), image_box(client, caller)]
 
         gr.on(
             None,
@@ -249,14 +254,15 @@ class ChatTab:
 
     def _wire(self) -> None:
         private: dict[str, Any] = {"api_visibility": "private"}
-        client, ctx = self.client, self.ctx
+        client, ctx = self.chats.for_caller, self.ctx
 
-        # Each handler answers the caller: their models, in the language of the page that asked.
+        # Each handler answers the caller with the caller's client: their models, in the language of the page.
         def relisted(caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
-            return [*opened_view(client, caller, pick, shown), image_box(client, caller)]
+            return [*opened_view(client(caller), caller, pick, shown), image_box(client(caller), caller)]
 
         # Runs finish and checkpoints appear while the tab is hidden, and another page may have loaded a model
-        # meanwhile (one worker serves the studio): one event brings the list, the status and the picker up to date.
+        # meanwhile (one worker serves the pages of the studio, or of a visitor): one event brings the list, the
+        # status and the picker up to date.
         relist = {
             "fn": ctx.handler(relisted),
             "inputs": ctx.inputs(self.model, self.shown_loaded),
@@ -269,24 +275,24 @@ class ChatTab:
             on_open(**relist)
 
         def loaded(caller: Caller) -> list[Any]:
-            return [loaded_pick(client, caller, model_choices(caller)), image_box(client, caller)]
+            return [loaded_pick(client(caller), caller, model_choices(caller)), image_box(client(caller), caller)]
 
         def image_shown(caller: Caller) -> dict[str, Any]:
-            return image_box(client, caller)
+            return image_box(client(caller), caller)
 
         def load(caller: Caller, pick: str | None) -> Iterator[str]:
-            yield from load_clicked(client, caller, pick)
+            yield from load_clicked(client(caller), caller, pick)
 
         def unload(caller: Caller) -> str:
-            return unload_clicked(client, caller)
+            return unload_clicked(client(caller), caller)
 
         def send(caller: Caller, *values: Any) -> Iterator[list[Any]]:
             *rest, tools, image = values
-            for outputs in respond(client, caller, *rest, tools=tools, image=image):
+            for outputs in respond(client(caller), caller, *rest, tools=tools, image=image):
                 yield [*outputs, image_follows_text(outputs, image)]
 
         def stop(caller: Caller) -> None:
-            stop_clicked(client, caller)
+            stop_clicked(client(caller), caller)
 
         self.load.click(ctx.handler(load), ctx.inputs(self.model), [self.status], **private, **lanes.NO_LANE).then(
             ctx.handler(loaded), ctx.inputs(), [self.shown_loaded, self.image], show_progress="hidden", **private

@@ -89,9 +89,10 @@ def http_status(url: str) -> int:
         return exc.code
 
 
-def chat_stays_private(alice: Any, bob: Any, artifacts: Path) -> None:
-    """Alice loads her run's model in Chat; Bob reads only that another visitor's model is in use, and cannot
-    send to it or unload it."""
+def chat_is_each_visitors_own(alice: Any, bob: Any, artifacts: Path) -> None:
+    """Alice loads her run's model in Chat; Bob sees no trace of it (nothing of his is loaded, his message asks him
+    to load a model, his Unload finds nothing), loads the base model in a worker of his own, and Alice's model
+    still answers her."""
     alice.get_by_role("tab", name="Chat").click()
     alice.locator("#ts-chat-model input").click()
     alice.get_by_role("option", name="alice-run · final adapter").first.click()
@@ -102,24 +103,38 @@ def chat_stays_private(alice: Any, bob: Any, artifacts: Path) -> None:
 
     bob.get_by_role("tab", name="Chat").click()
     bob_status = bob.locator("#ts-chat-status")
-    wait_until(lambda: "another visitor's model is in use" in bob_status.inner_text(), 20, what="Bob's status")
-    assert "alice-run" not in bob_status.inner_text()
-    box = bob.locator("#ts-chat-input textarea")
-    box.fill("Write 2024-03-15 out in full.")
-    box.press("Enter")
+    wait_until(lambda: "No model loaded." in bob_status.inner_text(), 20, what="Bob's status")
+    assert "alice-run" not in bob_status.inner_text() and "another visitor" not in bob_status.inner_text()
+    send(bob, "Write 2024-03-15 out in full.")
     note = bob.locator("#ts-chat-note")
-    wait_until(lambda: "another visitor's model is in use" in note.inner_text(), 20, what="Bob's message refused")
+    wait_until(lambda: "Load a model first" in note.inner_text(), 20, what="Bob's message refused")
     assert bob.locator('#ts-chatbot [data-testid="bot"]').count() == 0
     # Every text Bob's status line takes from here on: the tab's own refresh on opening (its lane shared by every
     # visitor, show_progress hidden) can land after the answer to Unload on a busy machine and write the status
     # again, and a poll of the line alone could miss the answer in between.
     bob.evaluate(STATUS_TEXTS_JS)
     bob.locator("#ts-chat-unload").click()
-    refused = "Nothing of yours to unload"
-    wait_until(lambda: any(refused in shown for shown in bob.evaluate("() => window.tsStatusTexts")), 20, what=refused)
-    bob.screenshot(path=str(artifacts / "45-demo-chat-another-visitors-model.png"))
-    alice.locator("#ts-chat-unload").click()  # only now is it gone: Bob's Unload left it alone
-    wait_until(lambda: "Unloaded" in status.inner_text(), 30, what="Alice's unload")
+    nothing = "No model is loaded."
+    wait_until(lambda: any(nothing in shown for shown in bob.evaluate("() => window.tsStatusTexts")), 20, what=nothing)
+    assert "Base · assets/demo-model" in bob.locator("#ts-chat-model input").input_value()
+    bob.locator("#ts-chat-load").click()
+    wait_until(lambda: "Loaded:" in bob_status.inner_text(), 120, what="Bob's base model to load")
+    bob.screenshot(path=str(artifacts / "45-demo-chat-a-worker-each.png"))
+
+    send(alice, "Write 2024-03-15 out in full.")  # Bob's Load left Alice's model alone: it answers her
+    reply = alice.locator('#ts-chatbot [data-testid="bot"]')
+    wait_until(lambda: reply.count() == 1 and reply.inner_text().strip(), 60, what="Alice's reply")
+    assert "alice-run" in status.inner_text()
+    for page, line in ((alice, status), (bob, bob_status)):
+        page.locator("#ts-chat-unload").click()
+        wait_until(lambda line=line: "Unloaded" in line.inner_text(), 30, what="an unload")
+
+
+def send(page: Any, message: str) -> None:
+    """Type ``message`` in the Chat tab's box and send it."""
+    box = page.locator("#ts-chat-input textarea")
+    box.fill(message)
+    box.press("Enter")
 
 
 STATUS_TEXTS_JS = """() => {
@@ -220,7 +235,7 @@ def test_two_visitors_take_turns(
     wait_until(lambda: "bob-run" in offered.input_value(), 10, what="Bob's run offered")
     bob.screenshot(path=str(artifacts / "44-demo-export.png"))
 
-    chat_stays_private(alice, bob, artifacts)
+    chat_is_each_visitors_own(alice, bob, artifacts)
     export_reaches_its_visitor_only(bob, demo_studio.url, demo_workspace, second, tmp_path)
     alice.context.close()
     bob.context.close()

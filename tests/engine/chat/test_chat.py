@@ -107,12 +107,17 @@ def test_load_reports_progress_then_the_model(base):
 
 def test_stream_adds_up_to_a_one_shot_greedy_generate(base):
     client, _ = base
-    deltas = list(client.generate(PROMPT, GREEDY))
+    reply = client.generate(PROMPT, GREEDY)
+    assert reply.finish == {}  # nothing is sent before the first delta is asked for
+    deltas = list(reply)
     expected = reference()
     assert len(deltas) >= 3 and all(deltas)
     assert "".join(deltas) == expected and expected.strip()
-    assert client.last_finish["reason"] in ("stop", "length")
-    assert client.last_finish["tokens"] >= len(deltas)
+    assert reply.finish["reason"] in ("stop", "length") and reply.finish["tokens"] >= len(deltas)
+    assert client.last_finish == reply.finish
+    short = client.generate(PROMPT, GREEDY.model_copy(update={"max_new_tokens": 2}))
+    assert len(list(short)) <= 2 and short.finish["reason"] == "length" and short.finish["tokens"] == 2
+    assert reply.finish["tokens"] >= len(deltas) and client.last_finish == short.finish  # each reply keeps its own
 
 
 def test_a_seed_repeats_a_sampled_reply(base):
