@@ -14,6 +14,7 @@ from engine.api import ChatClient, ChatError, ConfigError, NoSeat, Reply, Sampli
 from studio.chat.images import forget_images, image_refusal, kept_image, shown_turn, user_turn
 from studio.chat.models import (
     holder_for,
+    loaded_pick,
     loaded_run_gone,
     model_choices,
     remember_loaded,
@@ -21,6 +22,7 @@ from studio.chat.models import (
     spec_for,
     worker_tag,
 )
+from studio.chat.pool import ChatClients
 from studio.chat.status import LOAD, OTHERS_MODEL, RUN_DELETED, status_html
 from studio.demo.caller import Caller
 from studio.form.schema import leaf_specs
@@ -33,12 +35,31 @@ SAMPLING = sorted(leaf_specs(SamplingParams), key=lambda spec: spec.advanced)  #
 SAMPLING_ROOT = "sampling"  # the key prefix of the sampling fields' words (studio.i18n.catalog.SCHEMA_ROOTS)
 NOT_LISTED, PICK_FIRST, LOAD_FAILED = key("chat.error.not_listed"), key("chat.error.pick_first"), key("chat.error.load")
 NOTHING_OF_YOURS, NOTHING_LOADED, UNLOADED = key("chat.unload.others"), key("chat.unload.none"), key("chat.unload.done")
+LEFT = key("chat.unload.left")  # a demo visitor's Unload of a bundled model others may be chatting with
 STOPPED, TOKEN_LIMIT, DROPPED = key("chat.finish.stopped"), key("chat.finish.length"), key("chat.finish.dropped")
 FIX_SAMPLING, REPLY_FAILED, FIX_TOOLS = key("chat.error.sampling"), key("chat.error.reply"), key("chat.error.tools")
 TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
 SIDE_NEEDS_ADAPTER, NO_SEAT = key("chat.refuse.side"), key("chat.error.no_seat")
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn's image paths (studio.chat.images)
+
+
+def load_pressed(chats: ChatClients, caller: Caller, key: str | None) -> Iterator[str]:
+    """The Load button: ``load_clicked`` in the client the pick loads in (studio.chat.pool). A bundled model that
+    its public client (demo mode) has loaded already is not loaded again: the caller joins those chatting with it."""
+    client = chats.for_load(caller, key)
+    if chats.is_public(client) and key is not None and loaded_pick(client, caller, model_choices(caller)) == key:
+        yield status_html(client, caller)
+        return
+    yield from load_clicked(client, caller, key)
+
+
+def unload_pressed(chats: ChatClients, caller: Caller) -> str:
+    """The Unload button: ``unload_clicked`` on the caller's client; a demo visitor chatting with a bundled model
+    others share only leaves it (it goes once nobody has used it for ``chat_idle_minutes``)."""
+    if chats.leave(caller):
+        return message_html(caller.say(LEFT, minutes=f"{caller.policy.chat_idle_minutes:g}"), "ok")
+    return unload_clicked(chats.for_caller(caller), caller)
 
 
 def load_clicked(client: ChatClient, caller: Caller, key: str | None) -> Iterator[str]:

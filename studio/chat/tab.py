@@ -3,8 +3,9 @@
 The model runs in a chat worker process (engine.chat.client), never in the studio: replies stream in without
 blocking the page, a training run keeps its cores, and Unload frees the memory. One worker serves the whole
 studio, so a loaded model survives a page refresh; a new message stops a reply still running. In demo mode each
-visitor has a worker of their own (studio.chat.pool), so no visitor's Load replaces another's model, and a run's
-model answers only the visitor who loaded it (studio.chat.models).
+visitor's run model loads in a worker of their own and each bundled model in one that visitors share
+(studio.chat.pool), so no visitor's Load or Unload replaces another's model, and a run's model answers only the
+visitor who loaded it (studio.chat.models).
 The sampling widgets are built from ``engine.chat.client.SamplingParams`` (bounds, help text, validation; their
 words translated under ``sampling.<field>``, studio.i18n.catalog). What the server writes here (the status line,
 the notes, the worker's loading steps) is in the page's language; the worker's errors stay as it wrote them.
@@ -28,9 +29,9 @@ from studio.chat.actions import (
     Conversation,
     clear_clicked,
     exchange,
-    load_clicked,
+    load_pressed,
     stop_clicked,
-    unload_clicked,
+    unload_pressed,
 )
 from studio.chat.images import IMAGE_LABEL, forget_images, takes_images
 from studio.chat.models import loaded_pick, model_choices
@@ -281,10 +282,10 @@ class ChatTab:
             return image_box(client(caller), caller)
 
         def load(caller: Caller, pick: str | None) -> Iterator[str]:
-            yield from load_clicked(client(caller), caller, pick)
+            yield from load_pressed(self.chats, caller, pick)
 
         def unload(caller: Caller) -> str:
-            return unload_clicked(client(caller), caller)
+            return unload_pressed(self.chats, caller)
 
         def send(caller: Caller, *values: Any) -> Iterator[list[Any]]:
             *rest, tools, image = values

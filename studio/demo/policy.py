@@ -114,8 +114,10 @@ class DemoPolicy:
     # Evaluations, benchmarks and exports of every visitor at once (each a process of its own beside the training
     # run, about 0.5 GB); a visitor has one at a time.
     max_jobs: int = 2
-    # Chat: each visitor's model in a worker of its own (about 0.3 GB with the demo model), this many at once; one
-    # unused this long gives its place up to another visitor's Load, and is unloaded within a minute anyway.
+    # Chat: each visitor's run model in a worker of its own, each bundled model in one the visitors share; this many
+    # workers at once (with the demo model about 20 MB each forked from the warm fork server, 0.35 GB started cold,
+    # benchmarks/demo_chat_visitors.py). One unused this long gives its place to another Load, and goes within a
+    # minute anyway.
     max_chat_models: int = 3
     chat_idle_minutes: float = 10.0
     new_visitors_per_window: int = 10  # new visitor tokens per client address ...

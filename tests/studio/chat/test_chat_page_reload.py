@@ -26,6 +26,7 @@ from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
 from studio.i18n.catalog import text
+from tests.helpers.chat_runs import save_demo_adapter
 from tests.helpers.pages import page_request
 from tests.helpers.visitors import ALICE, BOB, DEMO
 from tests.studio.chat.test_chat_tab import add_checkpoints, make_run
@@ -145,17 +146,8 @@ def test_the_page_load_event_sets_the_picker_in_the_language_of_the_page(tmp_pat
 @pytest.fixture
 def tuned_run(tmp_path: Path) -> Path:
     """A run whose adapter/ is a real LoRA adapter of the demo model (built by the engine's own builder)."""
-    from peft import get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    from engine.config import load_config
-    from engine.store.paths import PROJECT_ROOT
-    from engine.training.builders import to_lora_config
-
     run_dir = make_run(tmp_path, "demo-dates", 1.0)
-    config = load_config(run_dir / "config.yaml")
-    base = AutoModelForCausalLM.from_pretrained(PROJECT_ROOT / "assets" / "demo-model")
-    get_peft_model(base, to_lora_config(config)).save_pretrained(run_dir / "adapter")
+    save_demo_adapter(run_dir)
     return run_dir
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from engine import runs
 from engine.chat.client import ChatClient, ChatError, ModelSpec, SamplingParams
-from engine.config import ConfigError, load_config, parse_config
+from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from engine.store.workspace import runs_dir
@@ -30,6 +30,7 @@ from studio.chat.status import status_html
 from studio.chat.tab import _relisted, respond
 from studio.demo.caller import Caller
 from studio.demo.policy import DemoPolicy, owner_tag
+from tests.helpers.chat_runs import save_demo_adapter
 from tests.helpers.visitors import ALICE, BOB
 from tests.helpers.visitors import DEMO as DEMO_MODE
 
@@ -58,16 +59,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def adapter_run(workspace: Path) -> Path:
     """A run of the demo preset whose adapter/ is a real LoRA adapter built by the engine's own builder."""
-    from peft import get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    from engine.training.builders import to_lora_config
-
     preset = yaml.safe_load((PROJECT_ROOT / "assets" / "presets" / "demo.yaml").read_text())
     run_dir = runs.create_run(parse_config(preset), run_dir=runs_dir(workspace) / "tuned")
-    config = load_config(run_dir / "config.yaml")
-    model = get_peft_model(AutoModelForCausalLM.from_pretrained(PROJECT_ROOT / DEMO), to_lora_config(config))
-    model.save_pretrained(run_dir / "adapter")
+    save_demo_adapter(run_dir)
     update_status(run_dir, state="completed", created_at=1.0)
     return run_dir
 
