@@ -160,7 +160,8 @@ class ChatClient:
         replies of callers other than ``caller`` ahead in line are written first (never cut off).
 
         Raises ChatError for a bad spec (before any process starts), when loading fails, when the line does not
-        move for TURN_TIMEOUT seconds, or when an unload or another load replaces this one meanwhile.
+        move for TURN_TIMEOUT seconds, or when an unload or another load replaces this one meanwhile; NoSeat
+        (engine.chat.seats) when the client's seats are all held by models in use.
         """
         resolved = resolve_model(spec)  # fail fast, with the same message the worker would give
         with self._seats.seat(self) if self._seats is not None else contextlib.nullcontext():
