@@ -146,6 +146,14 @@ class ChatClient:
         way out of it)."""
         return sum(request not in self._withdrawn for request, _ in self._line)
 
+    def ahead_of(self, caller: str | None) -> int:
+        """How many replies, loads and unloads of other callers a request of ``caller`` would wait for now: the reply
+        being written and those in line (a snapshot: the line moves on)."""
+        with self._lock:
+            writing = self._current is not None and self._current_caller != caller
+            waiting = [request for request, holder in self._line if holder != caller]
+            return writing + sum(request not in self._withdrawn for request in waiting)
+
     def may_use(self, caller: str | None) -> bool:
         """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
         for a model loaded without an owner, else only its owner."""

@@ -40,6 +40,7 @@ STOPPED, TOKEN_LIMIT, DROPPED = key("chat.finish.stopped"), key("chat.finish.len
 FIX_SAMPLING, REPLY_FAILED, FIX_TOOLS = key("chat.error.sampling"), key("chat.error.reply"), key("chat.error.tools")
 TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.refuse.others"), key("chat.refuse.load")
 SIDE_NEEDS_ADAPTER, NO_SEAT = key("chat.refuse.side"), key("chat.error.no_seat")
+ONE_AHEAD, MANY_AHEAD = key("chat.one_ahead"), key("chat.many_ahead")  # others' replies a message waits for
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
 Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn's image paths (studio.chat.images)
 
@@ -203,14 +204,16 @@ def exchange(
     kept = kept_image(image_path) if image_path is not None else None
     for history, _ in targets:
         history.append(user_turn(message.strip(), kept))
-    yield view("", "")
+    ahead = client.ahead_of(tag)  # others' replies first (a bundled model visitors share, in demo mode)
+    yield view("", message_html(_ahead_words(ahead, lang), "warn") if ahead else "")
     finish: dict[str, Any] = {}
     try:
         for history, adapter in targets:
             prompt = _conversation(system, history)
             reply = client.generate(prompt, sampling, use_adapter=adapter, caller=tag, tools=offered)
             for _ in _stream(reply, history):
-                yield view()
+                yield view(note="" if ahead else None)  # the reply has begun: the wait is over
+                ahead = 0
             finish = reply.finish
             if finish.get("reason") == "cancelled":
                 break  # Stop ends the whole exchange, not only the left reply
@@ -219,6 +222,11 @@ def exchange(
         yield view(_take_back(targets, message), note)
         return
     yield view(note=_finish_note(finish, lang))
+
+
+def _ahead_words(count: int, lang: str) -> str:
+    """ "1 reply ahead of yours ...", or N, in ``lang``."""
+    return text(ONE_AHEAD, lang) if count == 1 else text(MANY_AHEAD, lang, count=count)
 
 
 def _take_back(targets: list[tuple[Conversation, bool]], message: str) -> str | None:

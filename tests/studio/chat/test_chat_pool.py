@@ -12,7 +12,8 @@ import pytest
 
 from engine.store.rundir import update_status
 from studio.chat import pool
-from studio.chat.actions import LEFT, NO_SEAT, load_pressed, unload_pressed
+from studio.chat.actions import LEFT, NO_SEAT, load_pressed, parse_sampling_widgets, unload_pressed
+from studio.chat.models import worker_tag
 from studio.chat.pool import ChatClients
 from studio.chat.status import status_html
 from studio.chat.tab import respond
@@ -71,6 +72,15 @@ def test_a_bundled_model_loads_once_for_every_visitor_and_an_unload_only_leaves_
     assert chats.for_caller(bob) is shared and (shared.pid, shared.info) == (worker, info) and chats.seats.held == 1
     answer = reply_to(chats, alice)
     assert answer and reply_to(chats, bob) == answer
+
+    prompt = [{"role": "user", "content": MESSAGE}]
+    alices = shared.generate(prompt, parse_sampling_widgets(GREEDY_WIDGETS), caller=worker_tag(alice))
+    first = next(alices)  # Alice's reply is being written (until she has read it) when Bob sends his message:
+    bobs = respond(shared, bob, MESSAGE, "", "Chat", {}, *GREEDY_WIDGETS)
+    assert "1 reply ahead of yours" in unescape(next(bobs)[5])  # he is told his waits for hers
+    assert (first + "".join(alices)).strip() == answer
+    steps = list(bobs)
+    assert steps[0][5] == "" and steps[-1][0][-1]["content"] == answer  # the note went as his reply began
 
     assert bob.say(LEFT, minutes="10") in unescape(unload_pressed(chats, bob))
     assert shared.pid == worker and reply_to(chats, alice) == answer  # Alice's model is still there ...
