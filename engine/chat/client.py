@@ -36,8 +36,10 @@ from engine.chat.spec import (
     SamplingParams,
     chat_tools,
     check_messages,
+    kept_chars,
     parse_sampling,
     resolve_model,
+    too_long,
 )
 from engine.store.processes import engine_command, engine_env
 
@@ -317,9 +319,10 @@ class ChatClient:
             raise ChatError(str(exc)) from None
         replies: queue.Queue[dict[str, Any]] = queue.Queue()
         with self._lock:
-            self._check_request(caller, use_adapter, bool(images))
+            request = (caller, use_adapter, bool(images), kept_chars(messages))
+            self._check_request(*request)
             request_id = next(self._ids)
-            self._wait_for_turn(request_id, caller, lambda: self._check_request(caller, use_adapter, bool(images)))
+            self._wait_for_turn(request_id, caller, lambda: self._check_request(*request))
             self._cancel()  # the caller's own reply before this one: nobody reads it any more
             self._current, self._current_caller, self.last_used = request_id, caller, time.monotonic()
             self._replies[request_id] = replies
@@ -351,8 +354,10 @@ class ChatClient:
                     self._current = None
                     self._turn.notify_all()
 
-    def _check_request(self, caller: str | None, use_adapter: bool, images: bool) -> None:
-        """ChatError when the loaded model cannot take this request (call with the lock held)."""
+    def _check_request(self, caller: str | None, use_adapter: bool, images: bool, chars: int) -> None:
+        """ChatError when the loaded model cannot take this request (call with the lock held): ``chars``, what the
+        prompt always keeps (engine.chat.spec.kept_chars), more than its context can hold is refused here rather
+        than tokenized by the worker while others wait."""
         if self.info is None:
             raise ChatError("no model is loaded; load one first")
         if not self.may_use(caller):
@@ -361,6 +366,8 @@ class ChatClient:
             raise ChatError("the loaded model has no adapter to switch off; load a LoRA run or checkpoint")
         if images and not self.info.vision:
             raise ChatError(text_only_refusal(self.info.label))
+        if self.info.max_message_chars is not None and chars > self.info.max_message_chars:
+            raise too_long(self.info.context_length)
 
     def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None] = lambda: None) -> None:
         """Wait (lock held, released while waiting) until the request (a reply, a load or an unload) is first in line

@@ -153,6 +153,33 @@ class ModelInfo:
     seconds: float  # how long loading took
     pid: int | None = None  # the process that holds the model (a warm fork's is not the process the client started)
     vision: bool = False  # it reads images (a vision-language model): a user turn may carry them (engine.chat.images)
+    # The most characters a system prompt and the last message together may hold and still fit the context: more
+    # are refused before they reach the worker (whose tokenizer would take seconds over megabytes); None: no bound.
+    max_message_chars: int | None = None
+
+
+# Characters per token above the longest token's own length, kept in hand for what a tokenizer's normalizer does.
+CHARS_MARGIN = 2
+
+
+def max_message_chars(context_length: int | None, longest_token: int) -> int | None:
+    """How many characters a text can hold and still fit ``context_length`` tokens, for a tokenizer whose longest
+    token spells ``longest_token`` characters (or bytes, for a byte-level one, which spell at least as many
+    characters): each token covers at most that many, so a longer text needs more tokens than the context holds.
+    With a margin (CHARS_MARGIN), since a normalizer may shorten a text before it is split."""
+    return None if context_length is None else context_length * max(1, longest_token) * CHARS_MARGIN
+
+
+def kept_chars(messages: list[dict[str, Any]]) -> int:
+    """The characters of what a prompt always keeps (the worker drops the turns between when they do not fit): the
+    system prompt and the last message."""
+    system = messages[0]["content"] if messages[0].get("role") == "system" and len(messages) > 1 else ""
+    return len(system) + len(messages[-1]["content"])
+
+
+def too_long(context_length: int | None) -> ChatError:
+    """The refusal of a message that cannot fit the model's context, wherever it is found."""
+    return ChatError(f"the message is too long for the model's context of {context_length} tokens; shorten it")
 
 
 # Always without progress bars (the worker's stderr is read back as its error), and one tokenizer thread.

@@ -36,7 +36,15 @@ from engine.chat.images import (
     vision_conversation,
     without_images,
 )
-from engine.chat.spec import ChatError, ModelSpec, ResolvedModel, SamplingParams, resolve_model
+from engine.chat.spec import (
+    ChatError,
+    ModelSpec,
+    ResolvedModel,
+    SamplingParams,
+    max_message_chars,
+    resolve_model,
+    too_long,
+)
 
 NICENESS = 10  # below the studio and any training, which must never wait for a chat reply
 
@@ -172,7 +180,7 @@ class Model:
             turns, dropped = turns[cut:], dropped + cut
         budget = max_new_tokens if limit is None else min(max_new_tokens, limit - ids.shape[1])
         if budget < 1:
-            raise ChatError(f"the message is too long for the model's context of {limit} tokens; shorten it")
+            raise too_long(limit)
         return self._on_device(inputs), budget, dropped
 
     def _conversation(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -342,6 +350,12 @@ def _describe(exc: Exception) -> str:
     return str(exc) if isinstance(exc, ChatError) else f"{type(exc).__name__}: {exc}"
 
 
+def longest_token(tokenizer: Any) -> int:
+    """The characters of the tokenizer's longest token as its vocabulary spells it (added tokens included; a
+    byte-level tokenizer spells each byte as one character)."""
+    return max(map(len, tokenizer.get_vocab()), default=1)
+
+
 def _load(spec: ModelSpec, channel: Channel) -> Model:
     started = time.monotonic()
     resolved = resolve_model(spec)
@@ -358,6 +372,7 @@ def _load(spec: ModelSpec, channel: Channel) -> Model:
             "seconds": round(time.monotonic() - started, 2),
             "pid": os.getpid(),
             "vision": model.vision,
+            "max_message_chars": max_message_chars(model.context_length, longest_token(model.tokenizer)),
         },
     )
     return model

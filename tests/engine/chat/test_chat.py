@@ -120,6 +120,29 @@ def test_stream_adds_up_to_a_one_shot_greedy_generate(base):
     assert reply.finish["tokens"] >= len(deltas) and client.last_finish == short.finish  # each reply keeps its own
 
 
+def test_a_message_longer_than_the_context_can_hold_is_refused_before_it_reaches_the_worker(base):
+    client, _ = base
+    bound, context = client.info.max_message_chars, client.info.context_length
+    assert bound is not None and bound >= context  # every token spells at least one character
+    reply = client.generate(PROMPT, GREEDY)
+    first = next(reply)  # a reply is being written: a message that went to the worker would wait in line for it
+    outcome: dict[str, str] = {}
+
+    def send_too_much() -> None:
+        try:
+            list(client.generate([{"role": "user", "content": "x" * (bound + 1)}], GREEDY, caller="bob"))
+        except ChatError as exc:
+            outcome["error"] = str(exc)
+
+    threading.Thread(target=send_too_much, daemon=True).start()
+    wait_until(lambda: "error" in outcome, 30, what="the refusal, without waiting for the reply being written")
+    assert outcome["error"] == f"the message is too long for the model's context of {context} tokens; shorten it"
+    assert first + "".join(reply) == reference()  # the reply being written went on
+    with pytest.raises(ChatError) as refused:  # under the bound yet too long: the worker's refusal, the same words
+        list(client.generate([{"role": "user", "content": "word " * context}], GREEDY))
+    assert str(refused.value) == outcome["error"]
+
+
 def test_a_seed_repeats_a_sampled_reply(base):
     client, _ = base
     sampling = SamplingParams(temperature=1.2, top_p=0.95, max_new_tokens=30, seed=7)
