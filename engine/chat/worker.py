@@ -146,6 +146,7 @@ class Model:
         self.is_adapter = resolved.is_adapter
         text_config = self.model.config.get_text_config()  # a vision-language model's context is its language model's
         self.context_length = getattr(text_config, "max_position_embeddings", None)
+        self.max_chars = max_message_chars(self.context_length, longest_token(self.tokenizer))
 
     def prompt(
         self, messages: list[dict[str, Any]], max_new_tokens: int, tools: list[dict[str, Any]] | None = None
@@ -162,6 +163,7 @@ class Model:
         turns, dropped = conversation[len(system) :], 0
         if self.guarded:
             self._probe(self._as_text(messages), tools)
+        self._check_length(system + turns[-1:], tools)
         while True:
             inputs = self.processor.apply_chat_template(
                 system + turns,
@@ -182,6 +184,18 @@ class Model:
         if budget < 1:
             raise too_long(limit)
         return self._on_device(inputs), budget, dropped
+
+    def _check_length(self, shortest: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        """ChatError when the shortest prompt the conversation allows (system prompt, last message, tools), rendered
+        as text, holds more characters than the context could hold: refused before tokenizing it, which takes
+        seconds over megabytes (tools above all, which the client cannot measure as the template renders them)."""
+        if self.max_chars is None:
+            return
+        text = self.processor.apply_chat_template(
+            shortest, tools=tools, chat_template=self.template, add_generation_prompt=True, tokenize=False
+        )
+        if len(text) > self.max_chars:
+            raise too_long(self.context_length)
 
     def _conversation(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """The turns as the processing class renders them: for a vision-language model content parts holding the
@@ -372,7 +386,7 @@ def _load(spec: ModelSpec, channel: Channel) -> Model:
             "seconds": round(time.monotonic() - started, 2),
             "pid": os.getpid(),
             "vision": model.vision,
-            "max_message_chars": max_message_chars(model.context_length, longest_token(model.tokenizer)),
+            "max_message_chars": model.max_chars,
         },
     )
     return model

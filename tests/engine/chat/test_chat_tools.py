@@ -60,3 +60,27 @@ def test_the_model_reads_its_tools_rendered_by_its_own_template(client: ChatClie
     assert prompt_tokens(client, "") == len(without["input_ids"])
     with pytest.raises(ChatError, match="tools is not JSON"):
         prompt_tokens(client, "not json")
+
+
+def test_tools_the_context_could_not_hold_are_refused_by_their_rendered_length_before_any_tokenizing() -> None:
+    """The worker's model, in this process, with its template's calls counted: tools whose rendered prompt holds
+    more characters than the context could are refused from the text alone (tokenizing megabytes takes seconds)."""
+    from engine.chat.spec import resolve_model
+    from engine.chat.worker import Model
+
+    model = Model(resolve_model(ModelSpec(base=DEMO_MODEL)), lambda *_: None)
+    tokenized: list[bool] = []
+    render = model.processor.apply_chat_template
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        tokenized.append(kwargs.get("tokenize", True))
+        return render(*args, **kwargs)
+
+    model.processor.apply_chat_template = counted
+    huge = [{"type": "function", "function": {**WEATHER, "description": "x" * model.max_chars}}]
+    with pytest.raises(ChatError, match=f"too long for the model's context of {model.context_length} tokens"):
+        model.prompt(MESSAGES, 4, huge)
+    assert tokenized == [False]  # rendered as text once, never tokenized
+    tokenized.clear()
+    model.prompt(MESSAGES, 4, [{"type": "function", "function": WEATHER}])
+    assert tokenized == [False, True]  # a prompt that fits is measured, then tokenized
