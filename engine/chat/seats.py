@@ -18,14 +18,21 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from engine.chat.spec import ChatError
 
-if TYPE_CHECKING:
-    from engine.chat.client import ChatClient
-
 SWEEP_S = 60.0  # how often idle models are looked for: a minute's memory more or less does not matter
+
+
+class Seated(Protocol):
+    """What the seats ask of a client (engine.chat.client.ChatClient): whether its worker runs, and to unload a
+    model nobody has used for a while."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def unload_if_unused(self, idle_s: float) -> bool: ...
 
 
 class NoSeat(ChatError):
@@ -49,12 +56,12 @@ class ChatSeats:
             raise ValueError(f"chat seats need a count of at least 1 and an idle time above 0, not {count}, {idle_s}")
         self.count, self.idle_s, self.sweep_s = count, idle_s, sweep_s
         self._lock = threading.Lock()  # always the innermost lock: taken under a client's, never the other way
-        self._clients: weakref.WeakSet[ChatClient] = weakref.WeakSet()
+        self._clients: weakref.WeakSet[Seated] = weakref.WeakSet()
         self._loads: Counter[int] = Counter()  # loads under way, by the id of their client
         self._stopped = threading.Event()
         self._sweeper: threading.Thread | None = None
 
-    def join(self, client: ChatClient) -> None:
+    def join(self, client: Seated) -> None:
         """Count ``client`` among those sharing the seats (ChatClient does this itself)."""
         with self._lock:
             self._clients.add(client)
@@ -65,11 +72,11 @@ class ChatSeats:
         with self._lock:
             return sum(self._holds(client) for client in list(self._clients))
 
-    def _holds(self, client: ChatClient) -> bool:
+    def _holds(self, client: Seated) -> bool:
         return client.pid is not None or self._loads[id(client)] > 0
 
     @contextmanager
-    def seat(self, client: ChatClient) -> Iterator[None]:
+    def seat(self, client: Seated) -> Iterator[None]:
         """Hold a seat for ``client`` while its load runs (after it, its running worker holds it). NoSeat when every
         seat is held by others and none of their models has been unused for ``idle_s``. A client that holds a seat
         already (it replaces its own model) keeps it."""
@@ -86,7 +93,7 @@ class ChatSeats:
                 if self._loads[id(client)] <= 0:
                     del self._loads[id(client)]
 
-    def _admit(self, client: ChatClient) -> bool:
+    def _admit(self, client: Seated) -> bool:
         """Count a load for ``client`` when it holds a seat already or one is free; False when not."""
         with self._lock:
             others = sum(self._holds(other) for other in list(self._clients) if other is not client)
