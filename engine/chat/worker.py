@@ -155,18 +155,22 @@ class Model:
         vision-language model its turns' images as pixel values), the reply budget, and how many early turns were
         left out.
 
-        The oldest user / assistant turns go first (the system prompt stays) until prompt plus reply fit the
-        model's context; a last message too long on its own is an error.
+        The oldest user / assistant turns go first, a pair at a time (the system prompt stays), until prompt plus
+        reply fit the model's context; a last message too long on its own is an error. The fewest turns to leave
+        out are found by bisection (fewer turns never make a longer prompt): a long conversation is rendered a
+        handful of times, not once for every pair it loses (800 turns took 47 s that way).
         """
         conversation = self._conversation(messages)
         system = conversation[:1] if conversation[0]["role"] == "system" else []
-        turns, dropped = conversation[len(system) :], 0
+        turns = conversation[len(system) :]
         if self.guarded:
             self._probe(self._as_text(messages), tools)
         self._check_length(system + turns[-1:], tools)
-        while True:
-            inputs = self.processor.apply_chat_template(
-                system + turns,
+        limit = self.context_length
+
+        def render(cut: int) -> dict[str, Any]:
+            return self.processor.apply_chat_template(
+                system + turns[cut:],
                 tools=tools,
                 chat_template=self.template,
                 add_generation_prompt=True,
@@ -174,16 +178,22 @@ class Model:
                 return_tensors="pt",
                 return_dict=True,
             )
-            ids = inputs["input_ids"]
-            limit = self.context_length
-            if limit is None or ids.shape[1] + max_new_tokens <= limit or len(turns) <= 1:
-                break
-            cut = 2 if len(turns) > 2 else len(turns) - 1
-            turns, dropped = turns[cut:], dropped + cut
-        budget = max_new_tokens if limit is None else min(max_new_tokens, limit - ids.shape[1])
+
+        cuts = pair_cuts(len(turns))
+        low, high, rendered = 0, len(cuts) - 1, {}  # the last cut (the last message alone) is taken whatever it gives
+        while low < high and limit is not None:
+            middle = (low + high) // 2
+            rendered[middle] = render(cuts[middle])
+            if rendered[middle]["input_ids"].shape[1] + max_new_tokens <= limit:
+                high = middle
+            else:
+                low = middle + 1
+        inputs = rendered[low] if low in rendered else render(cuts[low])
+        prompt_length = inputs["input_ids"].shape[1]
+        budget = max_new_tokens if limit is None else min(max_new_tokens, limit - prompt_length)
         if budget < 1:
             raise too_long(limit)
-        return self._on_device(inputs), budget, dropped
+        return self._on_device(inputs), budget, cuts[low]
 
     def _check_length(self, shortest: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         """ChatError when the shortest prompt the conversation allows (system prompt, last message, tools), rendered
@@ -362,6 +372,13 @@ def _generation_kwargs(sampling: SamplingParams, budget: int, tokenizer: Any) ->
 def _describe(exc: Exception) -> str:
     """A ChatError is already written for people; anything else keeps its type name as a clue."""
     return str(exc) if isinstance(exc, ChatError) else f"{type(exc).__name__}: {exc}"
+
+
+def pair_cuts(turns: int) -> list[int]:
+    """How many of a conversation's ``turns`` may be left out from its start, fewest first: whole user / assistant
+    pairs, then all but the last message."""
+    cuts = list(range(0, turns, 2))
+    return cuts if cuts[-1] == turns - 1 else [*cuts, turns - 1]
 
 
 def longest_token(tokenizer: Any) -> int:
