@@ -141,7 +141,7 @@ def _sampling_widget(spec: FieldSpec) -> gr.components.Component:
 
 class ChatTab:
     """The Chat tab's components and events; one chat worker for the whole studio (``client``), or in demo mode one
-    per visitor (``chats``)."""
+    per visitor's run model and one per bundled model (``chats``, studio.chat.pool)."""
 
     def __init__(self, ctx: StudioContext, client: ChatClient | None = None):
         self.ctx, self.workspace = ctx, ctx.workspace
