@@ -42,16 +42,22 @@ TYPE_FIRST, LOAD_FIRST_OTHERS, LOAD_FIRST = key("chat.refuse.empty"), key("chat.
 SIDE_NEEDS_ADAPTER, NO_SEAT = key("chat.refuse.side"), key("chat.error.no_seat")
 ONE_AHEAD, MANY_AHEAD = key("chat.one_ahead"), key("chat.many_ahead")  # others' replies a message waits for
 STREAM_INTERVAL = 0.05  # seconds between page updates while a reply streams: smooth, without a message per token
+FOLLOW_INTERVAL = 0.25  # seconds between looks at another visitor's load of the same bundled model
 Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn's image paths (studio.chat.images)
 
 
 def load_pressed(chats: ChatClients, caller: Caller, key: str | None) -> Iterator[str]:
     """The Load button: ``load_clicked`` in the client the pick loads in (studio.chat.pool). A bundled model that
-    its public client (demo mode) has loaded already is not loaded again: the caller joins those chatting with it."""
+    its public client (demo mode) has loaded, or is loading for another visitor, is not loaded again (that would
+    call the other load off): the caller joins those chatting with it."""
     client = chats.for_load(caller, key)
-    if chats.is_public(client) and key is not None and loaded_pick(client, caller, model_choices(caller)) == key:
-        yield status_html(client, caller)
-        return
+    if chats.is_public(client):
+        while client.loading is not None:  # a public client only ever loads its own model: follow that load
+            yield status_html(client, caller)
+            time.sleep(FOLLOW_INTERVAL)
+        if key is not None and loaded_pick(client, caller, model_choices(caller)) == key:
+            yield status_html(client, caller)
+            return
     yield from load_clicked(client, caller, key)
 
 

@@ -4,6 +4,7 @@ chat seats. Real chat workers on the demo model, through the Chat tab's handlers
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from html import unescape
 from pathlib import Path
@@ -90,6 +91,21 @@ def test_a_bundled_model_loads_once_for_every_visitor_and_an_unload_only_leaves_
     assert alice.say(LEFT, minutes="10") in unescape(unload_pressed(chats, alice)) and shared.pid == worker
     shared.last_used -= 11 * 60  # nobody has chatted with it for 11 minutes: it goes at the next sweep
     assert chats.seats.reclaim() == 1 and shared.pid is None and chats.seats.held == 0
+
+
+def test_a_visitor_who_loads_a_bundled_model_another_is_loading_follows_that_load(chats, tmp_path):
+    alice, bob = Caller(tmp_path, POLICY, ALICE), Caller(tmp_path, POLICY, BOB)
+    alices = load_pressed(chats, alice, BASE)
+    assert "Loading" in next(alices)  # her load has begun (its worker runs) and waits for her page to read on
+    bobs = load_pressed(chats, bob, BASE)
+    assert "Loading" in next(bobs)  # Bob follows her load instead of starting his own (which would call hers off)
+    worker = chats.for_caller(alice).pid
+    outcome: list[str] = []
+    reader = threading.Thread(target=lambda: outcome.append(list(alices)[-1]), daemon=True)
+    reader.start()
+    assert "Loaded:" in unescape(list(bobs)[-1])
+    reader.join(60)
+    assert "Loaded:" in unescape(outcome[0]) and chats.for_caller(bob).pid == worker == chats.for_caller(alice).pid
 
 
 def test_run_models_load_in_each_visitors_own_worker_and_a_load_past_the_seats_waits_for_an_unused_one(
