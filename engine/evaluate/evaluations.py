@@ -204,8 +204,10 @@ def start_evaluation(
     checkpoint: int | None = None,
     max_rows: int | None = None,
     workspace: Path | None = None,
+    time_limit_s: float | None = None,
 ) -> Path:
-    """Check the request, then evaluate in a background job; returns the job directory.
+    """Check the request, then evaluate in a background job (stopped past ``time_limit_s``: engine.runs.jobs);
+    returns the job directory.
 
     Raises ArtifactError (missing or running run, no weights, bad data choice) before anything starts, and
     JobError when an evaluation of this run is already going.
@@ -215,4 +217,5 @@ def start_evaluation(
     if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):
         raise jobs.JobError(f"{run.name} is already being evaluated; wait for it or cancel it")
     args = evaluate_args(run.run_dir, data, checkpoint, max_rows)
-    return jobs.start(workspace, JOB_KIND, args, labels={"run_id": run.run_dir.name, "run_dir": str(run.run_dir)})
+    labels = {"run_id": run.run_dir.name, "run_dir": str(run.run_dir)}
+    return jobs.start(workspace, JOB_KIND, args, labels=labels, time_limit_s=time_limit_s)

@@ -168,8 +168,10 @@ def start_export(
     private: bool = False,
     token: str | None = None,
     make_zip: bool = True,
+    time_limit_s: float | None = None,
 ) -> Path:
-    """Run the export in a background job; returns the job directory.
+    """Run the export in a background job (stopped past ``time_limit_s``: engine.runs.jobs); returns the job
+    directory.
 
     ``token`` (a hub token typed in the studio) reaches the job as HF_TOKEN in its environment only; without
     it the job inherits this process's HF_TOKEN, if any.
@@ -179,4 +181,5 @@ def start_export(
             raise jobs.JobError(f"an export to {plan.target.name} is already running")
     args = export_args(plan, push_to, private, make_zip)
     labels = {"run_id": plan.run.run_dir.name, "target": str(plan.target), "kind": plan.kind}
-    return jobs.start(plan.workspace, JOB_KIND, args, labels=labels, env={"HF_TOKEN": token} if token else None)
+    env = {"HF_TOKEN": token} if token else None
+    return jobs.start(plan.workspace, JOB_KIND, args, labels=labels, env=env, time_limit_s=time_limit_s)

@@ -7,7 +7,8 @@ the studio page (or the studio) that started it. It talks back only through file
 - ``progress.json`` replaced atomically: state, phase, done / total, error, result. The starter writes the
   first ``starting`` state before the process exists; after that only the job writes it.
 - ``job.log``       everything the process printed.
-- ``cancel.requested`` exists once someone asked the job to stop.
+- ``cancel.requested`` exists once someone asked the job to stop; it holds why when it was not the user (a time
+  limit), and the job then ends ``failed`` with that reason.
 
 Secrets (a hub token) travel in the child's environment, never in its command line or these files. Cancel is
 SIGTERM to the process group; the job turns it into ``Cancelled``, removes what it had half written and
@@ -46,6 +47,11 @@ FINAL_STATES = ("completed", "failed", "cancelled")
 PARTIAL_MARK = ".partial-"  # in the name of every half-written output a job registers for clean-up
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 0, 1, 2, 130
+# A job may carry a time limit (``time_limit_s`` in job.json, a public demo's): ``enforce_time_limits`` cancels it once
+# it has run that long, and kills it KILL_GRACE_S later if it is still going (a library that ignores the signal).
+USER_CANCEL = "cancelled by the user"
+LIMIT_ERROR = "it reached its time limit ({minutes:g} min) and was stopped"
+KILL_GRACE_S = 30.0
 
 
 class JobError(RuntimeError):
@@ -62,11 +68,12 @@ def start(
     args: list[str],
     labels: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    time_limit_s: float | None = None,
 ) -> Path:
     """Start ``python -m engine *args --job-dir DIR`` in the background; returns the job directory.
 
     ``labels`` are stored for finding the job again (e.g. ``{"run_id": ...}``); ``env`` is added to the child's
-    environment only (the place for secrets).
+    environment only (the place for secrets); ``time_limit_s``: how long it may run (``enforce_time_limits``).
     """
     # Newest first by name (list_jobs), within one second too; the random part keeps two processes' apart.
     job_dir = jobs_dir(workspace) / f"{time_id()}-{os.urandom(1).hex()}-{kind}"
@@ -89,6 +96,7 @@ def start(
         "command": engine_command(*command),
         "pid": pid,
         "created_at": time.time(),
+        "time_limit_s": time_limit_s,
     }
     _write_json(job_dir / JOB_FILE, record)
     return job_dir
@@ -156,8 +164,9 @@ def _crashed(job_dir: Path, record: dict[str, Any], progress: dict[str, Any]) ->
     """Record a job whose process is gone without a final state: cancelled, or failed with why; its registered
     half-written output removed."""
     _remove_partials(progress.get("partials", []))
-    if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself
-        progress.update(state="cancelled", error="cancelled by the user", partials=[])
+    if (job_dir / CANCEL_FILE).exists():  # cancelled before it could handle the signal itself (or killed after)
+        reason = cancel_reason(job_dir)
+        progress.update(state="failed" if reason else "cancelled", error=reason or USER_CANCEL, partials=[])
     else:
         code = exit_code_of(record.get("pid"))
         why = f"exit code {code}" if code is not None else "it was killed or crashed"
@@ -195,13 +204,41 @@ def is_running(job_status: JobStatus | None) -> bool:
     return job_status is not None and job_status.is_running
 
 
-def cancel(job_dir: Path) -> bool:
-    """Ask the job to stop (SIGTERM to its process group); False when it is not running."""
+def cancel(job_dir: Path, reason: str | None = None) -> bool:
+    """Ask the job to stop (SIGTERM to its process group); False when it is not running. With ``reason`` (not the
+    user's Cancel: a time limit) it ends ``failed`` with that reason."""
     pid = _read_json(Path(job_dir) / JOB_FILE).get("pid")
     if not is_alive(pid):
         return False
-    (Path(job_dir) / CANCEL_FILE).touch()  # so a job killed by the signal before it handled it reads as cancelled
+    # Written first, so a job killed by the signal before it handled it reads as cancelled (or failed, and why).
+    write_text_atomic(Path(job_dir) / CANCEL_FILE, reason or "")
     return signal_group(pid, signal.SIGTERM)
+
+
+def cancel_reason(job_dir: Path) -> str | None:
+    """Why the job was asked to stop when it was not the user (``cancel``'s reason); None for the user's Cancel."""
+    try:
+        return (Path(job_dir) / CANCEL_FILE).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
+
+
+def enforce_time_limits(workspace: Path, now: float | None = None) -> list[Path]:
+    """Cancel every running job of the workspace past its time limit (it ends ``failed``: LIMIT_ERROR); kill one
+    still going KILL_GRACE_S after. Returns the jobs acted on; asking again is harmless."""
+    now = time.time() if now is None else now
+    acted = []
+    for job_dir in list_jobs(workspace):
+        record = _read_json(job_dir / JOB_FILE)
+        limit, created = record.get("time_limit_s"), record.get("created_at")
+        if not limit or not created or now - created < limit or not is_running(status(job_dir)):
+            continue
+        if (job_dir / CANCEL_FILE).exists() and now - created >= limit + KILL_GRACE_S:
+            signal_group(record["pid"], signal.SIGKILL)  # status() then records the reason the cancel file holds
+        elif not (job_dir / CANCEL_FILE).exists():
+            cancel(job_dir, LIMIT_ERROR.format(minutes=limit / 60))
+        acted.append(job_dir)
+    return acted
 
 
 def wait(job_dir: Path, timeout: float | None = None, poll: float = 0.2) -> JobStatus:
@@ -312,9 +349,11 @@ def _raise_cancelled(signum: int, _frame: object) -> None:
 
 
 def _finish_cancelled(progress: Progress) -> int:
-    progress.finish("cancelled", error="cancelled by the user")
-    print("cancelled", flush=True)
-    return EXIT_CANCELLED
+    """Record a cancel: the user's (``cancelled``), or one with a reason (``failed``, why: a time limit)."""
+    reason = cancel_reason(progress.job_dir) if progress.job_dir is not None else None
+    progress.finish("failed" if reason else "cancelled", error=reason or USER_CANCEL)
+    print(f"error: {reason}" if reason else "cancelled", flush=True)
+    return EXIT_FAILED if reason else EXIT_CANCELLED
 
 
 def run_job(job_dir: Path | None, work: Callable[[Progress], dict[str, Any]], input_errors: tuple[type, ...]) -> int:

@@ -4,9 +4,10 @@ keeps.
 Each job is a process of its own beside the training run, and its Start is one click: without a bound, one visitor
 clicking Export again and again would start as many processes (each loading torch and the model) and write as many
 exports, each under a new name. So in demo mode a visitor runs one job at a time, all visitors together at most
-``DemoPolicy.max_jobs``, and a visitor keeps one export (in ``WORKSPACE/exports/visitors/<owner>/``, counted in their
-quota): a new export replaces the one before, whose zip the visitor was handed already. Outside demo mode nothing
-here applies.
+``DemoPolicy.max_jobs``, each for at most ``DemoPolicy.max_job_minutes`` (so no visitor holds one of those places
+for hours: an evaluation of a large upload, say), and a visitor keeps one export (in
+``WORKSPACE/exports/visitors/<owner>/``, counted in their quota): a new export replaces the one before, whose zip the
+visitor was handed already. Outside demo mode nothing here applies.
 """
 
 from __future__ import annotations
@@ -50,16 +51,18 @@ def job_refusal(caller: Caller) -> str | None:
     return None
 
 
-def start_job(caller: Caller, start: Callable[[], Path]) -> Path:
-    """``start()`` (which starts a job and returns its directory) when the caller may start one; else JobError with
-    why (``job_refusal``). Outside demo mode, ``start()`` at once."""
+def start_job(caller: Caller, start: Callable[..., Path]) -> Path:
+    """``start(time_limit_s=...)`` (which starts a job that runs at most that long and returns its directory) when
+    the caller may start one; else JobError with why (``job_refusal``). Outside demo mode, at once and without a
+    limit; in demo mode for at most ``DemoPolicy.max_job_minutes``."""
+    limit = caller.policy.job_time_limit_s
     if not caller.policy.enabled:
-        return start()
+        return start(time_limit_s=limit)
     with _STARTING:
         refusal = job_refusal(caller)
         if refusal:
             raise jobs.JobError(refusal)
-        return start()
+        return start(time_limit_s=limit)
 
 
 def export_folder(caller: Caller) -> Path | None:

@@ -114,6 +114,7 @@ class DemoPolicy:
     # Evaluations, benchmarks and exports of every visitor at once (each a process of its own beside the training
     # run, about 0.5 GB); a visitor has one at a time.
     max_jobs: int = 2
+    max_job_minutes: float = 10.0  # one of them (the demo's evaluations take seconds): a visitor cannot hold a slot
     # Chat: each visitor's run model in a worker of its own, each bundled model in one the visitors share; this many
     # workers at once (with the demo model about 20 MB each forked from the warm fork server, 0.35 GB started cold,
     # benchmarks/demo_chat_visitors.py). One unused this long gives its place to another Load, and goes within a
@@ -188,6 +189,11 @@ class DemoPolicy:
     def time_limit_s(self) -> float:
         """A run's time limit in seconds."""
         return self.max_minutes * 60
+
+    @property
+    def job_time_limit_s(self) -> float | None:
+        """An evaluation's, benchmark's or export's time limit in seconds (None outside demo mode)."""
+        return self.max_job_minutes * 60 if self.enabled else None
 
     def caps(self) -> dict[str, int]:
         """Upper bounds of numeric fields (memory and CPU time stay small on a shared machine)."""

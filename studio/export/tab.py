@@ -133,7 +133,7 @@ def start_clicked(
     _, picked = type_choice(kind, dtype)  # the picker holds a GGUF type for the GGUF kinds
     gguf = {"gguf_type": picked} if kind in GGUF_KINDS else {}
 
-    def start() -> Path:
+    def start(time_limit_s: float | None) -> Path:
         run_dir = caller.run(run_id)
         folder = demo_jobs.export_folder(caller)  # demo mode: emptied of the visitor's export before this one
         out = folder / export.default_name(run_dir, kind, picked) if folder else (name or "").strip() or None
@@ -143,7 +143,8 @@ def start_clicked(
         merged_dtype = "float32" if gguf else picked
         plan = export.plan_export(run_dir, kind, merged_dtype, out, checkpoint_of(weights), caller.workspace, **gguf)
         repo = export.check_repo_id(repo_id) if (repo_id or "").strip() else None
-        return export.start_export(plan, push_to=repo, private=private, token=(token or "").strip() or None)
+        token_given = (token or "").strip() or None
+        return export.start_export(plan, push_to=repo, private=private, token=token_given, time_limit_s=time_limit_s)
 
     try:
         job_dir = demo_jobs.start_job(caller, start)

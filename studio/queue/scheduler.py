@@ -3,22 +3,24 @@ runs as their devices free up, and Resume's way back into the line (its words: s
 
 A run waits in line when its devices are busy (on a CPU machine: while another run trains); this thread makes it
 start about a second after they free up, without anyone watching the page. In demo mode it also ends runs past
-their time limit.
+their time limit, and (every JOBS_SECONDS) the evaluations, benchmarks and exports past theirs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.api import run_queue, runs, workspace_of
+from engine.api import jobs, run_queue, runs, workspace_of
 from studio.queue.words import queue_message
 
 log = logging.getLogger(__name__)
 SCHEDULER_SECONDS = 1.0
+JOBS_SECONDS = 10.0  # a job's time limit is minutes: its job.json files need not be read every second
 
 
 def resume_in_line(run_dir: Path, launcher: run_queue.Launcher | None = None) -> str:
@@ -41,10 +43,15 @@ class Scheduler:
         self.workspace, self.interval, self.launcher = Path(workspace), interval, launcher
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True, name="run-queue")
+        self._jobs_checked = -JOBS_SECONDS  # monotonic time of the last look at the jobs: the first round looks
 
     def tick(self) -> list[Path]:
-        """One round: enforce the time limits, then start the queued runs whose devices are free (returned)."""
+        """One round: enforce the time limits (the jobs' every JOBS_SECONDS), then start the queued runs whose
+        devices are free (returned)."""
         run_queue.enforce_time_limits(self.workspace)
+        if time.monotonic() - self._jobs_checked >= JOBS_SECONDS:
+            self._jobs_checked = time.monotonic()
+            jobs.enforce_time_limits(self.workspace)
         return run_queue.start_next_queued(self.workspace, self.launcher)
 
     def _loop(self) -> None:

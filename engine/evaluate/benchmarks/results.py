@@ -142,8 +142,14 @@ def check_request(run_dir: Path, request: BenchmarkRequest) -> tuple[FinishedRun
     return run, weights, resolve_tasks(run, list(request.tasks), list(request.task_files))
 
 
-def start_benchmark(run_dir: Path, request: BenchmarkRequest | None = None, workspace: Path | None = None) -> Path:
-    """Check the request, then benchmark in a background job; returns the job directory.
+def start_benchmark(
+    run_dir: Path,
+    request: BenchmarkRequest | None = None,
+    workspace: Path | None = None,
+    time_limit_s: float | None = None,
+) -> Path:
+    """Check the request, then benchmark in a background job (stopped past ``time_limit_s``: engine.runs.jobs);
+    returns the job directory.
 
     Raises BenchmarkError (an unknown task, a task file that cannot be read, no eval split for ``heldout``) or
     ArtifactError (a missing or running run, no weights) before anything starts, and JobError when a benchmark of
@@ -155,4 +161,4 @@ def start_benchmark(run_dir: Path, request: BenchmarkRequest | None = None, work
     if jobs.active_job(workspace, JOB_KIND, run_id=run.run_dir.name):
         raise jobs.JobError(f"{run.name} is already being benchmarked; wait for it or cancel it")
     labels = {"run_id": run.run_dir.name, "run_dir": str(run.run_dir)}
-    return jobs.start(workspace, JOB_KIND, request.args(run.run_dir), labels=labels)
+    return jobs.start(workspace, JOB_KIND, request.args(run.run_dir), labels=labels, time_limit_s=time_limit_s)

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from engine.runs import jobs
 from engine.store.rundir import RESERVE_FILE, reserve_space
+from engine.store.workspace import jobs_dir
+from tests.engine.runs.fault_checks import wait_until
 from tests.helpers.live_processes import live_engine_process, processes_fixture  # noqa: F401 - a fixture
 
 
@@ -87,3 +92,59 @@ def test_wait_without_a_timeout_waits_for_the_end_and_with_one_says_the_job_goes
 
     monkeypatch.setattr(jobs.time, "time", clock)
     assert jobs.wait(job_dir, poll=0.01).state == "completed"
+
+
+# A job's body that runs until stopped: engine.runs.jobs.run_job with its real signal handling.
+SLEEPING_JOB = "import sys, time; from pathlib import Path; from engine.runs import jobs; "
+SLEEPING_JOB += "sys.exit(jobs.run_job(Path(sys.argv[1]), lambda progress: time.sleep(300), ()))"
+# One that ignores SIGTERM (a library that swallows it); "engine" in its command line, as a job's has.
+DEAF_JOB = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+
+
+def limited_job(workspace: Path, code: str, processes: list[subprocess.Popen[bytes]], limit: float) -> Path:
+    """A job directory of ``workspace`` whose process runs ``code`` in a session of its own, limited to ``limit``
+    seconds, as engine.runs.jobs.start records one."""
+    job_dir = jobs_dir(workspace) / "job-with-a-limit"
+    job_dir.mkdir(parents=True)
+    (job_dir / jobs.PROGRESS_FILE).write_text(json.dumps({"state": "starting"}))
+    process = subprocess.Popen([sys.executable, "-c", code, str(job_dir), "engine"], start_new_session=True)
+    processes.append(process)
+    record = {"kind": "evaluate", "pid": process.pid, "created_at": time.time(), "time_limit_s": limit}
+    (job_dir / jobs.JOB_FILE).write_text(json.dumps(record))
+    return job_dir
+
+
+def test_a_job_past_its_time_limit_is_stopped_and_ends_failed_saying_why(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+):
+    job_dir = limited_job(tmp_path, SLEEPING_JOB, processes, limit=600)
+    wait_until(lambda: jobs.status(job_dir).state == "running", 60, what="the job to begin its work")
+    created = json.loads((job_dir / jobs.JOB_FILE).read_text())["created_at"]
+    assert jobs.enforce_time_limits(tmp_path, now=created + 599) == []
+    assert jobs.enforce_time_limits(tmp_path, now=created + 601) == [job_dir]
+    assert processes[0].wait(60) == jobs.EXIT_FAILED
+    current = jobs.status(job_dir)
+    assert (current.state, current.error) == ("failed", "it reached its time limit (10 min) and was stopped")
+    assert jobs.enforce_time_limits(tmp_path, now=created + 10_000) == []  # over: nothing more to do
+
+
+def test_a_job_that_ignores_the_stop_is_killed_after_the_grace_and_still_says_why(
+    tmp_path: Path, processes: list[subprocess.Popen[bytes]]
+):
+    job_dir = limited_job(tmp_path, DEAF_JOB, processes, limit=60)
+    created = json.loads((job_dir / jobs.JOB_FILE).read_text())["created_at"]
+    wait_until(lambda: ignores_sigterm(processes[0].pid), 60, what="the job to ignore SIGTERM")
+    assert jobs.enforce_time_limits(tmp_path, now=created + 61) == [job_dir]  # asked to stop: it does not
+    assert jobs.status(job_dir).is_running
+    assert jobs.enforce_time_limits(tmp_path, now=created + 61 + jobs.KILL_GRACE_S) == [job_dir]
+    assert processes[0].wait(60) == -9
+    current = jobs.status(job_dir)
+    assert (current.state, current.error) == ("failed", "it reached its time limit (1 min) and was stopped")
+
+
+def ignores_sigterm(pid: int) -> bool:
+    """Whether the process ignores SIGTERM (the SigIgn mask of /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False

@@ -93,6 +93,8 @@ def test_a_visitor_runs_one_job_at_a_time_and_the_demo_only_so_many(workspace: P
         beside = started(evaluate(Caller(workspace, DEMO, BOB), BOB_RUN))
     finished(job)
     finished(beside)
+    limits = {json.loads((Path(done) / jobs.JOB_FILE).read_text())["time_limit_s"] for done in (job, beside)}
+    assert limits == {DEMO.max_job_minutes * 60}  # each stops at the demo's limit (engine.runs.jobs)
     # Neither is running now: Alice may start another.
     assert finished(started(evaluate(alice, RUN_ID))).result
     # Outside demo mode nothing of this applies: two jobs of the same run at once.
@@ -102,6 +104,7 @@ def test_a_visitor_runs_one_job_at_a_time_and_the_demo_only_so_many(workspace: P
         second = started(evaluate(own_studio, RUN_ID))
     finished(first)
     finished(second)
+    assert json.loads((Path(first) / jobs.JOB_FILE).read_text())["time_limit_s"] is None  # and no time limit
 
 
 def test_a_visitor_keeps_one_export_in_their_quota(workspace: Path) -> None:
