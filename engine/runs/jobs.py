@@ -47,9 +47,9 @@ FINAL_STATES = ("completed", "failed", "cancelled")
 PARTIAL_MARK = ".partial-"  # in the name of every half-written output a job registers for clean-up
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANCELLED = 0, 1, 2, 130
+USER_CANCEL = "cancelled by the user"
 # A job may carry a time limit (``time_limit_s`` in job.json, a public demo's): ``enforce_time_limits`` cancels it once
 # it has run that long, and kills it KILL_GRACE_S later if it is still going (a library that ignores the signal).
-USER_CANCEL = "cancelled by the user"
 LIMIT_ERROR = "it reached its time limit ({minutes:g} min) and was stopped"
 KILL_GRACE_S = 30.0
 
