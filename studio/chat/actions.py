@@ -49,9 +49,10 @@ Conversation = list[dict[str, Any]]  # turns: role and content, and a user turn'
 def load_pressed(chats: ChatClients, caller: Caller, key: str | None) -> Iterator[str]:
     """The Load button: ``load_clicked`` in the client the pick loads in (studio.chat.pool). A bundled model that
     its public client (demo mode) has loaded, or is loading for another visitor, is not loaded again (that would
-    call the other load off): the caller joins those chatting with it."""
+    call the other load off): the caller joins those chatting with it, and their own model, if any, is unloaded."""
     client = chats.for_load(caller, key)
     if chats.is_public(client):
+        chats.unload_own(caller)
         while client.loading is not None:  # a public client only ever loads its own model: follow that load
             yield status_html(client, caller)
             time.sleep(FOLLOW_INTERVAL)

@@ -73,7 +73,17 @@ class ChatClients:
 
     def is_public(self, client: ChatClient) -> bool:
         """Whether ``client`` is shared by visitors (a bundled model's, in demo mode)."""
-        return client in self._public.values()
+        with self._lock:
+            return any(client is public for public in self._public.values())
+
+    def unload_own(self, caller: Caller) -> None:
+        """Unload the model of the caller's own client, if any: a Load of a bundled model replaces it for them, as
+        any Load replaces the model before it (else one visitor going back and forth would hold two seats)."""
+        tag = worker_tag(caller)
+        with self._lock:
+            own = self._own.get(tag)
+        if own is not None and own.pid is not None:
+            own.unload_for(tag)
 
     def leave(self, caller: Caller) -> bool:
         """Stop answering ``caller`` from a public client (their Unload: the model stays for the others); False when

@@ -135,6 +135,10 @@ def test_run_models_load_in_each_visitors_own_worker_and_a_load_past_the_seats_w
     assert "was unloaded after 10 minutes unused" in unescape(status_html(alices, alice))
     assert reply_to(chats, carol) == chat[-1]["content"] and reply_to(chats, bob) == chat[-1]["content"]
 
+    bobs = chats.for_caller(bob)
+    assert "Loaded:" in loaded(chats, bob, BASE)  # the bundled model replaces Bob's own, as any Load does
+    assert bobs.pid is None and chats.for_caller(bob) is not bobs and chats.seats.held == 2  # Carol's and the shared
+
 
 def test_ones_own_studio_has_one_client_for_every_page_and_every_model(tmp_path):
     chats = ChatClients(tmp_path, DemoPolicy())
