@@ -158,7 +158,8 @@ class Model:
         The oldest user / assistant turns go first, a pair at a time (the system prompt stays), until prompt plus
         reply fit the model's context; a last message too long on its own is an error. The fewest turns to leave
         out are found by bisection (fewer turns never make a longer prompt): a long conversation is rendered a
-        handful of times, not once for every pair it loses (800 turns took 47 s that way).
+        handful of times, not once for every pair it loses (801 turns took 58 s that way:
+        benchmarks/chat_long_conversation.py).
         """
         conversation = self._conversation(messages)
         system = conversation[:1] if conversation[0]["role"] == "system" else []
