@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from engine.chat.images import ImageRefused, chat_images, text_only_refusal
+from engine.chat.line import MAX_WAITING, SUPERSEDED, WITHDRAWN, Line
 from engine.chat.spec import (
     ROLES,
     ChatError,
@@ -48,12 +49,6 @@ if TYPE_CHECKING:
 
 LOAD_TIMEOUT = 600.0  # a large model from a slow disk; the demo model loads in seconds
 TOKEN_TIMEOUT = 300.0  # the longest wait for the next event of a reply (a big prompt on a busy CPU)
-TURN_TIMEOUT = 300.0  # the longest a reply waits for the replies of other callers ahead of it
-BUSY = "the chat is busy answering others; try again in a moment"
-SUPERSEDED = "a newer message of the same caller took this one's place in line"
-WITHDRAWN = "stopped before its turn came"
-MAX_WAITING = 8  # requests in line at once: each holds a thread of the studio's while it waits
-LINE_FULL = "the chat has {count} messages waiting for their turn already; try again in a moment"
 
 
 CHILD_ENV = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -62,7 +57,10 @@ _EXIT = {"event": "exit"}  # put on every queue when the worker's output ends
 
 # Re-exported: the studio and the tests name these through the client, as before the split.
 __all__ = [
+    "MAX_WAITING",
     "ROLES",
+    "SUPERSEDED",
+    "WITHDRAWN",
     "ChatClient",
     "ChatError",
     "LoadProgress",
@@ -130,11 +128,10 @@ class ChatClient:
         self._log: IO[bytes] | None = None  # the worker's stderr
         self._lock = threading.RLock()
         self._turn = threading.Condition(self._lock)  # notified whenever the reply being written ends
+        self._line = Line(self._turn)  # the requests waiting for their turn (engine.chat.line)
         self._ids = itertools.count(1)
         self._current: int | None = None
         self._current_caller: str | None = None  # who asked for the reply being written
-        self._line: list[tuple[int, str | None]] = []  # requests waiting for their turn, and whose: first come first
-        self._withdrawn: dict[int, str] = {}  # waiting requests whose caller asked again or stopped: why
         self._replies: dict[int, queue.Queue[dict[str, Any]]] = {}
 
     @property
@@ -146,15 +143,14 @@ class ChatClient:
     def waiting(self) -> int:
         """How many requests (replies, loads, unloads) wait in line for the worker (not counting those on their
         way out of it)."""
-        return sum(request not in self._withdrawn for request, _ in self._line)
+        return self._line.waiting
 
     def ahead_of(self, caller: str | None) -> int:
         """How many replies, loads and unloads of other callers a request of ``caller`` would wait for now: the reply
         being written and those in line (a snapshot: the line moves on)."""
         with self._lock:
             writing = self._current is not None and self._current_caller != caller
-            waiting = [request for request, holder in self._line if holder != caller]
-            return writing + sum(request not in self._withdrawn for request in waiting)
+            return writing + self._line.waiting_for_others(caller)
 
     def may_use(self, caller: str | None) -> bool:
         """Whether ``caller`` may chat with the loaded model, see its name, stop its reply or unload it: always
@@ -370,40 +366,13 @@ class ChatClient:
             raise too_long(self.info.context_length)
 
     def _wait_for_turn(self, request_id: int, caller: str | None, recheck: Callable[[], None] = lambda: None) -> None:
-        """Wait (lock held, released while waiting) until the request (a reply, a load or an unload) is first in line
-        and the reply being written, if any, is the caller's own; ``recheck`` after each wake-up (the model may have
-        changed meanwhile). The caller's earlier request still in line gives up its place (ChatError SUPERSEDED
-        there); ChatError LINE_FULL at once when ``max_waiting`` others wait, WITHDRAWN when the caller stops
-        meanwhile, BUSY after TURN_TIMEOUT seconds."""
-        self._withdraw(caller, SUPERSEDED)
-        if self.waiting >= self.max_waiting:
-            raise ChatError(LINE_FULL.format(count=self.waiting))
-        self._line.append((request_id, caller))
-        deadline = time.monotonic() + TURN_TIMEOUT
-        try:
-            while True:
-                if request_id in self._withdrawn:
-                    raise ChatError(self._withdrawn[request_id])
-                first = self._line[0][0] == request_id
-                if first and (self._current is None or self._current_caller == caller):
-                    return
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ChatError(BUSY)
-                self._turn.wait(left)
-                recheck()
-        finally:
-            self._line.remove((request_id, caller))
-            self._withdrawn.pop(request_id, None)
-            self._turn.notify_all()  # the next in line may be free to go now
+        """Wait in line (lock held, released while waiting) until the request is first and the reply being written,
+        if any, is the caller's own (engine.chat.line.Line.wait_for_turn)."""
 
-    def _withdraw(self, caller: str | None, why: str) -> bool:
-        """Take the caller's requests waiting in line out of it (each raises ChatError ``why``; lock held); False
-        when none waited."""
-        mine = [waiting for waiting, holder in self._line if holder == caller and waiting not in self._withdrawn]
-        self._withdrawn.update(dict.fromkeys(mine, why))
-        self._turn.notify_all()
-        return bool(mine)
+        def free() -> bool:
+            return self._current is None or self._current_caller == caller
+
+        self._line.wait_for_turn(request_id, caller, free, self.max_waiting, recheck)
 
     def stop(self, caller: str | None = None) -> bool:
         """End the caller's reply being generated (it finishes with reason "cancelled") and take their replies
@@ -412,7 +381,7 @@ class ChatClient:
         with self._lock:
             if not self.may_use(caller):
                 return False
-            withdrawn = self._withdraw(caller, WITHDRAWN)
+            withdrawn = self._line.withdraw(caller, WITHDRAWN)
             return (self._current_caller == caller and self._cancel()) or withdrawn
 
     def _cancel(self) -> bool:
@@ -443,7 +412,7 @@ class ChatClient:
         """Unload the model when nothing has used it for ``idle_s`` seconds: no load, reply or request in line since
         (``unused_label`` then names it); whether it was."""
         with self._lock:
-            idle = self._current is None and not self._line and self.loading is None
+            idle = self._current is None and self._line.empty and self.loading is None
             if not idle or self.pid is None or time.monotonic() - self.last_used < idle_s:
                 return False
             label = self.info.label if self.info is not None else None
