@@ -115,7 +115,7 @@ def chat_is_each_visitors_own(alice: Any, bob: Any, artifacts: Path) -> None:
     bob.evaluate(STATUS_TEXTS_JS)
     bob.locator("#ts-chat-unload").click()
     nothing = "No model is loaded."
-    wait_until(lambda: any(nothing in shown for shown in bob.evaluate("() => window.tsStatusTexts")), 20, what=nothing)
+    wait_until(lambda: any(nothing in shown for shown in status_texts(bob)), 20, what=nothing)
     assert "Base · assets/demo-model" in bob.locator("#ts-chat-model input").input_value()
     bob.locator("#ts-chat-load").click()
     wait_until(lambda: "Loaded:" in bob_status.inner_text(), 120, what="Bob's base model to load")
@@ -125,9 +125,15 @@ def chat_is_each_visitors_own(alice: Any, bob: Any, artifacts: Path) -> None:
     reply = alice.locator('#ts-chatbot [data-testid="bot"]')
     wait_until(lambda: reply.count() == 1 and reply.inner_text().strip(), 60, what="Alice's reply")
     assert "alice-run" in status.inner_text()
-    for page, line in ((alice, status), (bob, bob_status)):
+    for page in (alice, bob):  # every text the status takes: a late refresh may write the line again (see above)
+        page.evaluate(STATUS_TEXTS_JS)
         page.locator("#ts-chat-unload").click()
-        wait_until(lambda line=line: "Unloaded" in line.inner_text(), 30, what="an unload")
+        wait_until(lambda page=page: any("Unloaded" in shown for shown in status_texts(page)), 30, what="an unload")
+
+
+def status_texts(page: Any) -> list[str]:
+    """Every text the Chat tab's status line has shown since STATUS_TEXTS_JS ran on ``page``."""
+    return page.evaluate("() => window.tsStatusTexts")
 
 
 def send(page: Any, message: str) -> None:
