@@ -259,7 +259,8 @@ class ChatTab:
 
         # Each handler answers the caller with the caller's client: their models, in the language of the page.
         def relisted(caller: Caller, pick: str | None, shown: str | None) -> list[Any]:
-            return [*opened_view(client(caller), caller, pick, shown), image_box(client(caller), caller)]
+            chat = client(caller)  # once: the status and the image box describe the same client
+            return [*opened_view(chat, caller, pick, shown), image_box(chat, caller)]
 
         # Runs finish and checkpoints appear while the tab is hidden, and another page may have loaded a model
         # meanwhile (one worker serves the pages of the studio, or of a visitor): one event brings the list, the
@@ -276,7 +277,8 @@ class ChatTab:
             on_open(**relist)
 
         def loaded(caller: Caller) -> list[Any]:
-            return [loaded_pick(client(caller), caller, model_choices(caller)), image_box(client(caller), caller)]
+            chat = client(caller)
+            return [loaded_pick(chat, caller, model_choices(caller)), image_box(chat, caller)]
 
         def image_shown(caller: Caller) -> dict[str, Any]:
             return image_box(client(caller), caller)
