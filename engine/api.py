@@ -38,6 +38,7 @@ from engine.config import (
     Problem,
     RunConfig,
     load_config,
+    model_source_fields,
     parse_config,
     save_config,
 )
@@ -273,6 +274,7 @@ __all__ = [
     "name_problem",
     "outcome_text",
     "parse_config",
+    "model_source_fields",
     "pinned",
     "problems_from_validation",
     "read_status",

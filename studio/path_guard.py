@@ -29,6 +29,7 @@ from engine.api import (
     find_local_path,
     image_cache_of,
     is_hub_id,
+    model_source_fields,
     runs,
 )
 
@@ -36,8 +37,9 @@ ALLOWED_PATHS_ENV = "STUDIO_ALLOWED_PATHS"
 ASSETS_DIR = PROJECT_ROOT / "assets"
 BUNDLED_DATASETS = ASSETS_DIR / "datasets"  # the demo sets shipped with the studio
 # The config fields that name something on the server's disk (or a hub id; model.init_from: a run id of the
-# workspace): each is confined to the allowed folders.
-SERVER_PATH_FIELDS = ("model.name_or_path", "data.path", "data.eval_path", "model.init_from")
+# workspace): each is confined to the allowed folders. Those that name a model (the base, distill's teacher) are
+# marked so in the schema.
+SERVER_PATH_FIELDS = (*model_source_fields(), "data.path", "data.eval_path", "model.init_from")
 
 
 def gradio_upload_dir() -> Path:

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 from engine.config.data import DataSection, DatasetEntry
 from engine.config.launch import LaunchSection
 from engine.config.names import check_name
-from engine.config.schema import ConfigError, Problem, problems_from_validation
+from engine.config.schema import MODEL_SOURCE, ConfigError, Problem, problems_from_validation
 from engine.config.sections import (
     AdapterSection,
     EarlyStopping,
@@ -50,6 +50,7 @@ __all__ = [
     "TrainSection",
     "VisionSection",
     "load_config",
+    "model_source_fields",
     "vision_problems",
     "parse_config",
     "read_config_data",
@@ -127,6 +128,21 @@ RunConfig = create_model(
         for name, section in METHOD_SECTIONS.items()
     },
 )
+
+
+def model_source_fields() -> tuple[str, ...]:
+    """The dotted paths of every field that names a model to load (marked ``names_model`` in its section): the base
+    model's, and a method's own (distill's teacher)."""
+    found = []
+    for section_name, section_field in RunConfig.model_fields.items():
+        section = section_field.annotation
+        if not (isinstance(section, type) and issubclass(section, Section)):
+            continue
+        for name, field in section.model_fields.items():
+            extra = field.json_schema_extra
+            if isinstance(extra, dict) and extra.get(MODEL_SOURCE):
+                found.append(f"{section_name}.{name}")
+    return tuple(found)
 
 
 # Characters YAML 1.1 reads as line breaks: PyYAML writes them raw inside single quotes, and reading folds them

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from engine.config.schema import MAX_COUNT, Section, advanced
+from engine.config.schema import MAX_COUNT, Section, advanced, names_model
 
 DEMO_MODEL = "assets/demo-model"
 DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py
@@ -37,6 +37,7 @@ class ModelSection(Section):
         DEMO_MODEL,
         min_length=1,
         description="Hub id (org/name) or local directory of the base model.",
+        json_schema_extra=names_model(),
     )
     revision: str | None = Field(
         None,

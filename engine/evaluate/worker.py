@@ -81,8 +81,12 @@ class EvalSet:
 
 def load_eval_set(run: FinishedRun, tokenizer: Any, data: str, max_rows: int | None) -> EvalSet:
     """The chosen rows (see pick_rows), tokenized for the loss, and those that end with a reference answer."""
+    return eval_set_of(run, tokenizer, *pick_rows(run, data, max_rows))
+
+
+def eval_set_of(run: FinishedRun, tokenizer: Any, loaded: Any, indices: list[int], choice: str) -> EvalSet:
+    """Rows ``indices`` of ``loaded`` as the answers scoring scores them (``choice``: eval, train or file)."""
     config = run.config
-    loaded, indices, choice = pick_rows(run, data, max_rows)
     if loaded.format == VISION_FORMAT:
         return _vision_eval_set(run, tokenizer, loaded, indices, choice)
     tokenized = tokenize_rows(loaded, indices, tokenizer, config.data, config.train.max_length, label=f"{choice} ")
@@ -262,25 +266,24 @@ def evaluate(
     elif scoring == SCORING_REWARDS:
         scored = score_rewards(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
     else:
-        scored = _score_answers(run, weights, tokenizer, data, max_rows, max_new_tokens, progress)
+        eval_set = load_eval_set(run, tokenizer, data, max_rows)
+        scored = score_answers(run, weights, tokenizer, eval_set, max_new_tokens, progress)
     progress.update("saving the results")
     result = {**result_header(run.run_dir.name, weights.label, began), **scored}
     result["path"] = str(save_evaluation(run.run_dir, result))
     return result
 
 
-def _score_answers(
+def score_answers(
     run: FinishedRun,
     weights: TrainedWeights,
     tokenizer: Any,
-    data: str,
-    max_rows: int | None,
+    eval_set: EvalSet,
     max_new_tokens: int | None,
     progress: Progress,
 ) -> dict[str, Any]:
-    """The "answers" scoring: loss, perplexity and exact match of both models (against the run it started from when
-    it has one, with the raw base beside: engine.evaluate.models), and their predictions."""
-    eval_set = load_eval_set(run, tokenizer, data, max_rows)
+    """The "answers" scoring of ``eval_set``: loss, perplexity and exact match of both models (against the run it
+    started from when it has one, with the raw base beside: engine.evaluate.models), and their predictions."""
     budget = max_new_tokens or _answer_budget(tokenizer, eval_set.chats)
     baseline, start, note = starting_weights(run)
     scorer = Scorer(tokenizer, eval_set, run.config.train.eval_batch_size, budget, progress, arm_count(start))

@@ -16,6 +16,7 @@ import hashlib
 import math
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,6 +29,7 @@ from engine.api import (
     confine,
     find_local_path,
     method_of,
+    model_source_fields,
     read_status,
     runs,
     runs_dir,
@@ -61,8 +63,12 @@ LOCKED: dict[str, Any] = {
     "train.trackio_space": None,
 }
 # Fields a visitor picks among a few values, the first being what a form that names another is set back to: the
-# bundled models (the text demo and the vision-language demo), each small enough for a shared CPU.
-PICKED: dict[str, tuple[Any, ...]] = {"model.name_or_path": BUNDLED_MODELS}
+# bundled models (the text demo and the vision-language demo), each small enough for a shared CPU, in every field
+# that names a model (the base, distill's teacher: none, unless the visitor picks one).
+PICKED: dict[str, tuple[Any, ...]] = {
+    path: (None, *BUNDLED_MODELS) if attrgetter(path)(RunConfig()) is None else BUNDLED_MODELS
+    for path in model_source_fields()
+}
 # The dataset fields a visitor may point only at their own uploads or the bundled sets.
 VISITOR_DATA_FIELDS = ("data.path", "data.eval_path")
 # The demo's refusals, by key (studio.i18n: said in the visitor's language); the constants hold their English.

@@ -152,6 +152,17 @@ CASES = [
         _merged(EVAL, {"method": "grpo", "grpo": {"rewards": [REWARD]}, "train": {"eval_batch_size": 3}}),
         ("grpo", "4"),
     ),
+    Case("teacher_missing", "distill.teacher", {"method": "distill"}),
+    Case(
+        "teacher_is_model",
+        "distill.teacher",
+        {"method": "distill", "model": {"name_or_path": "org/small"}, "distill": {"teacher": "org/small"}},
+    ),
+    Case(
+        "head_adapter",
+        "adapter.target_modules",
+        {"method": "distill", "distill": {"teacher": "org/big"}, "adapter": {"target_modules": "q_proj, lm_head"}},
+    ),
 ]
 
 

@@ -1,6 +1,15 @@
 """What every part of a config builds on: the Section base, and validation problems that name their field."""
 
 from engine.config.schema.errors import ConfigError, Problem, problems_from_validation
-from engine.config.schema.section import MAX_COUNT, Section, advanced
+from engine.config.schema.section import MAX_COUNT, MODEL_SOURCE, Section, advanced, names_model
 
-__all__ = ["MAX_COUNT", "ConfigError", "Problem", "Section", "advanced", "problems_from_validation"]
+__all__ = [
+    "MAX_COUNT",
+    "MODEL_SOURCE",
+    "ConfigError",
+    "Problem",
+    "Section",
+    "advanced",
+    "names_model",
+    "problems_from_validation",
+]

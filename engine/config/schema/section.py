@@ -23,6 +23,15 @@ def advanced(**extra: Any) -> dict[str, Any]:
     return {"advanced": True, **extra}
 
 
+MODEL_SOURCE = "model_source"
+
+
+def names_model(**extra: Any) -> dict[str, Any]:
+    """Schema extra that marks a field as naming a model to load (a hub id or a directory on the machine): the
+    studio confines it as it does the base model's, and a public demo offers only its bundled models there."""
+    return {MODEL_SOURCE: True, **extra}
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated, numbers are finite and
     never true / false, and no text holds an access token (the config is saved and shown)."""

@@ -14,7 +14,7 @@ trained.
 
 from __future__ import annotations
 
-from engine.training.methods import dpo, grpo, kto, orpo, rloo, rm, sft
+from engine.training.methods import distill, dpo, grpo, kto, orpo, rloo, rm, sft
 from engine.training.methods.base import SCORINGS, Method, MetricChart, RunConfig, TrainerParts
 
 __all__ = [
@@ -32,7 +32,16 @@ __all__ = [
 # The registry: one line per method package.
 METHODS: dict[str, Method] = {
     method.name: method
-    for method in (sft.METHOD, dpo.METHOD, kto.METHOD, orpo.METHOD, grpo.METHOD, rloo.METHOD, rm.METHOD)
+    for method in (
+        sft.METHOD,
+        dpo.METHOD,
+        kto.METHOD,
+        orpo.METHOD,
+        grpo.METHOD,
+        rloo.METHOD,
+        distill.METHOD,
+        rm.METHOD,
+    )
 }
 DEFAULT_METHOD = sft.METHOD.name  # what a config without ``method`` trains with
 

@@ -108,7 +108,7 @@ def test_sft_refuses_prompts_only_and_names_grpo(write_jsonl: Callable[..., Path
         inspect_run_data(parse_config({"method": "sft", "data": {"path": str(path)}}))
     assert str(refused.value) == (
         f"method: {path} is prompts only (no answers to learn from), and sft trains on "
-        "alpaca, conversational, prompt_completion, text, tools, vision data; set method to grpo or rloo"
+        "alpaca, conversational, prompt_completion, text, tools, vision data; set method to grpo or rloo or distill"
     )
     assert inspect_run_data(grpo(path)).format == "prompt"
 

@@ -65,12 +65,12 @@ def reward_functions_of(parts: TrainerParts) -> list[Any]:
 
 
 def sampling_trainer_class(base: type) -> type:
-    """``base`` (TRL's GRPOTrainer or RLOOTrainer) writing samples of its answers to the run directory, and without
-    Trainer's token count.
+    """``base`` (TRL's GRPOTrainer, RLOOTrainer or DistillationTrainer) writing samples of its answers to the run
+    directory, and without Trainer's token count.
 
     - At each training log, the newest generation's first SAMPLES_PER_LOG answers go to completions.jsonl
-      (engine.store.completions) with each reward's score, for the Monitor's sample panel. TRL keeps them for
-      its own console / wandb printing (``_logs``), which a run directory has no use for.
+      (engine.store.completions) with each reward's score (where it has rewards), for the Monitor's sample panel.
+      TRL keeps them for its own console / wandb printing (``_logs``), which a run directory has no use for.
     - The trainer counts the prompt and generated tokens itself (state.num_input_tokens_seen, which the
       throughput chart reads); Trainer's count looks for ``input_ids`` in batches that have none and warned on
       every step.
@@ -91,7 +91,8 @@ def sampling_trainer_class(base: type) -> type:
 
             from engine.store.completions import append_completions
 
-            samples = newest_samples(self._logs, self.reward_weights.tolist(), self.state.global_step)
+            weights = self.reward_weights.tolist() if hasattr(self, "reward_weights") else []  # distill: none
+            samples = newest_samples(self._logs, weights, self.state.global_step)
             key = [(sample["prompt"], sample["completion"]) for sample in samples]
             if samples and key != getattr(self, "_written", None):  # a generation serves several steps
                 self._written = key
@@ -109,8 +110,9 @@ def newest_samples(logs: dict[str, Any], weights: list[float], step: int) -> lis
     from engine.training.rewards import completion_text
 
     prompts, completions = list(logs["prompt"]), list(logs["completion"])
-    scores = {name: list(values) for name, values in logs["rewards"].items()}
-    advantages = list(logs["advantages"])
+    # A trainer without rewards (DistillationTrainer) logs neither scores nor advantages.
+    scores = {name: list(values) for name, values in logs.get("rewards", {}).items()}
+    advantages = list(logs.get("advantages", []))
     samples = []
     for index in range(min(SAMPLES_PER_LOG, len(completions))):
         rewards = {name: values[index] for name, values in scores.items()}
