@@ -70,6 +70,8 @@ def test_allowed_places_pass(places: dict[str, Path], monkeypatch: pytest.Monkey
         ("data.eval_path", "/etc/passwd"),
         ("model.name_or_path", "/etc"),
         ("model.name_or_path", "../models/llama"),
+        ("distill.teacher", "/etc"),  # a field marked as naming a model is confined as the base is
+        ("distill.teacher", "../models/llama"),
     ],
 )
 def test_paths_elsewhere_are_refused_naming_the_field(places: dict[str, Path], field: str, value: str) -> None:

@@ -64,6 +64,18 @@ def test_a_visitor_picks_among_the_bundled_models() -> None:
     assert "demo-vlm.yaml" in offered
 
 
+def test_a_visitors_teacher_is_none_or_a_bundled_model() -> None:
+    """Every field that names a model offers the bundled models alone: the teacher names no path on the server."""
+    distill = {"method": "distill", "train": {"max_steps": 50}}
+    assert by_field({**distill, "distill": {"teacher": "assets/demo-vlm"}}) == {}
+    refused = by_field({**distill, "distill": {"teacher": "/srv/other-visitor/run"}})
+    assert list(refused) == ["distill.teacher"] and "assets/demo-model" in refused["distill.teacher"]
+    values = demo_values(method="distill", **{"distill__teacher": "/srv/other-visitor/run"})
+    restricted, changed = DEMO.restrict_values(values, None)
+    assert changed == ["distill.teacher"] and restricted["distill.teacher"] == ""  # back to none
+    assert DEMO.restrict_values(demo_values(), None)[1] == []  # no teacher, as a non-distill form has
+
+
 def test_locked_fields_are_refused_by_name() -> None:
     problems = by_field(
         {
