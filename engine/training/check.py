@@ -124,7 +124,8 @@ def check_run(
             [Problem("model.name_or_path", f"cannot load {config.model.name_or_path!r}: {exc}")]
         ) from None
     data = inspect_run_data(config, tokenizer, template_budget_s)
-    check_method_data = method_of(config).data_check()
+    method = method_of(config)
+    check_method_data = method.data_check()
     if check_method_data is not None:
         check_method_data(config, tokenizer)
     model = meta_model(config)
@@ -139,5 +140,7 @@ def check_run(
         precision=precision,
         steps=planned_steps(config, data.num_rows),
         start=source.plan(config) if source is not None else None,
-        memory=estimate_run_memory(config, model_config, device, precision, checkpointing, image_side),
+        memory=estimate_run_memory(
+            config, model_config, device, precision, checkpointing, image_side, method.frozen_models(config)
+        ),
     )

@@ -18,6 +18,7 @@ sequence, so max_length counts them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,7 @@ class MemoryEstimate:
 
     device: str  # "cpu" or "cuda"
     weights: float  # the base (quantized or not) plus LoRA weights
+    frozen: float  # models the method loads beside the trained one, frozen (distill's teacher), as loaded
     optimizer: float
     gradients: float
     activations: float  # what the layers keep for backward (per token, per layer)
@@ -83,7 +85,7 @@ class MemoryEstimate:
     @property
     def training(self) -> float:
         """The peak above the process baseline."""
-        parts = (self.weights, self.optimizer, self.gradients, self.activations, self.loss, self.allocator)
+        parts = (self.weights, self.frozen, self.optimizer, self.gradients, self.activations, self.loss, self.allocator)
         return sum(parts) + self.checkpoint
 
     @property
@@ -196,12 +198,14 @@ def estimate_memory(
     gradient_checkpointing: bool = False,
     checkpoint_bytes: float = 0.0,
     image_side: ImageSide | None = None,
+    frozen_bytes: float = 0.0,
 ) -> MemoryEstimate:
     """The peak memory of one training process, part by part.
 
     ``weight_bytes``: bytes of an unquantized base weight (4 fp32, 2 bf16 / fp16); ``compute_bytes``: of an
     activation. ``lora``: ``{"targets": set of module names, "r", "dropout", "modules_to_save"}`` for LoRA runs.
     ``checkpoint_bytes``: the size of the model's weight files (what a quantized load on a CPU leaves mapped).
+    ``frozen_bytes``: the weights of models loaded beside the trained one and never trained (distill's teacher).
     ``image_side``: a vision-language model's vision tower and projector. Their weights stay unquantized (the
     engine keeps a quantized load off them); what trains in full adds optimizer state (and, beside a LoRA adapter,
     the trained copy peft keeps of a module to save). A frozen tower runs without a graph, so its activations are
@@ -249,6 +253,7 @@ def estimate_memory(
     return MemoryEstimate(
         device=device,
         weights=weights,
+        frozen=frozen_bytes,
         optimizer=optimizer_bytes,
         gradients=at_peak * param_bytes,
         activations=activations,
@@ -276,10 +281,12 @@ def estimate_run_memory(
     precision: str,
     checkpointing: bool,
     image_side: ImageSide | None = None,
+    frozen_models: Sequence[dict[str, Any]] = (),
 ) -> MemoryEstimate | None:
     """The estimate for a RunConfig on its resolved device, precision and checkpointing (and a vision-language
-    model's ``image_side``); None when the model's config.json does not describe a decoder this estimate knows
-    (no hidden size, layers or vocabulary)."""
+    model's ``image_side``, and the config.json of each model its method loads frozen beside it: ``frozen_models``,
+    loaded with the run's dtype and quantization); None when the model's config.json, or a frozen model's, does not
+    describe a decoder this estimate knows (no hidden size, layers or vocabulary)."""
     shape = read_shape(model_config)
     if shape is None:
         return None
@@ -288,6 +295,15 @@ def estimate_run_memory(
     if dtype == "auto":
         dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[precision]
     stored = model_config.get("dtype") or model_config.get("torch_dtype")  # the weight files' dtype
+    frozen_shapes = [read_shape(frozen) for frozen in frozen_models]
+    if None in frozen_shapes:
+        return None
+    weight_bytes = 4 if dtype == "float32" else 2
+    frozen_bytes = sum(
+        quantized_weight_bytes(frozen, quant.mode, quant.double_quant, weight_bytes)
+        for frozen in frozen_shapes
+        if frozen is not None
+    )
     lora = None
     if adapter.is_lora:
         lora = {
@@ -299,7 +315,7 @@ def estimate_run_memory(
     return estimate_memory(
         shape,
         device=device,
-        weight_bytes=4 if dtype == "float32" else 2,
+        weight_bytes=weight_bytes,
         compute_bytes=4 if precision == "fp32" else 2,
         method=adapter.method,
         quantization=quant.mode,
@@ -312,4 +328,5 @@ def estimate_run_memory(
         gradient_checkpointing=checkpointing,
         checkpoint_bytes=shape.total_parameters * _DTYPE_BYTES.get(str(stored), 4),
         image_side=image_side,
+        frozen_bytes=frozen_bytes,
     )

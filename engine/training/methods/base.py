@@ -139,7 +139,8 @@ class Method:
     ``.eval`` and ``.report``), ``training_kwargs(config, hardware)`` (its own arguments of ``args_class``, pure),
     ``args_class()`` (the TRL config class), ``build_trainer(parts)`` (the TRL trainer, ready to ``train()``) and,
     optionally, ``check_data(config, tokenizer)`` (checks before launch beyond the rows' format, raising
-    ConfigError).
+    ConfigError) and ``frozen_models(config)`` (the config.json of each model it loads beside the trained one and
+    never trains, for the memory estimate: distill's teacher).
     """
 
     name: str
@@ -175,6 +176,12 @@ class Method:
     def data_check(self) -> Callable[[RunConfig, Any], None] | None:
         """The method's own check before launch beyond the rows' format (its trainer's ``check_data``), or None."""
         return getattr(self.trainer(), "check_data", None)
+
+    def frozen_models(self, config: RunConfig) -> list[dict[str, Any]]:
+        """The config.json (as a dict) of each model the method loads beside the trained one, frozen (its trainer's
+        ``frozen_models``); [] for most methods."""
+        frozen = getattr(self.trainer(), "frozen_models", None)
+        return frozen(config) if frozen is not None else []
 
     def settings(self, config: RunConfig) -> Section | None:
         """The method's section of ``config`` (None for a method without knobs)."""

@@ -150,6 +150,17 @@ def test_the_teacher_is_the_runs_adapter_merged_into_its_base(teacher_run: Path)
     assert not torch.allclose(got, base, atol=1e-2)  # the adapter changed the teacher: not the bare base
 
 
+def test_the_memory_estimate_holds_the_teachers_weights_beside_the_models(teacher_run: Path):
+    report = check_run(distill_config(teacher_run))
+    teacher = load_teacher(distill_config(teacher_run), CPU_ONLY)
+    loaded = sum(parameter.numel() * parameter.element_size() for parameter in teacher.parameters())
+    assert report.memory is not None and report.memory.frozen == pytest.approx(loaded, rel=0.01)
+    assert "frozen" in report.memory.summary()
+    alone = check_run(distill_config(teacher_run).model_copy(update={"method": "sft"})).memory  # no teacher
+    assert alone is not None and alone.frozen == 0
+    assert report.memory.total - alone.total == pytest.approx(loaded, rel=0.05)
+
+
 def test_a_checkpoint_of_a_run_teaches_as_its_weights_then_were(teacher_run: Path, tmp_path: Path):
     with pytest.raises(ConfigError) as refused:
         check_run(distill_config(f"{teacher_run}/checkpoints/checkpoint-7"))

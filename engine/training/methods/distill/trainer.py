@@ -35,6 +35,7 @@ __all__ = [
     "build_trainer",
     "check_data",
     "find_teacher",
+    "frozen_models",
     "load_teacher",
     "prepare_data",
     "training_kwargs",
@@ -136,6 +137,16 @@ def check_data(config: RunConfig, tokenizer: Any) -> None:
     if width != own_width:
         message = f"the teacher's output layer has {width:,} tokens and the model's {own_width:,}: they must match"
         raise ConfigError([Problem(FIELD, message)])
+
+
+def frozen_models(config: RunConfig) -> list[dict[str, Any]]:
+    """The teacher's config.json, for the memory estimate: it loads beside the model, frozen (a run's merged adapter
+    leaves its base's shape)."""
+    from transformers import AutoConfig
+
+    teacher = find_teacher(config)
+    options = {"revision": teacher.revision, "trust_remote_code": config.model.trust_remote_code}
+    return [AutoConfig.from_pretrained(teacher.base, **options).to_dict()]
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
