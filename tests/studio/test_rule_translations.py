@@ -158,11 +158,6 @@ CASES = [
         "distill.teacher",
         {"method": "distill", "model": {"name_or_path": "org/small"}, "distill": {"teacher": "org/small"}},
     ),
-    Case(
-        "head_adapter",
-        "adapter.target_modules",
-        {"method": "distill", "distill": {"teacher": "org/big"}, "adapter": {"target_modules": "q_proj, lm_head"}},
-    ),
 ]
 
 

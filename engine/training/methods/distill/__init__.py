@@ -2,11 +2,13 @@
 itself, and trains it to give each token of those answers the distribution a teacher model gives it (Agarwal et
 al., 2024: generalized Jensen-Shannon divergence, reverse KL by default). The teacher is ``distill.teacher``
 (engine.training.methods.distill.trainer): a bigger model with the same tokenizer, or a run that was tuned
-before. Its prompts and samples are the sampling methods' (engine.training.methods.online), without rewards."""
+before. Its prompts and samples are the sampling methods' (engine.training.methods.online), without rewards; like
+the preference methods (engine.training.methods.paired) it reads lm_head's weight, so no adapter may sit there."""
 
 from __future__ import annotations
 
 from engine.config.schema import Problem
+from engine.training.methods import paired
 from engine.training.methods.base import Method, MetricChart, RunConfig
 from engine.training.methods.distill.section import DistillSection
 
@@ -14,10 +16,7 @@ RULE_MESSAGES = {
     "teacher_missing": "distill needs a teacher: a hub id, a model directory or a finished run",
     "teacher_is_model": "the teacher is the model that trains, which has nothing to learn from itself: name a "
     "bigger or tuned model, or start the run from another run (model.init_from)",
-    "head_adapter": "distillation reads the output layer's own weights, so a LoRA adapter on lm_head would never "
-    "train: leave lm_head out of the adapter",
 }
-HEAD = "lm_head"
 
 
 def teacher_problems(config: RunConfig) -> list[Problem]:
@@ -31,20 +30,6 @@ def teacher_problems(config: RunConfig) -> list[Problem]:
     return []
 
 
-def head_problems(config: RunConfig) -> list[Problem]:
-    """TRL's DistillationTrainer refuses an adapter on the output layer only once the model has loaded."""
-    adapter = config.adapter
-    if not adapter.is_lora:
-        return []
-    targets = adapter.target_modules
-    listed = [part.strip() for part in targets.split(",")] if isinstance(targets, str) else list(targets)
-    if HEAD in listed:
-        return [Problem("adapter.target_modules", RULE_MESSAGES["head_adapter"])]
-    if HEAD in adapter.modules_to_save:
-        return [Problem("adapter.modules_to_save", RULE_MESSAGES["head_adapter"])]
-    return []
-
-
 METHOD = Method(
     name="distill",
     title="On-policy distillation from a teacher model",
@@ -54,8 +39,8 @@ METHOD = Method(
     package=__name__,
     section=DistillSection,
     section_help="Distillation's teacher and knobs (method distill).",
-    rules=(teacher_problems, head_problems),
-    rule_messages=RULE_MESSAGES,
+    rules=(teacher_problems, paired.lm_head_problems),
+    rule_messages={**RULE_MESSAGES, **paired.RULE_MESSAGES},
     trains_on="sampled answers",
     charts=(
         MetricChart("completions/mean_length", "Answer length", "tokens"),
