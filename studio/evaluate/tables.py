@@ -27,9 +27,19 @@ REWARD_COLUMNS = ["#", "Prompt", "Reference", "Base model", "Fine-tuned", "Base 
 # then comes before the starting run's, where the result has it (RAW_BASE).
 FROM_START_COLUMNS = {"Base model": "Starting run", "Base reward": "Start reward"}
 BEFORE_START = "Base model"
+# Where a result's references come from, when not from the data (``"references"``): a distill run is scored against
+# its teacher's answers, which its Reference column then names.
+REFERENCE_COLUMNS = {"teacher": "Teacher"}
 COLUMN_WORDS = {
     column: key(f"evaluate.column.{column.lower().replace(' ', '_').replace('-', '_')}")
-    for column in {*PREDICTION_COLUMNS, *PAIR_COLUMNS, *ANSWER_COLUMNS, *REWARD_COLUMNS, *FROM_START_COLUMNS.values()}
+    for column in {
+        *PREDICTION_COLUMNS,
+        *PAIR_COLUMNS,
+        *ANSWER_COLUMNS,
+        *REWARD_COLUMNS,
+        *FROM_START_COLUMNS.values(),
+        *REFERENCE_COLUMNS.values(),
+    }
     if column != "#"
 }
 # The table's column kinds and widths, by what it lists (the tab hands them to its gr.Dataframe).
@@ -270,7 +280,9 @@ def predictions_frame(result: dict[str, Any] | None, which: str = FILTERS[0], la
         for number, row in kept
     ]
     raw = [_answer(row.get(RAW_BASE, ""), bool(row.get(f"{RAW_BASE}_correct")), lang) for _, row in kept]
-    return headed(_three_arms(result, rows, PREDICTION_COLUMNS, raw), lang)
+    named = REFERENCE_COLUMNS.get((result or {}).get("references", ""), "Reference")
+    columns = [named if column == "Reference" else column for column in PREDICTION_COLUMNS]
+    return headed(_three_arms(result, rows, columns, raw), lang)
 
 
 # The table's title (a key) and the key of its count ("3 of 10 rows"), by what it lists.

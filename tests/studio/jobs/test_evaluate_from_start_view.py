@@ -209,3 +209,16 @@ def test_a_kto_and_a_rewards_result_from_a_start_list_the_base_model_too():
     shown = cards.metrics_html(rewards)
     assert "<small>base</small> 0 <i>·</i> <small>start</small> 0 <i>→</i>" in shown
     assert shown.count("base = the base model") == 1 and "start = sft" in shown
+
+
+def test_a_result_scored_against_a_teacher_names_its_reference_column_so():
+    """A distill run is scored against its teacher's answers ("references": "teacher"): the column says so."""
+    prediction = {"prompt": "date?", "reference": "May 6", "base": "6", "tuned": "May 6"}
+    prediction |= {"base_correct": False, "tuned_correct": True}
+    result = {"scoring": "answers", "references": "teacher", "predictions": [prediction]}
+    frame = tables.predictions_frame(result)
+    assert list(frame.columns) == ["#", "Prompt", "Teacher", "Base model", "Fine-tuned"]
+    assert frame.iloc[0]["Teacher"] == "May 6"
+    assert "教師モデル" in list(tables.predictions_frame(result, lang="ja").columns)
+    del result["references"]  # a run scored against the data's own answers
+    assert "Reference" in list(tables.predictions_frame(result).columns)
