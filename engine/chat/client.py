@@ -27,6 +27,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from engine.chat.images import ImageRefused, chat_images, text_only_refusal
 from engine.chat.line import MAX_WAITING, SUPERSEDED, WITHDRAWN, Line
+from engine.chat.reply import Reply
 from engine.chat.spec import (
     ROLES,
     ChatError,
@@ -73,27 +74,6 @@ __all__ = [
     "parse_sampling",
     "resolve_model",
 ]
-
-
-class Reply(Iterator[str]):
-    """One reply as it streams: iterate for its text deltas. ``finish`` then holds how it ended (the worker's
-    "done" event: ``reason`` "stop" (end of turn), "length" or "cancelled"; ``tokens``, ``prompt_tokens``,
-    ``dropped`` turns, ``threads``); empty until it has ended."""
-
-    def __init__(self, deltas: Generator[str, None, dict[str, Any]]):
-        self._deltas = deltas
-        self.finish: dict[str, Any] = {}
-
-    def __next__(self) -> str:
-        try:
-            return next(self._deltas)
-        except StopIteration as end:
-            self.finish = end.value or {}
-            raise
-
-    def close(self) -> None:
-        """Walk away from the reply: one still being written is cancelled."""
-        self._deltas.close()
 
 
 class ChatClient:
