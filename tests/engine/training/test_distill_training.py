@@ -24,7 +24,7 @@ from engine.training.hardware import CPU_ONLY
 from engine.training.methods import METHODS
 from engine.training.methods.distill.trainer import load_teacher
 from tests.engine.evaluate.test_preference_evaluation import engine_cli
-from tests.helpers.engine_cli import run_train
+from tests.engine.training.test_grpo_training import trained
 
 pytestmark = pytest.mark.integration
 DEMO_SFT = PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl"
@@ -72,14 +72,6 @@ def distill_config(teacher: Path | str, **train: Any) -> RunConfig:
             "launch": ONE_THREAD,
         }
     )
-
-
-def trained(config: RunConfig, root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "config.yaml").write_text(config.to_yaml())
-    result = run_train(root / "config.yaml", root / "run")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    return root / "run"
 
 
 @pytest.fixture(scope="module")
