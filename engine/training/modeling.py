@@ -124,7 +124,32 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     if weights is not None:
         kwargs["revision"] = None  # a local directory has no revisions
     source = str(weights) if weights is not None else resolve_model_source(config.model.name_or_path)
-    return kind.load_class().from_pretrained(source, **kwargs)
+    model = kind.load_class().from_pretrained(source, **kwargs)
+    if config.quantization.mode == "4bit" and resolve_device(config, hardware) == "cpu":
+        _plain_4bit_on_cpu(model)
+    return model
+
+
+# bitsandbytes 0.50's CPU inference kernel for 4-bit weights takes layers whose out_features are a multiple of this
+# (and whose in_features are a multiple of the weight's quantization block).
+CPU_PACK_BLOCK = 32
+
+
+def _plain_4bit_on_cpu(model: Any) -> None:
+    """Keep bitsandbytes' plain 4-bit path for the layers its CPU inference kernel cannot take.
+
+    On a CPU with AVX512-BF16, bitsandbytes 0.50 repacks a 4-bit weight for that kernel the first time the layer
+    runs in eval mode without gradients (Chat, Evaluate, a distill run's teacher), and the repacking needs
+    out_features to be a multiple of CPU_PACK_BLOCK and in_features a multiple of the quantization block: the demo
+    model's 688-wide MLP failed with "N must be divisible by block_n" (up and gate) and a reshape error (down).
+    Such a layer is told the kernel is not there, as on other CPUs."""
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if not isinstance(module, bnb.nn.Linear4bit):
+            continue
+        if module.out_features % CPU_PACK_BLOCK or module.in_features % module.weight.blocksize:
+            module.support_avx512bf16_for_cpu = False
 
 
 def meta_model(config: RunConfig) -> Any:
