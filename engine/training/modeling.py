@@ -21,6 +21,7 @@ from engine.training.hardware import (
     resolve_device,
     resolve_dtype,
     resolve_gradient_checkpointing,
+    resolve_precision,
 )
 from engine.training.modality import is_vision_model, model_kind
 from engine.training.vision import (
@@ -128,6 +129,24 @@ def load_model(config: RunConfig, hardware: Hardware, weights: str | Path | None
     if config.quantization.mode == "4bit" and resolve_device(config, hardware) == "cpu":
         _plain_4bit_on_cpu(model)
     return model
+
+
+def saved_modules_trainable(model: Any, config: RunConfig, hardware: Hardware) -> None:
+    """Modules trained in full beside a quantized run's adapter in float32 where the run does not train in bf16.
+
+    TRL's trainers cast every trainable parameter of a quantized model to bf16 (QLoRA's recipe). LoRA's layers cast
+    their input to their own dtype, but a module peft trains in full beside the adapter (``modules_to_save``: a
+    reward model's score head, lm_head or embed_tokens when listed) takes the hidden states in the run's dtype: on a
+    CPU (float32) a QLoRA reward model failed at its first step ("expected m1 and m2 to have the same dtype").
+    Float32 copies match a CPU's float32, and fp16 training's autocast casts them as it casts the rest. Call it
+    once the trainer is built (the cast happens in its constructor), before its optimizer exists."""
+    import torch
+
+    if config.quantization.mode == "none" or resolve_precision(config, hardware) == "bf16":
+        return
+    for name, parameter in model.named_parameters():
+        if parameter.requires_grad and parameter.dtype == torch.bfloat16 and ".modules_to_save." in name:
+            parameter.data = parameter.data.float()
 
 
 # bitsandbytes 0.50's CPU inference kernel for 4-bit weights takes layers whose out_features are a multiple of this

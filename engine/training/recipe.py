@@ -78,7 +78,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     from engine.training.hardware import detect_hardware, hardware_problems
     from engine.training.method_data import require_format
     from engine.training.methods import TrainerParts, method_of
-    from engine.training.modeling import build_model, count_parameters, load_tokenizer
+    from engine.training.modeling import build_model, count_parameters, load_tokenizer, saved_modules_trainable
     from engine.training.trackers import use_trackio_dir
 
     method = method_of(config)
@@ -119,6 +119,7 @@ def _build_trainer(config: RunConfig, run_dir: Path, callback: Any) -> Any:
     early = [early_stopping] if (early_stopping := to_early_stopping_callback(config)) else []
     callbacks = [callback, RequestsCallback(callback), *early, *cpu_share]
     trainer = method.trainer().build_trainer(TrainerParts(config, model, tokenizer, data, args, callbacks))
+    saved_modules_trainable(trainer.model, config, hardware)
     # The callback prints one readable line per log; the stock printer would print each log dict again.
     trainer.remove_callback(PrinterCallback)
     return trainer

@@ -101,3 +101,17 @@ def test_chat_refuses_a_reward_model(rm_run: Path) -> None:
 def test_reward_modeling_trains_on_pairs_only() -> None:
     with pytest.raises(ConfigError, match=r"train.packing: rm trains on whole pairs; packing is for sft only"):
         parse_config({**preset(), "train": {"packing": True}})
+
+
+def test_a_quantized_reward_model_trains_its_head_on_a_cpu(tmp_path: Path) -> None:
+    """TRL casts a quantized model's trainable parameters to bf16; the score head (trained in full beside the
+    adapter) then met the CPU's float32 hidden states at the first step, until it was kept in float32 (8-bit failed
+    alike)."""
+    data = preset(max_steps=2, eval_strategy="no", save_strategy="no", logging_steps=1)
+    data["quantization"] = {"mode": "4bit"}
+    (tmp_path / "config.yaml").write_text(parse_config(data).to_yaml())
+    result = run_train(tmp_path / "config.yaml", tmp_path / "run")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    losses = [event["loss"] for event in iter_metrics(tmp_path / "run") if event.get("event") == "train"]
+    assert len(losses) == 2 and all(map(math.isfinite, losses)), losses
+    assert (tmp_path / "run" / "adapter" / "adapter_model.safetensors").is_file()
