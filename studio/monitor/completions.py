@@ -182,26 +182,26 @@ def pick(samples: list[dict[str, Any]], reward: str, show: str, count: int) -> l
 
 
 def table_rows(samples: list[dict[str, Any]], names: list[str]) -> list[list[Any]]:
-    """One row per sample: step, prompt, completion, each reward in ``names``, total (None where unscored)."""
+    """One row per sample: step, prompt, completion, and where there are rewards (``names``) each of them and the
+    total (None where unscored); a method that learns from no reward (distill) has no such columns."""
     return [
         [
             sample.get("step"),
             str(sample.get("prompt") or ""),
             str(sample.get("completion") or ""),
-            *(score(sample, name) for name in names),
-            score(sample, TOTAL),
+            *((*(score(sample, name) for name in names), score(sample, TOTAL)) if names else ()),
         ]
         for sample in samples
     ]
 
 
 def table_html(rows: list[list[Any]], names: list[str], lang: str = SOURCE) -> str:
-    """The rows as an HTML table (its headers in ``lang``, the rewards by their names); every text is escaped,
-    long texts are cut."""
+    """The rows as an HTML table (its headers in ``lang``, the rewards by their names, then the total where there
+    are rewards); every text is escaped, long texts are cut."""
     if not rows:
         return f'<div class="ts-empty">{html.escape(text(EMPTY_WORDS, lang))}</div>'
     columns = [text(words, lang) for words in COLUMN_WORDS.values()]
-    headers = [*columns, *names, text(TOTAL_WORD, lang)]
+    headers = [*columns, *names, *([text(TOTAL_WORD, lang)] if names else [])]
     head = "".join(f'<th style="text-align:left;padding:4px 8px">{html.escape(name)}</th>' for name in headers)
     body = "".join(f"<tr>{''.join(_cell(value, column) for column, value in enumerate(row))}</tr>" for row in rows)
     return (
@@ -237,7 +237,8 @@ class PanelUpdate:
     """New values for the panel's outputs; None means unchanged (send nothing)."""
 
     visible: bool | None = None  # the accordion
-    choices: list[str] | None = None  # the Reward dropdown's choices, with ``reward`` as its value
+    choices: list[str] | None = None  # the Reward dropdown's choices, with ``reward`` as its value (shown only
+    # where the samples have rewards to choose among: a distill run's have none)
     reward: str = TOTAL
     table: str | None = None
     polling: bool | None = None  # whether the panel's timer ticks: while it is open and shown

@@ -100,7 +100,11 @@ def completions_refresh(
         skip if update.visible is None else gr.Accordion(visible=update.visible, open=panel.open),
         skip
         if update.choices is None
-        else gr.Dropdown(choices=reward_labels(update.choices, caller.language), value=update.reward),
+        else gr.Dropdown(
+            choices=reward_labels(update.choices, caller.language),
+            value=update.reward,
+            visible=len(update.choices) > 1,  # the total and at least one reward
+        ),
         skip if update.table is None else update.table,
         skip if update.polling is None else gr.Timer(active=update.polling),
     ]

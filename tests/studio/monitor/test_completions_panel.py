@@ -132,6 +132,28 @@ def test_panel_hidden_for_an_sft_run_and_shown_for_a_grpo_run(tmp_path, run_dir)
     assert none[1].visible is False
 
 
+def test_samples_without_rewards_show_no_reward_picker_and_no_total(tmp_path):
+    """A distill run's samples carry no rewards: the table lists step, prompt and answer only."""
+    run_dir = create_run(
+        parse_config({"name": "distill", "method": "distill", "distill": {"teacher": "org/teacher"}}),
+        workspace=tmp_path,
+    )
+    append_completions(
+        run_dir, [{"step": 1, "time": 1.0, "prompt": "date?", "completion": "May 6", "rewards": {}, "reward": None}]
+    )
+    caller = Caller(tmp_path)
+    panel, *_ = monitor_tab.completions_refresh(caller, str(run_dir), None, "total", "newest", 24, opened=True)
+    _, accordion, reward, table, _ = monitor_tab.completions_refresh(
+        caller, str(run_dir), panel, "total", "newest", 24, force=True
+    )
+    assert accordion.visible is True and reward.visible is False
+    assert "May 6" in table and "total" not in table and table.count("<th ") == 3
+    _, _, reward, table, _ = monitor_tab.completions_refresh(
+        caller, str(grpo_run(tmp_path)), panel, "total", "newest", 24
+    )
+    assert reward.visible is True and "total" in table  # a run with rewards keeps both
+
+
 def test_a_closed_panel_reads_nothing(tmp_path, run_dir, monkeypatch):
     caller = Caller(tmp_path)
     reads = []
