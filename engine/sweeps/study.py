@@ -89,10 +89,22 @@ def target_trials(config: SweepConfig) -> int:
     return min(config.trials, math.prod(len(values) for values in grid(config).values()))
 
 
+class AskTellGrid(optuna.samplers.GridSampler):
+    """optuna's grid sampler, told trials from outside ``study.optimize``.
+
+    GridSampler stops the study (``Study.stop``) once the last point of its grid has been told, and optuna 5 allows
+    that only inside ``optimize``: the sweep drivers ask and tell, so a grid sweep's last trial raised RuntimeError
+    in the driver. They stop by themselves after ``target_trials`` (the grid's size at most), so the stop is left
+    out; picking the points is GridSampler's own."""
+
+    def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+        return
+
+
 def make_sampler(config: SweepConfig, seed: int) -> optuna.samplers.BaseSampler:
     """The sweep's sampler, seeded with ``seed``."""
     if config.sampler.kind == "grid":
-        return optuna.samplers.GridSampler(grid(config), seed=seed)
+        return AskTellGrid(grid(config), seed=seed)
     if config.sampler.kind == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     return optuna.samplers.TPESampler(seed=seed, n_startup_trials=config.sampler.startup_trials)
