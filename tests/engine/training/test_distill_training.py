@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from engine import runs
-from engine.config import ConfigError, RunConfig, parse_config
+from engine.config import ConfigError, RunConfig, load_config, parse_config, save_config
 from engine.evaluate import evaluations
 from engine.evaluate.scoring import generate_completions
 from engine.store.completions import latest_completions
@@ -122,6 +123,21 @@ def test_evaluate_scores_both_models_against_the_teachers_own_answers(teacher_ru
     print("loss on the teacher's answers, base and tuned:", result["base"]["eval_loss"], result["tuned"]["eval_loss"])
     assert result["tuned"]["eval_loss"] < result["base"]["eval_loss"]
     assert result["tuned"]["exact_match"] >= result["base"]["exact_match"]
+
+
+def test_evaluate_says_so_when_the_teacher_is_gone(student_run: Path, tmp_path: Path):
+    moved, gone = tmp_path / "student", tmp_path / "deleted-teacher"
+    shutil.copytree(student_run, moved)
+    config = load_config(moved / "config.yaml")
+    save_config(
+        config.model_copy(update={"distill": config.distill.model_copy(update={"teacher": str(gone)})}),
+        moved / "config.yaml",
+    )
+    cli = engine_cli("evaluate", str(moved))
+    assert cli.returncode == 2, cli.stdout[-3000:] + cli.stderr[-3000:]
+    assert cli.stderr.splitlines()[-1] == (
+        f"error: distill.teacher: no model directory or run at '{gone}', and it is no hub id (org/name)"
+    )
 
 
 def test_the_teacher_is_the_runs_adapter_merged_into_its_base(teacher_run: Path):

@@ -60,12 +60,16 @@ class Teacher:
 
 
 def find_teacher(config: RunConfig) -> Teacher:
-    """The teacher ``config.distill.teacher`` names; ConfigError at the field when it names a run that cannot teach
-    (still running, without weights, a reward model)."""
+    """The teacher ``config.distill.teacher`` names; ConfigError at the field when it names nothing there (a path
+    that is gone: Evaluate and a resume find it again) or a run that cannot teach (still running, without weights,
+    a reward model)."""
     value = config.distill.teacher or ""
     try:
         run_dir, step = locate(value, None)
     except ArtifactError:  # no run there: a model
+        if find_local_path(value) is None and not is_hub_id(value):  # a path, gone or never there
+            message = f"no model directory or run at {value!r}, and it is no hub id (org/name)"
+            raise ConfigError([Problem(FIELD, message)]) from None
         return Teacher(resolve_model_source(value), config.distill.teacher_revision)
     try:
         run = open_run(run_dir, step)
@@ -106,9 +110,6 @@ def check_data(config: RunConfig, tokenizer: Any) -> None:
     from engine.training.vision import text_tokenizer
 
     teacher = find_teacher(config)
-    if find_local_path(teacher.base) is None and not is_hub_id(teacher.base):
-        message = f"no model directory or run at {teacher.base!r}, and it is no hub id (org/name)"
-        raise ConfigError([Problem(FIELD, message)])
     student = resolve_model_source(config.model.name_or_path)
     if teacher.weights is None and teacher.base == student and not config.model.init_from:
         raise ConfigError([Problem(FIELD, RULE_MESSAGES["teacher_is_model"])])
