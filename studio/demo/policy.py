@@ -232,7 +232,7 @@ class DemoPolicy:
             Problem(path, _locked_message(path, lang)) for path, value in LOCKED.items() if _get(config, path) != value
         ]
         found += [
-            Problem(path, text(PICKED_FIELD, lang, values=", ".join(map(str, values))))
+            Problem(path, text(PICKED_FIELD, lang, values=", ".join(str(value) for value in values if value)))
             for path, values in PICKED.items()
             if _get(config, path) not in values
         ]
