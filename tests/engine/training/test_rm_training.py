@@ -18,6 +18,7 @@ from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from tests.engine.evaluate.test_preference_evaluation import engine_cli
+from tests.engine.training.test_vision_families_training import train_in_process
 from tests.helpers.engine_cli import run_train
 
 pytestmark = pytest.mark.integration
@@ -109,9 +110,8 @@ def test_a_quantized_reward_model_trains_its_head_on_a_cpu(tmp_path: Path) -> No
     alike)."""
     data = preset(max_steps=2, eval_strategy="no", save_strategy="no", logging_steps=1)
     data["quantization"] = {"mode": "4bit"}
-    (tmp_path / "config.yaml").write_text(parse_config(data).to_yaml())
-    result = run_train(tmp_path / "config.yaml", tmp_path / "run")
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    losses = [event["loss"] for event in iter_metrics(tmp_path / "run") if event.get("event") == "train"]
+    run_dir, status = train_in_process(parse_config(data), tmp_path)
+    assert status.state == "completed", status.error
+    losses = [event["loss"] for event in iter_metrics(run_dir) if event.get("event") == "train"]
     assert len(losses) == 2 and all(map(math.isfinite, losses)), losses
-    assert (tmp_path / "run" / "adapter" / "adapter_model.safetensors").is_file()
+    assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
