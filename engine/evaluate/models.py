@@ -89,6 +89,16 @@ def load_eval_tokenizer(run: FinishedRun, weights: TrainedWeights) -> Any:
     return tokenizer
 
 
+def placed(model: Any, config: Any, hardware: Any) -> Any:
+    """A model loaded for scoring on the run's device: moved to the GPU when the run trains there (quantized
+    weights are placed at load time)."""
+    from engine.training.hardware import resolve_device
+
+    if resolve_device(config, hardware) == "cuda" and config.quantization.mode == "none":
+        return model.to("cuda")
+    return model
+
+
 def load_models(
     run: FinishedRun, weights: TrainedWeights, progress: Progress, start: TrainedWeights | None = None
 ) -> Iterator[tuple[str, Any]]:
@@ -105,10 +115,7 @@ def load_models(
     device = resolve_device(run.config, hardware)
 
     def base_model(start_weights: Path | None = None) -> Any:
-        model = load_model(run.config, hardware, weights=start_weights)
-        if device == "cuda" and run.config.quantization.mode == "none":
-            model = model.to("cuda")  # quantized weights are placed at load time
-        return model.eval()
+        return placed(load_model(run.config, hardware, weights=start_weights), run.config, hardware).eval()
 
     progress.update("loading the base model")
     if start is not None and not start.is_adapter:  # a whole start model: the raw base loads on its own first

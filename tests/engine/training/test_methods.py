@@ -124,6 +124,13 @@ def _other_value(info: FieldInfo, default: Any) -> Any:
     return default * 2 if default and (upper is None or default * 2 <= upper) else min(0.5, (upper or 1) / 2)
 
 
+def assert_reads(reader: str, field: str) -> None:
+    """The place ``reader`` ("module:function") exists, and its module reads ``field`` (as ``config.<field>``)."""
+    module, function = reader.split(":")
+    source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
+    assert f"def {function}(" in source and field in source
+
+
 def _arguments(config: RunConfig, tmp_path: Path) -> dict[str, Any]:
     return {**common_training_kwargs(config, tmp_path, GPU), **method_of(config).trainer().training_kwargs(config, GPU)}
 
@@ -134,9 +141,7 @@ def test_every_train_field_reaches_the_training_arguments(field: str, method: st
     base = base_config(method, **NEEDS.get(field, {}))
     reader = CONSUMED_ELSEWHERE.get(field) or READ_BY_THE_DATA.get((method, field))
     if reader:
-        module, function = reader.split(":")
-        source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
-        assert f"def {function}(" in source and f"train.{field}" in source
+        assert_reads(reader, f"train.{field}")
         return
     if method != "sft" and field in SFT_ONLY:  # whole pairs or sampled answers only: refused, not ignored
         with pytest.raises(ConfigError, match=f"train.{field}: .* for sft only"):
@@ -156,9 +161,7 @@ def test_every_field_of_a_method_section_reaches_its_training_arguments(
 ) -> None:
     reader = SECTION_FIELDS_ELSEWHERE.get((method, field))
     if reader:
-        module, function = reader.split(":")
-        source = (PROJECT_ROOT / (module.replace(".", "/") + ".py")).read_text(encoding="utf-8")
-        assert f"def {function}(" in source and f"{method}.{field}" in source
+        assert_reads(reader, f"{method}.{field}")
         return
     base = base_config(method)
     section = getattr(base, method)

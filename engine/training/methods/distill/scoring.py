@@ -14,7 +14,7 @@ from typing import Any
 from engine.data import DataError
 from engine.data.prompts import prompt_row
 from engine.data.rows import LoadedRows
-from engine.evaluate.models import pick_rows
+from engine.evaluate.models import pick_rows, placed
 from engine.evaluate.scoring import generate_completions
 from engine.evaluate.worker import eval_set_of, score_answers
 from engine.runs.artifacts import FinishedRun, TrainedWeights
@@ -52,12 +52,10 @@ def score(
 def _teacher_answers(run: FinishedRun, tokenizer: Any, prompts: list[list[dict[str, str]]]) -> list[str]:
     """The teacher's greedy answers, loaded as in training (engine.training.methods.distill.trainer.load_teacher)
     and placed as Evaluate places the run's own models."""
-    from engine.training.hardware import detect_hardware, resolve_device
+    from engine.training.hardware import detect_hardware
 
     config, hardware = run.config, detect_hardware()
-    teacher = load_teacher(config, hardware)
-    if resolve_device(config, hardware) == "cuda" and config.quantization.mode == "none":
-        teacher = teacher.to("cuda")  # quantized weights are placed at load time
+    teacher = placed(load_teacher(config, hardware), config, hardware)
     batch = config.train.eval_batch_size
     answers = generate_completions(teacher, tokenizer, prompts, config.distill.max_completion_length, batch)
     return [answer.text.strip() for answer in answers]
