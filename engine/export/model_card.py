@@ -84,6 +84,8 @@ def evaluation_rows(evaluation: dict[str, Any]) -> list[tuple[str, str]]:
     base, tuned = evaluation.get("base") or {}, evaluation.get("tuned") or {}
     data = evaluation.get("data") or {}
     where = f"{data.get('choice', '?')} set, {data.get('rows', '?')} rows"
+    if evaluation.get("references") == "teacher":  # a distill run, scored against its teacher's greedy answers
+        where += ", against the teacher's answers"
     baseline = evaluation.get("baseline") or "base"
     against = "base" if baseline == "base" else f"start run {baseline}"
 

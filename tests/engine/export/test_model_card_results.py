@@ -64,3 +64,12 @@ def test_preference_results_paired_and_unpaired() -> None:
 def test_an_answers_result_without_references_has_no_exact_match_row() -> None:
     result = {"data": DATA, "base": {"eval_loss": 2.5, "exact_match": None}, "tuned": {"eval_loss": 1.25}}
     assert evaluation_rows(result) == [("eval loss, base → tuned (eval set, 20 rows)", "2.5000 → 1.2500")]
+
+
+def test_an_answers_result_against_a_teacher_says_so() -> None:
+    result = {"scoring": "answers", "references": "teacher", "data": DATA}
+    result |= {"base": {"eval_loss": 4.0, "exact_match": 0.0}, "tuned": {"eval_loss": 3.5, "exact_match": 0.25}}
+    assert evaluation_rows(result) == [
+        ("eval loss, base → tuned (eval set, 20 rows, against the teacher's answers)", "4.0000 → 3.5000"),
+        ("exact match, base → tuned (eval set, 20 rows, against the teacher's answers)", "0.0% → 25.0%"),
+    ]
