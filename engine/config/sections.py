@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from engine.config.schema import MAX_COUNT, Section, advanced, names_model
+from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model
 
 DEMO_MODEL = "assets/demo-model"
 DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py
@@ -89,7 +89,7 @@ class ModelSection(Section):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         """A blank field (a cleared form box) means no source."""
-        return value.strip() or None if value is not None else None
+        return blank_is_none(value)
 
 
 class QuantizationSection(Section):

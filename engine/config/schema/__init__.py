@@ -1,7 +1,7 @@
 """What every part of a config builds on: the Section base, and validation problems that name their field."""
 
 from engine.config.schema.errors import ConfigError, Problem, problems_from_validation
-from engine.config.schema.section import MAX_COUNT, MODEL_SOURCE, Section, advanced, names_model
+from engine.config.schema.section import MAX_COUNT, MODEL_SOURCE, Section, advanced, blank_is_none, names_model
 
 __all__ = [
     "MAX_COUNT",
@@ -10,6 +10,7 @@ __all__ = [
     "Problem",
     "Section",
     "advanced",
+    "blank_is_none",
     "names_model",
     "problems_from_validation",
 ]

@@ -23,6 +23,11 @@ def advanced(**extra: Any) -> dict[str, Any]:
     return {"advanced": True, **extra}
 
 
+def blank_is_none(value: str | None) -> str | None:
+    """An optional text as a config keeps it: a blank one (a cleared form box) is none, the rest stripped."""
+    return value.strip() or None if value is not None else None
+
+
 MODEL_SOURCE = "model_source"
 
 

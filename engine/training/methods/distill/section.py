@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from engine.config.schema import MAX_COUNT, Section, advanced, names_model
+from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model
 
 
 class DistillSection(Section):
@@ -52,4 +52,4 @@ class DistillSection(Section):
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         """A blank field (a cleared form box) means none."""
-        return value.strip() or None if value is not None else None
+        return blank_is_none(value)

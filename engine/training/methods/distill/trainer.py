@@ -58,6 +58,10 @@ class Teacher:
         update = {"name_or_path": self.base, "revision": self.revision, "init_from": None}
         return config.model_copy(update={"model": config.model.model_copy(update=update)})
 
+    def load_options(self, config: RunConfig) -> dict[str, Any]:
+        """What transformers' from_pretrained takes to read the teacher's files for ``config``'s run."""
+        return {"revision": self.revision, "trust_remote_code": config.model.trust_remote_code}
+
 
 def find_teacher(config: RunConfig) -> Teacher:
     """The teacher ``config.distill.teacher`` names; ConfigError at the field when it names nothing there (a path
@@ -113,7 +117,7 @@ def check_data(config: RunConfig, tokenizer: Any) -> None:
     student = resolve_model_source(config.model.name_or_path)
     if teacher.weights is None and teacher.base == student and not config.model.init_from:
         raise ConfigError([Problem(FIELD, RULE_MESSAGES["teacher_is_model"])])
-    options = {"revision": teacher.revision, "trust_remote_code": config.model.trust_remote_code}
+    options = teacher.load_options(config)
     try:
         own = AutoTokenizer.from_pretrained(teacher.base, **options)
         width = AutoConfig.from_pretrained(teacher.base, **options).get_text_config().vocab_size
@@ -146,8 +150,7 @@ def frozen_models(config: RunConfig) -> list[dict[str, Any]]:
     from transformers import AutoConfig
 
     teacher = find_teacher(config)
-    options = {"revision": teacher.revision, "trust_remote_code": config.model.trust_remote_code}
-    return [AutoConfig.from_pretrained(teacher.base, **options).to_dict()]
+    return [AutoConfig.from_pretrained(teacher.base, **teacher.load_options(config)).to_dict()]
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
