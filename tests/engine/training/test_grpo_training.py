@@ -17,8 +17,9 @@ from engine.store.completions import latest_completions
 from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import iter_metrics
 from engine.training.methods import METHODS
+from tests.engine.runs.fault_checks import wait_until
 from tests.helpers.engine_cli import run_check, run_train
-from tests.helpers.run_progress import stop_then_resume
+from tests.helpers.run_progress import wait_for_state
 
 pytestmark = pytest.mark.integration
 DEMO_SFT = PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl"
@@ -27,6 +28,22 @@ DEMO_SFT = PROJECT_ROOT / "assets" / "datasets" / "demo_sft_train.jsonl"
 # so the group's advantages are not all zero and the policy moves from the first step.
 SHORT_ANSWER = """
 def short_answer(prompts, completions, **kwargs):
+    return [1.0 if len(completion[0]["content"]) < 12 else 0.0 for completion in completions]
+"""
+# The short answer reward, which waits at step 6 (5 steps done) until the test opens its gate: the test's Pause
+# lands at the end of that very step, however fast or slow the machine.
+GATED_AT_STEP_6 = """
+import time
+from pathlib import Path
+
+def short_answer(prompts, completions, trainer_state, **kwargs):
+    gate = Path(__file__).with_name("gate")
+    if trainer_state.global_step == 5 and not (gate / "open").exists():
+        gate.mkdir(exist_ok=True)
+        (gate / "reached").touch()
+        deadline = time.time() + 300
+        while not (gate / "open").exists() and time.time() < deadline:
+            time.sleep(0.02)
     return [1.0 if len(completion[0]["content"]) < 12 else 0.0 for completion in completions]
 """
 FAILS_AT_STEP_3 = """
@@ -127,14 +144,42 @@ def test_check_names_a_reward_that_cannot_run(tmp_path: Path):
     assert result.returncode == 2 and "grpo.rewards.1" in result.stderr and "nowhere" in result.stderr
 
 
-def test_stop_and_resume_reproduce_the_uninterrupted_run(tmp_path: Path):
-    config = grpo_config(reward_file(tmp_path), max_steps=10)
+def test_a_run_resumed_in_a_later_epoch_takes_the_uninterrupted_runs_steps(tmp_path: Path):
+    """4 prompts, one a step (4 answers each): epochs of 4 steps. Stopped at step 6, in its second epoch, the run
+    resumes there (2 of its batches skipped) and takes the unbroken run's prompts through its third epoch."""
+    config = grpo_config(reward_file(tmp_path / "reference", GATED_AT_STEP_6), max_steps=10)
+    config = config.model_copy(update={"data": config.data.model_copy(update={"max_samples": 4})})
+    (tmp_path / "reference" / "gate").mkdir()
+    (tmp_path / "reference" / "gate" / "open").touch()
     reference = train_events(trained(config, tmp_path / "reference"))
-    expected = {event["step"]: (event["loss"], event["reward"]) for event in reference}
+    assert reference[-1]["epoch"] == 2.5
+    expected = {event["step"]: (event["loss"], event["reward"], event["entropy"]) for event in reference}
 
+    gate = reward_file(tmp_path / "stopped", GATED_AT_STEP_6).with_name("gate")
+    config = config.model_copy(
+        update={
+            "grpo": config.grpo.model_copy(
+                update={
+                    "rewards": [
+                        config.grpo.rewards[0],
+                        config.grpo.rewards[1].model_copy(update={"file": str(gate.with_name("rewards.py"))}),
+                    ]
+                }
+            )
+        }
+    )
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
-    stop_then_resume(run_dir, 10)
-    assert {event["step"]: (event["loss"], event["reward"]) for event in train_events(run_dir)} == expected
+    runs.start(run_dir)
+    wait_until(lambda: (gate / "reached").exists() or not runs.status(run_dir).is_active, 300, "step 6")
+    assert runs.pause(run_dir)
+    (gate / "open").touch()
+    assert wait_for_state(run_dir, "paused").step == 6
+    assert runs.stop(run_dir)
+    assert runs.wait(run_dir, timeout=300).checkpoints[-1] == 6
+    runs.resume(run_dir)
+    assert runs.wait(run_dir, timeout=300).state == "completed"
+    got = {event["step"]: (event["loss"], event["reward"], event["entropy"]) for event in train_events(run_dir)}
+    assert got == expected
 
 
 def test_a_reward_that_raises_fails_the_run_naming_it_and_keeps_checkpoints(tmp_path: Path):

@@ -74,9 +74,15 @@ def sampling_trainer_class(base: type) -> type:
     - The trainer counts the prompt and generated tokens itself (state.num_input_tokens_seen, which the
       throughput chart reads); Trainer's count looks for ``input_ids`` in batches that have none and warned on
       every step.
+    - Its prompts come in the same order whether the run was resumed or not (engine.training.methods.online.epochs).
     """
 
     class SamplingTrainer(base):  # type: ignore[misc,valid-type]
+        def _get_train_sampler(self, dataset: Any = None) -> Any:
+            from engine.training.methods.online.epochs import EpochReplayedSampler
+
+            return EpochReplayedSampler(super()._get_train_sampler(dataset))
+
         def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
             return
 
