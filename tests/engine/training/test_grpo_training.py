@@ -144,30 +144,23 @@ def test_check_names_a_reward_that_cannot_run(tmp_path: Path):
     assert result.returncode == 2 and "grpo.rewards.1" in result.stderr and "nowhere" in result.stderr
 
 
+def gated_config(folder: Path) -> RunConfig:
+    """GRPO on 4 prompts with the reward gated at step 6: a prompt a step (4 answers), epochs of 4 steps."""
+    config = grpo_config(reward_file(folder, GATED_AT_STEP_6), max_steps=10)
+    return config.model_copy(update={"data": config.data.model_copy(update={"max_samples": 4})})
+
+
 def test_a_run_resumed_in_a_later_epoch_takes_the_uninterrupted_runs_steps(tmp_path: Path):
-    """4 prompts, one a step (4 answers each): epochs of 4 steps. Stopped at step 6, in its second epoch, the run
-    resumes there (2 of its batches skipped) and takes the unbroken run's prompts through its third epoch."""
-    config = grpo_config(reward_file(tmp_path / "reference", GATED_AT_STEP_6), max_steps=10)
-    config = config.model_copy(update={"data": config.data.model_copy(update={"max_samples": 4})})
-    (tmp_path / "reference" / "gate").mkdir()
+    """Stopped at step 6, in its second epoch, a run resumes there (2 of that epoch's steps skipped) and takes the
+    unbroken run's prompts through its third epoch (engine.training.methods.online.epochs)."""
+    (tmp_path / "reference" / "gate").mkdir(parents=True)
     (tmp_path / "reference" / "gate" / "open").touch()
-    reference = train_events(trained(config, tmp_path / "reference"))
+    reference = train_events(trained(gated_config(tmp_path / "reference"), tmp_path / "reference"))
     assert reference[-1]["epoch"] == 2.5
     expected = {event["step"]: (event["loss"], event["reward"], event["entropy"]) for event in reference}
 
-    gate = reward_file(tmp_path / "stopped", GATED_AT_STEP_6).with_name("gate")
-    config = config.model_copy(
-        update={
-            "grpo": config.grpo.model_copy(
-                update={
-                    "rewards": [
-                        config.grpo.rewards[0],
-                        config.grpo.rewards[1].model_copy(update={"file": str(gate.with_name("rewards.py"))}),
-                    ]
-                }
-            )
-        }
-    )
+    config = gated_config(tmp_path / "stopped")
+    gate = tmp_path / "stopped" / "gate"
     run_dir = runs.create_run(config, run_dir=tmp_path / "run")
     runs.start(run_dir)
     wait_until(lambda: (gate / "reached").exists() or not runs.status(run_dir).is_active, 300, "step 6")

@@ -78,10 +78,18 @@ def sampling_trainer_class(base: type) -> type:
     """
 
     class SamplingTrainer(base):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from engine.training.methods.online.epochs import SamplerEpochs
+
+            super().__init__(*args, **kwargs)
+            self.epoch_sampler = None
+            self.add_callback(SamplerEpochs(self))
+
         def _get_train_sampler(self, dataset: Any = None) -> Any:
             from engine.training.methods.online.epochs import EpochReplayedSampler
 
-            return EpochReplayedSampler(super()._get_train_sampler(dataset))
+            self.epoch_sampler = EpochReplayedSampler(super()._get_train_sampler(dataset))
+            return self.epoch_sampler
 
         def _track_num_input_tokens(self, inputs: dict[str, Any]) -> None:
             return
