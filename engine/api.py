@@ -119,6 +119,7 @@ from engine.sweeps import (
 )
 from engine.sweeps.config import SWEEP_MESSAGES, SweepConfig
 from engine.sweeps.control import compact_base, driver_log_tail, read_sweep_text, sweep_yaml
+from engine.sweeps.metrics import default_objective, known_metric, objective_metrics
 from engine.sweeps.sections import SWEEP_SECTION_MESSAGES, SpaceEntry, entry_field
 from engine.sweeps.space import SPACE_MESSAGES, EntryProblem, choice_labels, find_field
 from engine.sweeps.study import SWEEP_FILE, sweep_dir
@@ -240,6 +241,7 @@ __all__ = [
     "confine",
     "continue_sweep",
     "datasets_dir",
+    "default_objective",
     "driver_log_tail",
     "driver_pid",
     "entry_field",
@@ -262,6 +264,7 @@ __all__ = [
     "is_unpaired",
     "iter_metrics",
     "jobs",
+    "known_metric",
     "latest_completions",
     "limit_reached",
     "load_config",
@@ -273,6 +276,7 @@ __all__ = [
     "model_modality",
     "name_problem",
     "outcome_text",
+    "objective_metrics",
     "parse_config",
     "model_source_fields",
     "pinned",

@@ -21,14 +21,12 @@ from pydantic.fields import FieldInfo
 
 from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.config.schema.errors import MESSAGES
-from engine.evaluate.evaluations import SCORING_ANSWERS, SCORING_REWARDS
+from engine.sweeps.metrics import evaluates, known_metric, objective_metrics
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
-from engine.training.methods import method_of
+from engine.training.methods.base import SweepMetric, logged_by_evaluations
 
 FieldKind = Literal["float", "int", "bool", "literal", "other"]
 Label = None | bool | int | float | str  # what optuna's categorical distributions hold
-# Evaluate's scorings that hold an exact match of generated answers (engine.evaluate.evaluations)
-EXACT_MATCH_SCORINGS = (SCORING_ANSWERS, SCORING_REWARDS)
 TRIAL_NAMED = "name"  # set by the sweep: each trial's run is named after the sweep and the trial's number
 # What the checks below say, by name: English with ``{placeholders}`` for what varies (a field's path, a value, a
 # bound), the one definition of each message (the studio says it again in the visitor's language:
@@ -57,13 +55,14 @@ SPACE_MESSAGES = {
     "low_refused": "low {value} is refused: {field}: {problem}",
     "high_refused": "high {value} is refused: {field}: {problem}",
     "value_refused": "{value} is refused: {field}: {problem}",
-    "objective_needs_eval": "eval_loss needs runs that evaluate: set base's train.eval_strategy to steps or epoch "
-    "(with eval data), or choose train_loss",
-    "objective_choice_no_eval": "the choice no logs no eval_loss, the objective",
-    "exact_match_method": "exact_match is scored on generated answers, and Evaluate scores {method} runs otherwise; "
-    "choose eval_loss or a metric the method logs",
+    "objective_not_of_method": "{metric} does not tell how well a {method} run does: choose {metrics}, or another "
+    "key its runs log",
+    "objective_needs_eval": "{metric} needs runs that evaluate: set base's train.eval_strategy to steps or epoch "
+    "(with eval data), or choose {other}",
+    "objective_choice_no_eval": "the choice no logs no {metric}, the objective",
     "exact_match_eval_set": "exact_match is scored on the eval set: give base a data.eval_path or a data.eval_size",
-    "exact_match_direction": "exact_match is better when higher: set direction to maximize",
+    "objective_maximize": "{metric} is better when higher: set direction to maximize",
+    "objective_minimize": "{metric} is better when lower: set direction to minimize",
     "grid_float_range": "the grid sampler needs choices or a whole-number range; give choices",
     "first_not_in_space": "{path} is not an entry of the space ({entries})",
     "first_grid_missing": "the grid sampler needs a value for every entry; {path} has none",
@@ -282,28 +281,37 @@ def check_sweep(
 
 
 def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, SpaceEntry]) -> list[Problem]:
-    """eval_loss is only logged by runs that evaluate; exact_match needs an eval set and a method Evaluate scores
-    with exact match."""
-    if objective.metric == EXACT_MATCH:
-        return _exact_match_problems(base, objective)
-    if objective.metric != "eval_loss":
+    """A metric the methods list must be one of the base's method (engine.sweeps.metrics), and is optimized its
+    way; an eval_ metric is logged only by runs that evaluate, and exact_match needs an eval set."""
+    metric, offered = objective.metric, objective_metrics(base)
+    known = known_metric(metric)
+    if known is not None and known not in offered:
+        listed = ", ".join(each.key for each in offered)
+        return [
+            Problem(
+                "objective.metric", _said("objective_not_of_method", metric=metric, method=base.method, metrics=listed)
+            )
+        ]
+    problems = _eval_problems(base, metric, offered, space)
+    if known is not None and objective.direction != known.direction:
+        problems.append(Problem("objective.direction", _said(f"objective_{known.direction}", metric=metric)))
+    return problems
+
+
+def _eval_problems(
+    base: RunConfig, metric: str, offered: tuple[SweepMetric, ...], space: dict[str, SpaceEntry]
+) -> list[Problem]:
+    """Where the objective needs eval data or evaluations that ``base`` (or a choice of the space) lacks."""
+    if metric == EXACT_MATCH:
+        return [] if base.has_eval_data else [Problem("objective.metric", _said("exact_match_eval_set"))]
+    if not logged_by_evaluations(metric):
         return []
-    if base.train.eval_strategy == "no":
-        return [Problem("objective.metric", _said("objective_needs_eval"))]
+    if not evaluates(base):
+        other = next((each.key for each in offered if not each.needs_eval and each.key != EXACT_MATCH), "train_loss")
+        return [Problem("objective.metric", _said("objective_needs_eval", metric=metric, other=other))]
     strategy = space.get("train.eval_strategy")
     if strategy is not None and "no" in (strategy.choices or []):
-        return [Problem(entry_field("train.eval_strategy"), _said("objective_choice_no_eval"))]
-    return []
-
-
-def _exact_match_problems(base: RunConfig, objective: Objective) -> list[Problem]:
-    """exact_match is scored by Evaluate on the run's eval set, by a method that scores answers (sft, grpo)."""
-    if method_of(base).scoring not in EXACT_MATCH_SCORINGS:
-        return [Problem("objective.metric", _said("exact_match_method", method=base.method))]
-    if not base.has_eval_data:
-        return [Problem("objective.metric", _said("exact_match_eval_set"))]
-    if objective.direction != "maximize":
-        return [Problem("objective.direction", _said("exact_match_direction"))]
+        return [Problem(entry_field("train.eval_strategy"), _said("objective_choice_no_eval", metric=metric))]
     return []
 
 

@@ -22,8 +22,11 @@ from engine.api import (
     RunConfig,
     SweepConfig,
     compact_base,
+    default_objective,
     entry_field,
     find_field,
+    known_metric,
+    objective_metrics,
     parse_config,
     read_sweep_text,
     sweep_yaml,
@@ -227,10 +230,24 @@ def field_row(text: str, path: str) -> list[Any]:
         space = data.get("space") if isinstance(data.get("space"), dict) else {}
         if path in space:
             return row_values(entry_row(path, space[path]))
-        base = parse_config(data.get("base") if isinstance(data.get("base"), dict) else {})
+    except ValueError:
+        pass
+    return row_values(suggested_row(path, _base(text)))
+
+
+def _base(text: str) -> RunConfig:
+    """The YAML's base when written inline; the defaults' when the YAML or its base cannot be read (or the base is
+    a file: only a bundled sweep names one, and the editor reads no file the YAML names)."""
+    try:
+        base = read_mapping(text).get("base")
+        return parse_config(base if isinstance(base, dict) else {})
     except ValueError:  # ConfigError is one
-        base = parse_config({})
-    return row_values(suggested_row(path, base))
+        return parse_config({})
+
+
+def metric_choices(text: str) -> list[str]:
+    """The objectives the editor offers for the YAML's base: its method's metrics (engine.sweeps.metrics)."""
+    return [metric.key for metric in objective_metrics(_base(text))]
 
 
 # --- editing the YAML ---------------------------------------------------------------------------------------------
@@ -270,7 +287,8 @@ def with_setting(text: str, setting: str, value: Any) -> str:
     data = read_mapping(text)
     if setting in ("metric", "direction"):
         objective = data.get("objective") if isinstance(data.get("objective"), dict) else {}
-        data["objective"] = {**objective, setting: value}
+        known = known_metric(value) if setting == "metric" else None  # a metric the methods list: its direction too
+        data["objective"] = {**objective, setting: value, **({"direction": known.direction} if known else {})}
     elif setting in ("sampler", "pruner"):
         section = data.get(setting)
         data[setting] = {**section, "kind": value} if isinstance(section, dict) else {"kind": value}
@@ -313,25 +331,36 @@ def _kind(section: Any, default: str) -> str:
 
 
 def with_base(text: str, base: RunConfig) -> str:
-    """The YAML with ``base`` as its base run (inline, written compactly); the rest as it was."""
+    """The YAML with ``base`` as its base run (inline, written compactly); the rest as it was, but for an objective
+    that the methods list and the base's method does not (a GRPO base after an SFT one: eval_loss), which becomes
+    the base's own first."""
     try:
         data = read_mapping(text)
     except ValueError:
         data = {}
     data["base"] = compact_base(base)
+    objective = data.get("objective") if isinstance(data.get("objective"), dict) else {}
+    known = known_metric(str(objective.get("metric", "eval_loss")))
+    if known is not None and known not in objective_metrics(base):
+        data["objective"] = {**objective, **_objective(base)}
     return sweep_yaml(data)
+
+
+def _objective(base: RunConfig) -> dict[str, str]:
+    """A new sweep's objective for ``base`` as the YAML writes it."""
+    metric = default_objective(base)
+    return {"metric": metric.key, "direction": metric.direction}
 
 
 def first_sweep(base: RunConfig, name: str) -> str:
     """A sweep to start from: the learning rate (log range) and the LoRA rank of ``base``, 6 trials, TPE, the
     median pruner after 2 finished trials."""
     space = {path: row_entry(suggested_row(path, base)) for path in ("train.learning_rate", "adapter.r")}
-    objective = "eval_loss" if base.train.eval_strategy != "no" else "train_loss"
     data = {
         "name": name,
         "base": compact_base(base),
         "space": space,
-        "objective": {"metric": objective, "direction": "minimize"},
+        "objective": _objective(base),
         "trials": 6,
         "sampler": {"kind": "tpe", "startup_trials": 3},
         "pruner": {"kind": "median", "startup_trials": 2},

@@ -22,7 +22,6 @@ from studio.sweeps import actions, space_editor
 
 PRIVATE: dict[str, Any] = {"api_visibility": "private"}
 QUIET: dict[str, Any] = {"show_progress": "hidden", **PRIVATE}
-METRICS = ["eval_loss", "train_loss", "exact_match"]
 PICK_FIELD, NO_FORM = key("sweeps.pick_field"), key("sweeps.no_form")
 
 
@@ -97,8 +96,9 @@ class SweepEditor:
         shown = space_editor.settings_of(text) or {}
         with gr.Row(equal_height=True):
             name = gr.Textbox(shown.get("name"), label=t("sweeps.name"), min_width=140, elem_id="ts-sweep-name")
+            # The base's method's metrics, and any other key its runs log (typed in).
             metric = gr.Dropdown(
-                METRICS,
+                space_editor.metric_choices(text),
                 value=shown.get("metric"),
                 allow_custom_value=True,
                 label=t("sweeps.objective"),
@@ -149,7 +149,9 @@ class SweepEditor:
                 widget.blur(**edit)
                 widget.submit(**edit)
             else:
-                widget.input(**edit)
+                edited = widget.input(**edit)
+                if setting == "metric":  # a metric the methods list sets its direction too: show it
+                    edited.then(**self._sync())
         self.yaml.blur(**self._sync())  # a hand edit of the YAML shows in the widgets
 
         check = ctx.handler(actions.check_html)
@@ -164,7 +166,10 @@ class SweepEditor:
 
         def sync(text: str) -> list[Any]:
             found = space_editor.settings_of(text)
-            return [found[key] for key in self.settings] if found else [gr.skip()] * len(settings)
+            if not found:
+                return [gr.skip()] * len(settings)
+            shown = {**found, "metric": gr.update(choices=space_editor.metric_choices(text), value=found["metric"])}
+            return [shown[key] for key in self.settings]
 
         return {"fn": sync, "inputs": [self.yaml], "outputs": settings, **QUIET}
 

@@ -228,10 +228,17 @@ CASES = [
         "value_refused", RANK, sweep_file(space={"adapter.r": {"choices": [8, 2048]}}), ("2048", "adapter.r"), "sweep"
     ),
     Case(
+        "objective_not_of_method",
+        "objective.metric",
+        sweep_file(base={"method": "dpo"}, objective={"metric": "exact_match", "direction": "maximize"}),
+        ("exact_match", "dpo", "eval_loss, train_loss, eval_rewards/accuracies"),
+        "sweep",
+    ),
+    Case(
         "objective_needs_eval",
         "objective.metric",
-        sweep_file(objective={"metric": "eval_loss"}),
-        ("eval_loss", "train.eval_strategy"),
+        sweep_file(base=regex_rewards("^[A-Z]"), objective={"metric": "eval_reward", "direction": "maximize"}),
+        ("eval_reward", "train.eval_strategy", "reward"),
         "sweep",
     ),
     Case(
@@ -242,13 +249,6 @@ CASES = [
         "sweep",
     ),
     Case(
-        "exact_match_method",
-        "objective.metric",
-        sweep_file(base={"method": "dpo"}, objective={"metric": "exact_match", "direction": "maximize"}),
-        ("exact_match", "dpo", "eval_loss"),
-        "sweep",
-    ),
-    Case(
         "exact_match_eval_set",
         "objective.metric",
         sweep_file(objective={"metric": "exact_match", "direction": "maximize"}),
@@ -256,10 +256,17 @@ CASES = [
         "sweep",
     ),
     Case(
-        "exact_match_direction",
+        "objective_maximize",
         "objective.direction",
         sweep_file(base=WITH_EVAL, objective={"metric": "exact_match"}),
-        ("maximize",),
+        ("exact_match", "maximize"),
+        "sweep",
+    ),
+    Case(
+        "objective_minimize",
+        "objective.direction",
+        sweep_file(objective={"metric": "train_loss", "direction": "maximize"}),
+        ("train_loss", "minimize"),
         "sweep",
     ),
     Case("grid_float_range", LR, sweep_file(sampler="grid"), ("choices",), "sweep"),

@@ -78,6 +78,29 @@ class MetricChart:
 
 
 @dataclass(frozen=True)
+class SweepMetric:
+    """A metric that tells how well a method's run did, offered as a sweep's objective: its metrics.jsonl key
+    (``eval_loss``, ``train_loss``: engine.sweeps.objective reads those two from eval and train events), and
+    which way is better. A key starting ``eval_`` is logged only by a run that evaluates."""
+
+    key: str
+    direction: str  # "minimize" or "maximize"
+
+    @property
+    def needs_eval(self) -> bool:
+        return logged_by_evaluations(self.key)
+
+
+def logged_by_evaluations(key: str) -> bool:
+    """Whether a metrics.jsonl key is one that evaluations log (Trainer names them ``eval_...``)."""
+    return key.startswith("eval_")
+
+
+# What most methods' losses are: how well the run fits its data, lower better, the held-out one first.
+LOSS_METRICS = (SweepMetric("eval_loss", "minimize"), SweepMetric("train_loss", "minimize"))
+
+
+@dataclass(frozen=True)
 class TrainerParts:
     """What the recipe has built when it asks a method for its trainer."""
 
@@ -123,6 +146,9 @@ class Method:
     - ``rows_batched``: it trains on single rows that the engine batches, so padding-free batches, packing and
       length grouping apply; the others batch what ``trains_on`` says (whole pairs, sampled answers) themselves.
     - ``charts``: metrics of its own that the Monitor draws.
+    - ``sweep_metrics``: the metrics that tell how well its run did, the first a sweep's default objective
+      (the losses, unless its loss says nothing of that: GRPO's is a policy loss, 0 whenever a group's answers
+      score alike); a sweep refuses another method's metric, or the losses where they are not listed.
     - ``scoring``: how Evaluate scores its runs (one of SCORINGS).
     - ``reference``: whether it trains against a reference model (its implicit reward is then what it
       optimises, and Evaluate ranks its pairs by that reward too).
@@ -156,6 +182,7 @@ class Method:
     rows_batched: bool = False
     trains_on: str = ""
     charts: tuple[MetricChart, ...] = ()
+    sweep_metrics: tuple[SweepMetric, ...] = LOSS_METRICS
     scoring: str = "answers"
     reference: bool = False
     writes_samples: bool = False

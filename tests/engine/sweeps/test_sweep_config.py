@@ -27,6 +27,8 @@ def problems_of(data: dict[str, Any]) -> dict[str, str]:
 
 LR = 'space."train.learning_rate"'
 RANK = 'space."adapter.r"'
+# A GRPO base (groups of 2 answers: the demo preset's eval batches of 50 hold whole groups)
+GRPO = {"method": "grpo", "grpo": {"num_generations": 2, "rewards": [{"kind": "length", "target_tokens": 4}]}}
 
 
 @pytest.mark.parametrize(
@@ -156,7 +158,34 @@ def test_every_bad_entry_is_named_at_once() -> None:
         (
             {"base": {**demo_base(), "method": "dpo"}, "objective": {"metric": "exact_match", "direction": "maximize"}},
             "objective.metric",
-            "exact_match is scored on generated answers, and Evaluate scores dpo runs otherwise",
+            "exact_match does not tell how well a dpo run does: choose eval_loss, train_loss, eval_rewards/accuracies, "
+            "or another key its runs log",
+        ),
+        (
+            {"base": {**demo_base(), **GRPO}},
+            "objective.metric",
+            "eval_loss does not tell how well a grpo run does: choose eval_reward, reward, exact_match, or another key",
+        ),
+        (
+            {"base": {**demo_base(), **GRPO, "train": {"eval_strategy": "no"}}, "objective": {"metric": "eval_reward"}},
+            "objective.metric",
+            "eval_reward needs runs that evaluate: set base's train.eval_strategy to steps or epoch (with eval data), "
+            "or choose reward",
+        ),
+        (
+            {"base": {**demo_base(), **GRPO}, "objective": {"metric": "eval_reward"}},
+            "objective.direction",
+            "eval_reward is better when higher: set direction to maximize",
+        ),
+        (
+            {"objective": {"metric": "eval_loss", "direction": "maximize"}},
+            "objective.direction",
+            "eval_loss is better when lower: set direction to minimize",
+        ),
+        (
+            {"objective": {"metric": "reward", "direction": "maximize"}},
+            "objective.metric",
+            "reward does not tell how well a sft run does: choose eval_loss, train_loss, exact_match, or another key",
         ),
         (
             {

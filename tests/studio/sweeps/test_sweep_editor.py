@@ -115,22 +115,23 @@ def test_refusals_name_the_entry_or_key_at_fault(tmp_path: Path) -> None:
 def test_a_section_of_one_key_is_written_so_that_the_sweep_driver_reads_it(tmp_path: Path) -> None:
     """A sweep without an objective or sampler gets one from the editor's metric and sampler pickers: each a mapping
     of one key, written on one line in its braces (without them the line is not YAML, and the driver, which reads
-    the sweep's file with engine.sweeps.load_sweep, fails at once)."""
+    the sweep's file with engine.sweeps.load_sweep, fails at once). A metric the methods do not list (a key the run
+    logs) comes alone: a listed one brings its direction."""
     data = yaml.safe_load(se.first_sweep(DEMO, "one-key"))
     del data["objective"], data["sampler"]
-    text = se.with_setting(yaml.safe_dump(data, sort_keys=False), "metric", "train_loss")
+    text = se.with_setting(yaml.safe_dump(data, sort_keys=False), "metric", "eval_mean_token_accuracy")
     text = se.with_setting(text, "sampler", "random")
-    assert "\nobjective: {metric: train_loss}\n" in text and "\nsampler: {kind: random}\n" in text
+    assert "\nobjective: {metric: eval_mean_token_accuracy}\n" in text and "\nsampler: {kind: random}\n" in text
     assert se.check_text(text, tmp_path)[1] == []
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(text, encoding="utf-8")
     config = load_sweep(sweep_file)
     assert (config.objective.metric, config.objective.direction, config.sampler.kind) == (
-        "train_loss",
+        "eval_mean_token_accuracy",
         "minimize",
         "random",
     )
-    assert (se.settings_of(text) or {}).get("metric") == "train_loss"  # the widgets show it too
+    assert (se.settings_of(text) or {}).get("metric") == "eval_mean_token_accuracy"  # the widgets show it too
     # Sections of more keys, and the space's entries, stay as they were written.
     assert (
         "\npruner: {kind: median, startup_trials: 2}\n" in text and "  adapter.r: {choices: [4, 8, 16, 32]}\n" in text
@@ -150,3 +151,48 @@ def test_unique_names_skip_the_sweeps_the_workspace_has(tmp_path: Path) -> None:
     (tmp_path / "sweeps" / "sweep-1").mkdir(parents=True)
     (tmp_path / "sweeps" / "sweep-2").mkdir()
     assert se.unique_name(tmp_path) == "sweep-3"
+
+
+def grpo_base(evaluates: bool):
+    """The demo run as GRPO (groups of 2 answers), evaluating or not."""
+    data = DEMO.model_dump(mode="json")
+    data.update(method="grpo", grpo={"num_generations": 2, "rewards": [{"kind": "length", "target_tokens": 4}]})
+    data["train"]["eval_strategy"] = "steps" if evaluates else "no"
+    return parse_config(data)
+
+
+def objective_of(text: str) -> tuple[str, str]:
+    objective = yaml.safe_load(text)["objective"]
+    return objective["metric"], objective["direction"]
+
+
+def test_the_objective_is_one_that_measures_the_bases_method(tmp_path: Path) -> None:
+    """A GRPO run's losses say nothing of how well it does (its policy loss is 0 whenever a group's answers score
+    alike): its sweep optimizes the reward, the held-out one where the base evaluates, and the editor offers the
+    method's own metrics."""
+    assert objective_of(se.first_sweep(DEMO, "sft")) == ("eval_loss", "minimize")
+    grpo = se.first_sweep(grpo_base(True), "grpo")
+    assert objective_of(grpo) == ("eval_reward", "maximize")
+    assert objective_of(se.first_sweep(grpo_base(False), "grpo")) == ("reward", "maximize")
+    assert se.check_text(grpo, tmp_path)[1] == []
+    assert se.metric_choices(grpo) == ["eval_reward", "reward", "exact_match"]
+    assert se.metric_choices(se.first_sweep(DEMO, "sft")) == ["eval_loss", "train_loss", "exact_match"]
+
+    # A new base of another method takes its own first metric in place of one it does not log...
+    assert objective_of(se.with_base(se.first_sweep(DEMO, "sft"), grpo_base(True))) == ("eval_reward", "maximize")
+    assert objective_of(se.with_base(grpo, DEMO)) == ("eval_loss", "minimize")
+    # ... but keeps one that it does, and any key the methods do not list (a run logs it, the user typed it).
+    exact = se.with_setting(grpo, "metric", "exact_match")
+    assert objective_of(se.with_base(exact, DEMO)) == ("exact_match", "maximize")
+    typed = se.with_setting(se.with_setting(grpo, "metric", "eval_rewards/length/mean"), "direction", "maximize")
+    assert objective_of(se.with_base(typed, DEMO)) == ("eval_rewards/length/mean", "maximize")
+
+    # Picking a listed metric sets its direction; the check refuses the other.
+    assert objective_of(se.with_setting(se.first_sweep(DEMO, "sft"), "metric", "exact_match")) == (
+        "exact_match",
+        "maximize",
+    )
+    wrong = se.with_setting(grpo, "direction", "minimize")
+    assert [(p.field, p.message) for p in se.check_text(wrong, tmp_path)[1]] == [
+        ("objective.direction", "eval_reward is better when higher: set direction to maximize")
+    ]

@@ -21,6 +21,7 @@ METHOD = Method(
     fits=(group_fits("grpo"),),
     trains_on="sampled answers",
     charts=sampling_charts("grpo"),
+    sweep_metrics=online.SAMPLING_METRICS,
     scoring="rewards",
     writes_samples=True,
     demo_caps={"num_generations": "generations", "max_completion_length": "completion_tokens"},

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.config.schema import Problem
-from engine.training.methods.base import MetricChart, RunConfig
+from engine.training.methods.base import MetricChart, RunConfig, SweepMetric
 
 # What the group rules say (each sampling method lists them in its ``rule_messages``), ``{method}`` the method's name.
 RULE_MESSAGES = {
@@ -22,6 +22,11 @@ RULE_MESSAGES = {
     "eval_whole_groups": "must be a multiple of {method}.num_generations ({num_generations}): evaluation samples "
     "whole groups",
 }
+
+
+# A sampling method's losses are its policy loss on the answers it just sampled (0 whenever a group's answers score
+# alike), not how well it does: its rewards are, the held-out prompts' first.
+SAMPLING_METRICS = (SweepMetric("eval_reward", "maximize"), SweepMetric("reward", "maximize"))
 
 
 def sampling_charts(name: str) -> tuple[MetricChart, ...]:

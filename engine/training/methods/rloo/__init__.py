@@ -24,6 +24,7 @@ METHOD = Method(
     fits=(group_fits("rloo"),),
     trains_on="sampled answers",
     charts=sampling_charts("rloo"),
+    sweep_metrics=online.SAMPLING_METRICS,
     scoring="rewards",
     writes_samples=True,
     demo_caps={"num_generations": "generations", "max_completion_length": "completion_tokens"},
