@@ -147,7 +147,8 @@ class LocalDriver:
         self.config, self.workspace, self.study = config, workspace, study
         self.stop, self.echo, self.poll_s = stop, echo, poll_s
         self.metric = config.objective.metric
-        self.fed_metric, self.fed_sign = pruning_feed(config.objective)  # what the pruner is told while it trains
+        # What the pruner is told while a trial trains.
+        self.fed_metric, self.fed_sign = pruning_feed(config.objective, config.base)
         self.distributions = distributions(config)
         self.target = target_trials(config)
 

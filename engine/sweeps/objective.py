@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from engine import runs
+from engine.config import RunConfig
 from engine.sweeps.sections import EXACT_MATCH, Objective
+from engine.training.methods import method_of
+from engine.training.methods.base import SweepMetric
 
 
 def metric_key(metric: str) -> tuple[str, str | None]:
@@ -24,13 +27,16 @@ def metric_key(metric: str) -> tuple[str, str | None]:
     return metric, None
 
 
-def pruning_feed(objective: Objective) -> tuple[str, float]:
+def pruning_feed(objective: Objective, base: RunConfig) -> tuple[str, float]:
     """The metric a trial reports to the pruner while it trains, and the sign that turns it the study's way: the
-    objective itself, but for exact_match (scored only after the run, engine.sweeps.evaluated) the eval loss,
-    negated because the study maximizes."""
-    if objective.metric == EXACT_MATCH:
-        return "eval_loss", -1.0
-    return objective.metric, 1.0
+    objective itself, but for exact_match (scored only after the run, engine.sweeps.evaluated, and maximized) the
+    held-out metric of the base's method (the eval loss, negated; a GRPO run's eval reward, whose loss says nothing
+    of how well it does)."""
+    if objective.metric != EXACT_MATCH:
+        return objective.metric, 1.0
+    held_out = [metric for metric in method_of(base).sweep_metrics if metric.needs_eval]
+    fed = held_out[0] if held_out else SweepMetric("eval_loss", "minimize")
+    return fed.key, -1.0 if fed.direction == "minimize" else 1.0
 
 
 class MetricTail:

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.config import ConfigError
+from engine.config import ConfigError, parse_config
 from engine.store.paths import PROJECT_ROOT
 from engine.sweeps import SweepConfig, load_sweep, parse_sweep
+from engine.sweeps.objective import pruning_feed
+from engine.sweeps.sections import Objective
 from tests.engine.sweeps.sweep_files import demo_base, engine_cli, write_sweep
 
 
@@ -316,3 +318,12 @@ def test_the_cli_refuses_a_bad_sweep_file_with_exit_2_and_the_error(tmp_path: Pa
     assert done.returncode == 2
     assert done.stderr == 'error: space."adapter.r": low 0 is outside the field\'s bounds: adapter.r must be >= 1\n'
     assert not (tmp_path / "ws").exists()
+
+
+def test_an_exact_match_sweep_prunes_on_the_held_out_metric_of_its_method() -> None:
+    """exact_match is scored once a trial's run completes; while it trains, the pruner is told the method's held-out
+    metric, turned the study's way (maximize): the negated eval loss, a GRPO run's eval reward as it is."""
+    exact = Objective(metric="exact_match", direction="maximize")
+    assert pruning_feed(exact, parse_config(demo_base())) == ("eval_loss", -1.0)
+    assert pruning_feed(exact, parse_config({**demo_base(), **GRPO})) == ("eval_reward", 1.0)
+    assert pruning_feed(Objective(metric="reward", direction="maximize"), parse_config(demo_base())) == ("reward", 1.0)
