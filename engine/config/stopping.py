@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from engine.config.schema.errors import Problem
+from engine.training.methods import listed_metric, method_of
 
 if TYPE_CHECKING:
     from engine.config import RunConfig
@@ -25,6 +26,8 @@ STOPPING_MESSAGES = {
     "model is kept from the checkpoint saved at its evaluation",
     "early_stopping_save_steps": "must be a multiple of train.eval_steps ({eval_steps}) with early stopping: the best "
     "model is kept from the checkpoint saved at its evaluation",
+    "early_stopping_metric": "{metric} does not tell how well a {method} run does, and the best checkpoint by it "
+    "would become the run's result: watch {metrics}",
 }
 
 
@@ -42,4 +45,16 @@ def early_stopping_problems(config: RunConfig) -> list[Problem]:
     if train.eval_strategy == "steps" and train.save_steps % train.eval_steps:
         words = STOPPING_MESSAGES["early_stopping_save_steps"]
         return [Problem("train.save_steps", words.format(eval_steps=train.eval_steps))]
-    return []
+    return _watched_metric_problems(config)
+
+
+def _watched_metric_problems(config: RunConfig) -> list[Problem]:
+    """A metric that a method lists must be one of the run's method (engine.training.methods.listed_metric): GRPO's
+    eval_loss is a policy loss, 0 whenever a group's answers score alike."""
+    metric, method = config.train.early_stopping.metric, method_of(config)
+    listed = listed_metric(metric)
+    if listed is None or listed in method.quality_metrics:
+        return []
+    own = ", ".join(each.key for each in method.held_out_metrics())
+    words = STOPPING_MESSAGES["early_stopping_metric"].format(metric=metric, method=method.name, metrics=own)
+    return [Problem("train.early_stopping.metric", words)]

@@ -15,7 +15,7 @@ from engine import runs
 from engine.config import RunConfig
 from engine.sweeps.sections import EXACT_MATCH, Objective
 from engine.training.methods import method_of
-from engine.training.methods.base import SweepMetric
+from engine.training.methods.base import QualityMetric
 
 
 def metric_key(metric: str) -> tuple[str, str | None]:
@@ -34,8 +34,8 @@ def pruning_feed(objective: Objective, base: RunConfig) -> tuple[str, float]:
     of how well it does)."""
     if objective.metric != EXACT_MATCH:
         return objective.metric, 1.0
-    held_out = [metric for metric in method_of(base).sweep_metrics if metric.needs_eval]
-    fed = held_out[0] if held_out else SweepMetric("eval_loss", "minimize")
+    held_out = method_of(base).held_out_metrics()
+    fed = held_out[0] if held_out else QualityMetric("eval_loss", "minimize")
     return fed.key, -1.0 if fed.direction == "minimize" else 1.0
 
 

@@ -23,7 +23,7 @@ from engine.config import ConfigError, Problem, RunConfig, parse_config
 from engine.config.schema.errors import MESSAGES
 from engine.sweeps.metrics import evaluates, known_metric, objective_metrics
 from engine.sweeps.sections import EXACT_MATCH, Objective, SpaceEntry, entry_field
-from engine.training.methods.base import SweepMetric, logged_by_evaluations
+from engine.training.methods.base import QualityMetric, logged_by_evaluations
 
 FieldKind = Literal["float", "int", "bool", "literal", "other"]
 Label = None | bool | int | float | str  # what optuna's categorical distributions hold
@@ -299,7 +299,7 @@ def _objective_problems(base: RunConfig, objective: Objective, space: dict[str, 
 
 
 def _eval_problems(
-    base: RunConfig, metric: str, offered: tuple[SweepMetric, ...], space: dict[str, SpaceEntry]
+    base: RunConfig, metric: str, offered: tuple[QualityMetric, ...], space: dict[str, SpaceEntry]
 ) -> list[Problem]:
     """Where the objective needs eval data or evaluations that ``base`` (or a choice of the space) lacks."""
     if metric == EXACT_MATCH:

@@ -105,6 +105,19 @@ CASES = [
         _merged(EVAL, {"train": {"early_stopping": {"patience": 3}, "save_steps": 15}}),
         ("10",),
     ),
+    Case(
+        "early_stopping_metric",
+        "train.early_stopping.metric",
+        _merged(
+            EVAL,
+            {
+                "method": "grpo",
+                "grpo": {"num_generations": 2, "rewards": [{"kind": "length", "target_tokens": 4}]},
+                "train": {"early_stopping": {"patience": 3}},
+            },
+        ),
+        ("eval_loss", "grpo", "eval_reward"),
+    ),
     Case("cuda_without_gpu", "launch.device", {"launch": {"device": "cuda"}}, (), "hardware"),
     Case("bf16_on_this_gpu", "train.precision", {"train": {"precision": "bf16"}}, (), "hardware", BARE_GPU),
     Case("bf16_on_cpu", "train.precision", {"train": {"precision": "bf16"}}, (), "hardware"),

@@ -15,7 +15,7 @@ trained.
 from __future__ import annotations
 
 from engine.training.methods import distill, dpo, grpo, kto, orpo, rloo, rm, sft
-from engine.training.methods.base import SCORINGS, Method, MetricChart, RunConfig, TrainerParts
+from engine.training.methods.base import SCORINGS, Method, MetricChart, QualityMetric, RunConfig, TrainerParts
 
 __all__ = [
     "DEFAULT_METHOD",
@@ -25,6 +25,7 @@ __all__ = [
     "MetricChart",
     "TrainerParts",
     "charted_keys",
+    "listed_metric",
     "method_charts",
     "method_of",
 ]
@@ -49,6 +50,12 @@ DEFAULT_METHOD = sft.METHOD.name  # what a config without ``method`` trains with
 def method_of(config: RunConfig) -> Method:
     """The method a run trains with."""
     return METHODS[config.method]
+
+
+def listed_metric(key: str) -> QualityMetric | None:
+    """The quality metric ``key`` as a method (any) lists it, with its direction; None for a key none lists."""
+    listed = (metric for method in METHODS.values() for metric in method.quality_metrics)
+    return next((metric for metric in listed if metric.key == key), None)
 
 
 def method_charts() -> dict[str, MetricChart]:

@@ -78,10 +78,11 @@ class MetricChart:
 
 
 @dataclass(frozen=True)
-class SweepMetric:
-    """A metric that tells how well a method's run did, offered as a sweep's objective: its metrics.jsonl key
-    (``eval_loss``, ``train_loss``: engine.sweeps.objective reads those two from eval and train events), and
-    which way is better. A key starting ``eval_`` is logged only by a run that evaluates."""
+class QualityMetric:
+    """A metric that tells how well a method's run did, offered as a sweep's objective and watched by early stopping
+    (a held-out one): its metrics.jsonl key (``eval_loss``, ``train_loss``: engine.sweeps.objective reads those two
+    from eval and train events), and which way is better. A key starting ``eval_`` is logged only by a run that
+    evaluates."""
 
     key: str
     direction: str  # "minimize" or "maximize"
@@ -97,7 +98,7 @@ def logged_by_evaluations(key: str) -> bool:
 
 
 # What most methods' losses are: how well the run fits its data, lower better, the held-out one first.
-LOSS_METRICS = (SweepMetric("eval_loss", "minimize"), SweepMetric("train_loss", "minimize"))
+LOSS_METRICS = (QualityMetric("eval_loss", "minimize"), QualityMetric("train_loss", "minimize"))
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,10 @@ class Method:
     - ``rows_batched``: it trains on single rows that the engine batches, so padding-free batches, packing and
       length grouping apply; the others batch what ``trains_on`` says (whole pairs, sampled answers) themselves.
     - ``charts``: metrics of its own that the Monitor draws.
-    - ``sweep_metrics``: the metrics that tell how well its run did, the first a sweep's default objective
-      (the losses, unless its loss says nothing of that: GRPO's is a policy loss, 0 whenever a group's answers
-      score alike); a sweep refuses another method's metric, or the losses where they are not listed.
+    - ``quality_metrics``: the metrics that tell how well its run did, the first a sweep's default objective and
+      the first held-out one what early stopping watches (the losses, unless its loss says nothing of that: GRPO's
+      is a policy loss, 0 whenever a group's answers score alike); a sweep and early stopping refuse another
+      method's metric, or the losses where they are not listed.
     - ``scoring``: how Evaluate scores its runs (one of SCORINGS).
     - ``reference``: whether it trains against a reference model (its implicit reward is then what it
       optimises, and Evaluate ranks its pairs by that reward too).
@@ -182,7 +184,7 @@ class Method:
     rows_batched: bool = False
     trains_on: str = ""
     charts: tuple[MetricChart, ...] = ()
-    sweep_metrics: tuple[SweepMetric, ...] = LOSS_METRICS
+    quality_metrics: tuple[QualityMetric, ...] = LOSS_METRICS
     scoring: str = "answers"
     reference: bool = False
     writes_samples: bool = False
@@ -222,10 +224,27 @@ class Method:
     def fitted(self, config: RunConfig) -> dict[str, Any]:
         """The values (dotted path -> value) of fields outside the method's section that its ``fits`` change so that
         its rules take ``config``; {} when none need to change."""
-        changes: dict[str, Any] = {}
+        changes: dict[str, Any] = self._watch_fit(config)
         for fit in self.fits:
             changes.update(fit(config))
         return changes
+
+    def _watch_fit(self, config: RunConfig) -> dict[str, Any]:
+        """Early stopping's metric, where it is on and watches another method's (eval_loss after GRPO is picked):
+        the method's first held-out one (engine.config.stopping refuses the other). Off, it is left as it is: the
+        rule says what to watch once it is turned on."""
+        from engine.training.methods import listed_metric
+
+        stopping = config.train.early_stopping
+        listed = listed_metric(stopping.metric) if stopping.enabled else None
+        if listed is None or listed in self.quality_metrics:
+            return {}
+        held_out = self.held_out_metrics()
+        return {"train.early_stopping.metric": held_out[0].key} if held_out else {}
+
+    def held_out_metrics(self) -> tuple[QualityMetric, ...]:
+        """Its quality metrics that evaluations log (what early stopping can watch)."""
+        return tuple(metric for metric in self.quality_metrics if metric.needs_eval)
 
     def problems(self, config: RunConfig) -> list[Problem]:
         """What its rules find wrong with ``config``."""

@@ -61,6 +61,30 @@ def test_a_sampling_method_fits_the_eval_batch_size_to_whole_groups() -> None:
     assert METHODS["rloo"].fits and not METHODS["sft"].fits and METHODS["sft"].fitted(RunConfig()) == {}
 
 
+def test_early_stopping_watches_a_metric_of_the_picked_method() -> None:
+    """GRPO's eval loss is a policy loss, 0 whenever a group's answers score alike: with early stopping on, picking
+    GRPO watches its eval reward, and picking SFT again its eval loss; off, or on a key no method lists, it stays."""
+
+    def config(method: str, metric: str, patience: int | None = 3) -> RunConfig:
+        stopping = RunConfig().train.early_stopping.model_copy(update={"metric": metric, "patience": patience})
+        train = RunConfig().train.model_copy(update={"early_stopping": stopping, "eval_batch_size": 48})
+        return RunConfig.model_construct(
+            **{
+                **{name: getattr(RunConfig(), name) for name in RunConfig.model_fields},
+                "method": method,
+                "train": train,
+            }
+        )
+
+    watched = "train.early_stopping.metric"
+    assert METHODS["grpo"].fitted(config("grpo", "eval_loss")) == {watched: "eval_reward"}
+    assert METHODS["sft"].fitted(config("sft", "eval_reward")) == {watched: "eval_loss"}
+    assert METHODS["rm"].fitted(config("rm", "eval_rewards/accuracies")) == {watched: "eval_loss"}
+    assert METHODS["grpo"].fitted(config("grpo", "eval_loss", patience=None)) == {}
+    assert METHODS["grpo"].fitted(config("grpo", "eval_completions/mean_length")) == {}
+    assert METHODS["dpo"].fitted(config("dpo", "eval_rewards/accuracies")) == {}
+
+
 def test_picking_grpo_sets_the_eval_batch_size_and_says_so(tab: Any) -> None:
     blocks, form = tab
     values = preset_with(method="grpo")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.config.schema import Problem
 from engine.training.methods import paired
-from engine.training.methods.base import LOSS_METRICS, Method, RunConfig, SweepMetric
+from engine.training.methods.base import LOSS_METRICS, Method, QualityMetric, RunConfig
 from engine.training.methods.dpo.section import SMOOTHED_DPO_LOSSES, DpoSection
 from engine.training.methods.paired import ACCURACY_CHART, REWARD_CHARTS, lm_head_problems
 
@@ -34,7 +34,7 @@ METHOD = Method(
     rule_messages={**paired.RULE_MESSAGES, **RULE_MESSAGES},
     trains_on="whole pairs",
     charts=(*REWARD_CHARTS, ACCURACY_CHART),
-    sweep_metrics=(*LOSS_METRICS, SweepMetric(f"eval_{ACCURACY_CHART.key}", "maximize")),
+    quality_metrics=(*LOSS_METRICS, QualityMetric(f"eval_{ACCURACY_CHART.key}", "maximize")),
     scoring="preference",
     reference=True,
 )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.config.schema import Problem
-from engine.training.methods.base import MetricChart, RunConfig, SweepMetric
+from engine.training.methods.base import MetricChart, QualityMetric, RunConfig
 
 # What the group rules say (each sampling method lists them in its ``rule_messages``), ``{method}`` the method's name.
 RULE_MESSAGES = {
@@ -26,7 +26,7 @@ RULE_MESSAGES = {
 
 # A sampling method's losses are its policy loss on the answers it just sampled (0 whenever a group's answers score
 # alike), not how well it does: its rewards are, the held-out prompts' first.
-SAMPLING_METRICS = (SweepMetric("eval_reward", "maximize"), SweepMetric("reward", "maximize"))
+SAMPLING_METRICS = (QualityMetric("eval_reward", "maximize"), QualityMetric("reward", "maximize"))
 
 
 def sampling_charts(name: str) -> tuple[MetricChart, ...]:

@@ -4,7 +4,7 @@ adapter or the whole model, to score the chosen answer of each preference pair a
 held-out pairs by its scores (the head it started from against the trained one), and an export loads with
 ``AutoModelForSequenceClassification``."""
 
-from engine.training.methods.base import LOSS_METRICS, SEQUENCE_SCORE, Method, MetricChart, SweepMetric
+from engine.training.methods.base import LOSS_METRICS, SEQUENCE_SCORE, Method, MetricChart, QualityMetric
 from engine.training.methods.rm.section import RmSection
 
 METHOD = Method(
@@ -21,7 +21,7 @@ METHOD = Method(
         MetricChart("margin", "Score margin (chosen − rejected)", "score"),
         MetricChart("mean_reward", "Mean score", "score"),
     ),
-    sweep_metrics=(*LOSS_METRICS, SweepMetric("eval_accuracy", "maximize")),
+    quality_metrics=(*LOSS_METRICS, QualityMetric("eval_accuracy", "maximize")),
     scoring="preference",
     model=SEQUENCE_SCORE,
 )
