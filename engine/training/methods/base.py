@@ -168,7 +168,7 @@ class Method:
     ``args_class()`` (the TRL config class), ``build_trainer(parts)`` (the TRL trainer, ready to ``train()``) and,
     optionally, ``check_data(config, tokenizer)`` (checks before launch beyond the rows' format, raising
     ConfigError) and ``frozen_models(config)`` (the config.json of each model it loads beside the trained one and
-    never trains, for the memory estimate: distill's teacher).
+    never trains, for the memory estimate: distill's teacher, a full DPO or KTO run's reference).
     """
 
     name: str

@@ -141,3 +141,39 @@ def test_dpo_on_a_4bit_base_trains_its_adapter(tmp_path: Path):
     assert 0 < trainable < four_bit < total  # the base's linear layers are 4-bit; the adapter trains
     adapter = run_dir / "adapter"
     assert (adapter / "adapter_model.safetensors").is_file() and not (adapter / "ref").exists()
+
+
+def test_the_memory_estimate_holds_the_reference_that_trl_loads_beside_a_full_fine_tune(tmp_path: Path):
+    """DPOTrainer loads a full or freeze fine-tune's reference again from the model's path, frozen: the estimate
+    counts its bytes as loaded; an adapter's reference is the base with the adapter off, and precomputed
+    reference scores need none kept (DPO and KTO alike)."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import DPOConfig, DPOTrainer
+
+    from engine.training.check import check_run
+
+    demo = str(PROJECT_ROOT / "assets" / "demo-model")
+    rows = Dataset.from_list([{"prompt": "Which month?", "chosen": " March", "rejected": " May"}] * 2)
+    args = DPOConfig(output_dir=str(tmp_path), report_to=[], use_cpu=True)
+    model = AutoModelForCausalLM.from_pretrained(demo, dtype=torch.float32)
+    trainer = DPOTrainer(
+        model=model, args=args, train_dataset=rows, processing_class=AutoTokenizer.from_pretrained(demo)
+    )
+    reference = sum(parameter.numel() * parameter.element_size() for parameter in trainer.ref_model.parameters())
+
+    def frozen(method: str, adapter: str, precompute: bool = False) -> float:
+        settings = {method: {"precompute_ref_log_probs": precompute}} if method != "orpo" else {}
+        config = parse_config(
+            {"method": method, "adapter": {"method": adapter}, "data": {"path": DEMO_PREFERENCE}, **settings}
+        )
+        memory = check_run(config).memory
+        assert memory is not None
+        return memory.frozen
+
+    for method in ("dpo", "kto"):
+        assert frozen(method, "full") == pytest.approx(reference, rel=0.01)
+        assert frozen(method, "freeze") == pytest.approx(reference, rel=0.01)
+        assert frozen(method, "lora") == frozen(method, "full", precompute=True) == 0
+    assert frozen("orpo", "full") == 0  # ORPO trains without a reference

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 
 # The run's rows as TRL's conversational preference pairs (what the preference methods share).
 prepare_data = paired.prepare_data
+# A full or freeze fine-tune's reference, loaded beside the model (for the memory estimate).
+frozen_models = paired.frozen_reference
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:

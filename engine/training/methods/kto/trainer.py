@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     from engine.training.hardware import Hardware
 
 
+# A full or freeze fine-tune's reference, loaded beside the model (for the memory estimate).
+frozen_models = paired.frozen_reference
+
+
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
     """KTOConfig's own arguments, from the kto section."""
     kto = config.kto

@@ -16,6 +16,25 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
     return prepare_paired_datasets(config, tokenizer)
 
 
+def frozen_reference(config: RunConfig) -> list[dict[str, Any]]:
+    """The reference a preference method with one (dpo, kto) loads beside a full or freeze fine-tune, for the
+    memory estimate (Method.frozen_models): TRL loads the model again from its path, in its dtype, and never
+    trains it. None for an adapter (the reference is the base with the adapter off), nor with
+    ``precompute_ref_log_probs`` (the reference scores the data before training and is freed)."""
+    from transformers import AutoConfig
+
+    from engine.store.paths import resolve_model_source
+    from engine.training.methods import method_of
+
+    if config.adapter.is_lora or method_of(config).settings(config).precompute_ref_log_probs:
+        return []
+    model = config.model
+    source = resolve_model_source(model.name_or_path)
+    return [
+        AutoConfig.from_pretrained(source, revision=model.revision, trust_remote_code=model.trust_remote_code).to_dict()
+    ]
+
+
 def without_copied_reference(trainer: Any, config: RunConfig) -> Any:
     """The trainer, its reference taken from the base with the adapter switched off when the adapter is fresh.
 
