@@ -39,6 +39,7 @@ class CheckReport:
     precision: str
     steps: int
     start: str | None = None  # where the weights come from when the run starts from another run's
+    method_lines: tuple[str, ...] = ()  # what the run's method says of it (distill's teacher, DPO's reference)
     memory: MemoryEstimate | None = None  # None when the model's config does not give its shape
 
     def lines(self) -> list[str]:
@@ -60,6 +61,7 @@ class CheckReport:
             *[f"warning: {warning}" for warning in data.warnings],
             f"model: {self.parameters}",
             *([f"starts from: {self.start}"] if self.start else []),
+            *self.method_lines,
             f"device: {self.device}, precision {self.precision}",
             self.memory.summary() if self.memory else "predicted peak memory: unknown (the model's shape is not known)",
             f"optimizer steps: {self.steps}",
@@ -140,6 +142,7 @@ def check_run(
         precision=precision,
         steps=planned_steps(config, data.num_rows),
         start=source.plan(config) if source is not None else None,
+        method_lines=tuple(method.check_lines(config)),
         memory=estimate_run_memory(
             config, model_config, device, precision, checkpointing, image_side, method.frozen_models(config)
         ),

@@ -167,8 +167,9 @@ class Method:
     ``.eval`` and ``.report``), ``training_kwargs(config, hardware)`` (its own arguments of ``args_class``, pure),
     ``args_class()`` (the TRL config class), ``build_trainer(parts)`` (the TRL trainer, ready to ``train()``) and,
     optionally, ``check_data(config, tokenizer)`` (checks before launch beyond the rows' format, raising
-    ConfigError) and ``frozen_models(config)`` (the config.json of each model it loads beside the trained one and
-    never trains, for the memory estimate: distill's teacher, a full DPO or KTO run's reference).
+    ConfigError), ``check_lines(config)`` (what the check prints of it) and ``frozen_models(config)`` (the
+    config.json of each model it loads beside the trained one and never trains, for the memory estimate: distill's
+    teacher, a full DPO or KTO run's reference).
     """
 
     name: str
@@ -211,6 +212,12 @@ class Method:
         ``frozen_models``); [] for most methods."""
         frozen = getattr(self.trainer(), "frozen_models", None)
         return frozen(config) if frozen is not None else []
+
+    def check_lines(self, config: RunConfig) -> list[str]:
+        """What the check says of the run beyond the shared lines (its trainer's ``check_lines``: distill's teacher,
+        the preference methods' reference); [] for most methods."""
+        lines = getattr(self.trainer(), "check_lines", None)
+        return lines(config) if lines is not None else []
 
     def settings(self, config: RunConfig) -> Section | None:
         """The method's section of ``config`` (None for a method without knobs)."""

@@ -164,6 +164,8 @@ def test_the_memory_estimate_holds_the_teachers_weights_beside_the_models(teache
     loaded = sum(parameter.numel() * parameter.element_size() for parameter in teacher.parameters())
     assert report.memory is not None and report.memory.frozen == pytest.approx(loaded, rel=0.01)
     assert "frozen" in report.memory.summary()
+    said = f"teacher: teacher's adapter ({teacher_run / 'adapter'}), merged into its base {DEMO_MODEL}"
+    assert said in report.lines()
     alone = check_run(distill_config(teacher_run).model_copy(update={"method": "sft"})).memory  # no teacher
     assert alone is not None and alone.frozen == 0
     assert report.memory.total - alone.total == pytest.approx(loaded, rel=0.05)

@@ -7,6 +7,7 @@ import math
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,12 +164,15 @@ def test_the_memory_estimate_holds_the_reference_that_trl_loads_beside_a_full_fi
     )
     reference = sum(parameter.numel() * parameter.element_size() for parameter in trainer.ref_model.parameters())
 
-    def frozen(method: str, adapter: str, precompute: bool = False) -> float:
+    def checked(method: str, adapter: str, precompute: bool = False) -> Any:
         settings = {method: {"precompute_ref_log_probs": precompute}} if method != "orpo" else {}
         config = parse_config(
             {"method": method, "adapter": {"method": adapter}, "data": {"path": DEMO_PREFERENCE}, **settings}
         )
-        memory = check_run(config).memory
+        return check_run(config)
+
+    def frozen(method: str, adapter: str, precompute: bool = False) -> float:
+        memory = checked(method, adapter, precompute).memory
         assert memory is not None
         return memory.frozen
 
@@ -177,3 +181,13 @@ def test_the_memory_estimate_holds_the_reference_that_trl_loads_beside_a_full_fi
         assert frozen(method, "freeze") == pytest.approx(reference, rel=0.01)
         assert frozen(method, "lora") == frozen(method, "full", precompute=True) == 0
     assert frozen("orpo", "full") == 0  # ORPO trains without a reference
+    # The check says which reference the run has.
+    reference = {
+        (adapter, precompute): [line for line in checked("dpo", adapter, precompute).lines() if "reference: " in line]
+        for adapter, precompute in (("full", False), ("lora", False), ("full", True))
+    }
+    assert reference == {
+        ("full", False): ["reference: a frozen copy of the model, loaded beside it (counted as frozen below)"],
+        ("lora", False): ["reference: the base, with the adapter off"],
+        ("full", True): ["reference: scored once before training (precompute_ref_log_probs), then freed"],
+    }

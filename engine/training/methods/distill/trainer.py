@@ -52,6 +52,15 @@ class Teacher:
     base: str  # a hub id or a local directory
     revision: str | None
     weights: TrainedWeights | None = None  # a run's adapter (merged into ``base``) or whole model
+    run_name: str | None = None  # the run whose weights they are
+
+    def described(self) -> str:
+        """What the teacher is, in words (the check prints it)."""
+        at = f" (revision {self.revision})" if self.revision else ""
+        if self.weights is None:
+            return f"{self.base}{at}"
+        where = f"{self.run_name}'s {self.weights.label} ({self.weights.path})"
+        return f"{where}, merged into its base {self.base}{at}" if self.weights.is_adapter else f"{where}{at}"
 
     def loading_config(self, config: RunConfig) -> RunConfig:
         """``config`` as the teacher loads: its base in the model's place, with the run's dtype and quantization."""
@@ -86,7 +95,12 @@ def find_teacher(config: RunConfig) -> Teacher:
     if kind.auto_class != CAUSAL_LM.auto_class:
         words = f"{run.name} trains a {kind.auto_class.removeprefix('AutoModelFor')} model"
         raise ConfigError([Problem(FIELD, f"{words}; a teacher is a language model that writes text")])
-    return Teacher(resolve_model_source(run.config.model.name_or_path), run.config.model.revision, weights)
+    return Teacher(resolve_model_source(run.config.model.name_or_path), run.config.model.revision, weights, run.name)
+
+
+def check_lines(config: RunConfig) -> list[str]:
+    """What the check says of the teacher: what it loads."""
+    return [f"teacher: {find_teacher(config).described()}"]
 
 
 def load_teacher(config: RunConfig, hardware: Hardware) -> Any:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 # A full or freeze fine-tune's reference, loaded beside the model (for the memory estimate).
 frozen_models = paired.frozen_reference
+check_lines = paired.reference_lines
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:

@@ -35,6 +35,19 @@ def frozen_reference(config: RunConfig) -> list[dict[str, Any]]:
     ]
 
 
+def reference_lines(config: RunConfig) -> list[str]:
+    """What the check says of a preference method's reference (dpo, kto): where its scores come from."""
+    from engine.training.methods import method_of
+
+    if method_of(config).settings(config).precompute_ref_log_probs:
+        return ["reference: scored once before training (precompute_ref_log_probs), then freed"]
+    if config.adapter.is_lora and config.model.init_from:
+        return ["reference: a frozen copy of the adapter the run starts from"]
+    if config.adapter.is_lora:
+        return ["reference: the base, with the adapter off"]
+    return ["reference: a frozen copy of the model, loaded beside it (counted as frozen below)"]
+
+
 def without_copied_reference(trainer: Any, config: RunConfig) -> Any:
     """The trainer, its reference taken from the base with the adapter switched off when the adapter is fresh.
 
