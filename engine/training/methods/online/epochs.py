@@ -4,7 +4,7 @@ TRL's GRPOTrainer, RLOOTrainer and DistillationTrainer draw their prompts with `
 with one generator seeded once and draws the next permutation at each pass over the data. It has no
 ``set_epoch``, so a run resumed in its second or a later epoch builds a fresh sampler whose first pass is epoch 0's
 order: Trainer then skips the batches already trained in *that* order, and the resumed run trains some prompts
-twice, others not at all, and not the steps an unbroken run takes (measured: a GRPO, RLOO or distill run resumed
+twice, others not at all, and not the steps an unbroken run takes (measured: a run of each sampling method resumed
 past its first epoch differed from the unbroken one at every later step). ``EpochReplayedSampler`` sets the
 generator to the state an unbroken run's sampler has at the start of each epoch.
 
