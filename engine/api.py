@@ -40,6 +40,7 @@ from engine.config import (
     load_config,
     model_source_fields,
     parse_config,
+    run_source_fields,
     save_config,
 )
 from engine.config.data import DATA_MESSAGES
@@ -279,6 +280,7 @@ __all__ = [
     "objective_metrics",
     "parse_config",
     "model_source_fields",
+    "run_source_fields",
     "pinned",
     "problems_from_validation",
     "read_status",

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError, create_model, field_validator, mode
 from engine.config.data import DataSection, DatasetEntry
 from engine.config.launch import LaunchSection
 from engine.config.names import check_name
-from engine.config.schema import MODEL_SOURCE, ConfigError, Problem, problems_from_validation
+from engine.config.schema import MODEL_SOURCE, RUN_SOURCE, ConfigError, Problem, problems_from_validation
 from engine.config.sections import (
     AdapterSection,
     EarlyStopping,
@@ -51,6 +51,7 @@ __all__ = [
     "VisionSection",
     "load_config",
     "model_source_fields",
+    "run_source_fields",
     "vision_problems",
     "parse_config",
     "read_config_data",
@@ -133,6 +134,17 @@ RunConfig = create_model(
 def model_source_fields() -> tuple[str, ...]:
     """The dotted paths of every field that names a model to load (marked ``names_model`` in its section): the base
     model's, and a method's own (distill's teacher)."""
+    return _marked_fields(MODEL_SOURCE)
+
+
+def run_source_fields() -> tuple[str, ...]:
+    """The dotted paths of every field that may name a run of the workspace (marked ``names_run``): the run a run
+    starts from (model.init_from), and a method's own (distill's teacher)."""
+    return _marked_fields(RUN_SOURCE)
+
+
+def _marked_fields(marker: str) -> tuple[str, ...]:
+    """The dotted paths of the sections' fields whose schema extra holds ``marker``."""
     found = []
     for section_name, section_field in RunConfig.model_fields.items():
         section = section_field.annotation
@@ -140,7 +152,7 @@ def model_source_fields() -> tuple[str, ...]:
             continue
         for name, field in section.model_fields.items():
             extra = field.json_schema_extra
-            if isinstance(extra, dict) and extra.get(MODEL_SOURCE):
+            if isinstance(extra, dict) and extra.get(marker):
                 found.append(f"{section_name}.{name}")
     return tuple(found)
 

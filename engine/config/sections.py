@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model
+from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model, names_run
 
 DEMO_MODEL = "assets/demo-model"
 DEMO_VLM = "assets/demo-vlm"  # the vision-language demo: a tiny LLaVA built by assets/build_demo_vlm.py
@@ -83,6 +83,7 @@ class ModelSection(Section):
             "is trained further (same base and adapter settings), or merged into the base for a full / freeze run; "
             "a full model is trained further. Empty: start from the base model."
         ),
+        json_schema_extra=names_run(),
     )
 
     @field_validator("init_from")

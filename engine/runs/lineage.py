@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.config import ConfigError, Problem, RunConfig
+from engine.config import ConfigError, Problem, RunConfig, run_source_fields
 from engine.runs.artifacts import ArtifactError, FinishedRun, TrainedWeights, open_run, trained_weights
 from engine.runs.status import run_dirs
 from engine.store.paths import find_local_path, resolve_model_source
@@ -225,17 +225,22 @@ def init_from_problems(config: RunConfig, workspace: Path | None) -> list[Proble
 
 
 def pinned(config: RunConfig, workspace: Path | None) -> RunConfig:
-    """``config`` with ``model.init_from`` as the absolute directory it names (a run, or a checkpoint of one), so
-    that the run finds it from any working directory; unchanged when it names no run (the check says why)."""
-    value = config.model.init_from
-    if not value:
-        return config
-    try:
-        run_dir, step = locate(value, workspace)
-    except ArtifactError:
-        return config
-    directory = run_dir if step is None else checkpoint_path(run_dir, step)
-    return config.model_copy(update={"model": config.model.model_copy(update={"init_from": str(directory)})})
+    """``config`` with each field that names a run (``model.init_from``, distill's teacher: run_source_fields) as
+    the absolute directory it names (a run, or a checkpoint of one), so that the run finds it from any working
+    directory; a field unchanged when it names no run (a model for the teacher; the check says why otherwise)."""
+    for field in run_source_fields():
+        section_name, name = field.split(".")
+        section = getattr(config, section_name)
+        value = getattr(section, name)
+        if not value:
+            continue
+        try:
+            run_dir, step = locate(value, workspace)
+        except ArtifactError:
+            continue
+        directory = run_dir if step is None else checkpoint_path(run_dir, step)
+        config = config.model_copy(update={section_name: section.model_copy(update={name: str(directory)})})
+    return config
 
 
 def source_label(value: str | None, workspace: Path | None = None) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine.config import ConfigError, Problem, RunConfig
 from engine.data.template_guard import CHECK_BUDGET_S
-from engine.runs.lineage import checked_source
+from engine.runs.lineage import checked_source, pinned
 from engine.training.hardware import (
     Hardware,
     detect_hardware,
@@ -110,10 +110,11 @@ def check_run(
 
     ``template_budget_s``: CPU seconds a configured chat template may take to render the training rows (the
     default suits a check someone waits for; engine.data.template_guard). ``workspace``: where a run id in
-    ``model.init_from`` is looked up (the workspace the run will be created in).
+    ``model.init_from`` or distill's teacher is looked up (the workspace the run will be created in).
     """
     # The run it starts from and the rows first: both are reported in a moment, before torch is imported.
     source = checked_source(config, workspace)
+    config = pinned(config, workspace)  # a run named by its id, as the run will hold it (a teacher's too)
     inspect_run_data(config)
     hardware = detect_hardware()
     problems = hardware_problems(config, hardware)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -31,6 +31,7 @@ from engine.api import (
     method_of,
     model_source_fields,
     read_status,
+    run_source_fields,
     runs,
     runs_dir,
     visitor_datasets_dir,
@@ -69,6 +70,8 @@ PICKED: dict[str, tuple[Any, ...]] = {
     path: (None, *BUNDLED_MODELS) if attrgetter(path)(RunConfig()) is None else BUNDLED_MODELS
     for path in model_source_fields()
 }
+# Picked fields that may name a run as well: a visitor's own (by id) is taken there beside the bundled models.
+RUN_PICKED = tuple(path for path in PICKED if path in run_source_fields())
 # The dataset fields a visitor may point only at their own uploads or the bundled sets.
 VISITOR_DATA_FIELDS = ("data.path", "data.eval_path")
 # The demo's refusals, by key (studio.i18n: said in the visitor's language); the constants hold their English.
@@ -84,12 +87,12 @@ DATA_REFUSAL, INIT_FROM_REFUSAL, CUSTOM_REWARD_REFUSAL, SWEEPS_REFUSAL = (
 )
 # Why a field holds the value it does in the demo, and the notes its help gets.
 LOCKED_FIELD, LOCKED_EMPTY, LOCKED_NONE = key("demo.locked"), key("demo.locked.empty"), key("demo.locked.none")
-PICKED_FIELD = key("demo.picked")
+PICKED_FIELD, PICKED_OR_RUN = key("demo.picked"), key("demo.picked.or_run")
 STEPS_CAP, STEPS_EPOCHS, STEPS_ASKED, CAPPED = (
     key(f"demo.{name}") for name in ("steps_cap", "steps_cap.epochs", "steps_cap.asked", "capped")
 )
-HELP_FIXED, HELP_PICKED, HELP_INIT_FROM, HELP_STEPS, HELP_CAP, HELP_JOINED = (
-    key(f"demo.help.{name}") for name in ("fixed", "picked", "init_from", "max_steps", "cap", "joined")
+HELP_FIXED, HELP_PICKED, HELP_PICKED_OR_RUN, HELP_INIT_FROM, HELP_STEPS, HELP_CAP, HELP_JOINED = (
+    key(f"demo.help.{name}") for name in ("fixed", "picked", "picked.or_run", "init_from", "max_steps", "cap", "joined")
 )
 T = TypeVar("T")
 
@@ -224,7 +227,8 @@ class DemoPolicy:
         not a demo).
 
         ``uploads`` is the visitor's upload folder: data may come from there or from the bundled sets.
-        ``own_runs``: the ids of the visitor's runs that a run may start from (model.init_from).
+        ``own_runs``: the ids of the visitor's runs that the config names, which a run may use (model.init_from,
+        and a picked field that names a run too: distill's teacher).
         """
         if not self.enabled:
             return []
@@ -232,9 +236,9 @@ class DemoPolicy:
             Problem(path, _locked_message(path, lang)) for path, value in LOCKED.items() if _get(config, path) != value
         ]
         found += [
-            Problem(path, text(PICKED_FIELD, lang, values=", ".join(str(value) for value in values if value)))
+            Problem(path, text(_picked_words(path), lang, values=", ".join(str(value) for value in values if value)))
             for path, values in PICKED.items()
-            if _get(config, path) not in values
+            if _get(config, path) not in values and not (path in RUN_PICKED and _get(config, path) in own_runs)
         ]
         found += [Problem(path, message) for path, message in self._cap_messages(config, lang).items()]
         found += [
@@ -266,8 +270,11 @@ class DemoPolicy:
                 found[path] = text(CAPPED, lang, cap=cap)
         return found
 
-    def restrict_values(self, values: Mapping[str, Any], uploads: Path | None) -> tuple[dict[str, Any], list[str]]:
-        """Widget values with the locked fields forced and disallowed data paths reset; plus what was changed."""
+    def restrict_values(
+        self, values: Mapping[str, Any], uploads: Path | None, owns_run: Callable[[str], bool] = lambda _: False
+    ) -> tuple[dict[str, Any], list[str]]:
+        """Widget values with the locked fields forced and disallowed data paths reset; plus what was changed.
+        ``owns_run``: whether a run id is one of the visitor's own runs, which a field that names a run keeps."""
         values = dict(values)
         if not self.enabled:
             return values, []
@@ -277,6 +284,7 @@ class DemoPolicy:
             path: choices[0]
             for path, choices in PICKED.items()
             if values.get(path) not in [to_widget(specs[path], choice) for choice in choices]
+            and not (path in RUN_PICKED and _own_run_id(values.get(path), owns_run))
         }
         wanted.update({**LOCKED, "data.path": DEFAULT_DATA, "data.eval_path": None})
         for path, value in wanted.items():
@@ -304,7 +312,7 @@ class DemoPolicy:
         if spec.path in LOCKED:
             note = text(HELP_FIXED, lang)
         elif spec.path in PICKED:
-            note = text(HELP_PICKED, lang)
+            note = text(HELP_PICKED_OR_RUN if spec.path in RUN_PICKED else HELP_PICKED, lang)
         elif spec.path == "model.init_from":
             note = text(HELP_INIT_FROM, lang)
         elif spec.path == "train.max_steps":
@@ -334,6 +342,17 @@ def _get(config: RunConfig, path: str) -> Any:
     for part in path.split("."):
         value = getattr(value, part)
     return value
+
+
+def _picked_words(path: str) -> str:
+    """The refusal of a picked field's value: the bundled models, or for a field that names a run too, those or
+    the visitor's own runs."""
+    return PICKED_OR_RUN if path in RUN_PICKED else PICKED_FIELD
+
+
+def _own_run_id(value: Any, owns_run: Callable[[str], bool]) -> bool:
+    """Whether a widget's value is the id (not a path) of one of the visitor's runs."""
+    return isinstance(value, str) and bool(value) and Path(value).name == value and owns_run(value)
 
 
 def _locked_message(path: str, lang: str = SOURCE) -> str:

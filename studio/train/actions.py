@@ -29,10 +29,13 @@ from engine.api import (
     decoded_bytes,
     init_from_problems,
     load_config,
+    method_of,
+    model_source_fields,
     name_problem,
     parse_config,
     pinned,
     recent_models_file,
+    run_source_fields,
     runs_dir,
     runs_with_weights,
     save_config,
@@ -47,7 +50,7 @@ from studio.i18n.catalog import SOURCE, key, text
 from studio.i18n.problems import translate_problem
 from studio.i18n.widgets import marked
 from studio.markup import text_block
-from studio.path_guard import ASSETS_DIR, confine_file, gradio_upload_dir
+from studio.path_guard import ASSETS_DIR, confine_file, gradio_upload_dir, named_paths
 from studio.train import reward_files
 from studio.train.dataset import (
     DatasetCheck,
@@ -63,6 +66,9 @@ PRESETS_DIR = ASSETS_DIR / "presets"
 DEMO_PRESET = "demo.yaml"
 MAX_RECENT = 10
 NO_INIT_SOURCE = marked("train.init_from.none")  # the page shows it in its language
+NO_VALUE = marked("form.none_choice")
+# The fields that name a model or a run (distill's teacher): a pick among the models and the workspace's runs.
+MODEL_OR_RUN_FIELDS = tuple(path for path in model_source_fields() if path in run_source_fields())
 PRESET_LABEL, SAVED_LABEL = marked("train.config.preset"), marked("train.config.saved_label")
 FORM_PROBLEMS = key("train.preview.problems")
 DEMO_NO_SAVE, NOT_SAVED_PROBLEMS, BAD_NAME, NO_NAME, NOT_SAVED, SAVED = (
@@ -112,15 +118,28 @@ def init_from_choices(caller: Caller) -> list[tuple[str, str]]:
     return [(NO_INIT_SOURCE, ""), *finished]
 
 
-def own_start_run(caller: Caller, config: RunConfig) -> list[str]:
-    """In demo mode, ``config``'s model.init_from when it is the id (not a path) of one of the caller's runs: the
-    run it may start from; [] otherwise, and outside demo mode, where the policy asks nothing of it. Reads one
-    status file, since the preview asks on every change; whether that run has weights is lineage's check
-    (continued_config)."""
-    run_id = config.model.init_from
-    if not (caller.policy.enabled and run_id and Path(run_id).name == run_id):
+def model_or_run_choices(caller: Caller) -> list[tuple[str, str]]:
+    """The picker's list of a field that names a model or a run (MODEL_OR_RUN_FIELDS, all optional): none, the
+    models of the base model's picker, then the workspace's finished runs with weights whose model writes text,
+    newest first (in demo mode only the caller's own), each as its run id."""
+    models = [(model, model) for model in model_choices(caller.workspace, caller.policy)]
+    finished = [
+        (f"{run.name} · {run.run_dir.name}", run.run_dir.name)
+        for run in runs_with_weights(caller.workspace)
+        if caller.owns(run.status.owner) and method_of(run.config).model.generates
+    ]
+    return [(NO_VALUE, ""), *models, *finished]
+
+
+def own_runs_named(caller: Caller, config: RunConfig) -> list[str]:
+    """In demo mode, the run ids (not paths) of the caller's own runs among ``config``'s fields that name a run
+    (model.init_from, distill's teacher: run_source_fields): the runs it may use; [] outside demo mode, where the
+    policy asks nothing of them. Reads a status file each, since the preview asks on every change; whether such a
+    run has weights is lineage's check (continued_config) and the method's."""
+    if not caller.policy.enabled:
         return []
-    return [run_id] if caller.owns_run_id(run_id) else []
+    named = [value for _, value in named_paths(config, run_source_fields())]
+    return [run_id for run_id in dict.fromkeys(named) if Path(run_id).name == run_id and caller.owns_run_id(run_id)]
 
 
 def starting_values() -> dict[str, Any]:
@@ -157,7 +176,7 @@ def checked_config(caller: Caller, values: Mapping[str, Any]) -> RunConfig:
     language)."""
     uploads = caller.uploads
     config = form_config(upload_paths(caller, values), caller.workspace)
-    problems = caller.policy.problems(config, uploads, own_start_run(caller, config), caller.language)
+    problems = caller.policy.problems(config, uploads, own_runs_named(caller, config), caller.language)
     if problems:
         raise ConfigError(problems)
     return reward_files.resolved(continued_config(config, caller.workspace), caller.workspace, caller.language)
@@ -333,7 +352,9 @@ def load_config_values(caller: Caller | None, path: str | Path | None) -> tuple[
     values, changed = config_to_values(config), []
     if caller is not None:
         # An upload reads as its name in the demo's YAML (Caller.shown): a config copied from there loads back.
-        values, changed = caller.policy.restrict_values(upload_paths(caller, values), caller.uploads)
+        values, changed = caller.policy.restrict_values(
+            upload_paths(caller, values), caller.uploads, caller.owns_run_id
+        )
         values = upload_names(caller, values)
     note = text(SET_BACK, lang, fields=", ".join(changed)) if changed else ""
     return values, text(LOADED, lang, name=Path(path).name, note=note)

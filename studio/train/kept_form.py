@@ -63,7 +63,7 @@ def restored_values(caller: Caller, stored: Any) -> dict[str, Any]:
         if spec.path in stored and spec.path not in NOT_KEPT and _fits(spec, stored[spec.path])
     }
     if caller.policy.enabled:
-        values, _ = caller.policy.restrict_values(upload_paths(caller, values), caller.uploads)
+        values, _ = caller.policy.restrict_values(upload_paths(caller, values), caller.uploads, caller.owns_run_id)
         values = upload_names(caller, values)
     return values
 

@@ -102,21 +102,24 @@ def _wire_kept_form(ctx: StudioContext, form: ConfigForm) -> None:
 
 
 def _wire_init_from(ctx: StudioContext, form: ConfigForm) -> None:
-    """List the runs to start from again when the picker gets the focus: runs finish while the page is open (in
-    the demo, the visitor's own runs)."""
-    picker = form.components["model.init_from"]
+    """List the runs again when a picker that offers them gets the focus (the runs to start from, and those a field
+    that names a model or a run offers): runs finish while the page is open (in the demo, the visitor's own)."""
+    pickers = {"model.init_from": actions.init_from_choices}
+    pickers.update(dict.fromkeys(actions.MODEL_OR_RUN_FIELDS, actions.model_or_run_choices))
+    for path, choices in pickers.items():
+        picker = form.components[path]
 
-    def init_from_list(caller: Caller) -> Any:
-        return gr.update(choices=actions.init_from_choices(caller))
+        def runs_list(caller: Caller, choices: Any = choices) -> Any:
+            return gr.update(choices=choices(caller))
 
-    picker.focus(
-        ctx.handler(init_from_list),
-        ctx.inputs(),
-        picker,
-        show_progress="hidden",
-        concurrency_limit=None,  # a directory listing: milliseconds
-        **PRIVATE,
-    )
+        picker.focus(
+            ctx.handler(runs_list),
+            ctx.inputs(),
+            picker,
+            show_progress="hidden",
+            concurrency_limit=None,  # a directory listing: milliseconds
+            **PRIVATE,
+        )
 
 
 def _wire_method_fit(ctx: StudioContext, form: ConfigForm, note: Any) -> None:

@@ -23,7 +23,7 @@ from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import model_sections as ms
 from studio.train import rewards as rw
-from studio.train.form_widgets import ConfigForm, make_widget
+from studio.train.form_widgets import ConfigForm, field_words, make_widget
 
 START_LABEL, STARTING = "train.start", "train.starting"  # keys of the Start button's two labels
 USE_MAX_LENGTH = key("train.use_max_length")
@@ -66,6 +66,29 @@ def _init_from_picker(ctx: StudioContext) -> Any:
             label=t("train.init_from"),
             info=ctx.policy.help_for(spec) if demo else t("field.model.init_from.help"),
             elem_id="cfg-model-init_from",
+        )
+
+    return factory
+
+
+def _model_or_run_picker(ctx: StudioContext) -> Any:
+    """A field that names a model or a run (distill's teacher) as a combo box: the models and the workspace's
+    finished runs (listed again each time it gets the focus, see studio.train.tab), or any path / hub id typed in
+    (in demo mode a pick among the bundled models and the visitor's own runs)."""
+
+    demo = ctx.policy.enabled
+
+    def factory(spec: FieldSpec, value: Any) -> gr.Dropdown:
+        words = field_words(spec)
+        if demo:
+            words["info"] = ctx.policy.help_for(spec)
+        return gr.Dropdown(
+            # In the demo nobody is known at build time: the visitor's own runs are listed on focus.
+            choices=actions.model_or_run_choices(Caller(ctx.workspace, ctx.policy)),
+            value=value,
+            allow_custom_value=not demo,
+            elem_id="cfg-" + spec.path.replace(".", "-"),
+            **words,
         )
 
     return factory
@@ -114,6 +137,7 @@ def field_overrides(ctx: StudioContext) -> dict[str, Any]:
         "model.name_or_path": _model_picker(ctx),
         **({} if ctx.policy.enabled else {"data.path": _relabel("train.dataset_path")}),
         "model.init_from": _init_from_picker(ctx),
+        **dict.fromkeys(actions.MODEL_OR_RUN_FIELDS, _model_or_run_picker(ctx)),
     }
 
 

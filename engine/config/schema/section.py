@@ -29,12 +29,20 @@ def blank_is_none(value: str | None) -> str | None:
 
 
 MODEL_SOURCE = "model_source"
+RUN_SOURCE = "run_source"
 
 
 def names_model(**extra: Any) -> dict[str, Any]:
     """Schema extra that marks a field as naming a model to load (a hub id or a directory on the machine): the
     studio confines it as it does the base model's, and a public demo offers only its bundled models there."""
     return {MODEL_SOURCE: True, **extra}
+
+
+def names_run(**extra: Any) -> dict[str, Any]:
+    """Schema extra that marks a field as able to name a run of the workspace (its id, its directory or one of its
+    checkpoints): the run's directory is written in its place when the run is created (engine.runs.lineage.pinned),
+    the studio lists the workspace's runs there, and a public demo takes a visitor's own runs."""
+    return {RUN_SOURCE: True, **extra}
 
 
 class Section(BaseModel):

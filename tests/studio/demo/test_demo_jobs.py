@@ -18,15 +18,18 @@ from typing import Any
 
 import pytest
 
+from engine.config import load_config
 from engine.runs import jobs
 from engine.store.processes import signal_group
-from engine.store.rundir import update_status
+from engine.store.rundir import CONFIG_FILE, update_status
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag, visitor_exports
 from studio.demo.quota import tree_bytes, visitor_usage
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab
+from studio.train import actions, starting
 from tests.helpers.demo_run import RUN_ID, trained_demo_run
+from tests.helpers.live_processes import processes_fixture, running_stand_in  # noqa: F401 - the fixture
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
 pytestmark = pytest.mark.integration
@@ -137,3 +140,31 @@ def test_a_visitor_keeps_one_export_in_their_quota(workspace: Path) -> None:
     refused = export(Caller(workspace, full, ALICE), RUN_ID)
     assert refused[0] is None and "the most a visitor may keep here" in unescape(refused[2])
     assert jobs.active_job(workspace) is None  # the refusal started no job
+
+
+def test_a_visitor_distills_from_their_own_run_and_from_no_one_elses(
+    tmp_path_factory: pytest.TempPathFactory, processes: list[Any]
+) -> None:
+    """The teacher picker lists the visitor's own finished runs beside the bundled models; Start takes one by its
+    id, checks it as a teacher and writes its directory into the run, while another visitor naming it is refused."""
+    workspace = tmp_path_factory.mktemp("demo-teacher")
+    alice_run = trained_demo_run(tmp_path_factory, workspace)
+    shutil.copytree(alice_run, alice_run.with_name(BOB_RUN))
+    update_status(alice_run, owner=owner_tag(ALICE))
+    update_status(alice_run.with_name(BOB_RUN), owner=owner_tag(BOB))
+    alice, bob = Caller(workspace, DEMO, ALICE), Caller(workspace, DEMO, BOB)
+    offered = [value for _, value in actions.model_or_run_choices(alice)]
+    assert offered == ["", "assets/demo-model", "assets/demo-vlm", RUN_ID]
+    assert [value for _, value in actions.model_or_run_choices(bob)][-1] == BOB_RUN
+
+    def start(caller: Caller) -> starting.StartResult:
+        values = actions.starting_values()
+        values.update({"name": "student", "method": "distill", "distill.teacher": RUN_ID, "train.max_steps": 5})
+        return starting.start_run(caller, values, running_stand_in(processes))
+
+    refused = start(bob)
+    assert refused.run_dir is None and "own finished runs" in refused.errors["distill.teacher"], refused
+    started_run = start(alice)
+    assert started_run.run_dir is not None, (started_run.message, started_run.errors)
+    teacher = load_config(started_run.run_dir / CONFIG_FILE).distill.teacher
+    assert Path(teacher) == alice_run.resolve()  # the run's directory, found from anywhere

@@ -64,17 +64,28 @@ def test_a_visitor_picks_among_the_bundled_models() -> None:
     assert "demo-vlm.yaml" in offered
 
 
-def test_a_visitors_teacher_is_none_or_a_bundled_model() -> None:
-    """Every field that names a model offers the bundled models alone: the teacher names no path on the server."""
+def test_a_visitors_teacher_is_none_a_bundled_model_or_one_of_their_runs() -> None:
+    """Every field that names a model offers the bundled models alone, and one that names a run too the visitor's
+    own runs by id: the teacher names no path on the server, and no other visitor's run."""
     distill = {"method": "distill", "train": {"max_steps": 50}}
     assert by_field({**distill, "distill": {"teacher": "assets/demo-vlm"}}) == {}
     refused = by_field({**distill, "distill": {"teacher": "/srv/other-visitor/run"}})
     bundled = "assets/demo-model, assets/demo-vlm"
-    assert refused == {"distill.teacher": f"this demo trains only its bundled models: {bundled}"}  # "none" unsaid
+    own = f"this demo takes only its bundled models or one of your own finished runs: {bundled}"
+    assert refused == {"distill.teacher": own}  # "none" unsaid
+    mine = {**distill, "distill": {"teacher": "20261130-120000-abcd-mine"}}
+    assert DEMO.problems(parse_config(mine), own_runs=["20261130-120000-abcd-mine"]) == []
+    assert by_field(mine) == {"distill.teacher": own}  # another visitor's run, or none at all
     values = demo_values(method="distill", **{"distill__teacher": "/srv/other-visitor/run"})
     restricted, changed = DEMO.restrict_values(values, None)
     assert changed == ["distill.teacher"] and restricted["distill.teacher"] == ""  # back to none
     assert DEMO.restrict_values(demo_values(), None)[1] == []  # no teacher, as a non-distill form has
+    # A kept form's own run stays (the visitor's), another's goes back to none, and a path even if one's own.
+    ours = demo_values(method="distill", **{"distill__teacher": "20261130-120000-abcd-mine"})
+    assert DEMO.restrict_values(ours, None, lambda run_id: run_id.endswith("-mine"))[1] == []
+    assert DEMO.restrict_values(ours, None, lambda run_id: False)[1] == ["distill.teacher"]
+    path = demo_values(method="distill", **{"distill__teacher": "workspace/runs/20261130-120000-abcd-mine"})
+    assert DEMO.restrict_values(path, None, lambda run_id: True)[1] == ["distill.teacher"]
 
 
 def test_locked_fields_are_refused_by_name() -> None:

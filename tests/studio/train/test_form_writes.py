@@ -66,7 +66,7 @@ def test_every_event_that_writes_the_form_is_followed_by_a_preview(studio: gr.Bl
     assert expected | {"best_run", "on_continue"} <= names
     loads = {fn._id for fn in writers if fn.name == "on_load"}
     for writer in writers:
-        if writer.name in ("on_start", "init_from_list"):  # they update a picker's choices, never a value
+        if writer.name in ("on_start", "runs_list"):  # they update a picker's choices, never a value
             continue
         if writer.name == "check_rows" and writer.trigger_after in loads:  # a loaded config keeps its eval path
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model
+from engine.config.schema import MAX_COUNT, Section, advanced, blank_is_none, names_model, names_run
 
 
 class DistillSection(Section):
@@ -19,10 +19,10 @@ class DistillSection(Section):
     teacher: str | None = Field(
         None,
         description="The teacher whose next-token distribution the model learns: a hub id (org/name), a local "
-        "model directory (a merged export of a run is one), or a finished run's directory or one of its "
-        "checkpoints (RUN/checkpoints/checkpoint-N), loaded with its adapter merged into its base. It must use the "
-        "model's tokenizer.",
-        json_schema_extra=names_model(),
+        "model directory (a merged export of a run is one), or a finished run (its id in the workspace, its "
+        "directory or one of its checkpoints, RUN/checkpoints/checkpoint-N), loaded with its adapter merged into "
+        "its base. It must use the model's tokenizer.",
+        json_schema_extra=names_model(**names_run()),
     )
     teacher_revision: str | None = Field(
         None,
