@@ -38,6 +38,7 @@ class RunFacts:
     rewards: dict[str, str] = field(default_factory=dict)
     learns_from_rewards: bool = False
     has_eval: bool = True  # an unreadable config: nothing is said about its eval set
+    held_out: str = "eval_loss"  # the method's first held-out quality metric (a sampling method's: eval_reward)
 
 
 def run_facts(run_dir: Path) -> RunFacts:
@@ -48,11 +49,13 @@ def run_facts(run_dir: Path) -> RunFacts:
     except (ConfigError, OSError, KeyError):
         return RunFacts()
     specs = method.rewards(config)
+    held_out = method.held_out_metrics()
     return RunFacts(
         charts=tuple(chart.key for chart in method.charts if chart.drawn_for(config)),
         rewards={name: reward_key(name) for name in reward_names(specs)},
         learns_from_rewards=bool(specs),
         has_eval=config.has_eval_data,
+        held_out=held_out[0].key if held_out else "eval_loss",
     )
 
 

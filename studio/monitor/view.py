@@ -38,7 +38,7 @@ STEP, EPOCH, ELAPSED, ETA, PAUSED_SINCE, CANCELLED, TIME_LIMIT, PRUNED_NOTE, QUE
 PRUNE_KEYS = prune_keys()
 STATS = {
     name: key(f"stats.{name}")
-    for name in ("loss", "best_loss", "eval_loss", "reward", "learning_rate", "tokens", "memory")
+    for name in ("loss", "best_loss", "eval_loss", "eval_reward", "reward", "learning_rate", "tokens", "memory")
 }
 # What the eval loss card says where no eval loss will come: the run learns from rewards (its reward is shown in its
 # place), or it has no eval set.
@@ -176,9 +176,12 @@ def stats_html(feed: MetricsFeed | None, lang: str = SOURCE) -> str:
 
 
 def _eval_card(feed: MetricsFeed | None, latest: dict[str, float], lang: str) -> tuple[str, str, str]:
-    """The third card (name, value, note): the eval loss, or what applies where none will come."""
-    if feed is None or "eval_loss" in latest:
-        return "eval_loss", _fmt(latest.get("eval_loss")), ""
+    """The third card (name, value, note): the held-out metric that tells how the run does (the eval loss; a
+    sampling method's eval reward, whose eval loss is a policy loss), or what applies where none has come."""
+    held_out = feed.facts.held_out if feed is not None else "eval_loss"
+    card = held_out if held_out in STATS else "eval_loss"
+    if feed is None or card in latest:
+        return card, _fmt(latest.get(card)), ""
     if feed.facts.learns_from_rewards:
         return "reward", _fmt(latest.get(REWARD_TOTAL)), text(IN_PLACE_OF_EVAL, lang)
     if not feed.facts.has_eval:

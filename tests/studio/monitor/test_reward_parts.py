@@ -106,6 +106,22 @@ def test_the_eval_card_of_a_reward_run_shows_its_reward_and_says_why(tmp_path: P
     assert japanese[text("stats.reward", "ja")] == ("0.5000", text("stats.note.rewards", "ja"))
 
 
+def test_the_eval_card_of_a_reward_run_that_evaluates_shows_its_eval_reward(tmp_path: Path) -> None:
+    """A GRPO run's eval loss is a policy loss (0 whenever a group's answers score alike): once it evaluates, the
+    card shows the held-out reward, its method's first held-out metric, and never that loss."""
+    run_dir = grpo_run(tmp_path, eval_size=8)
+    log(run_dir, step(1, 0.0, 0.5, 1.0))
+    feed = MetricsFeed(run_dir)
+    feed.poll()
+    assert cards(feed)["reward"] == ("0.6250", "in place of eval loss: this method learns from rewards")
+    with (run_dir / METRICS_FILE).open("a") as handle:
+        handle.write(json.dumps({"event": "eval", "step": 1, "eval_loss": 0.0, "eval_reward": 0.75}) + "\n")
+    feed.poll()
+    shown = cards(feed)
+    assert shown["eval reward"] == ("0.7500", "") and "eval loss" not in shown and "reward" not in shown
+    assert cards(feed, "ko")[text("stats.eval_reward", "ko")] == ("0.7500", "")
+
+
 def test_the_eval_card_says_when_a_run_has_no_eval_set(tmp_path: Path) -> None:
     bare = runs.create_run(RunConfig(name="bare"), workspace=tmp_path)
     log(bare, {"step": 1, "loss": 1.0})
