@@ -128,6 +128,7 @@ from engine.sweeps.summary import PRUNE_REASONS, format_params, format_value, ou
 from engine.training.hardware import HARDWARE_MESSAGES
 from engine.training.method_data import FORMAT_MISFIT, FORMAT_WORDS, MISFIT_ADVICE, MODALITY_MISFIT
 from engine.training.methods import METHODS, Method, method_charts, method_of
+from engine.training.methods.base import evaluation_key
 from engine.training.methods.reward_spec import REWARD_MESSAGES, RewardSpec
 from engine.training.modality import VISION as VISION_MODALITY
 from engine.training.modality import model_modality
@@ -247,6 +248,7 @@ __all__ = [
     "driver_pid",
     "entry_field",
     "env_roots",
+    "evaluation_key",
     "evaluations",
     "export",
     "exports_dir",

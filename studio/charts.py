@@ -32,6 +32,7 @@ LOSS, TRAIN_LOSS, TRAIN_RAW, EVAL_LOSS, RESUMED, WAITING, NO_DATA, STEP = (
     for name in ("loss", "train_loss", "train_raw", "eval_loss", "resumed", "waiting", "no_data", "step")
 )
 LOSS_UNIT = key("unit.loss")
+HELD_OUT = key("chart.eval")  # a method metric's points logged by evaluations, beside the training steps' line
 WEIGHTED_SUM = key("chart.weighted_sum")  # the total beside its parts (a reward's functions)
 NOT_LOGGED, PICK_RUNS = key("runs.compare.not_logged"), key("runs.compare.pick")  # the Compare chart's empty notes
 
@@ -334,15 +335,36 @@ def loss_figure(
 
 
 def line_figure(
-    points: Series, title: str, y_title: str, color: str, height: int = SMALL_HEIGHT, lang: str = SOURCE
+    points: Series,
+    title: str,
+    y_title: str,
+    color: str,
+    height: int = SMALL_HEIGHT,
+    held_out: Series = (),
+    lang: str = SOURCE,
 ) -> Figure:
-    """One metric over the steps (learning rate, gradient norm, throughput); ``title`` and ``y_title`` as given,
-    the other words in ``lang``."""
+    """One metric over the steps (learning rate, gradient norm, throughput, a method's metric), with the points
+    evaluations logged of it (``held_out``) as markers, named in a legend; ``title`` and ``y_title`` as given, the
+    other words in ``lang``."""
     layout = _layout(title, y_title, height, x_title=text(STEP, lang))
-    layout["showlegend"] = False
+    layout["showlegend"] = bool(len(held_out))
     layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
     fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
-    return _figure([_trace(points, title, color, **fill)], layout, text(NO_DATA, lang))
+    traces = [_trace(points, title, color, **fill), *_held_out_traces(held_out, color, lang)]
+    return _figure(traces, layout, text(NO_DATA, lang))
+
+
+def _held_out_traces(held_out: Series, color: str, lang: str) -> list[dict[str, Any]]:
+    """The evaluations' points of a metric as markers joined by a line (none when it has none), in the eval
+    loss's colour, or the train loss's where the chart's own is that."""
+    if not len(held_out):
+        return []
+    return [_trace(held_out, text(HELD_OUT, lang), _held_out_color(color), mode="lines+markers", marker={"size": 7})]
+
+
+def _held_out_color(color: str) -> str:
+    """The colour of the evaluations' points on a chart drawn in ``color``."""
+    return EVAL_COLOR if color != EVAL_COLOR else TRAIN_COLOR
 
 
 def parts_figure(
@@ -351,12 +373,14 @@ def parts_figure(
     title: str,
     y_title: str,
     color: str,
+    held_out: Series = (),
     height: int = SMALL_HEIGHT,
     lang: str = SOURCE,
 ) -> Figure:
     """A total over the steps (filled, as ``line_figure`` draws one metric) with each of its parts as a line of its
-    own, named in a legend: a weighted reward and each reward function's mean. ``title``, ``y_title`` and the
-    parts' names as given, the other words in ``lang``."""
+    own, named in a legend: a weighted reward and each reward function's mean; the evaluations' points of the
+    total as markers (``held_out``). ``title``, ``y_title`` and the parts' names as given, the other words in
+    ``lang``."""
     layout = _layout(title, y_title, height, x_title=text(STEP, lang))
     layout["margin"] = {"l": 56, "r": 12, "t": 32, "b": 36}
     # Inside the plot, at its foot: above it, in a column of four small charts, the legend ran over the title. A
@@ -370,10 +394,11 @@ def parts_figure(
     }
     fill = {"fill": "tozeroy", "fillcolor": _tint(color)}
     traces = [_trace(total, text(WEIGHTED_SUM, lang), color, **fill)]
-    others = [one for one in COLORS if one != color]
+    held = _held_out_traces(held_out, color, lang)
+    others = [one for one in COLORS if one not in (color, _held_out_color(color))]  # the same before and after
     for number, (name, series) in enumerate(parts.items()):
         traces.append(_trace(series, name, others[number % len(others)], width=1.5))
-    return _figure(traces, layout, text(NO_DATA, lang))
+    return _figure([*traces, *held], layout, text(NO_DATA, lang))
 
 
 def _tint(color: str, alpha: float = 0.08) -> str:

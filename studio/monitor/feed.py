@@ -12,11 +12,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.api import CONFIG_FILE, ConfigError, load_config, method_charts, method_of, reward_names, runs
+from engine.api import (
+    CONFIG_FILE,
+    ConfigError,
+    evaluation_key,
+    load_config,
+    method_charts,
+    method_of,
+    reward_names,
+    runs,
+)
 from studio.charts import DecimatedSeries, Point
 
 # The series the Monitor draws, by the metrics.jsonl key they come from.
-SERIES = ("loss", "eval_loss", "learning_rate", "grad_norm", "tokens_per_second", *method_charts())
+# A method's chart draws what its evaluations log of the same metric beside it (eval_reward on the reward's).
+SERIES = (
+    "loss",
+    "eval_loss",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_second",
+    *method_charts(),
+    *map(evaluation_key, method_charts()),
+)
 RATE_WINDOW = 20  # recent train events used for the ETA: follows speed changes, ignores the warm-up
 # TRL's trainers that learn from reward functions log their weighted sum as "reward" and each function's mean
 # as "rewards/<name>/mean": the Monitor draws the parts on the total's chart.

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.api import CONFIG_FILE, QUEUED, RunStatus, method_charts, run_queue
+from engine.api import CONFIG_FILE, QUEUED, RunStatus, evaluation_key, method_charts, run_queue
 from studio import charts
 from studio.charts import Figure
 from studio.i18n import catalog
@@ -142,7 +142,8 @@ def chart_keys(feed: MetricsFeed | None, smoothing: float, log_y: bool) -> dict[
     keys = {"loss": f"{series['loss'].version}.{series['eval_loss'].version}.{len(feed.resumes)}.{smoothing}.{log_y}"}
     for name, (*_, metric) in SMALL_CHARTS.items():
         parts = feed.parts(metric).values()  # drawn on the same chart: each changes it
-        keys[name] = ".".join(str(one.version) for one in (series[metric], *parts))
+        held_out = [series[key]] if (key := evaluation_key(metric)) in series else []
+        keys[name] = ".".join(str(one.version) for one in (series[metric], *parts, *held_out))
     return keys
 
 
@@ -156,9 +157,11 @@ def chart_figure(name: str, feed: MetricsFeed | None, smoothing: float, log_y: b
     title, unit, color, metric = SMALL_CHARTS[name]
     title, unit = _said(f"chart.{name}", title, lang), _said(f"unit.{unit}", unit, lang)
     parts = feed.parts(metric) if feed else {}
+    # What evaluations log of a method's metric, on its chart (the common charts' metrics have none).
+    held_out = feed.series.get(evaluation_key(metric), []) if feed else []
     if parts:  # a weighted reward, with each reward function's mean beside it (as the samples table lists them)
-        return charts.parts_figure(feed.series[metric], parts, title, unit, color, lang=lang)
-    return charts.line_figure(feed.series[metric] if feed else [], title, unit, color, lang=lang)
+        return charts.parts_figure(feed.series[metric], parts, title, unit, color, held_out, lang=lang)
+    return charts.line_figure(feed.series[metric] if feed else [], title, unit, color, held_out=held_out, lang=lang)
 
 
 def _said(name: str, english: str, lang: str) -> str:

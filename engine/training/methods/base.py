@@ -92,9 +92,17 @@ class QualityMetric:
         return logged_by_evaluations(self.key)
 
 
+EVALUATION_PREFIX = "eval_"  # how Trainer names what an evaluation logs: eval_loss, eval_reward, ...
+
+
 def logged_by_evaluations(key: str) -> bool:
-    """Whether a metrics.jsonl key is one that evaluations log (Trainer names them ``eval_...``)."""
-    return key.startswith("eval_")
+    """Whether a metrics.jsonl key is one that evaluations log."""
+    return key.startswith(EVALUATION_PREFIX)
+
+
+def evaluation_key(key: str) -> str:
+    """The key under which an evaluation logs what a training step logs as ``key`` (reward -> eval_reward)."""
+    return EVALUATION_PREFIX + key
 
 
 # What most methods' losses are: how well the run fits its data, lower better, the held-out one first.

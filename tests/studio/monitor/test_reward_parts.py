@@ -138,3 +138,25 @@ def test_the_eval_card_says_when_a_run_has_no_eval_set(tmp_path: Path) -> None:
     feed.poll()
     assert cards(feed)["eval loss"] == ("0.5000", "")
     assert cards(None)["eval loss"] == ("—", "")  # no run
+
+
+def test_a_method_chart_draws_what_the_evaluations_logged_of_its_metric(tmp_path: Path) -> None:
+    """The reward chart of a GRPO run that evaluates has the held-out reward (eval_reward) as markers beside the
+    training steps' lines; a new evaluation redraws it; a chart whose metric no evaluation logged draws none."""
+    run_dir = grpo_run(tmp_path, eval_size=8)
+    log(run_dir, step(1, 0.0, 0.5, 1.0), {"step": 2, "completions/mean_length": 9.0})
+    with (run_dir / METRICS_FILE).open("a") as handle:
+        handle.write(json.dumps({"event": "eval", "step": 2, "eval_loss": 0.0, "eval_reward": 0.75}) + "\n")
+    feed = MetricsFeed(run_dir)
+    feed.poll()
+    answer = live.changed_charts(feed, "run", {}, wanted=("reward", "completions/mean_length"), lang="ja")
+    reward = answer["figures"]["reward"]["data"]
+    assert [trace["name"] for trace in reward][-1] == text("chart.eval", "ja")
+    assert (list(reward[-1]["x"]), list(reward[-1]["y"])) == ([2], [0.75])
+    assert "markers" in reward[-1]["mode"] and len({trace["line"]["color"] for trace in reward}) == len(reward)
+    assert len(answer["figures"]["completions/mean_length"]["data"]) == 1  # no eval_completions/mean_length yet
+    with (run_dir / METRICS_FILE).open("a") as handle:
+        handle.write(json.dumps({"event": "eval", "step": 4, "eval_reward": 1.0}) + "\n")
+    feed.poll()
+    again = live.changed_charts(feed, "run", answer["keys"], wanted=("reward", "completions/mean_length"), lang="ja")
+    assert list(again["figures"]) == ["reward"] and list(again["figures"]["reward"]["data"][-1]["y"]) == [0.75, 1.0]
