@@ -26,6 +26,7 @@ from engine.api import (
     RunConfig,
     RunStatus,
     RunSummary,
+    evaluation_key,
     evaluations,
     iter_metrics,
     load_config,
@@ -35,7 +36,7 @@ from engine.api import (
     runs_dir,
     source_label,
 )
-from studio.charts import Point
+from studio.charts import HELD_OUT, Point
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, text
 from studio.markup import run_time_text
@@ -237,13 +238,17 @@ class CompareMetric:
 
 def compare_metrics() -> dict[str, CompareMetric]:
     """Every metric the Compare chart can draw, by the picker's value: train and eval loss, then each method's
-    own charts (from the method registry), as the trainer logs them on train events."""
+    own charts (from the method registry), as the trainer logs them on train events, then what evaluations log of
+    them (eval_reward: GRPO runs compared on their held-out reward)."""
     found = {
         TRAIN_LOSS: CompareMetric("train", "loss", "Train loss", "loss"),
         EVAL_LOSS: CompareMetric("eval", "eval_loss", "Eval loss", "loss"),
     }
     for key, chart in method_charts().items():
         found.setdefault(key, CompareMetric("train", key, chart.title, chart.unit))
+    for key, chart in method_charts().items():
+        held_out = evaluation_key(key)
+        found.setdefault(held_out, CompareMetric("eval", held_out, f"{chart.title} · eval", chart.unit))
     return found
 
 
@@ -260,13 +265,23 @@ def _said(name: str, english: str, lang: str) -> str:
 
 def metric_words(value: str, metric: CompareMetric, lang: str = SOURCE) -> tuple[str, str]:
     """The Compare chart's title and y-axis label for the picker's ``value``, in ``lang``."""
-    title = _said(TITLE_WORDS.get(value, f"chart.{value}"), metric.title, lang)
-    return title, _said(f"unit.{metric.unit}", metric.unit, lang)
+    return _title(value, metric.title, TITLE_WORDS, lang), _said(f"unit.{metric.unit}", metric.unit, lang)
 
 
 def choice_labels(choices: list[tuple[str, str]], lang: str = SOURCE) -> list[tuple[str, str]]:
     """The Metric picker's (title, value) choices with their titles in ``lang``."""
-    return [(_said(CHOICE_WORDS.get(value, f"chart.{value}"), title, lang), value) for title, value in choices]
+    return [(_title(value, title, CHOICE_WORDS, lang), value) for title, value in choices]
+
+
+def _title(value: str, english: str, words: Mapping[str, str], lang: str) -> str:
+    """A choice's title in ``lang``: the losses' own words, a method chart's title, or what evaluations log of a
+    method's metric as that chart's title marked "eval"."""
+    if value in words:
+        return _said(words[value], english, lang)
+    trained = next((key for key in method_charts() if evaluation_key(key) == value), None)
+    if trained is not None:
+        return f"{_said(f'chart.{trained}', method_charts()[trained].title, lang)} · {text(HELD_OUT, lang)}"
+    return _said(f"chart.{value}", english, lang)
 
 
 @dataclass

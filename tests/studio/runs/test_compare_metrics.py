@@ -14,8 +14,17 @@ from engine.training.methods import method_charts
 from studio import charts
 from studio.demo.caller import Caller
 from studio.demo.policy import owner_tag
+from studio.i18n.catalog import text
 from studio.runs import tab as runs_tab
-from studio.runs.data import EVAL_LOSS, TRAIN_LOSS, compare_curves, loss_curve, metric_curve
+from studio.runs.data import (
+    EVAL_LOSS,
+    TRAIN_LOSS,
+    choice_labels,
+    compare_curves,
+    loss_curve,
+    metric_curve,
+    metric_words,
+)
 from tests.helpers.visitors import ALICE, BOB, DEMO
 
 MARGIN = "rewards/margins"
@@ -73,10 +82,16 @@ def test_choices_hold_the_losses_and_only_the_method_metrics_a_picked_run_logged
         (EVAL_LOSS, EVAL_LOSS),
         (titles[MARGIN], MARGIN),
         (titles["rewards/accuracies"], "rewards/accuracies"),
+        (f"{titles[MARGIN]} · eval", f"eval_{MARGIN}"),  # what the evaluations logged of it
     ]
     assert "kl" in titles and "log_odds_ratio" in titles  # in the registry, but no picked run logged them
     assert comparison.metric == MARGIN and comparison.chart.title == titles[MARGIN]
     assert comparison.curves == {"dpo": [(1, 0.0), (2, 0.3), (3, 0.7), (4, 0.9)], "sft": []}
+    held_out = compare_curves({"dpo": dpo, "sft": sft}, f"eval_{MARGIN}")
+    assert held_out.chart.sparse and held_out.curves == {"dpo": [(2, 0.2), (4, 0.5)], "sft": []}
+    japanese = dict((value, title) for title, value in choice_labels(comparison.choices, "ja"))
+    assert japanese[f"eval_{MARGIN}"] == f"{japanese[MARGIN]} · {text('chart.eval', 'ja')}"
+    assert metric_words(f"eval_{MARGIN}", held_out.chart, "ja")[0] == japanese[f"eval_{MARGIN}"]
     sft_only = compare_curves({"sft": sft}, MARGIN)  # no picked run has the margin: back to train loss
     assert [value for _, value in sft_only.choices] == [TRAIN_LOSS, EVAL_LOSS]
     assert sft_only.metric == TRAIN_LOSS and sft_only.curves == {"sft": [(1, 2.0), (2, 1.5)]}
