@@ -183,3 +183,50 @@ def test_a_reward_that_raises_fails_the_run_naming_it_and_keeps_checkpoints(tmp_
     assert failed.state == "failed", failed
     assert "reward picky failed on row" in failed.error and "ValueError: cannot judge this one" in failed.error
     assert failed.checkpoints == [2]
+
+
+def test_the_memory_estimate_holds_the_reference_that_grpo_keeps_with_a_kl_term(tmp_path: Path):
+    """GRPOTrainer loads a full fine-tune's reference again from the model's path when beta > 0: the estimate counts
+    its bytes as loaded, and the check says which reference the run has; none without the KL term or for LoRA."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from engine.training.check import check_run
+
+    demo = str(PROJECT_ROOT / "assets" / "demo-model")
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        report_to=[],
+        use_cpu=True,
+        beta=0.04,
+        num_generations=2,
+        per_device_train_batch_size=2,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(demo, dtype=torch.float32),
+        reward_funcs=[lambda completions, **kwargs: [0.0] * len(completions)],
+        args=args,
+        train_dataset=Dataset.from_list([{"prompt": "Which month?"}] * 2),
+        processing_class=AutoTokenizer.from_pretrained(demo),
+    )
+    reference = sum(parameter.numel() * parameter.element_size() for parameter in trainer.ref_model.parameters())
+
+    def checked(adapter: str, beta: float) -> tuple[float, list[str]]:
+        config = grpo_config(reward_file(tmp_path))
+        config = config.model_copy(
+            update={
+                "adapter": config.adapter.model_copy(update={"method": adapter}),
+                "grpo": config.grpo.model_copy(update={"beta": beta}),
+            }
+        )
+        report = check_run(config)
+        assert report.memory is not None
+        return report.memory.frozen, [line for line in report.lines() if line.startswith("reference: ")]
+
+    frozen, said = checked("full", 0.04)
+    assert frozen == pytest.approx(reference, rel=0.01)
+    assert said == ["reference: a frozen copy of the model, loaded beside it (counted as frozen below)"]
+    assert checked("lora", 0.04) == (0, ["reference: the base, with the adapter off"])
+    assert checked("full", 0.0) == (0, ["reference: none (beta 0: no KL term)"])

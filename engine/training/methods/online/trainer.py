@@ -55,6 +55,25 @@ def sampling_kwargs(settings: Section) -> dict[str, Any]:
     }
 
 
+def frozen_reference(config: RunConfig) -> list[dict[str, Any]]:
+    """The reference a sampling method with a KL term (its section's beta > 0) keeps beside a full or freeze
+    fine-tune, for the memory estimate (engine.training.methods.reference); none without the term."""
+    from engine.training.methods import method_of
+    from engine.training.methods.reference import frozen_copy
+
+    return frozen_copy(config) if method_of(config).settings(config).beta > 0 else []
+
+
+def reference_lines(config: RunConfig) -> list[str]:
+    """What the check says of a sampling method's reference: none without a KL term, else the kept one."""
+    from engine.training.methods import method_of
+    from engine.training.methods.reference import kept_reference_line
+
+    if method_of(config).settings(config).beta == 0:
+        return ["reference: none (beta 0: no KL term)"]
+    return [kept_reference_line(config)]
+
+
 def reward_functions_of(parts: TrainerParts) -> list[Any]:
     """The run's reward functions in TRL's signature (engine.training.rewards)."""
     from engine.training.methods import method_of

@@ -18,34 +18,24 @@ def prepare_data(config: RunConfig, tokenizer: Any) -> Any:
 
 def frozen_reference(config: RunConfig) -> list[dict[str, Any]]:
     """The reference a preference method with one (dpo, kto) loads beside a full or freeze fine-tune, for the
-    memory estimate (Method.frozen_models): TRL loads the model again from its path, in its dtype, and never
-    trains it. None for an adapter (the reference is the base with the adapter off), nor with
+    memory estimate (Method.frozen_models; engine.training.methods.reference); none with
     ``precompute_ref_log_probs`` (the reference scores the data before training and is freed)."""
-    from transformers import AutoConfig
-
-    from engine.store.paths import resolve_model_source
     from engine.training.methods import method_of
+    from engine.training.methods.reference import frozen_copy
 
-    if config.adapter.is_lora or method_of(config).settings(config).precompute_ref_log_probs:
-        return []
-    model = config.model
-    source = resolve_model_source(model.name_or_path)
-    return [
-        AutoConfig.from_pretrained(source, revision=model.revision, trust_remote_code=model.trust_remote_code).to_dict()
-    ]
+    return [] if method_of(config).settings(config).precompute_ref_log_probs else frozen_copy(config)
 
 
 def reference_lines(config: RunConfig) -> list[str]:
     """What the check says of a preference method's reference (dpo, kto): where its scores come from."""
     from engine.training.methods import method_of
+    from engine.training.methods.reference import kept_reference_line
 
     if method_of(config).settings(config).precompute_ref_log_probs:
         return ["reference: scored once before training (precompute_ref_log_probs), then freed"]
     if config.adapter.is_lora and config.model.init_from:
         return ["reference: a frozen copy of the adapter the run starts from"]
-    if config.adapter.is_lora:
-        return ["reference: the base, with the adapter off"]
-    return ["reference: a frozen copy of the model, loaded beside it (counted as frozen below)"]
+    return [kept_reference_line(config)]
 
 
 def without_copied_reference(trainer: Any, config: RunConfig) -> Any:

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 from engine.training.methods.base import TrainerParts
 from engine.training.methods.online.trainer import (
     check_data,
+    frozen_reference,
     prepare_data,
+    reference_lines,
     reward_functions_of,
     sampling_kwargs,
     sampling_trainer_class,
@@ -25,7 +27,17 @@ if TYPE_CHECKING:
     from engine.config import RunConfig
     from engine.training.hardware import Hardware
 
-__all__ = ["args_class", "build_trainer", "check_data", "prepare_data", "training_kwargs"]
+# A full or freeze fine-tune with a KL term keeps a frozen copy of the model as its reference.
+frozen_models, check_lines = frozen_reference, reference_lines
+__all__ = [
+    "args_class",
+    "build_trainer",
+    "check_data",
+    "check_lines",
+    "frozen_models",
+    "prepare_data",
+    "training_kwargs",
+]
 
 
 def training_kwargs(config: RunConfig, hardware: Hardware) -> dict[str, Any]:
