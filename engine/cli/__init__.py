@@ -92,7 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate a config and its dataset without training")
     check.add_argument("config", type=Path, help="the run's YAML config")
     check.add_argument(
-        "--workspace", type=Path, default=Path("workspace"), help="where a run id in model.init_from is looked up"
+        "--workspace",
+        type=Path,
+        default=Path("workspace"),
+        help="where a run id (model.init_from, a teacher) is looked up",
     )
     _add_config_options(check)
     _add_job_commands(commands)
