@@ -94,6 +94,21 @@ def _model_or_run_picker(ctx: StudioContext) -> Any:
     return factory
 
 
+def _watched_metric_picker(spec: FieldSpec, value: Any) -> gr.Dropdown:
+    """Early stopping's metric as a combo box: the held-out metrics the methods list (eval_loss, a sampling
+    method's eval_reward, ...; picking a method sets its own: Method.fitted), or any other eval key typed in."""
+    from engine.api import METHODS
+
+    listed = dict.fromkeys(metric.key for method in METHODS.values() for metric in method.held_out_metrics())
+    return gr.Dropdown(
+        choices=list(listed),
+        value=value,
+        allow_custom_value=True,
+        elem_id="cfg-train-early_stopping-metric",
+        **field_words(spec),
+    )
+
+
 def _demo_overrides(ctx: StudioContext) -> dict[str, Any]:
     """In demo mode: fixed fields and the dataset paths shown read-only, capped fields with their limit in the
     help text. Nothing outside demo mode."""
@@ -137,6 +152,7 @@ def field_overrides(ctx: StudioContext) -> dict[str, Any]:
         "model.name_or_path": _model_picker(ctx),
         **({} if ctx.policy.enabled else {"data.path": _relabel("train.dataset_path")}),
         "model.init_from": _init_from_picker(ctx),
+        "train.early_stopping.metric": _watched_metric_picker,
         **dict.fromkeys(actions.MODEL_OR_RUN_FIELDS, _model_or_run_picker(ctx)),
     }
 

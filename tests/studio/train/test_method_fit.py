@@ -85,6 +85,26 @@ def test_early_stopping_watches_a_metric_of_the_picked_method() -> None:
     assert METHODS["dpo"].fitted(config("dpo", "eval_rewards/accuracies")) == {}
 
 
+def test_picking_grpo_with_early_stopping_on_watches_its_eval_reward(tab: Any) -> None:
+    """On the page: the metric picker offers the methods' held-out metrics; picking GRPO with early stopping on
+    sets it to eval_reward and says so, and eval_loss typed back is refused at the field by its rule."""
+    blocks, form = tab
+    picker = form.components["train.early_stopping.metric"]
+    assert [value for _, value in picker.choices] == [
+        "eval_loss",
+        "eval_rewards/accuracies",
+        "eval_reward",
+        "eval_accuracy",
+    ]
+    values = preset_with(method="grpo", train__eval_batch_size=48, train__early_stopping__patience=3)
+    out = call(blocks, "on_method_fit", [None, *(values[path] for path in form.paths)])
+    assert dict(zip(form.paths, out[1:], strict=True))["train.early_stopping.metric"] == "eval_reward"
+    assert out[0].startswith("✎ Set for grpo, whose rules need it: ") and "eval_loss → eval_reward" in out[0]
+    errors = call(blocks, "on_change", [None, *(values[path] for path in form.paths)])
+    slot = dict(zip(form.paths, errors[3:], strict=True))["train.early_stopping.metric"]
+    assert slot["visible"] is True and "does not tell how well a grpo run does" in slot["value"], slot
+
+
 def test_picking_grpo_sets_the_eval_batch_size_and_says_so(tab: Any) -> None:
     blocks, form = tab
     values = preset_with(method="grpo")
