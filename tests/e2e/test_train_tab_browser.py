@@ -95,7 +95,12 @@ def test_a_dpo_run_from_the_preset(studio: Any, browser: Any, workspace: Path, a
     for key in ("rewards/margins", "rewards/accuracies"):
         logged = len([event for event in iter_metrics(run_dir) if event.get("event") == "train" and key in event])
         assert logged >= 2  # the preset logs every 5 steps
-        wait_until(lambda k=key, n=logged: page.evaluate(METHOD_POINTS_JS, k) == n, 30, what=f"the {key} chart")
+        # ... and the evaluations' points of the same metric, drawn beside them
+        held_out = len(
+            [event for event in iter_metrics(run_dir) if event.get("event") == "eval" and f"eval_{key}" in event]
+        )
+        total = logged + held_out
+        wait_until(lambda k=key, n=total: page.evaluate(METHOD_POINTS_JS, k) == n, 30, what=f"the {key} chart")
     page.screenshot(path=str(artifacts / "24-monitor-dpo-charts.png"), full_page=True)
     page.close()
 
