@@ -73,7 +73,7 @@ class MemoryEstimate:
 
     device: str  # "cpu" or "cuda"
     weights: float  # the base (quantized or not) plus LoRA weights
-    # Models the method loads beside the trained one, frozen (distill's teacher, a full DPO's reference), as loaded
+    # Models the method loads beside the trained one, frozen (distill's teacher, a full run's reference), as loaded
     frozen: float
     optimizer: float
     gradients: float
@@ -206,8 +206,8 @@ def estimate_memory(
     ``weight_bytes``: bytes of an unquantized base weight (4 fp32, 2 bf16 / fp16); ``compute_bytes``: of an
     activation. ``lora``: ``{"targets": set of module names, "r", "dropout", "modules_to_save"}`` for LoRA runs.
     ``checkpoint_bytes``: the size of the model's weight files (what a quantized load on a CPU leaves mapped).
-    ``frozen_bytes``: the weights of models loaded beside the trained one and never trained (distill's teacher, a
-    full or freeze DPO or KTO run's reference).
+    ``frozen_bytes``: the weights of models loaded beside the trained one and never trained (distill's teacher, the
+    reference a full or freeze run keeps).
     ``image_side``: a vision-language model's vision tower and projector. Their weights stay unquantized (the
     engine keeps a quantized load off them); what trains in full adds optimizer state (and, beside a LoRA adapter,
     the trained copy peft keeps of a module to save). A frozen tower runs without a graph, so its activations are

@@ -177,7 +177,7 @@ class Method:
     optionally, ``check_data(config, tokenizer)`` (checks before launch beyond the rows' format, raising
     ConfigError), ``check_lines(config)`` (what the check prints of it) and ``frozen_models(config)`` (the
     config.json of each model it loads beside the trained one and never trains, for the memory estimate: distill's
-    teacher, a full DPO or KTO run's reference).
+    teacher, the reference a full or freeze run keeps: engine.training.methods.reference).
     """
 
     name: str
@@ -223,7 +223,7 @@ class Method:
 
     def check_lines(self, config: RunConfig) -> list[str]:
         """What the check says of the run beyond the shared lines (its trainer's ``check_lines``: distill's teacher,
-        the preference methods' reference); [] for most methods."""
+        the reference of a method that keeps one); [] for the others."""
         lines = getattr(self.trainer(), "check_lines", None)
         return lines(config) if lines is not None else []
 

@@ -100,8 +100,8 @@ def sampling_trainer_class(base: type) -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             from engine.training.methods.online.epochs import SamplerEpochs
 
+            self.epoch_sampler = None  # made with the train loader (_get_train_sampler), when training starts
             super().__init__(*args, **kwargs)
-            self.epoch_sampler = None
             self.add_callback(SamplerEpochs(self))
 
         def _get_train_sampler(self, dataset: Any = None) -> Any:
