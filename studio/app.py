@@ -25,7 +25,8 @@ from studio.chat.tab import build_chat_tab
 from studio.context import StudioContext
 from studio.demo.caller import Caller
 from studio.demo.identity import client_address
-from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy, owns
+from studio.demo.ownership import owns
+from studio.demo.policy import MB, NORMAL, VISITOR_STORAGE_KEY, DemoPolicy
 from studio.demo.retention import ensure_retention
 from studio.demo.sent_budget import SentBudget
 from studio.evaluate.tab import build_evaluate_tab

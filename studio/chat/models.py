@@ -26,7 +26,7 @@ from engine.api import (
     runs_dir,
 )
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.i18n import catalog
 from studio.i18n.catalog import SOURCE, key, text
 

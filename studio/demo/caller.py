@@ -8,16 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from studio.demo.policy import (
-    NORMAL,
-    DemoPolicy,
-    check_owner,
-    owned_run,
-    owned_run_dirs,
-    owns,
-    owns_run_id,
-    visitor_uploads,
-)
+from studio.demo.ownership import check_owner, owned_run, owned_run_dirs, owns, owns_run_id
+from studio.demo.policy import NORMAL, DemoPolicy, visitor_uploads
 from studio.demo.quota import start_refusal, upload_refusal
 from studio.i18n.catalog import SOURCE, text
 

@@ -30,21 +30,19 @@ from engine.api import (
     find_local_path,
     method_of,
     model_source_fields,
-    read_status,
     run_source_fields,
-    runs,
-    runs_dir,
     visitor_datasets_dir,
     visitor_exports_dir,
 )
 from studio.demo.budget import AddressBudget
 from studio.demo.identity import mint_token, verify_token, visitor_key
+from studio.demo.ownership import owner_tag
 from studio.demo.shown import server_roots, shown_value
 from studio.form.schema import FieldSpec, leaf_specs
 from studio.form.values import to_widget
 from studio.form.yaml_lists import dataset_paths
 from studio.i18n.catalog import SOURCE, english, key, text
-from studio.path_guard import BUNDLED_DATASETS, named_paths, resolve_run
+from studio.path_guard import BUNDLED_DATASETS, named_paths
 
 DEFAULT_DATA = RunConfig().data.path  # the engine's default: a bundled set
 VISITOR_STORAGE_KEY = "tuning-studio-visitor"
@@ -383,11 +381,6 @@ def _field_help(spec: FieldSpec, lang: str) -> str:
 # --- visitors -----------------------------------------------------------------------------------------------
 
 
-def owner_tag(visitor: str) -> str:
-    """What a run records as its owner: a digest, so a status file never holds the token itself."""
-    return hashlib.sha256(visitor.encode()).hexdigest()[:32]
-
-
 def visitor_uploads(workspace: Path, policy: DemoPolicy, visitor: str | None) -> Path | None:
     """The folder that holds a visitor's uploaded datasets; None without a (signed) visitor token."""
     visitor = policy.visitor(visitor)
@@ -418,39 +411,3 @@ def data_allowed(value: str, uploads: Path | None) -> bool:
     except PathNotAllowed:
         return False
     return True
-
-
-# --- whose runs ------------------------------------------------------------------------------------------------
-
-
-def owns(policy: DemoPolicy, owner: str | None, visitor: str | None) -> bool:
-    """Whether the visitor may see and act on a run whose status names ``owner`` (always, outside demo mode)."""
-    if not policy.enabled:
-        return True
-    visitor = policy.visitor(visitor)
-    return bool(visitor) and owner == owner_tag(visitor)
-
-
-def owned_run_dirs(workspace: Path, policy: DemoPolicy, visitor: str | None) -> list[Path]:
-    """The run directories the visitor may see (every run, outside demo mode)."""
-    return [run_dir for run_dir in runs.run_dirs(workspace) if owns(policy, read_status(run_dir).owner, visitor)]
-
-
-def check_owner(run_dir: Path, policy: DemoPolicy, visitor: str | None) -> Path:
-    """``run_dir`` when the visitor owns it; else the same RunError as for a run that does not exist."""
-    if not owns(policy, read_status(Path(run_dir)).owner, visitor):
-        raise runs.RunError(f"no run {Path(run_dir).name!r} here")
-    return Path(run_dir)
-
-
-def owned_run(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> Path:
-    """The run directory of a run id picked in the browser; RunError when it is not a run of the workspace or,
-    in demo mode, not the visitor's."""
-    return check_owner(resolve_run(workspace, run_id or ""), policy, visitor)
-
-
-def owns_run_id(workspace: Path, run_id: str | None, policy: DemoPolicy, visitor: str | None) -> bool:
-    """Whether a run id picked in the browser names a run the visitor may use (any id outside demo mode)."""
-    if not policy.enabled:
-        return True
-    return bool(run_id) and owns(policy, read_status(runs_dir(workspace) / Path(str(run_id)).name).owner, visitor)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.api import OPEN_STATES, RunConfig, RunStatus, run_queue, runs, workspace_of
-from studio.demo.policy import DemoPolicy, check_owner, owned_run_dirs, owner_tag
+from studio.demo.ownership import check_owner, owned_run_dirs, owner_tag
+from studio.demo.policy import DemoPolicy
 from studio.demo.quota import start_refusal
 from studio.i18n.catalog import SOURCE, key, text
 from studio.markup import STATE_WORDS

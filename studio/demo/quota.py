@@ -12,7 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
-from studio.demo.policy import MB, DemoPolicy, owned_run_dirs, visitor_exports, visitor_uploads
+from studio.demo.ownership import owned_run_dirs
+from studio.demo.policy import MB, DemoPolicy, visitor_exports, visitor_uploads
 from studio.i18n.catalog import SOURCE, key, text
 
 FILE_TOO_BIG, HOLDS_TOO_MUCH, UPLOAD_PAST_QUOTA, QUOTA_FULL, DISK_LOW = (

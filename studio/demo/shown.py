@@ -38,7 +38,7 @@ from engine.api import DATASETS_DIR, PROJECT_ROOT, VISITORS_DIR, visitor_exports
 from studio.path_guard import gradio_upload_dir
 
 T = TypeVar("T")
-OWNER_PATTERN = r"[0-9a-f]{32}"  # a visitor's owner tag (studio.demo.policy.owner_tag) names their folder
+OWNER_PATTERN = r"[0-9a-f]{32}"  # a visitor's owner tag (studio.demo.ownership.owner_tag) names their folder
 _NAME = r"[\w~+@%-]"  # a character that continues a file name ("." too, when a name character follows it)
 # After a folder: anything but more of its last name (``/srv/ws`` is no folder of ``/srv/ws-old`` or ``/srv/ws.bak``,
 # but is one in "in /srv/ws." and "`/srv/ws`").

@@ -74,7 +74,7 @@ class RunRow(RunSummary):
 
     earlier_seconds: float | None = None  # how long the run trained before its latest resume
     evaluation: str = ""  # the newest evaluation's summary, base → tuned (engine.evaluate.summary_text)
-    owner: str | None = None  # who started it, in demo mode (studio.demo.policy.owner_tag)
+    owner: str | None = None  # who started it, in demo mode (studio.demo.ownership.owner_tag)
     started_from: str = ""  # the run it started from (model.init_from), as engine.runs.lineage.source_label says
     # why it ended, when the state alone does not say: a pruned run's reason (its sweep's pruner), an early stop
     note: str = ""

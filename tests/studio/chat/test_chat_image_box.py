@@ -18,7 +18,7 @@ from studio.chat.actions import clear_clicked, load_clicked, parse_sampling_widg
 from studio.chat.images import NOT_UPLOADED, TEXT_ONLY, shown_turn, takes_images, user_turn
 from studio.context import StudioContext
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.i18n.catalog import text
 from studio.path_guard import chat_images_dir, confine_images
 from tests.engine.chat.test_chat_images import image_tokens

@@ -24,7 +24,7 @@ from studio.chat.actions import load_clicked
 from studio.chat.models import loaded_pick, model_choices
 from studio.context import StudioContext
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.i18n.catalog import text
 from tests.helpers.chat_runs import save_demo_adapter
 from tests.helpers.pages import page_request

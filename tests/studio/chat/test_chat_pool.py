@@ -19,7 +19,8 @@ from studio.chat.pool import ChatClients
 from studio.chat.status import status_html
 from studio.chat.tab import respond
 from studio.demo.caller import Caller
-from studio.demo.policy import DemoPolicy, owner_tag
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import DemoPolicy
 from tests.helpers.chat_runs import save_demo_adapter
 from tests.helpers.visitors import ALICE, BOB, CAROL
 from tests.helpers.visitors import DEMO as DEMO_MODE

@@ -29,7 +29,8 @@ from studio.chat.models import model_choices, spec_for, worker_tag
 from studio.chat.status import status_html
 from studio.chat.tab import _relisted, respond
 from studio.demo.caller import Caller
-from studio.demo.policy import DemoPolicy, owner_tag
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import DemoPolicy
 from tests.helpers.chat_runs import save_demo_adapter
 from tests.helpers.visitors import ALICE, BOB
 from tests.helpers.visitors import DEMO as DEMO_MODE

@@ -23,7 +23,8 @@ from studio.app import build_app, initial_view, launch_options
 from studio.demo.budget import AddressBudget
 from studio.demo.caller import Caller
 from studio.demo.identity import client_address, mint_token
-from studio.demo.policy import MB, DemoPolicy, owner_tag, visitor_uploads
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import MB, DemoPolicy, visitor_uploads
 from studio.demo.queue import NO_VISITOR, enqueue_run
 from studio.demo.quota import start_refusal, upload_refusal, visitor_usage
 from studio.train import actions

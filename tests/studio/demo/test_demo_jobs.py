@@ -23,7 +23,8 @@ from engine.runs import jobs
 from engine.store.processes import signal_group
 from engine.store.rundir import CONFIG_FILE, update_status
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag, visitor_exports
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import visitor_exports
 from studio.demo.quota import tree_bytes, visitor_usage
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab

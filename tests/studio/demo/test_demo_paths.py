@@ -19,7 +19,8 @@ from engine.store.rundir import LOG_FILE as RUN_LOG
 from engine.store.rundir import update_status
 from studio.chat import actions as chat_actions
 from studio.demo.caller import Caller
-from studio.demo.policy import DATA_REFUSAL, NORMAL, owner_tag, visitor_uploads
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import DATA_REFUSAL, NORMAL, visitor_uploads
 from studio.demo.shown import server_roots, shown_value, visible_paths
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab

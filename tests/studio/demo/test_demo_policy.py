@@ -19,7 +19,8 @@ from studio.context import StudioContext
 from studio.demo import policy as demo_policy
 from studio.demo import queue as demo_queue
 from studio.demo.caller import Caller
-from studio.demo.policy import NORMAL, owner_tag, owns, visitor_uploads
+from studio.demo.ownership import owner_tag, owns
+from studio.demo.policy import NORMAL, visitor_uploads
 from studio.form.schema import leaf_specs
 from studio.form.values import default_values
 from studio.i18n.catalog import text

@@ -17,7 +17,7 @@ from engine.store.rundir import CONFIG_FILE, FINAL_STATES, STATUS_FILE, read_sta
 from studio.app import initial_view
 from studio.chat import models as chat_models
 from studio.demo.caller import Caller
-from studio.demo.policy import owned_run, owner_tag
+from studio.demo.ownership import owned_run, owner_tag
 from studio.demo.queue import resume_queued
 from studio.evaluate import tab as evaluate_tab
 from studio.export import tab as export_tab

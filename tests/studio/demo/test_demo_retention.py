@@ -13,7 +13,8 @@ from pathlib import Path
 from engine.runs import jobs
 from engine.store.rundir import update_status
 from studio.app import build_app, header_html
-from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, visitor_exports, visitor_uploads
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import NORMAL, DemoPolicy, visitor_exports, visitor_uploads
 from studio.demo.retention import DAY_SECONDS, sweep
 from tests.engine.runs.fault_checks import wait_until
 from tests.helpers.visitors import ALICE, BOB, CAROL, DEMO, new_visitor

@@ -20,7 +20,8 @@ from engine.runs.jobs import JobStatus
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.caller import Caller
-from studio.demo.policy import NORMAL, DemoPolicy, owner_tag, visitor_exports
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import NORMAL, DemoPolicy, visitor_exports
 from studio.evaluate import benchmark_widgets as benchmark_section
 from studio.evaluate import cards, tables
 from studio.evaluate import tab as evaluate_tab

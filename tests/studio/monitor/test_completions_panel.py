@@ -14,7 +14,7 @@ from engine.runs import create_run
 from engine.store.completions import append_completions
 from engine.store.rundir import update_status
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.monitor import completions as panel_module
 from studio.monitor import tab as monitor_tab
 from studio.monitor.completions import SAMPLES, CompletionsPanel, pick, reward_choices, table_rows

@@ -19,7 +19,7 @@ from engine.store.controls import read_controls, request_pause
 from engine.store.rundir import METRICS_FILE, RunStatus, update_status
 from studio.chat.models import model_choices
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.jobs.view import finished_runs, weight_choices
 from studio.monitor import tab as monitor_tab
 from studio.monitor.feed import MetricsFeed

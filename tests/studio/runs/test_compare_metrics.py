@@ -13,7 +13,7 @@ from engine.store.rundir import append_metrics, update_status
 from engine.training.methods import method_charts
 from studio import charts
 from studio.demo.caller import Caller
-from studio.demo.policy import owner_tag
+from studio.demo.ownership import owner_tag
 from studio.i18n.catalog import text
 from studio.runs import tab as runs_tab
 from studio.runs.data import (

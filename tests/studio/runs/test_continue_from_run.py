@@ -25,7 +25,8 @@ from engine.store.paths import PROJECT_ROOT
 from engine.store.rundir import update_status
 from studio.context import StudioContext
 from studio.demo.caller import Caller
-from studio.demo.policy import INIT_FROM_REFUSAL, owner_tag
+from studio.demo.ownership import owner_tag
+from studio.demo.policy import INIT_FROM_REFUSAL
 from studio.form.values import default_values
 from studio.runs.continuation import continue_values
 from studio.runs.data import RunIndex
