@@ -161,32 +161,36 @@ class SweepEditor:
         self._wire_base()
 
     def _sync(self) -> dict[str, Any]:
-        """An event's arguments that show the YAML's settings in their widgets (after a hand edit, a new base)."""
-        settings = list(self.settings.values())
+        """An event's arguments that show the YAML's settings in their widgets (after a hand edit, a picked metric)."""
+        return {"fn": self._shown_settings, "inputs": [self.yaml], "outputs": list(self.settings.values()), **QUIET}
 
-        def sync(text: str) -> list[Any]:
-            found = space_editor.settings_of(text)
-            if not found:
-                return [gr.skip()] * len(settings)
-            shown = {**found, "metric": gr.update(choices=space_editor.metric_choices(text), value=found["metric"])}
-            return [shown[key] for key in self.settings]
-
-        return {"fn": sync, "inputs": [self.yaml], "outputs": settings, **QUIET}
+    def _shown_settings(self, text: str) -> list[Any]:
+        """The settings widgets' updates for the YAML ``text`` (the metric's choices are its base's metrics); none
+        when it cannot be read."""
+        found = space_editor.settings_of(text)
+        if not found:
+            return [gr.skip()] * len(self.settings)
+        shown = {**found, "metric": gr.update(choices=space_editor.metric_choices(text), value=found["metric"])}
+        return [shown[key] for key in self.settings]
 
     def _wire_base(self) -> None:
         """Use: the base from the Train tab's form (its values as Start reads them) or from a file."""
         ctx, form = self.ctx, self.ctx.train_form
 
+        skipped = [gr.skip()] * len(self.settings)
+
         def use(caller: Caller, choice: str | None, sweep: str, *values: Any) -> list[Any]:
             if choice == actions.FROM_FORM:
                 if form is None:
-                    return [gr.skip(), message_html(caller.say(NO_FORM), "warn")]
+                    return [gr.skip(), message_html(caller.say(NO_FORM), "warn"), *skipped]
                 new, outcome = actions.yaml_from_form(caller, sweep, form.values(values))
             else:
                 new, outcome = actions.yaml_from_file(caller, sweep, choice)
-            return [new if new is not None else gr.skip(), actions.outcome_html(outcome)]
+            # The settings in the same answer as the YAML: shown by a later step, they landed after a number typed
+            # meanwhile and showed the YAML's old one in its box.
+            settings = self._shown_settings(new) if new is not None else skipped
+            return [new if new is not None else gr.skip(), actions.outcome_html(outcome), *settings]
 
         inputs = ctx.inputs(self.base, self.yaml, *(form.inputs if form is not None else []))
-        outputs = [self.yaml, self.start_message]
-        used = self.use_base.click(ctx.handler(use), inputs, outputs, preprocess=False, **PRIVATE)
-        used.then(**self._sync())
+        outputs = [self.yaml, self.start_message, *self.settings.values()]
+        self.use_base.click(ctx.handler(use), inputs, outputs, preprocess=False, **PRIVATE)
