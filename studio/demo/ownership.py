@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from engine.api import read_status, runs, runs_dir
 from studio.path_guard import resolve_run
 
-if TYPE_CHECKING:
-    from studio.demo.policy import DemoPolicy
+
+class DemoPolicy(Protocol):
+    """What ownership asks of studio.demo.policy.DemoPolicy (which imports this module): whether the studio is a
+    public demo, and the visitor a token stands for."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def visitor(self, token: object) -> str | None: ...
 
 
 def owner_tag(visitor: str) -> str:
