@@ -46,13 +46,18 @@ def field_words(spec: FieldSpec, root: str = "field") -> dict[str, Any]:
     }
 
 
+def widget_id(path: str) -> str:
+    """The page's id of a field's widget (``cfg-train-max_steps``), as the page's scripts and tests find it."""
+    return "cfg-" + path.replace(".", "-")
+
+
 def make_widget(spec: FieldSpec, value: Any, root: str = "field", **extra: Any) -> gr.components.Component:
     """The default widget of a leaf field, showing ``value`` (a widget value); ``extra`` goes to the component
     (e.g. ``interactive=False`` for a field that is shown but fixed, or another ``label``). ``root`` names the
     schema of the field's words (studio.i18n.catalog.SCHEMA_ROOTS)."""
     common: dict[str, Any] = {
         **field_words(spec, root),
-        "elem_id": "cfg-" + spec.path.replace(".", "-"),
+        "elem_id": widget_id(spec.path),
         **extra,
     }
     if spec.text_number:
@@ -211,7 +216,7 @@ class ConfigForm:
             if not all(open for _, open in self._headings):
                 self.collapsed[spec.path] = tuple(heading for heading, _ in self._headings)
             self.error_slots[spec.path] = gr.Markdown(
-                visible=False, elem_classes=[ERROR_CLASS], elem_id="cfg-" + spec.path.replace(".", "-") + "-error"
+                visible=False, elem_classes=[ERROR_CLASS], elem_id=widget_id(spec.path) + "-error"
             )
 
     # --- event plumbing -------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from studio.train import dataset as dp
 from studio.train import dataset_list as dl
 from studio.train import model_sections as ms
 from studio.train import rewards as rw
-from studio.train.form_widgets import ConfigForm, field_words, make_widget
+from studio.train.form_widgets import ConfigForm, field_words, make_widget, widget_id
 
 START_LABEL, STARTING = "train.start", "train.starting"  # keys of the Start button's two labels
 USE_MAX_LENGTH = key("train.use_max_length")
@@ -87,7 +87,7 @@ def _model_or_run_picker(ctx: StudioContext) -> Any:
             choices=actions.model_or_run_choices(Caller(ctx.workspace, ctx.policy)),
             value=value,
             allow_custom_value=not demo,
-            elem_id="cfg-" + spec.path.replace(".", "-"),
+            elem_id=widget_id(spec.path),
             **words,
         )
 
@@ -104,7 +104,7 @@ def _watched_metric_picker(spec: FieldSpec, value: Any) -> gr.Dropdown:
         choices=list(listed),
         value=value,
         allow_custom_value=True,
-        elem_id="cfg-train-early_stopping-metric",
+        elem_id=widget_id(spec.path),
         **field_words(spec),
     )
 
